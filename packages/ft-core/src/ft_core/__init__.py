@@ -1,0 +1,13 @@
+"""ft-core: the engine. ``Engine.from_pretrained(path)`` then ``score`` / ``generate``."""
+
+from ft_core.config import EngineConfig
+from ft_core.engine import Engine
+from ft_core.errors import CheckpointError, FTError, RequestError, UnsupportedArchitectureError
+from ft_core.sampling import SamplingParams
+from ft_core.sequence import GenerationOutput
+
+__all__ = [
+    "Engine", "EngineConfig", "SamplingParams", "GenerationOutput",
+    "FTError", "CheckpointError", "RequestError", "UnsupportedArchitectureError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Caches of sequence state: the paged KV cache."""

@@ -1,0 +1,149 @@
+"""Engine: load a checkpoint, then score or generate. The step is schedule -> run -> postprocess.
+
+    eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
+    logits = eng.score(token_ids)                    # [T, V] float32, one forward
+    outs = eng.generate(["Hello"], SamplingParams(max_tokens=32, temperature=0.0))
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import torch
+
+from ft_core.cache.kv_cache import PagedKVCache
+from ft_core.config import EngineConfig
+from ft_core.errors import RequestError
+from ft_core.layers.batch import ForwardBatch
+from ft_core.loader.checkpoint import load_checkpoint
+from ft_core.sampling import SamplingParams, sample_one
+from ft_core.scheduler import ScheduledBatch, Scheduler
+from ft_core.sequence import GenerationOutput, Sequence
+
+
+class Engine:
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        ckpt = load_checkpoint(config)
+        self.model_config, self.model, self.tokenizer = ckpt.model_config, ckpt.model, ckpt.tokenizer
+        self.max_model_len = min(config.max_model_len or self.model_config.max_position, self.model_config.max_position)
+        per_page = self.model.kv_bytes_per_token(config.torch_dtype) * config.page_size
+        pages = max(1, min(config.kv_cache_bytes // per_page, 4 * -(-self.max_model_len // config.page_size)))
+        self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
+        self.scheduler = Scheduler(self.kv, config.max_batch_tokens)
+        self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
+        self._ids = itertools.count()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path | None = None, *, device: str = "cpu", dtype: str = "float32",
+                        **options) -> "Engine":
+        """Load a checkpoint directory (None: the built-in demo model). ``options``: EngineConfig fields."""
+        if path is None:
+            from ft_core.demo import demo_model_path
+
+            path = demo_model_path()
+        return cls(EngineConfig(model=str(path), device=device, dtype=dtype, **options))
+
+    # ---- public API -------------------------------------------------------------------------
+    def score(self, token_ids: list[int]) -> torch.Tensor:
+        """Logits [T, V] float32 for every prefix of ``token_ids`` (one forward; no state is kept)."""
+        ids = list(token_ids)
+        if not ids or len(ids) > self.max_model_len:
+            raise RequestError(f"score() needs 1..{self.max_model_len} (max_model_len) tokens, got {len(ids)}")
+        seq = self._new_seq(ids, SamplingParams(max_tokens=1))
+        seq.want_all_logits = True
+        try:
+            while seq.uncomputed > 0:
+                n = min(seq.uncomputed, self.config.max_batch_tokens)
+                self.kv.reserve(seq.seq_id, seq.num_computed + n)
+                self._forward(ScheduledBatch([seq], [n], True))
+                seq.num_computed += n
+        finally:
+            self.kv.free(seq.seq_id)
+        return torch.cat(seq.logits)
+
+    def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[GenerationOutput]:
+        """Complete prompts (text, token-id lists, or a list of either) together; outputs in input order."""
+        single = isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int))
+        plist = [prompts] if single else list(prompts)
+        params = params or SamplingParams()
+        plist_params = params if isinstance(params, list) else [params] * len(plist)
+        seqs = [self.add_request(p, sp) for p, sp in zip(plist, plist_params)]
+        while any(not s.finished for s in seqs):
+            self.step()
+        return [self._output(s) for s in seqs]
+
+    def add_request(self, prompt: str | list[int], params: SamplingParams) -> Sequence:
+        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        if not ids:
+            raise RequestError("prompt is empty")
+        if len(ids) >= self.max_model_len:
+            raise RequestError(f"prompt has {len(ids)} tokens; the context limit (max_model_len) is {self.max_model_len}")
+        bad = [i for i in ids if not 0 <= i < self.model_config.vocab_size]
+        if bad:
+            raise RequestError(f"token id {bad[0]} is outside the vocabulary [0, {self.model_config.vocab_size})")
+        seq = self._new_seq(ids, params)
+        self.scheduler.add(seq)
+        return seq
+
+    def step(self) -> list[Sequence]:
+        """One scheduler step: schedule -> run -> postprocess. Returns the sequences that advanced."""
+        batch = self.scheduler.schedule()
+        if batch is None:
+            return []
+        logits = self._forward(batch)
+        self._postprocess(batch, logits)
+        self.scheduler.after_step(batch)
+        return batch.seqs
+
+    # ---- internals --------------------------------------------------------------------------
+    def _new_seq(self, ids: list[int], params: SamplingParams) -> Sequence:
+        gen = None
+        if params.seed is not None:
+            gen = torch.Generator().manual_seed(params.seed)
+        return Sequence(next(self._ids), ids, params, generator=gen)
+
+    def _forward(self, b: ScheduledBatch) -> torch.Tensor:
+        """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk."""
+        ids, pos, slots = [], [], []
+        for seq, n in zip(b.seqs, b.chunk):
+            start = seq.num_computed
+            p = torch.arange(start, start + n)
+            ids.append(torch.tensor(seq.all_ids[start : start + n]))
+            pos.append(p)
+            slots.append(self.kv.slots(seq.seq_id, p))
+        tables = [self.kv.tables[s.seq_id] for s in b.seqs]
+        width = max(len(t) for t in tables)
+        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+        fb = ForwardBatch(torch.cat(ids), torch.cat(pos), torch.cat(slots), page_table, list(b.chunk),
+                          [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size)
+        h = self.model.forward(fb, self.kv)
+        if len(b.seqs) == 1 and b.seqs[0].want_all_logits:
+            b.seqs[0].logits.append(self.model.logits(h))
+        return self.model.logits(h[fb.last_token_index()])
+
+    def _postprocess(self, b: ScheduledBatch, logits: torch.Tensor) -> None:
+        for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):
+            seq.num_computed += n
+            if seq.uncomputed > 0:  # mid-prompt chunk: nothing to sample yet
+                continue
+            p = seq.params
+            banned = sorted(self.eos_ids | set(p.stop_token_ids)) if len(seq.output_ids) < p.min_tokens else None
+            tok = sample_one(logits[i], p, seq.prompt_ids, seq.output_ids, seq.generator, banned)
+            seq.output_ids.append(tok)
+            self._check_stop(seq, tok)
+
+    def _check_stop(self, seq: Sequence, tok: int) -> None:
+        p = seq.params
+        seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens)
+        if (tok in self.eos_ids and not p.ignore_eos) or tok in p.stop_token_ids:
+            seq.finish_reason = "stop"
+        elif p.stop and (hits := [i for s in p.stop if (i := seq.text.find(s)) >= 0]):
+            seq.text = seq.text[: min(hits)]
+            seq.finish_reason = "stop"
+        elif len(seq.output_ids) >= p.max_tokens or seq.total_len >= self.max_model_len:
+            seq.finish_reason = "length"
+
+    def _output(self, s: Sequence) -> GenerationOutput:
+        return GenerationOutput(s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")

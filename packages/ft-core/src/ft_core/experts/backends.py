@@ -1,0 +1,102 @@
+"""Expert backends: compute a MoE layer's routes on an ExpertBank. Small ABC + registry (DESIGN §8.4).
+
+A route is (token t, flat expert id, gate weight g); the backend returns
+``y[t] = sum over routes of g * expert(x[t])`` as float32 [T, H], whatever format the bank holds.
+Legend: T = tokens, H = hidden, I = expert intermediate, R = routes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+import torch.nn.functional as F
+
+from ft_core.experts.bank import ExpertBank
+
+
+class ExpertBackend(ABC):
+    name: str
+
+    @abstractmethod
+    def supports(self, bank: ExpertBank) -> bool: ...
+
+    @abstractmethod
+    def run(self, bank: ExpertBank, x: torch.Tensor, tok: torch.Tensor, eid: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """x [T, H], tok/eid [R] int, gate [R] float32 -> y [T, H] float32. Does not mutate inputs."""
+
+
+def expert_act(bank: ExpertBank, gu: torch.Tensor, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+    """[n, 2I] gate-then-up pre-activations -> [n, I]."""
+    g, u = gu[..., : bank.inter], gu[..., bank.inter :]
+    if bank.act == "swiglu":
+        return F.silu(g) * u
+    g = g.clamp(max=limit)
+    u = u.clamp(-limit, limit)
+    return (u + 1) * (g * torch.sigmoid(g * alpha))
+
+
+class TorchBackend(ExpertBackend):
+    """Reference: dequantise each used expert to float32 and run it with torch; every format."""
+
+    name = "torch"
+
+    def __init__(self, alpha: float = 1.702, limit: float = 7.0):
+        self.alpha, self.limit = alpha, limit
+
+    def supports(self, bank: ExpertBank) -> bool:
+        return True
+
+    def run(self, bank, x, tok, eid, gate):
+        x = x.float()
+        y = torch.zeros_like(x)
+        ids, inv = torch.unique(eid, return_inverse=True)
+        w13_all, w2_all = bank.dequant(ids, "w13"), bank.dequant(ids, "w2")
+        b13, b2 = bank.bias("w13"), bank.bias("w2")
+        for j, e in enumerate(ids.tolist()):
+            sel = (inv == j).nonzero().flatten()
+            t = tok[sel]
+            gu = x[t] @ w13_all[j].T
+            if b13 is not None:
+                gu = gu + b13[e]
+            h = expert_act(bank, gu, self.alpha, self.limit)
+            out = h @ w2_all[j].T
+            if b2 is not None:
+                out = out + b2[e]
+            y.index_add_(0, t, out * gate[sel, None])
+        return y
+
+
+class CpuKernelBackend(ExpertBackend):
+    """ft_kernels C++ CPU kernel: bf16 SwiGLU banks without biases (more formats: issue 3)."""
+
+    name = "kernel"
+
+    def supports(self, bank: ExpertBank) -> bool:
+        return bank.fmt == "dense" and bank.act == "swiglu" and bank.tensors["w13"].dtype == torch.bfloat16 and bank.bias("w13") is None
+
+    def run(self, bank, x, tok, eid, gate):
+        import ft_kernels
+
+        return ft_kernels.moe_swiglu(
+            x.float().contiguous(), tok.to(torch.int32), eid.to(torch.int32), gate.float().contiguous(),
+            bank.tensors["w13"], bank.tensors["w2"],
+        )
+
+
+BACKENDS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend}
+
+
+def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float) -> ExpertBackend:
+    """``auto`` takes the C++ kernel where it supports the bank, else the torch reference."""
+    from ft_core.errors import FTError
+
+    if name == "auto":
+        k = CpuKernelBackend()
+        return k if k.supports(bank) else TorchBackend(alpha, limit)
+    if name not in BACKENDS:
+        raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(BACKENDS)}")
+    b = BACKENDS[name](alpha, limit) if name == "torch" else BACKENDS[name]()
+    if not b.supports(bank):
+        raise FTError(f"expert implementation {name!r} does not support {bank.fmt} {bank.act} banks; use auto or torch")
+    return b

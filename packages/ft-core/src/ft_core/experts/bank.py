@@ -1,0 +1,164 @@
+"""ExpertBank: every routed expert of the model in a few tensors whose first dim is the flat id.
+
+Flat id = ``m * E + e`` where m is the index of the MoE layer among MoE layers (dense layers have no
+experts) and e the expert. Layout per format (N = flat ids, I = expert intermediate, H = hidden):
+
+- ``dense``: ``w13 [N, 2I, H]`` (gate rows, then up rows), ``w2 [N, H, I]``, stored dtype (bf16/f16/f32)
+- ``fp8``:   ``w13``/``w2`` float8_e4m3fn as above, ``w13_scale [N, 2I, ceil(H/B1)]``,
+             ``w2_scale [N, H, ceil(I/B1)]`` float32: one scale row per weight row (block rows expanded)
+- ``mxfp4``: ``w13_blocks [N, 2I, H/32, 16]``, ``w13_scales [N, 2I, H/32]`` uint8; ``w2_*`` likewise
+- optional biases ``w13_bias [N, 2I]``, ``w2_bias [N, H]`` float32 (GPT-OSS)
+
+Checkpoints store experts per expert (``experts.{e}.gate_proj`` …, Mixtral ``w1/w3/w2``) or fused
+3D (``experts.gate_up_proj``; GPT-OSS [E, H, 2I] with gate/up interleaved); all become this layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ft_core.loader.quant import fp8_row_scales, fp8_rows_dequant, mxfp4_dequant
+from ft_core.loader.weights import WeightReader
+from ft_core.model_config import ModelConfig
+
+_PER_EXPERT_NAMES = {"mixtral": ("w1", "w3", "w2")}
+
+
+@dataclass
+class ExpertBank:
+    fmt: str  # "dense" | "fp8" | "mxfp4"
+    num_experts: int  # E per layer
+    hidden: int  # H
+    inter: int  # I
+    act: str  # "swiglu" | "gptoss"
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    fp8_block: int = 0  # B1 for fp8
+
+    @property
+    def num_ids(self) -> int:
+        return self.tensors[self._main()].shape[0]
+
+    def _main(self) -> str:
+        return "w13_blocks" if self.fmt == "mxfp4" else "w13"
+
+    def nbytes_per_id(self) -> int:
+        return sum(t[0].numel() * t.element_size() for t in self.tensors.values())
+
+    def dequant(self, ids: torch.Tensor, which: str) -> torch.Tensor:
+        """Float32 weights of ``which`` ("w13" [n, 2I, H] or "w2" [n, H, I]) for flat ``ids`` [n]."""
+        t = self.tensors
+        if self.fmt == "dense":
+            return t[which][ids].float()
+        if self.fmt == "fp8":
+            return fp8_rows_dequant(t[which][ids], t[f"{which}_scale"][ids], self.fp8_block)
+        return mxfp4_dequant(t[f"{which}_blocks"][ids], t[f"{which}_scales"][ids])
+
+    def bias(self, which: str) -> torch.Tensor | None:
+        return self.tensors.get(f"{which}_bias")
+
+    @classmethod
+    def load(cls, r: WeightReader, cfg: ModelConfig, prefixes: list[str]) -> "ExpertBank":
+        """Read the experts of every MoE layer (``prefixes[m]`` = that layer's MLP module name)."""
+        m = cfg.moe
+        E, H, I = m.num_experts, cfg.hidden_size, m.intermediate
+        L = len(prefixes)
+        probe = _first_weight_name(r, cfg, prefixes[0])
+        stored = r.raw(probe).dtype
+        fmt = "mxfp4" if probe.endswith("_blocks") else "fp8" if stored == torch.float8_e4m3fn else "dense"
+        bank = cls(fmt, E, H, I, m.act, fp8_block=cfg.quant.block[1] if fmt == "fp8" else 0)
+        alloc = _Alloc(bank, L * E, H, I, stored, cfg)
+        for li, p in enumerate(prefixes):
+            if fmt == "mxfp4":
+                _load_mxfp4(r, bank, p, li * E, E, H, I)
+            elif r.has(f"{p}.experts.gate_up_proj"):
+                _load_fused(r, bank, p, li * E, E, H, I, interleaved=m.act == "gptoss")
+            else:
+                _load_per_expert(r, bank, p, li * E, E, H, I, _PER_EXPERT_NAMES.get(cfg.model_type, ("gate_proj", "up_proj", "down_proj")))
+            if m.expert_bias:
+                gub = r.tensor(f"{p}.experts.gate_up_proj_bias", (E, 2 * I), torch.float32)
+                bank.tensors["w13_bias"][li * E : (li + 1) * E] = _deinterleave(gub, dim=1)
+                bank.tensors["w2_bias"][li * E : (li + 1) * E] = r.tensor(f"{p}.experts.down_proj_bias", (E, H), torch.float32)
+        del alloc
+        return bank
+
+
+def _first_weight_name(r: WeightReader, cfg: ModelConfig, p: str) -> str:
+    for cand in (f"{p}.experts.gate_up_proj_blocks", f"{p}.experts.gate_up_proj",
+                 f"{p}.experts.0.{_PER_EXPERT_NAMES.get(cfg.model_type, ('gate_proj',))[0]}.weight"):
+        if r.has(cand):
+            return cand
+    raise_missing(r, f"{p}.experts.0.gate_proj.weight (or fused {p}.experts.gate_up_proj)")
+
+
+def raise_missing(r: WeightReader, what: str):
+    from ft_core.errors import CheckpointError
+
+    raise CheckpointError(f"{r.index.dir}: expert tensor {what} is missing from the checkpoint")
+
+
+class _Alloc:
+    """Preallocate the bank tensors once, so loading fills them in place (no second full copy)."""
+
+    def __init__(self, bank: ExpertBank, N: int, H: int, I: int, stored: torch.dtype, cfg: ModelConfig):
+        t = bank.tensors
+        if bank.fmt == "mxfp4":
+            t["w13_blocks"] = torch.empty(N, 2 * I, H // 32, 16, dtype=torch.uint8)
+            t["w13_scales"] = torch.empty(N, 2 * I, H // 32, dtype=torch.uint8)
+            t["w2_blocks"] = torch.empty(N, H, I // 32, 16, dtype=torch.uint8)
+            t["w2_scales"] = torch.empty(N, H, I // 32, dtype=torch.uint8)
+        else:
+            t["w13"] = torch.empty(N, 2 * I, H, dtype=stored)
+            t["w2"] = torch.empty(N, H, I, dtype=stored)
+        if bank.fmt == "fp8":
+            b1 = bank.fp8_block
+            t["w13_scale"] = torch.empty(N, 2 * I, -(-H // b1))
+            t["w2_scale"] = torch.empty(N, H, -(-I // b1))
+        if cfg.moe.expert_bias:
+            t["w13_bias"] = torch.empty(N, 2 * I)
+            t["w2_bias"] = torch.empty(N, H)
+
+
+def _deinterleave(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """GPT-OSS stores gate/up interleaved (g0, u0, g1, u1, ...) along ``dim``; return gates then ups."""
+    idx = torch.cat([torch.arange(0, x.shape[dim], 2), torch.arange(1, x.shape[dim], 2)])
+    return x.index_select(dim, idx)
+
+
+def _load_per_expert(r, bank, p, base, E, H, I, names):
+    g, u, d = names
+    t = bank.tensors
+    for e in range(E):
+        q = f"{p}.experts.{e}"
+        for rows, name, shape in ((slice(0, I), g, (I, H)), (slice(I, 2 * I), u, (I, H)), (None, d, (H, I))):
+            w = r.raw(f"{q}.{name}.weight", shape)
+            dst = "w13" if rows is not None else "w2"
+            view = t[dst][base + e] if rows is None else t[dst][base + e, rows]
+            view.copy_(w)
+            if bank.fmt == "fp8":
+                b0, b1 = r.quant.block
+                s = r.raw(f"{q}.{name}.weight_scale_inv", (-(-shape[0] // b0), -(-shape[1] // b1)))
+                sv = t[f"{dst}_scale"][base + e] if rows is None else t[f"{dst}_scale"][base + e, rows]
+                sv.copy_(fp8_row_scales(s, shape[0], b0))
+
+
+def _load_fused(r, bank, p, base, E, H, I, interleaved: bool):
+    t = bank.tensors
+    if interleaved:  # GPT-OSS bf16: gate_up_proj [E, H, 2I] (in, out), interleaved; down_proj [E, I, H]
+        gu = r.raw(f"{p}.experts.gate_up_proj", (E, H, 2 * I))
+        t["w13"][base : base + E] = _deinterleave(gu.transpose(1, 2), dim=1)
+        t["w2"][base : base + E] = r.raw(f"{p}.experts.down_proj", (E, I, H)).transpose(1, 2)
+    else:  # Qwen3.5-style: gate_up_proj [E, 2I, H] gate rows first; down_proj [E, H, I]
+        t["w13"][base : base + E] = r.raw(f"{p}.experts.gate_up_proj", (E, 2 * I, H))
+        t["w2"][base : base + E] = r.raw(f"{p}.experts.down_proj", (E, H, I))
+
+
+def _load_mxfp4(r, bank, p, base, E, H, I):
+    t = bank.tensors
+    gb = r.raw(f"{p}.experts.gate_up_proj_blocks", (E, 2 * I, H // 32, 16))
+    gs = r.raw(f"{p}.experts.gate_up_proj_scales", (E, 2 * I, H // 32))
+    t["w13_blocks"][base : base + E] = _deinterleave(gb, dim=1)
+    t["w13_scales"][base : base + E] = _deinterleave(gs, dim=1)
+    t["w2_blocks"][base : base + E] = r.raw(f"{p}.experts.down_proj_blocks", (E, H, I // 32, 16))
+    t["w2_scales"][base : base + E] = r.raw(f"{p}.experts.down_proj_scales", (E, H, I // 32))

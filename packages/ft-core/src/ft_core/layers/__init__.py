@@ -1,0 +1,1 @@
+"""Layers: norms, rotary embeddings, attention (GQA, MLA), dense MLP, MoE."""

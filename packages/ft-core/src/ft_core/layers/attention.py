@@ -1,0 +1,40 @@
+"""Attention over a paged KV cache for a packed batch; GQA without repeating KV, optional sinks.
+
+Legend: T = packed tokens, B = sequences, Lq/Lk = padded query/key lengths, K = KV heads,
+G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ft_core.layers.batch import ForwardBatch
+
+
+def paged_attention(
+    q: torch.Tensor,  # [T, N, D]
+    k: torch.Tensor,  # [B, Lk, K, D] gathered keys (new tokens already written)
+    v: torch.Tensor,  # [B, Lk, K, Dv]
+    batch: ForwardBatch,
+    scale: float,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
+) -> torch.Tensor:  # [T, N, Dv] in q's dtype
+    B, Lq = batch.batch_size, batch.Lq
+    T, N, D = q.shape
+    K = k.shape[2]
+    G = N // K
+    qb = q.new_zeros(B * Lq, N, D)
+    qb[batch.dest] = q
+    qb = qb.view(B, Lq, K, G, D).permute(0, 2, 3, 1, 4).float()  # B K G Lq D
+    kb = k.permute(0, 2, 3, 1).float()[:, :, None]  # B K 1 D Lk
+    s = (qb @ kb) * scale  # B K G Lq Lk
+    s = s.masked_fill(~batch.mask(window)[:, None, None], float("-inf"))
+    if sinks is not None:
+        sk = sinks.float().view(1, K, G, 1, 1).expand(B, K, G, Lq, 1)
+        p = torch.softmax(torch.cat([s, sk], dim=-1), dim=-1)[..., :-1]
+    else:
+        p = torch.softmax(s, dim=-1)
+    o = p @ v.permute(0, 2, 1, 3).float()[:, :, None]  # B K G Lq Dv
+    o = o.permute(0, 3, 1, 2, 4).reshape(B * Lq, N, -1)[batch.dest]
+    return o.to(q.dtype)

@@ -1,0 +1,58 @@
+"""Grouped-query attention layer: q/k/v/o projections (optional biases), QK-norm per head or over
+the whole projection, clip_qkv, rotary (partial/yarn/interleaved), sliding window and sinks.
+
+Legend: T = packed tokens, H = hidden, N = query heads, K = KV heads, D = head dim.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.layers.attention import paged_attention
+from ft_core.layers.basic import rms_norm
+from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.rope import Rotary
+from ft_core.model_config import ModelConfig
+
+
+class GQAttention:
+    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, rotary: Rotary):
+        self.cfg, self.layer, self.rotary = cfg, layer, rotary
+        N, K, D, H = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
+        self.wq, self.bq = r.linear(f"{prefix}.q_proj", N * D, H, cfg.qkv_bias)
+        self.wk, self.bk = r.linear(f"{prefix}.k_proj", K * D, H, cfg.qkv_bias)
+        self.wv, self.bv = r.linear(f"{prefix}.v_proj", K * D, H, cfg.qkv_bias)
+        self.wo, self.bo = r.linear(f"{prefix}.o_proj", H, N * D, cfg.o_bias)
+        self.q_norm = self.k_norm = None
+        if cfg.qk_norm == "head":
+            self.q_norm = r.tensor(f"{prefix}.q_norm.weight", (D,))
+            self.k_norm = r.tensor(f"{prefix}.k_norm.weight", (D,))
+        elif cfg.qk_norm == "full":
+            self.q_norm = r.tensor(f"{prefix}.q_norm.weight", (N * D,))
+            self.k_norm = r.tensor(f"{prefix}.k_norm.weight", (K * D,))
+        self.sinks = r.tensor(f"{prefix}.sinks", (N,), torch.float32) if cfg.sinks else None
+        self.window = cfg.sliding_windows[layer]
+
+    def kv_layout(self, num_pages: int, page_size: int, dtype: torch.dtype) -> KVLayout:
+        c = self.cfg
+        return KVLayout(num_pages, page_size, c.num_kv_heads, c.head_dim, c.head_dim, dtype)
+
+    def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
+        c = self.cfg
+        T = x.shape[0]
+        q, k, v = F.linear(x, self.wq, self.bq), F.linear(x, self.wk, self.bk), F.linear(x, self.wv, self.bv)
+        if c.qk_norm == "full":
+            q, k = rms_norm(q, self.q_norm, c.rms_eps), rms_norm(k, self.k_norm, c.rms_eps)
+        if c.clip_qkv is not None:
+            q, k, v = (t.clamp(-c.clip_qkv, c.clip_qkv) for t in (q, k, v))
+        q, k, v = q.view(T, -1, c.head_dim), k.view(T, -1, c.head_dim), v.view(T, -1, c.head_dim)
+        if c.qk_norm == "head":
+            q, k = rms_norm(q, self.q_norm, c.rms_eps), rms_norm(k, self.k_norm, c.rms_eps)
+        cos, sin = cos_sin
+        q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
+        kv.write(self.layer, batch.slots, k, v)
+        kc, vc = kv.gather(self.layer, batch.page_table)
+        o = paged_attention(q, kc, vc, batch, c.attn_scale, self.window, self.sinks)
+        return F.linear(o.reshape(T, -1), self.wo, self.bo)

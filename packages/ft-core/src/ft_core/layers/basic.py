@@ -1,0 +1,25 @@
+"""RMSNorm and the dense SwiGLU MLP."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """x [..., D] normalised in float32, scaled by w [D]; result in x's dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return w * y.to(x.dtype)
+
+
+class DenseMLP:
+    """down(silu(gate(x)) * up(x)); weights [I, H], [I, H], [H, I]."""
+
+    def __init__(self, r, prefix: str, hidden: int, inter: int):
+        self.gate, _ = r.linear(f"{prefix}.gate_proj", inter, hidden)
+        self.up, _ = r.linear(f"{prefix}.up_proj", inter, hidden)
+        self.down, _ = r.linear(f"{prefix}.down_proj", hidden, inter)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.silu(F.linear(x, self.gate)) * F.linear(x, self.up), self.down)

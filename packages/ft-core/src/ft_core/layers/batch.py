@@ -1,0 +1,58 @@
+"""ForwardBatch: where every token of one forward belongs, built once and shared by all layers.
+
+Tokens of several sequences are packed flat (T = total new tokens). Each sequence b has q_len[b]
+new tokens at the end of ctx_len[b] total tokens. Attention pads to [B, Lq] queries and
+[B, Lk] keys, Lk = pages per sequence * page size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class ForwardBatch:
+    input_ids: torch.Tensor  # [T] int64
+    positions: torch.Tensor  # [T] int64
+    slots: torch.Tensor  # [T] flat KV slot of each new token
+    page_table: torch.Tensor  # [B, Pmax] int64 (padding rows point at page 0; masked)
+    q_lens: list[int]
+    ctx_lens: list[int]
+    page_size: int
+    dest: torch.Tensor = field(init=False)  # [T] index into the padded [B * Lq] query rows
+    q_pos: torch.Tensor = field(init=False)  # [B, Lq] position of each padded query row
+    _masks: dict = field(init=False, default_factory=dict)
+
+    def __post_init__(self):
+        B, Lq = len(self.q_lens), max(self.q_lens)
+        self.Lq = Lq
+        dest, qpos = [], torch.zeros(B, Lq, dtype=torch.int64)
+        for b, (ql, cl) in enumerate(zip(self.q_lens, self.ctx_lens)):
+            dest.append(torch.arange(ql) + b * Lq)
+            qpos[b, :ql] = torch.arange(cl - ql, cl)
+        self.dest = torch.cat(dest)
+        self.q_pos = qpos
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.q_lens)
+
+    def mask(self, window: int | None) -> torch.Tensor:
+        """[B, Lq, Lk] bool: key visible to query (causal, inside the context, inside the window)."""
+        m = self._masks.get(window)
+        if m is None:
+            Lk = self.page_table.shape[1] * self.page_size
+            kpos = torch.arange(Lk)[None, None, :]
+            q = self.q_pos[:, :, None]
+            ctx = torch.tensor(self.ctx_lens)[:, None, None]
+            m = (kpos <= q) & (kpos < ctx)
+            if window is not None:
+                m &= kpos > q - window
+            self._masks[window] = m
+        return m
+
+    def last_token_index(self) -> torch.Tensor:
+        """[B] flat index of each sequence's last new token (the one whose logits are sampled)."""
+        return torch.tensor(self.q_lens).cumsum(0) - 1

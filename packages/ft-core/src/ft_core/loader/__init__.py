@@ -1,0 +1,1 @@
+"""Checkpoint loading: safetensors index, dequantisation of stored formats, config parsing."""

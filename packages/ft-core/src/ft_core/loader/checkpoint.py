@@ -1,0 +1,53 @@
+"""Open a checkpoint directory: config.json -> ModelConfig, tensors -> Decoder, tokenizer files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ft_core.config import EngineConfig
+from ft_core.errors import CheckpointError
+from ft_core.loader.safetensors_index import SafetensorsIndex
+from ft_core.loader.weights import WeightReader
+from ft_core.model_config import ModelConfig
+from ft_core.models.config_parse import parse_config
+from ft_core.models.decoder import Decoder
+from ft_core.tokenizer import Tokenizer
+
+
+@dataclass
+class Checkpoint:
+    model_config: ModelConfig
+    model: Decoder
+    tokenizer: Tokenizer
+    generation_config: dict
+
+
+def read_json(path: Path, required: bool) -> dict:
+    if not path.is_file():
+        if required:
+            raise CheckpointError(f"{path}: missing (is {path.parent} a Hugging Face checkpoint directory?)")
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: invalid JSON ({e})") from e
+
+
+def load_checkpoint(cfg: EngineConfig) -> Checkpoint:
+    root = Path(cfg.model).expanduser()
+    if not root.exists():
+        raise CheckpointError(f"{root}: no such checkpoint directory")
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: not a directory (give the checkpoint directory, not a file)")
+    model_config = parse_config(read_json(root / "config.json", True), root / "config.json")
+    gen = read_json(root / "generation_config.json", False)
+    index = SafetensorsIndex(root)
+    try:
+        model = Decoder(WeightReader(index, cfg.torch_dtype, model_config.quant), model_config, cfg.expert_impl)
+    finally:
+        index.close()
+    eos = gen.get("eos_token_id", [])
+    tokenizer = Tokenizer.from_dir(root, eos if isinstance(eos, list) else [eos])
+    return Checkpoint(model_config, model, tokenizer, gen)

@@ -1,0 +1,46 @@
+"""Read named dense weights from a checkpoint into the engine dtype, dequantising stored formats."""
+
+from __future__ import annotations
+
+import torch
+
+from ft_core.errors import CheckpointError
+from ft_core.loader.quant import fp8_block_dequant
+from ft_core.loader.safetensors_index import SafetensorsIndex
+from ft_core.model_config import QuantConfig
+
+
+class WeightReader:
+    """Tensors by name with shape checks; FP8 linear weights (``*_scale_inv`` beside them) dequantised."""
+
+    def __init__(self, index: SafetensorsIndex, dtype: torch.dtype, quant: QuantConfig | None):
+        self.index, self.dtype, self.quant = index, dtype, quant
+
+    def has(self, name: str) -> bool:
+        return name in self.index
+
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> torch.Tensor:
+        t = self.index.get(name, shape)
+        return t.to(dtype or self.dtype)
+
+    def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        return self.index.get(name, shape)
+
+    def linear(self, prefix: str, out_f: int, in_f: int, bias: bool = False):
+        """Weight [out, in] (and bias [out] or None) of ``prefix``.weight in the engine dtype."""
+        name = f"{prefix}.weight"
+        w = self.raw(name, (out_f, in_f))
+        if w.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            w = self.fp8_dequant(prefix, w)
+        w = w.to(self.dtype)
+        b = self.tensor(f"{prefix}.bias", (out_f,)) if bias else None
+        return w, b
+
+    def fp8_dequant(self, prefix: str, w: torch.Tensor) -> torch.Tensor:
+        if self.quant is None or self.quant.block is None:
+            raise CheckpointError(f"{self.index.dir}: tensor {prefix}.weight is fp8 but config.json has no fp8 block size")
+        b0, b1 = self.quant.block
+        R, C = w.shape[-2:]
+        sname = f"{prefix}.weight_scale_inv"
+        s = self.raw(sname, (*w.shape[:-2], -(-R // b0), -(-C // b1)))
+        return fp8_block_dequant(w, s, self.quant.block)

@@ -1,0 +1,1 @@
+"""Model definitions: per-architecture config parsing and tensor names, one shared decoder."""

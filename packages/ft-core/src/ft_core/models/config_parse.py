@@ -1,0 +1,215 @@
+"""config.json -> ModelConfig for every supported architecture (real hub field names).
+
+Both the transformers-5 layout (``rope_parameters``) and the older hub layout (``rope_theta`` +
+``rope_scaling``) are accepted. A missing required field is named in the error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ft_core.errors import CheckpointError, UnsupportedArchitectureError
+from ft_core.model_config import MLAConfig, ModelConfig, MoEConfig, QuantConfig, RopeConfig
+
+
+class _Cfg:
+    """config.json with errors that name the file and the field."""
+
+    def __init__(self, d: dict, path: Path):
+        self.d, self.path = d, path
+
+    def req(self, key: str) -> Any:
+        if self.d.get(key) is None:
+            raise CheckpointError(f"{self.path}: required field {key!r} is missing")
+        return self.d[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = self.d.get(key)
+        return default if v is None else v
+
+
+def _rope(c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial: float = 1.0) -> RopeConfig:
+    params = dict(c.get("rope_parameters", {}))
+    if "full_attention" in params and isinstance(params["full_attention"], dict):  # nested per layer type
+        params = dict(params["full_attention"])
+    legacy = c.get("rope_scaling", {}) or {}
+    params = {**legacy, **params}
+    kind = params.get("rope_type", params.get("type", "default"))
+    theta = params.get("rope_theta", c.get("rope_theta", 10000.0))
+    partial = params.get("partial_rotary_factor", c.get("partial_rotary_factor", default_partial))
+    if kind not in ("default", "linear", "yarn", "llama3"):
+        raise CheckpointError(f"{c.path}: rope type {kind!r} is not supported (default, linear, yarn, llama3)")
+    return RopeConfig(
+        theta=float(theta),
+        dim=int(head_dim * partial),
+        kind=kind,
+        factor=float(params.get("factor", 1.0) or 1.0),
+        original_max_position=int(
+            params.get("original_max_position_embeddings") or c.get("original_max_position_embeddings")
+            or c.get("max_position_embeddings", 0)
+        ),
+        beta_fast=float(params.get("beta_fast") or 32.0),
+        beta_slow=float(params.get("beta_slow") or 1.0),
+        mscale=params.get("mscale"),
+        mscale_all_dim=params.get("mscale_all_dim"),
+        attention_factor=params.get("attention_factor"),
+        truncate=bool(params.get("truncate", True)),
+        low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+        interleaved=interleaved,
+    )
+
+
+def _quant(c: _Cfg) -> QuantConfig | None:
+    q = c.get("quantization_config")
+    if not q:
+        return None
+    method = q.get("quant_method")
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        if not block:
+            raise CheckpointError(f"{c.path}: fp8 quantization_config needs weight_block_size (per-tensor fp8 is not supported)")
+        return QuantConfig("fp8", (int(block[0]), int(block[1])), tuple(q.get("modules_to_not_convert") or ()))
+    if method == "mxfp4":
+        return QuantConfig("mxfp4", None, tuple(q.get("modules_to_not_convert") or ()))
+    raise CheckpointError(f"{c.path}: quantization method {method!r} is not supported (fp8 block-scaled, mxfp4)")
+
+
+def _eos(c: _Cfg) -> tuple[int, ...]:
+    e = c.get("eos_token_id")
+    return tuple(e) if isinstance(e, list) else (() if e is None else (int(e),))
+
+
+def _base(c: _Cfg, *, moe: MoEConfig, moe_layers, windows, head_dim=None, rope=None, **kw) -> ModelConfig:
+    n_layers = int(c.req("num_hidden_layers"))
+    heads = int(c.req("num_attention_heads"))
+    hd = int(head_dim or c.get("head_dim") or c.req("hidden_size") // heads)
+    return ModelConfig(
+        model_type=c.req("model_type"),
+        vocab_size=int(c.req("vocab_size")),
+        hidden_size=int(c.req("hidden_size")),
+        num_layers=n_layers,
+        num_heads=heads,
+        num_kv_heads=int(c.get("num_key_value_heads", heads)),
+        head_dim=hd,
+        rms_eps=float(c.get("rms_norm_eps", 1e-6)),
+        max_position=int(c.get("max_position_embeddings", 4096)),
+        rope=rope or _rope(c, hd),
+        moe=moe,
+        dense_intermediate=int(c.get("intermediate_size", 0)),
+        moe_layers=tuple(moe_layers),
+        sliding_windows=tuple(windows),
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+        quant=_quant(c),
+        bos_token_id=c.get("bos_token_id"),
+        eos_token_ids=_eos(c),
+        **kw,
+    )
+
+
+def _qwen_sparse_layers(c: _Cfg) -> list[bool]:
+    n, step, only = int(c.req("num_hidden_layers")), int(c.get("decoder_sparse_step", 1)), set(c.get("mlp_only_layers", []))
+    return [(i not in only) and int(c.req("num_experts")) > 0 and (i + 1) % step == 0 for i in range(n)]
+
+
+def _windows(c: _Cfg, default_on: bool) -> list[int | None]:
+    n = int(c.req("num_hidden_layers"))
+    w = c.get("sliding_window")
+    if not w or not c.get("use_sliding_window", default_on):
+        return [None] * n
+    types = c.get("layer_types")
+    if types:
+        return [int(w) if t == "sliding_attention" else None for t in types]
+    if c.get("max_window_layers") is not None and c.get("use_sliding_window", False):
+        return [int(w) if i >= int(c.get("max_window_layers")) else None for i in range(n)]
+    return [int(w)] * n
+
+
+def _qwen_moe(c: _Cfg, *, qwen2: bool) -> ModelConfig:
+    moe = MoEConfig(
+        num_experts=int(c.req("num_experts")), top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("moe_intermediate_size")), router="softmax",
+        norm_topk_prob=bool(c.get("norm_topk_prob", not qwen2)),
+        shared_intermediate=int(c.get("shared_expert_intermediate_size", 0)) if qwen2 else 0, shared_gate=qwen2,
+    )
+    return _base(c, moe=moe, moe_layers=_qwen_sparse_layers(c), windows=_windows(c, False),
+                 qkv_bias=qwen2 or bool(c.get("attention_bias", False)), o_bias=not qwen2 and bool(c.get("attention_bias", False)),
+                 qk_norm=None if qwen2 else "head")
+
+
+def _mixtral(c: _Cfg) -> ModelConfig:
+    moe = MoEConfig(num_experts=int(c.req("num_local_experts")), top_k=int(c.req("num_experts_per_tok")),
+                    intermediate=int(c.req("intermediate_size")), router="softmax", norm_topk_prob=True)
+    n = int(c.req("num_hidden_layers"))
+    return _base(c, moe=moe, moe_layers=[True] * n, windows=_windows(c, True))
+
+
+def _olmoe(c: _Cfg) -> ModelConfig:
+    moe = MoEConfig(num_experts=int(c.req("num_experts")), top_k=int(c.req("num_experts_per_tok")),
+                    intermediate=int(c.req("intermediate_size")), router="softmax",
+                    norm_topk_prob=bool(c.get("norm_topk_prob", False)))
+    n = int(c.req("num_hidden_layers"))
+    return _base(c, moe=moe, moe_layers=[True] * n, windows=[None] * n, qk_norm="full",
+                 clip_qkv=c.get("clip_qkv"), qkv_bias=bool(c.get("attention_bias", False)),
+                 o_bias=bool(c.get("attention_bias", False)))
+
+
+def _deepseek_like(c: _Cfg, *, mla: bool) -> ModelConfig:
+    n = int(c.req("num_hidden_layers"))
+    k = int(c.get("first_k_dense_replace", 0))
+    moe = MoEConfig(
+        num_experts=int(c.req("n_routed_experts")), top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("moe_intermediate_size")), router="sigmoid_group",
+        norm_topk_prob=bool(c.get("norm_topk_prob", True)), n_group=int(c.get("n_group", 1)),
+        topk_group=int(c.get("topk_group", 1)), routed_scaling=float(c.get("routed_scaling_factor", 1.0)),
+        score_correction_bias=True,
+        shared_intermediate=int(c.req("moe_intermediate_size")) * int(c.get("n_shared_experts", 0)),
+    )
+    kw: dict = {}
+    if mla:
+        m = MLAConfig(q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=int(c.req("kv_lora_rank")),
+                      qk_nope_dim=int(c.req("qk_nope_head_dim")), qk_rope_dim=int(c.req("qk_rope_head_dim")),
+                      v_head_dim=int(c.req("v_head_dim")))
+        kw = dict(mla=m, head_dim=m.qk_rope_dim,
+                  rope=_rope(c, m.qk_rope_dim, interleaved=bool(c.get("rope_interleave", True))),
+                  qkv_bias=bool(c.get("attention_bias", False)), o_bias=bool(c.get("attention_bias", False)))
+    else:
+        hd = int(c.get("head_dim") or c.req("hidden_size") // int(c.req("num_attention_heads")))
+        kw = dict(rope=_rope(c, hd, default_partial=0.5), qkv_bias=bool(c.get("attention_bias", False)),
+                  qk_norm="head" if c.get("use_qk_norm", False) else None)
+    return _base(c, moe=moe, moe_layers=[i >= k for i in range(n)], windows=[None] * n, **kw)
+
+
+def _gpt_oss(c: _Cfg) -> ModelConfig:
+    n = int(c.req("num_hidden_layers"))
+    moe = MoEConfig(num_experts=int(c.req("num_local_experts")), top_k=int(c.req("num_experts_per_tok")),
+                    intermediate=int(c.req("intermediate_size")), router="topk_softmax", router_bias=True,
+                    act="gptoss", expert_bias=True, swiglu_alpha=float(c.get("swiglu_alpha", 1.702)),
+                    swiglu_limit=float(c.get("swiglu_limit", 7.0)))
+    types = c.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    w = int(c.get("sliding_window", 128))
+    windows = [w if t == "sliding_attention" else None for t in types]
+    bias = bool(c.get("attention_bias", True))
+    return _base(c, moe=moe, moe_layers=[True] * n, windows=windows, sinks=True, qkv_bias=bias, o_bias=bias)
+
+
+PARSERS: dict[str, Callable[[_Cfg], ModelConfig]] = {
+    "qwen3_moe": lambda c: _qwen_moe(c, qwen2=False),
+    "qwen2_moe": lambda c: _qwen_moe(c, qwen2=True),
+    "mixtral": _mixtral,
+    "olmoe": _olmoe,
+    "deepseek_v3": lambda c: _deepseek_like(c, mla=True),
+    "glm4_moe": lambda c: _deepseek_like(c, mla=False),
+    "gpt_oss": _gpt_oss,
+}
+
+
+def parse_config(d: dict, path: Path) -> ModelConfig:
+    c = _Cfg(d, path)
+    mt = d.get("model_type")
+    if mt not in PARSERS:
+        raise UnsupportedArchitectureError(
+            f"{path}: model_type {mt!r} is not supported; supported: {', '.join(sorted(PARSERS))}"
+        )
+    return PARSERS[mt](c)

@@ -1,0 +1,82 @@
+"""The decoder shared by every supported architecture: embeddings, N x (norm, attention, norm,
+dense MLP or MoE), final norm, LM head. Architecture differences live in ModelConfig and in the
+tensor names below.
+
+Legend: T = packed tokens, H = hidden, V = vocab.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.experts import ExpertBank, select_backend
+from ft_core.layers.attn_gqa import GQAttention
+from ft_core.layers.attn_mla import MLAttention
+from ft_core.layers.basic import DenseMLP, rms_norm
+from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.moe import MoELayer
+from ft_core.layers.rope import Rotary
+from ft_core.loader.weights import WeightReader
+from ft_core.model_config import ModelConfig
+
+# Per-architecture module names (hub checkpoints): MoE block and router.
+_MLP_NAME = {"mixtral": "block_sparse_moe"}
+_ROUTER_NAME = {"gpt_oss": "router"}
+
+
+class Decoder:
+    def __init__(self, r: WeightReader, cfg: ModelConfig, expert_impl: str = "auto"):
+        self.cfg = cfg
+        H, V = cfg.hidden_size, cfg.vocab_size
+        self.embed = r.tensor("model.embed_tokens.weight", (V, H))
+        self.rotary = Rotary(cfg.rope)
+        mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
+        moe_prefixes = [f"model.layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
+        self.bank = ExpertBank.load(r, cfg, moe_prefixes) if moe_prefixes else None
+        self.backend = (
+            select_backend(expert_impl, self.bank, cfg.moe.swiglu_alpha, cfg.moe.swiglu_limit) if self.bank else None
+        )
+        self.layers = []
+        moe_index = 0
+        for i in range(cfg.num_layers):
+            p = f"model.layers.{i}"
+            attn_cls = MLAttention if cfg.mla is not None else GQAttention
+            attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)
+            if cfg.moe_layers[i]:
+                mlp = MoELayer(r, cfg, f"{p}.{mlp_name}", _ROUTER_NAME.get(cfg.model_type, "gate"), moe_index,
+                               self.bank, self.backend)
+                moe_index += 1
+            else:
+                mlp = DenseMLP(r, f"{p}.mlp", H, cfg.dense_intermediate)
+            ln1 = r.tensor(f"{p}.input_layernorm.weight", (H,))
+            ln2 = r.tensor(f"{p}.post_attention_layernorm.weight", (H,))
+            self.layers.append((ln1, attn, ln2, mlp))
+        self.norm = r.tensor("model.norm.weight", (H,))
+        if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
+            self.lm_head = self.embed
+        else:
+            self.lm_head, _ = r.linear("lm_head", V, H)
+
+    def kv_layouts(self, num_pages: int, page_size: int, dtype: torch.dtype) -> list[KVLayout]:
+        return [attn.kv_layout(num_pages, page_size, dtype) for _, attn, _, _ in self.layers]
+
+    def kv_bytes_per_token(self, dtype: torch.dtype) -> int:
+        size = torch.tensor([], dtype=dtype).element_size()
+        return sum(l.kv_heads * (l.k_dim + l.v_dim) * size for l in self.kv_layouts(1, 1, dtype))
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch, kv: PagedKVCache) -> torch.Tensor:
+        """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm."""
+        c = self.cfg
+        x = F.embedding(batch.input_ids, self.embed)
+        cos_sin = self.rotary.cos_sin(batch.positions)
+        for ln1, attn, ln2, mlp in self.layers:
+            x = x + attn(rms_norm(x, ln1, c.rms_eps), batch, kv, cos_sin)
+            x = x + mlp(rms_norm(x, ln2, c.rms_eps))
+        return rms_norm(x, self.norm, c.rms_eps)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h [n, H] -> float32 logits [n, V]."""
+        return F.linear(h, self.lm_head).float()

@@ -1,0 +1,48 @@
+"""Sequence: one request's tokens, sampling state and status as the engine steps it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ft_core.sampling import SamplingParams
+
+
+@dataclass
+class Sequence:
+    seq_id: int
+    prompt_ids: list[int]
+    params: SamplingParams
+    output_ids: list[int] = field(default_factory=list)
+    num_computed: int = 0  # tokens whose K/V are in the cache
+    text: str = ""
+    finish_reason: str | None = None  # "stop" | "length" | None while running
+    generator: torch.Generator | None = None
+    want_all_logits: bool = False  # score(): keep logits of every prompt position
+    logits: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+    @property
+    def total_len(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def uncomputed(self) -> int:
+        """Tokens still to run through the model before the next sample (prompt chunks or the last token)."""
+        return self.total_len - self.num_computed
+
+
+@dataclass(frozen=True)
+class GenerationOutput:
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str
