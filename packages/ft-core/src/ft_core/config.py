@@ -25,8 +25,10 @@ class EngineConfig:
     def __post_init__(self):
         if self.dtype not in _DTYPES:
             raise FTError(f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}")
-        if self.device != "cpu" and not self.device.startswith("cuda"):
-            raise FTError(f"device {self.device!r} is not 'cpu' or 'cuda[:N]'")
+        if self.device != "cpu":
+            raise FTError(
+                f"device {self.device!r}: this build runs on 'cpu' only; GPU execution arrives with the expert cache"
+            )
         if self.page_size < 1 or self.max_batch_tokens < 1:
             raise FTError("page_size and max_batch_tokens must be >= 1")
 

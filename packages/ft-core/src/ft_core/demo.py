@@ -23,14 +23,14 @@ CONFIG = {
     "model_type": "qwen3_moe",
     "_comment": "ft demo model: random weights, for demonstration only",
     "vocab_size": VOCAB,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "moe_intermediate_size": 128,
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "moe_intermediate_size": 96,
     "num_hidden_layers": 4,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
-    "head_dim": 64,
-    "num_experts": 32,
+    "head_dim": 32,
+    "num_experts": 16,
     "num_experts_per_tok": 4,
     "norm_topk_prob": True,
     "decoder_sparse_step": 1,
@@ -45,24 +45,42 @@ CONFIG = {
     "bos_token_id": None,
 }
 
-CHAT_TEMPLATE = (
-    "{%- if tools %}<|im_start|>system\n"
-    "{%- if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
-    "You may call these tools:\n{%- for t in tools %}\n{{ t | tojson }}{%- endfor %}\n"
-    "Answer a call as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.<|im_end|>\n"
-    "{%- elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{%- endif %}"
-    "{%- for m in messages %}"
-    "{%- if m.role == 'system' %}{%- if not loop.first %}<|im_start|>system\n{{ m.content }}<|im_end|>\n{%- endif %}"
-    "{%- elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
-    "{%- else %}<|im_start|>{{ m.role }}\n"
-    "{%- if m.reasoning_content %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{%- endif %}"
-    "{{ m.content or '' }}"
-    "{%- for c in m.tool_calls or [] %}\n<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
-    "{{ c.function.arguments | tojson if c.function.arguments is mapping else c.function.arguments }}}\n</tool_call>"
-    "{%- endfor %}<|im_end|>\n{%- endif %}{%- endfor %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
-    "{%- if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{%- endif %}{%- endif %}"
-)
+# Qwen-style ChatML. All text is emitted by expressions, so whitespace control is exact.
+CHAT_TEMPLATE = """
+{%- set ns = namespace(sys='') -%}
+{%- if messages and messages[0].role == 'system' -%}{%- set ns.sys = messages[0].content -%}{%- endif -%}
+{%- if tools -%}
+  {{- '<|im_start|>system\n' -}}
+  {%- if ns.sys -%}{{- ns.sys + '\n\n' -}}{%- endif -%}
+  {{- 'You may call these tools:' -}}
+  {%- for t in tools -%}{{- '\n' + (t | tojson) -}}{%- endfor -%}
+  {{- '\nAnswer a call as <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>\n' -}}
+{%- elif ns.sys -%}
+  {{- '<|im_start|>system\n' + ns.sys + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- for m in messages -%}
+  {%- if m.role == 'system' -%}
+    {%- if not loop.first -%}{{- '<|im_start|>system\n' + m.content + '<|im_end|>\n' -}}{%- endif -%}
+  {%- elif m.role == 'tool' -%}
+    {{- '<|im_start|>user\n<tool_response>\n' + m.content + '\n</tool_response><|im_end|>\n' -}}
+  {%- else -%}
+    {{- '<|im_start|>' + m.role + '\n' -}}
+    {%- if m.reasoning_content -%}{{- '<think>\n' + m.reasoning_content + '\n</think>\n\n' -}}{%- endif -%}
+    {{- m.content or '' -}}
+    {%- for c in m.tool_calls or [] -%}
+      {%- set args = c.function.arguments -%}
+      {{- '\n<tool_call>\n{"name": "' + c.function.name + '", "arguments": ' -}}
+      {{- (args | tojson) if args is mapping else args -}}
+      {{- '}\n</tool_call>' -}}
+    {%- endfor -%}
+    {{- '<|im_end|>\n' -}}
+  {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+  {{- '<|im_start|>assistant\n' -}}
+  {%- if enable_thinking is defined and not enable_thinking -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}
+{%- endif -%}
+"""
 
 
 def _weights(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -102,7 +120,7 @@ def write_demo_model(out: str | Path) -> Path:
     out = Path(out)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
-    save_file(_weights(), str(tmp / "model.safetensors"), metadata={"format": "pt", "ft_demo": "random weights"})
+    save_file(_weights(), str(tmp / "model.safetensors"), metadata={"format": "pt"})
     tok = train_bpe(VOCAB, SPECIAL)
     assert tok.get_vocab_size() <= VOCAB, "demo tokenizer outgrew the embedding table"
     eos = tok.token_to_id("<|im_end|>")

@@ -31,6 +31,7 @@ class Engine:
         per_page = self.model.kv_bytes_per_token(config.torch_dtype) * config.page_size
         pages = max(1, min(config.kv_cache_bytes // per_page, 4 * -(-self.max_model_len // config.page_size)))
         self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
+        self.max_model_len = min(self.max_model_len, pages * config.page_size)  # one sequence must fit the pool
         self.scheduler = Scheduler(self.kv, config.max_batch_tokens)
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self._ids = itertools.count()

@@ -40,11 +40,18 @@ class Scheduler:
             seqs, chunk, left = [], [], self.budget
             for seq in list(self.waiting):
                 n = min(seq.uncomputed, left)
-                if n <= 0 or not self._reserve(seq, seq.num_computed + n):
+                if n <= 0:
                     break
-                seqs.append(seq)
-                chunk.append(n)
-                left -= n
+                # With sequences decoding, admit only what fits; when nothing decodes, free partial prefills.
+                while not self._reserve(seq, seq.num_computed + n):
+                    if self.running or not self._preempt_one(keep=seqs + [seq], waiting_only=True):
+                        break
+                else:
+                    seqs.append(seq)
+                    chunk.append(n)
+                    left -= n
+                    continue
+                break
             if seqs:
                 return ScheduledBatch(seqs, chunk, True)
             if not self.running:
@@ -52,7 +59,7 @@ class Scheduler:
         while self.running:
             if all(self._reserve(s, s.total_len) for s in self.running):
                 return ScheduledBatch(list(self.running), [1] * len(self.running), False)
-            self.preempt(self.running.pop())
+            self._preempt_one(keep=[], waiting_only=False)
         return None
 
     def _reserve(self, seq: Sequence, tokens: int) -> bool:
@@ -62,10 +69,20 @@ class Scheduler:
         except RequestError:
             return False
 
-    def preempt(self, seq: Sequence) -> None:
+    def _preempt_one(self, keep: list[Sequence], waiting_only: bool) -> bool:
+        """Free the pages of one sequence: a partly prefilled waiting one first, then the newest running one."""
+        for seq in reversed(self.waiting):
+            if seq not in keep and self.kv.tables.get(seq.seq_id):
+                self.kv.free(seq.seq_id)
+                seq.num_computed = 0
+                return True
+        if waiting_only or not self.running:
+            return False
+        seq = self.running.pop()
         self.kv.free(seq.seq_id)
         seq.num_computed = 0
         self.waiting.appendleft(seq)
+        return True
 
     def after_step(self, batch: ScheduledBatch) -> None:
         """Move sequences whose prompt is done to running; drop finished ones and free their pages."""

@@ -1,1 +1,67 @@
-def main(): pass
+"""The ``ft`` command line. Subcommands: ``generate`` (more arrive with the server)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="checkpoint directory (Hugging Face layout); default: the built-in demo model")
+    p.add_argument("--device", default="cpu", help="cpu (default; GPU execution arrives with the expert cache)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="activation dtype (default: float32)")
+    p.add_argument("--expert-impl", default="auto", choices=["auto", "kernel", "torch"],
+                   help="how routed experts run: ft_kernels C++ where supported (auto), always C++ (kernel), torch reference")
+    p.add_argument("--max-model-len", type=int, default=None, help="context limit in tokens (default: the model's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ft", description="ft: local inference for Mixture-of-Experts models")
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="complete a prompt and print the completion",
+                       description="Complete PROMPT with the model and print the completion to stdout.")
+    _engine_args(g)
+    g.add_argument("prompt", metavar="PROMPT", help="text to complete")
+    g.add_argument("--max-tokens", type=int, default=64, help="most tokens to generate (default: 64)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default: 0)")
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--min-p", type=float, default=0.0)
+    g.add_argument("--seed", type=int, default=None, help="seed for sampling (same seed, same output)")
+    g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    g.add_argument("--chat", action="store_true", help="wrap PROMPT as a user message with the model's chat template")
+    g.set_defaults(func=_generate)
+    return parser
+
+
+def _generate(args) -> int:
+    from ft_core import Engine, SamplingParams
+
+    eng = Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl,
+                                 max_model_len=args.max_model_len)
+    prompt = args.prompt
+    if args.chat:
+        prompt = eng.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=tuple(args.stop))
+    ids = eng.tokenizer.encode(prompt, add_special_tokens=not args.chat)
+    out = eng.generate([ids], params)[0]
+    print(out.text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ft_core.errors import FTError
+
+    try:
+        return args.func(args)
+    except FTError as e:
+        print(f"ft {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
