@@ -13,19 +13,34 @@ from ft_core.errors import CheckpointError, UnsupportedArchitectureError
 from ft_core.model_config import MLAConfig, ModelConfig, MoEConfig, QuantConfig, RopeConfig
 
 
+# The same quantity under the names hub checkpoints and transformers' save_pretrained use.
+_ALIASES = {
+    "num_experts": ("num_local_experts", "n_routed_experts"),
+    "num_local_experts": ("num_experts", "n_routed_experts"),
+    "n_routed_experts": ("num_local_experts", "num_experts"),
+}
+
+
 class _Cfg:
     """config.json with errors that name the file and the field."""
 
     def __init__(self, d: dict, path: Path):
         self.d, self.path = d, path
 
+    def _find(self, key: str) -> Any:
+        for k in (key, *_ALIASES.get(key, ())):
+            if self.d.get(k) is not None:
+                return self.d[k]
+        return None
+
     def req(self, key: str) -> Any:
-        if self.d.get(key) is None:
+        v = self._find(key)
+        if v is None:
             raise CheckpointError(f"{self.path}: required field {key!r} is missing")
-        return self.d[key]
+        return v
 
     def get(self, key: str, default: Any = None) -> Any:
-        v = self.d.get(key)
+        v = self._find(key)
         return default if v is None else v
 
 

@@ -1,0 +1,110 @@
+"""Prefill and decode speed of ft_core.Engine on the CPU, with decode set against memory bandwidth.
+
+    uv run python benchmarks/bench_decode.py [--model PATH] [--prompt-len 256] [--decode-tokens 64] [--json FILE]
+
+Prints prefill tok/s, decode tok/s (batch 1, greedy), the weight bytes one decode token reads
+(dense weights + top-k experts of every MoE layer), and that traffic over the machine's read
+bandwidth measured in this same process (a torch sum over a buffer far larger than the caches).
+A tiny model fits in the CPU caches, so its ratio can exceed 1: it says nothing about DRAM there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from ft_core import Engine, SamplingParams
+
+
+def read_bandwidth(nbytes: int = 1 << 30, reps: int = 5) -> float:
+    """Bytes/s of a streaming read (best of ``reps``) over an fp32 buffer of ``nbytes``."""
+    x = torch.ones(nbytes // 4, dtype=torch.float32)
+    x.sum()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - t)
+    return nbytes / best
+
+
+def bytes_per_decode_token(eng: Engine) -> int:
+    """Weight bytes one decode step of one sequence reads (experts: top-k per MoE layer)."""
+    m = eng.model
+    dense = sum(t.numel() * t.element_size() for t in _tensors(m))
+    experts = 0
+    if m.bank is not None:
+        n_moe = sum(eng.model_config.moe_layers)
+        experts = m.bank.nbytes_per_id() * eng.model_config.moe.top_k * n_moe
+    return dense + experts
+
+
+def _tensors(m):
+    seen, out = set(), []
+    for obj in [m] + [x for layer in m.layers for x in layer]:
+        items = obj.items() if isinstance(obj, dict) else vars(obj).items() if hasattr(obj, "__dict__") else []
+        for k, v in items:
+            for t in ([v] if isinstance(v, torch.Tensor) else [w for w in vars(v).values() if isinstance(w, torch.Tensor)]
+                      if hasattr(v, "__dict__") and not isinstance(v, (type, torch.nn.Module)) and k != "bank" and k != "backend" else []):
+                if id(t) not in seen and t is not m.embed:  # the embedding row read is negligible
+                    seen.add(id(t))
+                    out.append(t)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="checkpoint directory (default: the demo model)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--prompt-len", type=int, default=256)
+    ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
+    args = ap.parse_args()
+
+    eng = Engine.from_pretrained(args.model, dtype=args.dtype)
+    vocab = eng.model_config.vocab_size
+    prompt = [(i * 7919 + 13) % (vocab - 10) + 5 for i in range(args.prompt_len)]
+    eng.score(prompt[:16])  # warm-up
+
+    t = time.perf_counter()
+    eng.generate([prompt], SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))
+    prefill_s = time.perf_counter() - t
+
+    p = SamplingParams(max_tokens=args.decode_tokens + 1, temperature=0, ignore_eos=True)
+    seq = eng.add_request(prompt[:32], p)
+    while not seq.output_ids:  # prefill and first token
+        eng.step()
+    t = time.perf_counter()
+    while not seq.finished:
+        eng.step()
+    decode_s = time.perf_counter() - t
+    decode_tps = args.decode_tokens / decode_s
+
+    bw = read_bandwidth()
+    bpt = bytes_per_decode_token(eng)
+    res = {
+        "model": str(eng.config.model),
+        "dtype": args.dtype,
+        "expert_backend": eng.model.backend.name if eng.model.backend else None,
+        "prefill_tokens": args.prompt_len,
+        "prefill_tok_s": args.prompt_len / prefill_s,
+        "decode_tokens": args.decode_tokens,
+        "decode_tok_s": decode_tps,
+        "decode_ms_per_token": 1000 * decode_s / args.decode_tokens,
+        "weight_bytes_per_decode_token": bpt,
+        "read_bandwidth_GBs": bw / 1e9,
+        "decode_bytes_over_read_bandwidth": decode_tps * bpt / bw,
+        "threads": torch.get_num_threads(),
+    }
+    for k, v in res.items():
+        print(f"{k:34s} {v:.4g}" if isinstance(v, float) else f"{k:34s} {v}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
