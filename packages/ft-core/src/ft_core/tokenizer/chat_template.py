@@ -29,9 +29,25 @@ def compile_template(source: str) -> jinja2.Template:
     return env.from_string(source)
 
 
+# A message's reasoning travels under several names; templates read ``reasoning_content`` (most)
+# or ``thinking`` (gpt-oss). Fill both from whichever is present, as transformers does.
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def _alias_reasoning(messages: list[dict]) -> list[dict]:
+    out = []
+    for m in messages:
+        if isinstance(m, dict):
+            r = next((m[k] for k in _REASONING_FIELDS if m.get(k) is not None), None)
+            if r is not None:
+                m = {"thinking": r, **m, "reasoning_content": r}
+        out.append(m)
+    return out
+
+
 def render(source: str, messages: list[dict], **variables) -> str:
     """Render ``messages`` (and ``tools``, ``add_generation_prompt``, flags such as ``enable_thinking``)."""
     try:
-        return compile_template(source).render(messages=messages, **variables)
+        return compile_template(source).render(messages=_alias_reasoning(messages), **variables)
     except jinja2.exceptions.TemplateError as e:
         raise RequestError(f"chat template: {e}") from e

@@ -1,0 +1,67 @@
+"""The `ft` command as a user runs it: a real subprocess, the demo model, clear errors and exit codes."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ft_core.demo import write_demo_model
+
+
+def ft(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "ft_serve.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return write_demo_model(tmp_path_factory.mktemp("demo") / "demo")
+
+
+def test_generate_without_model_uses_demo_in_cache(tmp_path):
+    res = ft("generate", "--max-tokens", "8", "hello world", env={"FT_CACHE_DIR": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip()
+    assert (tmp_path / "ft-demo-qwen3-moe-v1" / "config.json").is_file()
+
+
+def test_generate_is_deterministic_with_seed(demo):
+    a = ft("generate", "--model", str(demo), "--max-tokens", "10", "--temperature", "1", "--seed", "3", "the model")
+    b = ft("generate", "--model", str(demo), "--max-tokens", "10", "--temperature", "1", "--seed", "3", "the model")
+    assert a.returncode == 0 and a.stdout == b.stdout
+
+
+def test_chat_flag_uses_template(demo):
+    res = ft("generate", "--model", str(demo), "--max-tokens", "4", "--chat", "hi")
+    assert res.returncode == 0, res.stderr
+
+
+def test_help_lists_options():
+    res = ft("generate", "--help")
+    for opt in ["--model", "--max-tokens", "--temperature", "--seed", "PROMPT"]:
+        assert opt in res.stdout
+
+
+@pytest.mark.parametrize("damage", ["missing_dir", "unknown_arch", "truncated", "bad_dtype_request"])
+def test_errors_exit_nonzero_with_message_not_traceback(demo, tmp_path, damage):
+    model = tmp_path / "ckpt"
+    shutil.copytree(demo, model)
+    extra = []
+    if damage == "missing_dir":
+        model = tmp_path / "absent"
+    elif damage == "unknown_arch":
+        cfg = json.loads((model / "config.json").read_text())
+        cfg["model_type"] = "nope"
+        (model / "config.json").write_text(json.dumps(cfg))
+    elif damage == "truncated":
+        f = model / "model.safetensors"
+        f.write_bytes(f.read_bytes()[:1000])
+    else:
+        extra = ["--top-p", "0"]
+    res = ft("generate", "--model", str(model), *extra, "hi")
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.startswith("ft generate: error: ")
+    assert "Traceback" not in res.stderr
