@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 class RopeConfig:
     theta: float = 10000.0
     dim: int = 0  # rotary dims of each head (partial rotary: fewer than head_dim)
-    kind: str = "default"  # default | linear | yarn | llama3
+    kind: str = "default"  # default | yarn
     factor: float = 1.0
     original_max_position: int = 0
     beta_fast: float = 32.0
@@ -22,8 +22,6 @@ class RopeConfig:
     mscale_all_dim: float | None = None
     attention_factor: float | None = None
     truncate: bool = True
-    low_freq_factor: float = 1.0  # llama3
-    high_freq_factor: float = 4.0  # llama3
     interleaved: bool = False  # pairs (x0, x1), (x2, x3) as DeepSeek lays them; else halves (NeoX)
 
 

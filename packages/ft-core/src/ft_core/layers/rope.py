@@ -1,4 +1,4 @@
-"""Rotary position embeddings: default, linear, yarn and llama3 frequency schedules; NeoX-halves
+"""Rotary position embeddings: default and yarn frequency schedules; NeoX-halves
 or DeepSeek-interleaved pairs; partial rotary (only the first ``dim`` dims of a head rotate).
 
 Legend: T = tokens, N = heads, D = head dim, R = rotary dims.
@@ -17,15 +17,6 @@ def inv_freq_and_scale(r: RopeConfig) -> tuple[torch.Tensor, float]:
     """Inverse frequencies [R/2] (float32) and the factor applied to cos/sin."""
     dim, base = r.dim, r.theta
     inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    if r.kind == "linear":
-        return inv / r.factor, 1.0
-    if r.kind == "llama3":
-        wl = 2 * math.pi / inv
-        lo_wl, hi_wl = r.original_max_position / r.low_freq_factor, r.original_max_position / r.high_freq_factor
-        smooth = (r.original_max_position / wl - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor)
-        scaled = torch.where(wl > lo_wl, inv / r.factor, inv)
-        mid = (1 - smooth) * scaled / r.factor + smooth * scaled
-        return torch.where((wl >= hi_wl) & (wl <= lo_wl), mid, scaled), 1.0
     if r.kind != "yarn":
         return inv, 1.0
     factor = r.factor

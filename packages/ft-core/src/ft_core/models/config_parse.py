@@ -53,8 +53,8 @@ def _rope(c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial:
     kind = params.get("rope_type", params.get("type", "default"))
     theta = params.get("rope_theta", c.get("rope_theta", 10000.0))
     partial = params.get("partial_rotary_factor", c.get("partial_rotary_factor", default_partial))
-    if kind not in ("default", "linear", "yarn", "llama3"):
-        raise CheckpointError(f"{c.path}: rope type {kind!r} is not supported (default, linear, yarn, llama3)")
+    if kind not in ("default", "yarn"):
+        raise CheckpointError(f"{c.path}: rope type {kind!r} is not supported (default, yarn)")
     return RopeConfig(
         theta=float(theta),
         dim=int(head_dim * partial),
@@ -70,8 +70,6 @@ def _rope(c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial:
         mscale_all_dim=params.get("mscale_all_dim"),
         attention_factor=params.get("attention_factor"),
         truncate=bool(params.get("truncate", True)),
-        low_freq_factor=float(params.get("low_freq_factor", 1.0)),
-        high_freq_factor=float(params.get("high_freq_factor", 4.0)),
         interleaved=interleaved,
     )
 
