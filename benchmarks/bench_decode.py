@@ -31,30 +31,6 @@ def read_bandwidth(nbytes: int = 1 << 30, reps: int = 5) -> float:
     return nbytes / best
 
 
-def bytes_per_decode_token(eng: Engine) -> int:
-    """Weight bytes one decode step of one sequence reads (experts: top-k per MoE layer)."""
-    m = eng.model
-    dense = sum(t.numel() * t.element_size() for t in _tensors(m))
-    experts = 0
-    if m.bank is not None:
-        n_moe = sum(eng.model_config.moe_layers)
-        experts = m.bank.nbytes_per_id() * eng.model_config.moe.top_k * n_moe
-    return dense + experts
-
-
-def _tensors(m):
-    seen, out = set(), []
-    for obj in [m] + [x for layer in m.layers for x in layer]:
-        items = obj.items() if isinstance(obj, dict) else vars(obj).items() if hasattr(obj, "__dict__") else []
-        for k, v in items:
-            for t in ([v] if isinstance(v, torch.Tensor) else [w for w in vars(v).values() if isinstance(w, torch.Tensor)]
-                      if hasattr(v, "__dict__") and not isinstance(v, (type, torch.nn.Module)) and k != "bank" and k != "backend" else []):
-                if id(t) not in seen and t is not m.embed:  # the embedding row read is negligible
-                    seen.add(id(t))
-                    out.append(t)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="checkpoint directory (default: the demo model)")
@@ -84,7 +60,7 @@ def main() -> None:
     decode_tps = args.decode_tokens / decode_s
 
     bw = read_bandwidth()
-    bpt = bytes_per_decode_token(eng)
+    bpt = eng.model.weight_bytes_per_token()
     res = {
         "model": str(eng.config.model),
         "dtype": args.dtype,

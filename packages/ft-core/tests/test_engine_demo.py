@@ -131,3 +131,12 @@ def test_bfloat16_engine_tracks_float32(demo_dir, eng):
     # bf16 activations round: logits stay close and the top-1 choice mostly agrees (FACTS: 0.84-1.0)
     assert (lf - lb).abs().max() <= 0.05 * lf.abs().max()
     assert (lf.argmax(-1) == lb.argmax(-1)).float().mean() >= 0.85
+
+
+def test_query_blocks_in_prefill_attention(eng, monkeypatch):
+    import ft_core.layers.attention as attention
+
+    ids = list(range(5, 70))
+    want = eng.score(ids)
+    monkeypatch.setattr(attention, "Q_BLOCK", 8)  # 65 queries -> 9 score blocks
+    torch.testing.assert_close(eng.score(ids), want, rtol=0, atol=1e-6)

@@ -10,6 +10,8 @@ import torch
 
 from ft_core.layers.batch import ForwardBatch
 
+Q_BLOCK = 256  # queries per score block in prefill
+
 
 def paged_attention(
     q: torch.Tensor,  # [T, N, D]
@@ -28,13 +30,18 @@ def paged_attention(
     qb[batch.dest] = q
     qb = qb.view(B, Lq, K, G, D).permute(0, 2, 3, 1, 4).float()  # B K G Lq D
     kb = k.permute(0, 2, 3, 1).float()[:, :, None]  # B K 1 D Lk
-    s = (qb @ kb) * scale  # B K G Lq Lk
-    s = s.masked_fill(~batch.mask(window)[:, None, None], float("-inf"))
-    if sinks is not None:
-        sk = sinks.float().view(1, K, G, 1, 1).expand(B, K, G, Lq, 1)
-        p = torch.softmax(torch.cat([s, sk], dim=-1), dim=-1)[..., :-1]
-    else:
-        p = torch.softmax(s, dim=-1)
-    o = p @ v.permute(0, 2, 1, 3).float()[:, :, None]  # B K G Lq Dv
+    vb = v.permute(0, 2, 1, 3).float()[:, :, None]  # B K 1 Lk Dv
+    mask = batch.mask(window)[:, None, None]  # B 1 1 Lq Lk
+    sk = None if sinks is None else sinks.float().view(1, K, G, 1, 1)
+    out = []
+    for s0 in range(0, Lq, Q_BLOCK):  # query blocks bound the score tensor to [B, N, Q_BLOCK, Lk]
+        s = (qb[:, :, :, s0 : s0 + Q_BLOCK] @ kb) * scale  # B K G q Lk
+        s = s.masked_fill(~mask[:, :, :, s0 : s0 + Q_BLOCK], float("-inf"))
+        if sk is not None:
+            p = torch.softmax(torch.cat([s, sk.expand(*s.shape[:-1], 1)], dim=-1), dim=-1)[..., :-1]
+        else:
+            p = torch.softmax(s, dim=-1)
+        out.append(p @ vb)  # B K G q Dv
+    o = torch.cat(out, dim=3) if len(out) > 1 else out[0]
     o = o.permute(0, 3, 1, 2, 4).reshape(B * Lq, N, -1)[batch.dest]
     return o.to(q.dtype)

@@ -15,13 +15,19 @@ class WeightReader:
 
     def __init__(self, index: SafetensorsIndex, dtype: torch.dtype, quant: QuantConfig | None):
         self.index, self.dtype, self.quant = index, dtype, quant
+        self.dense_bytes = 0  # bytes of the tensors handed out by tensor()/linear() (experts excluded)
+
+    def _count(self, t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is not None:
+            self.dense_bytes += t.numel() * t.element_size()
+        return t
 
     def has(self, name: str) -> bool:
         return name in self.index
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> torch.Tensor:
         t = self.index.get(name, shape)
-        return t.to(dtype or self.dtype)
+        return self._count(t.to(dtype or self.dtype))
 
     def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         return self.index.get(name, shape)
@@ -32,7 +38,7 @@ class WeightReader:
         w = self.raw(name, (out_f, in_f))
         if w.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
             w = self.fp8_dequant(prefix, w)
-        w = w.to(self.dtype)
+        w = self._count(w.to(self.dtype))
         b = self.tensor(f"{prefix}.bias", (out_f,)) if bias else None
         return w, b
 

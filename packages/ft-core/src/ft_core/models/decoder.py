@@ -58,6 +58,16 @@ class Decoder:
             self.lm_head = self.embed
         else:
             self.lm_head, _ = r.linear("lm_head", V, H)
+        embed_bytes = self.embed.numel() * self.embed.element_size()
+        # Weight bytes one decode token reads outside the routed experts (one embedding row: ~0).
+        self.dense_bytes_per_token = r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
+
+    def weight_bytes_per_token(self) -> int:
+        """Weight bytes one decode token of one sequence reads: dense weights + top-k experts per MoE layer."""
+        experts = 0
+        if self.bank is not None:
+            experts = self.bank.nbytes_per_id() * self.cfg.moe.top_k * sum(self.cfg.moe_layers)
+        return self.dense_bytes_per_token + experts
 
     def kv_layouts(self, num_pages: int, page_size: int, dtype: torch.dtype) -> list[KVLayout]:
         return [attn.kv_layout(num_pages, page_size, dtype) for _, attn, _, _ in self.layers]
