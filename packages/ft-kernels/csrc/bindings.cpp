@@ -1,34 +1,110 @@
-// The one nanobind file: argument checks that name the argument, then the Python-free core
-// with the GIL released. Tensors arrive by DLPack without copies.
+// The one nanobind file: argument checks that name the argument, then the Python-free core with
+// the GIL released. Tensors arrive by DLPack without copies.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
-#include "cpu/isa.h"
+#include "cpu/dispatch.h"
 #include "cpu/moe_ffn.h"
+#include "cpu/threadpool.h"
 
 namespace nb = nanobind;
 using Arr = nb::ndarray<nb::device::cpu, nb::c_contig>;
+using OptArr = std::optional<Arr>;
 
-static bool is_bf16(const Arr& a) {
-  return a.dtype().code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat) && a.dtype().bits == 16;
-}
+namespace {
 
-static void expect(bool ok, const std::string& msg) {
+void expect(bool ok, const std::string& msg) {
   if (!ok) throw nb::value_error(msg.c_str());
 }
 
-static std::string shape_of(const Arr& a) {
+std::string shape_of(const Arr& a) {
   std::string s = "[";
   for (size_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
   return s + "]";
 }
 
-static void moe_swiglu_bf16(Arr x, Arr tok, Arr eid, Arr gate, Arr w13, Arr w2, Arr y) {
-  expect(x.ndim() == 2 && x.dtype() == nb::dtype<float>(), "x must be float32 [T, H], got " + shape_of(x));
+bool is_dtype(const Arr& a, nb::dlpack::dtype_code code, int bits) {
+  return a.dtype().code == static_cast<uint8_t>(code) && a.dtype().bits == bits;
+}
+
+int64_t row_bytes(ft::Fmt f, int64_t cols) {
+  switch (f) {
+    case ft::Fmt::BF16:
+    case ft::Fmt::F16: return cols * 2;
+    case ft::Fmt::FP8_E4M3: return cols;
+    default: return cols / 2;
+  }
+}
+
+// One expert bank argument set (name: "w13" or "w2") -> ExpertBankRef, checked.
+ft::ExpertBankRef bank(const std::string& name, int fmt_i, const Arr& q, const OptArr& scale, const OptArr& zero,
+                       int group, float gscale, int64_t cols, const OptArr& bias) {
+  expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), name + "_fmt=" + std::to_string(fmt_i) + " is unknown");
+  ft::Fmt fmt = static_cast<ft::Fmt>(fmt_i);
+  expect(q.ndim() == 3, name + "_q must be [N, rows, row bytes], got " + shape_of(q));
+  int64_t N = q.shape(0), rows = q.shape(1);
+  int64_t rb = q.shape(2) * (q.dtype().bits / 8);
+  expect(rb == row_bytes(fmt, cols), name + "_q rows hold " + std::to_string(rb) + " bytes; " + ft::fmt_name(fmt) +
+                                         " with " + std::to_string(cols) + " columns needs " +
+                                         std::to_string(row_bytes(fmt, cols)));
+  ft::ExpertBankRef b;
+  b.n_experts = N;
+  b.q_expert_bytes = rows * rb;
+  ft::WeightMat& m = b.mat;
+  m.fmt = fmt;
+  m.rows = rows;
+  m.cols = cols;
+  m.q = static_cast<const uint8_t*>(q.data());
+  m.q_stride = rb;
+  m.scale = nullptr;
+  m.zero = nullptr;
+  m.scale_stride = 0;
+  m.group = fmt == ft::Fmt::MXFP4 ? 32 : fmt == ft::Fmt::NVFP4 ? 16 : group;
+  m.global_scale = gscale;
+  bool needs_scale = fmt != ft::Fmt::BF16 && fmt != ft::Fmt::F16;
+  if (needs_scale) {
+    expect(scale.has_value(), name + "_scale is required for " + ft::fmt_name(fmt));
+    expect(m.group > 0, name + "_group must be > 0 for " + std::string(ft::fmt_name(fmt)));
+    const Arr& s = *scale;
+    int64_t ns = (cols + m.group - 1) / m.group;
+    bool byte_scale = fmt == ft::Fmt::MXFP4 || fmt == ft::Fmt::NVFP4;
+    expect(s.ndim() == 3 && int64_t(s.shape(0)) == N && int64_t(s.shape(1)) == rows && int64_t(s.shape(2)) == ns &&
+               (byte_scale ? is_dtype(s, nb::dlpack::dtype_code::UInt, 8) : s.dtype() == nb::dtype<float>()),
+           name + "_scale must be " + (byte_scale ? "uint8" : "float32") + " [" + std::to_string(N) + ", " +
+               std::to_string(rows) + ", " + std::to_string(ns) + "], got " + shape_of(s));
+    m.scale = s.data();
+    m.scale_stride = ns;
+    b.scale_expert_bytes = rows * ns * (byte_scale ? 1 : 4);
+    if (fmt == ft::Fmt::INT4_ASYM) {
+      expect(zero.has_value() && zero->ndim() == 3 && is_dtype(*zero, nb::dlpack::dtype_code::UInt, 8) &&
+                 int64_t(zero->shape(0)) == N && int64_t(zero->shape(1)) == rows && int64_t(zero->shape(2)) == ns,
+             name + "_zero must be uint8 [N, rows, ceil(cols/group)] for int4_asym");
+      m.zero = static_cast<const uint8_t*>(zero->data());
+      b.zero_expert_bytes = rows * ns;
+    }
+  }
+  if (bias) {
+    expect(bias->ndim() == 2 && int64_t(bias->shape(0)) == N && int64_t(bias->shape(1)) == rows &&
+               bias->dtype() == nb::dtype<float>(),
+           name + "_bias must be float32 [" + std::to_string(N) + ", " + std::to_string(rows) + "], got " + shape_of(*bias));
+    b.bias = static_cast<const float*>(bias->data());
+  }
+  return b;
+}
+
+void moe_experts(Arr x, Arr tok, Arr eid, Arr gate,                                                      //
+                 int w13_fmt, Arr w13_q, OptArr w13_scale, OptArr w13_zero, int w13_group, float w13_gscale,  //
+                 OptArr w13_bias,                                                                          //
+                 int w2_fmt, Arr w2_q, OptArr w2_scale, OptArr w2_zero, int w2_group, float w2_gscale,       //
+                 OptArr w2_bias, int act, float alpha, float limit, Arr y) {
+  bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16);
+  expect(x.ndim() == 2 && (x.dtype() == nb::dtype<float>() || xb), "x must be float32 or bfloat16 [T, H], got " + shape_of(x));
   int64_t T = x.shape(0), H = x.shape(1);
   expect(tok.ndim() == 1 && tok.dtype() == nb::dtype<int32_t>(), "tok must be int32 [R]");
   int64_t R = tok.shape(0);
@@ -36,27 +112,30 @@ static void moe_swiglu_bf16(Arr x, Arr tok, Arr eid, Arr gate, Arr w13, Arr w2, 
          "eid must be int32 [R] with R=" + std::to_string(R));
   expect(gate.ndim() == 1 && gate.dtype() == nb::dtype<float>() && int64_t(gate.shape(0)) == R,
          "gate must be float32 [R] with R=" + std::to_string(R));
-  expect(w13.ndim() == 3 && is_bf16(w13) && int64_t(w13.shape(2)) == H && w13.shape(1) % 2 == 0,
-         "w13 must be bfloat16 [N, 2I, H] with H=" + std::to_string(H) + ", got " + shape_of(w13));
-  int64_t N = w13.shape(0), I = w13.shape(1) / 2;
-  expect(w2.ndim() == 3 && is_bf16(w2) && int64_t(w2.shape(0)) == N && int64_t(w2.shape(1)) == H &&
-             int64_t(w2.shape(2)) == I,
-         "w2 must be bfloat16 [N, H, I] = [" + std::to_string(N) + ", " + std::to_string(H) + ", " +
-             std::to_string(I) + "], got " + shape_of(w2));
   expect(y.ndim() == 2 && y.dtype() == nb::dtype<float>() && int64_t(y.shape(0)) == T && int64_t(y.shape(1)) == H,
          "y must be float32 [T, H] like x, got " + shape_of(y));
-  auto* xp = static_cast<const float*>(x.data());
-  auto* tp = static_cast<const int32_t*>(tok.data());
-  auto* ep = static_cast<const int32_t*>(eid.data());
-  auto* gp = static_cast<const float*>(gate.data());
-  auto* w13p = static_cast<const uint16_t*>(w13.data());
-  auto* w2p = static_cast<const uint16_t*>(w2.data());
-  auto* yp = static_cast<float*>(y.data());
+  expect(act == 0 || act == 1, "act must be 0 (swiglu) or 1 (gptoss)");
+  ft::MoeArgs a;
+  a.w13 = bank("w13", w13_fmt, w13_q, w13_scale, w13_zero, w13_group, w13_gscale, H, w13_bias);
+  expect(a.w13.mat.rows % 2 == 0, "w13 must have 2I rows (gate rows, then up rows)");
+  a.w2 = bank("w2", w2_fmt, w2_q, w2_scale, w2_zero, w2_group, w2_gscale, a.w13.mat.rows / 2, w2_bias);
+  a.x = x.data();
+  a.x_bf16 = xb;
+  a.T = T;
+  a.H = H;
+  a.tok = static_cast<const int32_t*>(tok.data());
+  a.eid = static_cast<const int32_t*>(eid.data());
+  a.gate = static_cast<const float*>(gate.data());
+  a.R = R;
+  a.act = static_cast<ft::Act>(act);
+  a.alpha = alpha;
+  a.limit = limit;
+  a.y = static_cast<float*>(y.data());
   std::string err;
   {
     nb::gil_scoped_release release;
     try {
-      ft::moe_swiglu_bf16(xp, T, H, tp, ep, gp, R, w13p, w2p, N, I, yp);
+      ft::moe_experts(a);
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -64,7 +143,7 @@ static void moe_swiglu_bf16(Arr x, Arr tok, Arr eid, Arr gate, Arr w13, Arr w2, 
   if (!err.empty()) throw nb::value_error(err.c_str());
 }
 
-static std::string isa() {
+std::string isa() {
   try {
     return ft::active_isa();
   } catch (const std::exception& e) {
@@ -72,10 +151,20 @@ static std::string isa() {
   }
 }
 
+}  // namespace
+
 NB_MODULE(_C, m) {
   m.doc() = "ft CPU expert kernels";
-  m.def("moe_swiglu_bf16", &moe_swiglu_bf16, nb::arg("x"), nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
-        nb::arg("w13"), nb::arg("w2"), nb::arg("y"),
-        "y[T,H] = sum of gate * SwiGLU expert(x) over routes; bf16 banks, fp32 math. GIL released.");
+  m.def("moe_experts", &moe_experts, nb::arg("x"), nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
+        nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(), nb::arg("w13_zero").none(),
+        nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(), nb::arg("w2_fmt"), nb::arg("w2_q"),
+        nb::arg("w2_scale").none(), nb::arg("w2_zero").none(), nb::arg("w2_group"), nb::arg("w2_gscale"),
+        nb::arg("w2_bias").none(), nb::arg("act"), nb::arg("alpha"), nb::arg("limit"), nb::arg("y"),
+        "y[T,H] = sum of gate * expert(x) over routes, weights dequantised in-kernel, fp32 math. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
+  m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
+  m.def("set_num_threads", [](int n) {
+    expect(n >= 1, "set_num_threads needs n >= 1");
+    ft::ThreadPool::set_num_threads(n);
+  }, nb::arg("n"), "Resize the kernel thread pool (not while kernels run).");
 }

@@ -1,4 +1,4 @@
-"""Python face of the C++ CPU kernels: dtype/contiguity handling and output allocation.
+"""Python face of the C++ CPU kernels: format codes, optional arguments, output allocation.
 
 Legend: T = tokens, H = hidden, I = expert intermediate, R = routes, N = experts in the bank.
 """
@@ -8,27 +8,61 @@ from __future__ import annotations
 import torch
 
 from ft_kernels import _C
+from ft_kernels.formats import FORMATS, ExpertWeights
+
+ACTS = {"swiglu": 0, "gptoss": 1}
 
 
 def active_isa() -> str:
-    """The instruction set the CPU kernels run with ("avx512", "avx2" or "scalar"; FT_CPU_ISA forces one)."""
+    """The instruction set the CPU kernels run with ("avx512", "avx2", "neon" or "scalar"; FT_CPU_ISA forces one)."""
     return _C.active_isa()
 
 
-def moe_swiglu(
-    x: torch.Tensor,  # [T, H] float32
-    tok: torch.Tensor,  # [R] int32 token index of each route
-    eid: torch.Tensor,  # [R] int32 expert row in the bank
+def num_threads() -> int:
+    """Threads of the persistent kernel pool (FT_NUM_THREADS, else one per physical core)."""
+    return _C.num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Resize the kernel pool (workers are pinned to physical cores). Not while a kernel runs."""
+    _C.set_num_threads(n)
+
+
+def moe_experts(
+    x: torch.Tensor,  # [T, H] float32 or bfloat16
+    tok: torch.Tensor,  # [R] int32 token of each route
+    eid: torch.Tensor,  # [R] int32 expert of each route (row of the bank)
     gate: torch.Tensor,  # [R] float32 gate weight
-    w13: torch.Tensor,  # [N, 2I, H] bfloat16, gate rows then up rows
-    w2: torch.Tensor,  # [N, H, I] bfloat16
+    w13: ExpertWeights,  # [N, 2I, H]: gate rows then up rows
+    w2: ExpertWeights,  # [N, H, I]
+    act: str = "swiglu",  # or "gptoss" (clamped, (up + 1) * gate * sigmoid(alpha * gate))
+    alpha: float = 1.702,
+    limit: float = 7.0,
     out: torch.Tensor | None = None,  # [T, H] float32, overwritten
 ) -> torch.Tensor:
-    """Gate-weighted sum of SwiGLU experts over routes, fp32 accumulation. Returns [T, H] float32.
+    """Gate-weighted sum of the routed experts, weights dequantised inside the kernel, fp32 accumulation.
 
-    Twin: ``ft_kernels.reference.moe_swiglu``. Raises ValueError naming a bad argument.
+    Returns [T, H] float32. Twin: ``ft_kernels.reference.moe_experts``. Raises ValueError naming a bad argument.
     """
+    if act not in ACTS:
+        raise ValueError(f"act must be one of {', '.join(ACTS)}, got {act!r}")
+    for name, w in (("w13", w13), ("w2", w2)):
+        if w.fmt not in FORMATS:
+            raise ValueError(f"{name}.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
     if out is None:
         out = torch.empty(x.shape[0] if x.dim() == 2 else 0, x.shape[-1], dtype=torch.float32)
-    _C.moe_swiglu_bf16(x, tok, eid, gate, w13, w2, out)
+    _C.moe_experts(
+        x, tok, eid, gate,
+        FORMATS[w13.fmt], w13.q, w13.scale, w13.zero, w13.group, w13.global_scale, w13.bias,
+        FORMATS[w2.fmt], w2.q, w2.scale, w2.zero, w2.group, w2.global_scale, w2.bias,
+        ACTS[act], alpha, limit, out,
+    )
     return out
+
+
+def moe_swiglu(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor, out=None) -> torch.Tensor:
+    """Shorthand for bf16 banks: w13 [N, 2I, H], w2 [N, H, I] bfloat16 tensors."""
+    if w13.dtype != torch.bfloat16 or w2.dtype != torch.bfloat16:
+        raise ValueError(f"moe_swiglu takes bfloat16 banks, got w13 {w13.dtype} and w2 {w2.dtype}")
+    return moe_experts(x, tok, eid, gate, ExpertWeights("bf16", w13, w13.shape[2]), ExpertWeights("bf16", w2, w2.shape[2]),
+                       out=out)

@@ -8,14 +8,59 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ft_kernels.formats import E2M1, ExpertWeights
 
-def moe_swiglu(x, tok, eid, gate, w13, w2) -> torch.Tensor:
-    """Reference for ``ft_kernels.moe_swiglu``: fp32 math, one route at a time. Returns [T, H]."""
+_E2M1_SIGNED = torch.cat([E2M1, -E2M1])
+
+
+def _unpack_nibbles(q: torch.Tensor) -> torch.Tensor:
+    """[N, R, C/2] uint8 -> [N, R, C] codes (low nibble first)."""
+    return torch.stack([q & 0xF, q >> 4], dim=-1).flatten(-2).long()
+
+
+def _per_col(s: torch.Tensor, g: int, C: int) -> torch.Tensor:
+    return s.repeat_interleave(g, -1)[..., :C]
+
+
+def dequantize(w: ExpertWeights) -> torch.Tensor:
+    """ExpertWeights -> float32 [N, rows, cols], exactly the value the kernel multiplies."""
+    C, g = w.cols, w.group
+    if w.fmt in ("bf16", "f16"):
+        return w.q.float()
+    if w.fmt == "fp8_e4m3":
+        return w.q.view(torch.float8_e4m3fn).float() * _per_col(w.scale, g, C)
+    codes = _unpack_nibbles(w.q)
+    if w.fmt == "mxfp4":
+        return torch.ldexp(_E2M1_SIGNED[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C))
+    if w.fmt == "nvfp4":
+        return _E2M1_SIGNED[codes] * _per_col(w.scale.view(torch.float8_e4m3fn).float(), 16, C) * w.global_scale
+    if w.fmt == "int4_sym":
+        return (codes.float() - 8.0) * _per_col(w.scale, g, C)
+    return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
+
+
+def expert_act(gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+    """[..., 2I] gate-then-up pre-activations -> [..., I]."""
+    i = gu.shape[-1] // 2
+    g, u = gu[..., :i], gu[..., i:]
+    if act == "swiglu":
+        return F.silu(g) * u
+    g, u = g.clamp(max=limit), u.clamp(-limit, limit)
+    return (u + 1) * (g * torch.sigmoid(g * alpha))
+
+
+def moe_experts(x, tok, eid, gate, w13: ExpertWeights, w2: ExpertWeights, act: str = "swiglu",
+                alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+    """Reference for ``ft_kernels.moe_experts``: fp32 math, one route at a time. Returns [T, H]."""
     x = x.float()
     y = torch.zeros(x.shape, dtype=torch.float32)
-    inter = w13.shape[1] // 2
+    W13, W2 = dequantize(w13), dequantize(w2)
     for t, e, g in zip(tok.tolist(), eid.tolist(), gate.tolist()):
-        gu = w13[e].float() @ x[t]
-        h = F.silu(gu[:inter]) * gu[inter:]
-        y[t] += g * (w2[e].float() @ h)
+        gu = W13[e] @ x[t]
+        if w13.bias is not None:
+            gu = gu + w13.bias[e]
+        out = W2[e] @ expert_act(gu, act, alpha, limit)
+        if w2.bias is not None:
+            out = out + w2.bias[e]
+        y[t] += g * out
     return y

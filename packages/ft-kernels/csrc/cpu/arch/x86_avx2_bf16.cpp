@@ -1,7 +1,8 @@
-// AVX2 + FMA: widen 8 bf16 weights to fp32 (zero-extend + shift, exact), FMA against fp32 x.
+// AVX2 + FMA, BF16 weights: widen 8 bf16 to fp32 (zero-extend + shift, exact), FMA against fp32 x.
 // Tokens are blocked by 4 so each weight vector is loaded once per 4 tokens.
-#include "cpu/isa.h"
 #include <immintrin.h>
+
+#include "cpu/formats.h"
 
 namespace ft {
 
@@ -18,8 +19,7 @@ static inline float hsum(__m256 v) {
 }
 
 template <int NT>
-static inline void row_block(const uint16_t* w, int64_t cols, const float* X, int64_t ldx,
-                             float* out, int64_t ldy) {
+static inline void row_block(const uint16_t* w, int64_t cols, const float* X, int64_t ldx, float* out, int64_t ldy) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   int64_t c = 0;
@@ -27,27 +27,25 @@ static inline void row_block(const uint16_t* w, int64_t cols, const float* X, in
     __m256 wv = load_bf16x8(w + c);
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(X + t * ldx + c), acc[t]);
   }
-  float tail[NT];
-  for (int t = 0; t < NT; ++t) tail[t] = 0.f;
+  float tail[NT] = {};
   for (; c < cols; ++c) {
-    uint32_t u = static_cast<uint32_t>(w[c]) << 16;
-    float wf;
-    __builtin_memcpy(&wf, &u, 4);
+    float wf = bf16_to_f32(w[c]);
     for (int t = 0; t < NT; ++t) tail[t] += wf * X[t * ldx + c];
   }
   for (int t = 0; t < NT; ++t) out[t * ldy] = hsum(acc[t]) + tail[t];
 }
 
-void gemv_bf16_avx2(const uint16_t* W, int64_t rows, int64_t cols, int64_t ldw,
-                    const float* X, int64_t ntok, int64_t ldx, float* Y, int64_t ldy) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* w = W + r * ldw;
+void rows_bf16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                    int64_t ldy) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(m.q + r * m.q_stride);
+    float* y = Y + (r - r0);
     int64_t t = 0;
-    for (; t + 4 <= ntok; t += 4) row_block<4>(w, cols, X + t * ldx, ldx, Y + t * ldy + r, ldy);
+    for (; t + 4 <= ntok; t += 4) row_block<4>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy);
     switch (ntok - t) {
-      case 3: row_block<3>(w, cols, X + t * ldx, ldx, Y + t * ldy + r, ldy); break;
-      case 2: row_block<2>(w, cols, X + t * ldx, ldx, Y + t * ldy + r, ldy); break;
-      case 1: row_block<1>(w, cols, X + t * ldx, ldx, Y + t * ldy + r, ldy); break;
+      case 3: row_block<3>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy); break;
+      case 2: row_block<2>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy); break;
+      case 1: row_block<1>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy); break;
       default: break;
     }
   }

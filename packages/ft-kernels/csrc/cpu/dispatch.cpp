@@ -1,0 +1,95 @@
+// ISA detection and the kernel table. Per-ISA kernels are weak symbols: a format an ISA file does
+// not (yet) implement falls back to the scalar kernel by name (ggml's arch/ pattern).
+#include "cpu/dispatch.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#define FT_DECL(fmt, isa)                                                                                       \
+  void rows_##fmt##_##isa(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t) \
+      __attribute__((weak));
+#define FT_DECL_ALL(isa) \
+  FT_DECL(bf16, isa) FT_DECL(f16, isa) FT_DECL(fp8, isa) FT_DECL(mxfp4, isa) FT_DECL(nvfp4, isa) FT_DECL(int4, isa)
+
+namespace ft {
+
+void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+FT_DECL_ALL(avx2)
+FT_DECL_ALL(avx512)
+FT_DECL_ALL(neon)
+
+static std::string detect() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return "avx512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) return "avx2";
+  return "scalar";
+#elif defined(__aarch64__)
+  return "neon";
+#else
+  return "scalar";
+#endif
+}
+
+static bool supports(const std::string& best, const std::string& want) {
+  if (want == "scalar" || want == best) return true;
+  return best == "avx512" && want == "avx2";
+}
+
+const char* active_isa() {
+  static const std::string best = detect();
+  const char* forced = std::getenv("FT_CPU_ISA");
+  if (forced && *forced) {
+    std::string f(forced);
+    if (f != "scalar" && f != "avx2" && f != "avx512" && f != "neon")
+      throw std::invalid_argument("FT_CPU_ISA=" + f + " is not one of: scalar, avx2, avx512, neon");
+    if (!supports(best, f)) throw std::invalid_argument("FT_CPU_ISA=" + f + " but this CPU supports at most " + best);
+    static const std::string chosen = f;
+    return chosen.c_str();
+  }
+  return best.c_str();
+}
+
+#define FT_PICK(fmt)                                                      \
+  if (isa == "avx512" && rows_##fmt##_avx512) return rows_##fmt##_avx512; \
+  if ((isa == "avx512" || isa == "avx2") && rows_##fmt##_avx2) return rows_##fmt##_avx2; \
+  if (isa == "neon" && rows_##fmt##_neon) return rows_##fmt##_neon;       \
+  return rows_scalar;
+
+RowsFn rows_kernel(Fmt fmt) {
+  const std::string isa = active_isa();
+  switch (fmt) {
+    case Fmt::BF16: FT_PICK(bf16)
+    case Fmt::F16: FT_PICK(f16)
+    case Fmt::FP8_E4M3: FT_PICK(fp8)
+    case Fmt::MXFP4: FT_PICK(mxfp4)
+    case Fmt::NVFP4: FT_PICK(nvfp4)
+    case Fmt::INT4_SYM:
+    case Fmt::INT4_ASYM: FT_PICK(int4)
+    default: return rows_scalar;
+  }
+}
+
+const char* fmt_name(Fmt f) {
+  static const char* names[] = {"bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"};
+  int i = static_cast<int>(f);
+  return i >= 0 && i < static_cast<int>(Fmt::COUNT) ? names[i] : "?";
+}
+
+const char* check_mat(const WeightMat& w) {
+  switch (w.fmt) {
+    case Fmt::BF16:
+    case Fmt::F16: return nullptr;
+    case Fmt::FP8_E4M3: return w.scale && w.group > 0 ? nullptr : "fp8 needs float32 scales and a block size";
+    case Fmt::MXFP4: return w.cols % 32 == 0 && w.scale ? nullptr : "mxfp4 needs cols % 32 == 0 and e8m0 scales";
+    case Fmt::NVFP4: return w.cols % 16 == 0 && w.scale ? nullptr : "nvfp4 needs cols % 16 == 0 and e4m3 scales";
+    case Fmt::INT4_SYM: return w.cols % 2 == 0 && w.scale && w.group > 0 ? nullptr : "int4 needs even cols, scales, group";
+    case Fmt::INT4_ASYM:
+      return w.cols % 2 == 0 && w.scale && w.zero && w.group > 0 ? nullptr : "int4_asym needs even cols, scales, zeros, group";
+    default: return "unknown format";
+  }
+}
+
+}  // namespace ft

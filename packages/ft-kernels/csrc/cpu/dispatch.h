@@ -1,0 +1,14 @@
+// Run-time choice of instruction set and of the row kernel for each weight format.
+#pragma once
+#include "cpu/formats.h"
+
+namespace ft {
+
+// "avx512", "avx2", "neon" or "scalar": FT_CPU_ISA forces one (an unknown name, or one this CPU
+// lacks, throws std::invalid_argument); otherwise the best the CPU supports. Read once per process.
+const char* active_isa();
+
+// The fastest kernel for `fmt` on the active ISA (the scalar one where an ISA lacks that format).
+RowsFn rows_kernel(Fmt fmt);
+
+}  // namespace ft

@@ -1,0 +1,76 @@
+// Expert weight formats as the CPU kernels read them. Python-free.
+//
+// A WeightMat is one expert's matrix W [rows, cols] (y = W x). Layouts, row-major, one row after
+// another (row strides in bytes / elements below), nibbles low first (column 2j in the low nibble):
+//   BF16       q: uint16 [rows, cols]
+//   F16        q: uint16 [rows, cols] (IEEE half)
+//   FP8_E4M3   q: uint8  [rows, cols]; scale: fp32 [rows, ceil(cols/group)]   W = e4m3(q) * scale
+//              (checkpoint block scales [ceil(rows/B0), ceil(cols/B1)] are expanded to one row each)
+//   MXFP4      q: uint8  [rows, cols/2]; scale: uint8 e8m0 [rows, cols/32]       W = e2m1(q) * 2^(s-127)
+//   NVFP4      q: uint8  [rows, cols/2]; scale: uint8 e4m3 [rows, cols/16]       W = e2m1(q) * e4m3(s) * global
+//   INT4_SYM   q: uint8  [rows, cols/2]; scale: fp32 [rows, ceil(cols/group)]  W = (q - 8) * scale
+//   INT4_ASYM  as INT4_SYM plus zero: uint8 [rows, ceil(cols/group)] in 0..15       W = (q - zero) * scale
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace ft {
+
+enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, COUNT };
+
+struct WeightMat {
+  Fmt fmt;
+  int64_t rows, cols;
+  const uint8_t* q;      // row 0 of this matrix
+  int64_t q_stride;      // bytes per row
+  const void* scale;     // row 0 of the scales (nullptr for BF16/F16)
+  int64_t scale_stride;  // scale elements per row
+  const uint8_t* zero;   // INT4_ASYM zero points, row 0 (stride = scale_stride)
+  int group;             // columns per scale
+  float global_scale;    // NVFP4 per-tensor multiplier (1 otherwise)
+};
+
+// Y[t, r - r0] = sum_c W[r, c] * X[t, c]  for r in [r0, r1), t < ntok. X fp32 [ntok, ldx], Y fp32 [ntok, ldy].
+using RowsFn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx,
+                        float* Y, int64_t ldy);
+
+// ---- scalar element decoders (shared by every ISA's tail handling and by the scalar kernels) ----
+inline float f32_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float bf16_to_f32(uint16_t v) { return f32_from_bits(static_cast<uint32_t>(v) << 16); }
+inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0) {
+    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // mant * 2^-24
+    return sign ? -v : v;
+  }
+  if (exp == 31) return f32_from_bits(sign | 0x7f800000u | (mant << 13));
+  return f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+}
+inline float e4m3_to_f32(uint8_t b) {
+  uint32_t sign = (b & 0x80u) << 24, exp = (b >> 3) & 0xf, mant = b & 0x7;
+  if (exp == 0) {
+    float v = static_cast<float>(mant) * (1.0f / 512.0f);  // mant * 2^-9
+    return sign ? -v : v;
+  }
+  if (exp == 15 && mant == 7) return f32_from_bits(sign | 0x7fc00000u);  // NaN
+  return f32_from_bits(sign | ((exp + 120) << 23) | (mant << 20));
+}
+inline float e2m1_to_f32(uint8_t nib) {
+  static const float kE2M1[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  return kE2M1[nib & 0xf];
+}
+inline float e8m0_to_f32(uint8_t s) { return s == 0 ? f32_from_bits(0x00400000u) : f32_from_bits(static_cast<uint32_t>(s) << 23); }
+
+// Weight (r, c) as fp32: the scalar definition every kernel must agree with.
+float weight_at(const WeightMat& w, int64_t r, int64_t c);
+
+// Validation of a matrix description; returns nullptr when fine, else a message.
+const char* check_mat(const WeightMat& w);
+
+const char* fmt_name(Fmt f);
+
+}  // namespace ft

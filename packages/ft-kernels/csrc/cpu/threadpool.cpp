@@ -1,0 +1,165 @@
+#include "cpu/threadpool.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+namespace ft {
+
+std::vector<int> physical_core_cpus() {
+  std::vector<int> out;
+#if defined(__linux__)
+  std::set<std::pair<int, int>> seen;  // (package, core)
+  unsigned n = std::thread::hardware_concurrency();
+  for (unsigned cpu = 0; cpu < n; ++cpu) {
+    std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream pk(base + "physical_package_id"), co(base + "core_id");
+    int p = -1, c = -1;
+    if (!(pk >> p) || !(co >> c)) continue;
+    if (seen.insert({p, c}).second) out.push_back(static_cast<int>(cpu));
+  }
+#endif
+  if (out.empty()) {
+    unsigned n = std::thread::hardware_concurrency();
+    for (unsigned i = 0; i < (n ? n : 1); ++i) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+namespace {
+
+void pin_to(int cpu) {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+#else
+  (void)cpu;
+#endif
+}
+
+class Pool final : public ThreadPool {
+ public:
+  explicit Pool(int n) : cpus_(physical_core_cpus()) {
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { loop(i); });
+  }
+  ~Pool() override {
+    {
+      std::lock_guard<std::mutex> g(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  int size() const override { return static_cast<int>(workers_.size()) + 1; }
+
+  void run(int64_t n, const std::function<void(int64_t)>& fn) override {
+    if (n <= 0) return;
+    std::lock_guard<std::mutex> job_lock(job_);  // one job at a time; concurrent callers queue here
+    if (workers_.empty() || n == 1) {
+      for (int64_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> g(m_);
+      fn_ = &fn;
+      n_ = n;
+      next_.store(0);
+      pending_ = static_cast<int>(workers_.size());
+      error_ = nullptr;
+      ++gen_;
+    }
+    cv_.notify_all();
+    work();
+    std::unique_lock<std::mutex> g(m_);
+    done_cv_.wait(g, [this] { return pending_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work() {
+    for (int64_t i; (i = next_.fetch_add(1)) < n_;) {
+      try {
+        (*fn_)(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(m_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+
+  void loop(int idx) {
+    if (!cpus_.empty()) pin_to(cpus_[idx % cpus_.size()]);
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> g(m_);
+        cv_.wait(g, [&] { return stop_ || gen_ != seen; });
+        if (stop_) return;
+        seen = gen_;
+      }
+      work();
+      {
+        std::lock_guard<std::mutex> g(m_);
+        if (--pending_ == 0) done_cv_.notify_one();
+      }
+    }
+  }
+
+  std::vector<int> cpus_;
+  std::vector<std::thread> workers_;
+  std::mutex m_, job_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  std::atomic<int64_t> next_{0};
+  int pending_ = 0;
+  uint64_t gen_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+std::mutex g_pool_mutex;
+std::unique_ptr<Pool> g_pool;
+
+int default_threads() {
+  if (const char* e = std::getenv("FT_NUM_THREADS")) {
+    int n = std::atoi(e);
+    if (n >= 1) return n;
+  }
+  return static_cast<int>(physical_core_cpus().size());
+}
+
+}  // namespace
+
+ThreadPool& ThreadPool::get() {
+  std::lock_guard<std::mutex> g(g_pool_mutex);
+  if (!g_pool) g_pool = std::make_unique<Pool>(default_threads());
+  return *g_pool;
+}
+
+void ThreadPool::set_num_threads(int n) {
+  std::lock_guard<std::mutex> g(g_pool_mutex);
+  g_pool.reset();
+  g_pool = std::make_unique<Pool>(n < 1 ? 1 : n);
+}
+
+int ThreadPool::num_threads() { return get().size(); }
+
+}  // namespace ft

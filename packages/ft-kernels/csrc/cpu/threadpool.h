@@ -1,0 +1,30 @@
+// A persistent thread pool: one worker per physical core (or a set count), each pinned to its core,
+// created once; callers hand it a task count and a function. Several callers may use it at once:
+// one job runs at a time, the others wait their turn. Python-free.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace ft {
+
+class ThreadPool {
+ public:
+  // The process-wide pool. Its size: FT_NUM_THREADS if set, else the number of physical cores.
+  static ThreadPool& get();
+  // Resize (joins the old workers, starts new ones pinned to physical cores). n >= 1.
+  static void set_num_threads(int n);
+  static int num_threads();
+
+  // Run fn(i) for i in [0, n) on the pool (the calling thread takes part); returns when all are done.
+  // Exceptions from tasks are rethrown in the caller (the first one).
+  virtual void run(int64_t n, const std::function<void(int64_t)>& fn) = 0;
+  virtual int size() const = 0;
+  virtual ~ThreadPool() = default;
+};
+
+// Physical cores: one logical CPU id per core (the first sibling), from sysfs topology; falls back to
+// every online CPU when the topology is unreadable.
+std::vector<int> physical_core_cpus();
+
+}  // namespace ft

@@ -1,0 +1,126 @@
+"""Expert weight formats in the layout the CPU kernels read, and quantisers that produce them.
+
+``ExpertWeights`` holds one matrix kind (w13 ``[N, 2I, H]`` or w2 ``[N, H, I]``) of every expert:
+``q [N, rows, ...]`` packed weights, ``scale``/``zero`` ``[N, rows, ceil(cols / group)]``, an optional
+fp32 ``bias [N, rows]``. Layout per format (``csrc/cpu/formats.h`` has the same table):
+
+=========  ============================  ====================================  ===========================
+format     q                             scale                                 value
+=========  ============================  ====================================  ===========================
+bf16/f16   [N, rows, cols] 16-bit        --                                    as stored
+fp8_e4m3   [N, rows, cols] uint8         fp32, one per ``group`` columns       e4m3(q) * scale
+mxfp4      [N, rows, cols/2] uint8       uint8 e8m0 per 32 columns             e2m1(q) * 2^(s - 127)
+nvfp4      [N, rows, cols/2] uint8       uint8 e4m3 per 16 columns, global     e2m1(q) * e4m3(s) * global
+int4_sym   [N, rows, cols/2] uint8       fp32 per ``group`` columns            (q - 8) * scale
+int4_asym  [N, rows, cols/2] uint8       fp32 + uint8 zero per ``group``       (q - zero) * scale
+=========  ============================  ====================================  ===========================
+
+4-bit values are packed two per byte, column 2j in the low nibble.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+FORMATS = {"bf16": 0, "f16": 1, "fp8_e4m3": 2, "mxfp4": 3, "nvfp4": 4, "int4_sym": 5, "int4_asym": 6}
+DEFAULT_GROUP = {"fp8_e4m3": 128, "mxfp4": 32, "nvfp4": 16, "int4_sym": 128, "int4_asym": 128}
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+@dataclass(frozen=True)
+class ExpertWeights:
+    fmt: str
+    q: torch.Tensor
+    cols: int
+    scale: torch.Tensor | None = None
+    zero: torch.Tensor | None = None
+    group: int = 0
+    global_scale: float = 1.0
+    bias: torch.Tensor | None = None  # fp32 [N, rows]
+
+    @property
+    def rows(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def num_experts(self) -> int:
+        return self.q.shape[0]
+
+    def nbytes_per_expert(self) -> int:
+        """Bytes the kernel reads for one expert's matrix (weights, scales, zeros; bias excluded)."""
+        return sum(t[0].numel() * t.element_size() for t in (self.q, self.scale, self.zero) if t is not None)
+
+
+def _blocks(w: torch.Tensor, g: int) -> tuple[torch.Tensor, int]:
+    """[N, R, C] -> [N, R, nb, g] zero-padded along C; returns the padded view and C."""
+    N, R, C = w.shape
+    nb = -(-C // g)
+    pad = torch.zeros(N, R, nb * g, dtype=torch.float32)
+    pad[..., :C] = w
+    return pad.view(N, R, nb, g), C
+
+
+def _pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """uint8 codes [N, R, C] (C even) -> [N, R, C/2], column 2j in the low nibble."""
+    c = codes.to(torch.uint8)
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).contiguous()
+
+
+def e2m1_codes(v: torch.Tensor) -> torch.Tensor:
+    """Nearest e2m1 code (sign bit 3) of each value (already divided by its scale; |v| <= 6)."""
+    mag = (v.abs()[..., None] - E2M1).abs().argmin(-1)
+    return (mag | ((v < 0).to(torch.int64) << 3)).to(torch.uint8)
+
+
+def quantize(w: torch.Tensor, fmt: str, group: int | None = None, bias: torch.Tensor | None = None) -> ExpertWeights:
+    """Float weights ``[N, rows, cols]`` -> ExpertWeights in ``fmt`` (round to nearest; scales from absmax)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    w = w.float()
+    N, R, C = w.shape
+    b = None if bias is None else bias.float().contiguous()
+    if fmt == "bf16":
+        return ExpertWeights(fmt, w.bfloat16().contiguous(), C, bias=b)
+    if fmt == "f16":
+        return ExpertWeights(fmt, w.half().contiguous(), C, bias=b)
+    g = group or DEFAULT_GROUP[fmt]
+    if fmt == "mxfp4":
+        g = 32
+    if fmt == "nvfp4":
+        g = 16
+    if fmt in ("mxfp4", "nvfp4", "int4_sym", "int4_asym") and C % 2:
+        raise ValueError(f"{fmt} needs an even number of columns, got {C}")
+    if fmt in ("mxfp4", "nvfp4") and C % g:
+        raise ValueError(f"{fmt} needs columns divisible by {g}, got {C}")
+    blk, _ = _blocks(w, g)
+    amax = blk.abs().amax(-1)  # [N, R, nb]
+    if fmt == "fp8_e4m3":
+        scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+        q = (w / scale.repeat_interleave(g, -1)[..., :C]).to(torch.float8_e4m3fn).view(torch.uint8)
+        return ExpertWeights(fmt, q.contiguous(), C, scale.contiguous(), group=g, bias=b)
+    if fmt == "mxfp4":
+        e = torch.ceil(torch.log2(torch.where(amax > 0, amax / 6.0, torch.ones_like(amax)))).clamp(-127, 127)
+        codes = e2m1_codes((blk / torch.exp2(e)[..., None]).view(N, R, C))
+        return ExpertWeights(fmt, _pack_nibbles(codes), C, (e + 127).to(torch.uint8).contiguous(), group=g, bias=b)
+    if fmt == "nvfp4":
+        gmax = float(w.abs().max())
+        gs = gmax / (6.0 * 448.0) if gmax > 0 else 1.0
+        s8 = (amax / 6.0 / gs).to(torch.float8_e4m3fn)
+        sf = s8.float() * gs
+        codes = e2m1_codes((blk / torch.where(sf > 0, sf, torch.ones_like(sf))[..., None]).clamp(-6, 6).view(N, R, C))
+        return ExpertWeights(fmt, _pack_nibbles(codes), C, s8.view(torch.uint8).contiguous(), group=g, global_scale=gs, bias=b)
+    if fmt == "int4_sym":
+        scale = torch.where(amax > 0, amax / 7.0, torch.ones_like(amax))
+        codes = (torch.round(blk / scale[..., None]).clamp(-8, 7) + 8).view(N, R, -1)[..., :C]
+        return ExpertWeights(fmt, _pack_nibbles(codes), C, scale.contiguous(), group=g, bias=b)
+    lo, hi = blk.amin(-1), blk.amax(-1)
+    if C % g:  # padding zeros must not widen the last group's range
+        last = w[..., (C // g) * g :]
+        lo[..., -1], hi[..., -1] = last.amin(-1), last.amax(-1)
+    lo, hi = torch.minimum(lo, torch.zeros_like(lo)), torch.maximum(hi, torch.zeros_like(hi))
+    scale = torch.where(hi > lo, (hi - lo) / 15.0, torch.ones_like(hi))
+    zero = torch.round(-lo / scale).clamp(0, 15)
+    codes = (torch.round(blk / scale[..., None]) + zero[..., None]).clamp(0, 15).view(N, R, -1)[..., :C]
+    return ExpertWeights(fmt, _pack_nibbles(codes), C, scale.contiguous(), zero.to(torch.uint8).contiguous(), group=g, bias=b)
