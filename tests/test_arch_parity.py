@@ -47,3 +47,15 @@ def test_batched_decode_equals_alone(pair):
     together = [o.token_ids for o in eng.generate(PROMPTS, GREEDY)]
     alone = [eng.generate(p, GREEDY)[0].token_ids for p in PROMPTS]
     assert together == alone
+
+
+@pytest.mark.parametrize("variant", [("qwen3_moe", "fp8"), ("deepseek_v3", "fp8"), ("gpt_oss", None), ("gpt_oss", "mxfp4")],
+                         ids=_id)
+def test_cpu_kernels_and_torch_reference_experts_agree(tiny_ckpt, variant):
+    """The C++ kernels (in-kernel dequantisation, GPT-OSS activation with biases) against the torch backend."""
+    path = tiny_ckpt(*variant)
+    k = Engine.from_pretrained(path, expert_impl="kernel")
+    t = Engine.from_pretrained(path, expert_impl="torch")
+    assert k.model.backend.name == "kernel" and t.model.backend.name == "torch"
+    a, b = k.score(IDS), t.score(IDS)
+    assert (a - b).abs().max() <= 1e-5 * b.abs().max()

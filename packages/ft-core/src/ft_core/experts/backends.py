@@ -68,19 +68,25 @@ class TorchBackend(ExpertBackend):
 
 
 class CpuKernelBackend(ExpertBackend):
-    """ft_kernels C++ CPU kernel: bf16 SwiGLU banks without biases (more formats: issue 3)."""
+    """ft_kernels C++ CPU kernels: weights dequantised in the kernel (bf16, f16, fp8 block, mxfp4),
+    SwiGLU or the GPT-OSS activation with biases, on a persistent thread pool."""
 
     name = "kernel"
 
+    def __init__(self, alpha: float = 1.702, limit: float = 7.0):
+        self.alpha, self.limit = alpha, limit
+
     def supports(self, bank: ExpertBank) -> bool:
-        return bank.fmt == "dense" and bank.act == "swiglu" and bank.tensors["w13"].dtype == torch.bfloat16 and bank.bias("w13") is None
+        return bank.kernel_weights() is not None
 
     def run(self, bank, x, tok, eid, gate):
         import ft_kernels
 
-        return ft_kernels.moe_swiglu(
-            x.float().contiguous(), tok.to(torch.int32), eid.to(torch.int32), gate.float().contiguous(),
-            bank.tensors["w13"], bank.tensors["w2"],
+        w13, w2 = bank.kernel_weights()
+        xin = x if x.dtype in (torch.float32, torch.bfloat16) else x.float()
+        return ft_kernels.moe_experts(
+            xin.contiguous(), tok.to(torch.int32), eid.to(torch.int32), gate.float().contiguous(), w13, w2,
+            act=bank.act, alpha=self.alpha, limit=self.limit,
         )
 
 
@@ -92,11 +98,11 @@ def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float) -> E
     from ft_core.errors import FTError
 
     if name == "auto":
-        k = CpuKernelBackend()
+        k = CpuKernelBackend(alpha, limit)
         return k if k.supports(bank) else TorchBackend(alpha, limit)
     if name not in BACKENDS:
         raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(BACKENDS)}")
-    b = BACKENDS[name](alpha, limit) if name == "torch" else BACKENDS[name]()
+    b = BACKENDS[name](alpha, limit)
     if not b.supports(bank):
         raise FTError(f"expert implementation {name!r} does not support {bank.fmt} {bank.act} banks; use auto or torch")
     return b

@@ -35,6 +35,7 @@ class ExpertBank:
     act: str  # "swiglu" | "gptoss"
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     fp8_block: int = 0  # B1 for fp8
+    _kernel_views: tuple | None = field(default=None, repr=False)
 
     @property
     def num_ids(self) -> int:
@@ -57,6 +58,34 @@ class ExpertBank:
 
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")
+
+    def kernel_weights(self):
+        """(w13, w2) as ``ft_kernels.ExpertWeights`` views of this bank (no copies), or None when the
+        stored format has no CPU kernel (float32 banks run on the torch backend). Cached."""
+        if self._kernel_views is None:
+            self._kernel_views = self._make_kernel_views() or ()
+        return self._kernel_views or None
+
+    def _make_kernel_views(self):
+        from ft_kernels import ExpertWeights
+
+        t = self.tensors
+        out = []
+        for which, cols in (("w13", self.hidden), ("w2", self.inter)):
+            bias = t.get(f"{which}_bias")
+            if self.fmt == "mxfp4":
+                blocks = t[f"{which}_blocks"]
+                q = blocks.view(blocks.shape[0], blocks.shape[1], -1)
+                out.append(ExpertWeights("mxfp4", q, cols, t[f"{which}_scales"], group=32, bias=bias))
+            elif self.fmt == "fp8":
+                q = t[which].view(torch.uint8)
+                out.append(ExpertWeights("fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias))
+            elif t[which].dtype in (torch.bfloat16, torch.float16):
+                fmt = "bf16" if t[which].dtype == torch.bfloat16 else "f16"
+                out.append(ExpertWeights(fmt, t[which], cols, bias=bias))
+            else:
+                return None
+        return tuple(out)
 
     @classmethod
     def load(cls, r: WeightReader, cfg: ModelConfig, prefixes: list[str]) -> "ExpertBank":

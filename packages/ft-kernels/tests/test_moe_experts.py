@@ -1,0 +1,210 @@
+"""ft_kernels.moe_experts against its torch reference: every format, the ISAs this CPU has, ragged
+shapes, T = 1..64, duplicate routes, both activations with biases, x in fp32 and bf16.
+
+Error bound: kernel and reference multiply the same dequantised weights, so the only difference is
+the fp32 summation order: max |y - ref| <= 2e-5 * max |ref| for every format. The quantisers' own
+error against the float weights is bounded per format in ``test_quantisation_error``.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import ft_kernels as fk
+from ft_kernels import reference as R
+
+FORMATS = list(fk.FORMATS)
+BOUND = 2e-5
+# (H, I): ragged against vector widths (8/16) and groups (32); 4-bit needs even sizes, mx/nvfp4 multiples of 32/16
+SHAPES = {"any": [(72, 40), (130, 34), (64, 96)], "mxfp4": [(96, 64), (64, 32)], "nvfp4": [(80, 48), (48, 16)]}
+
+
+def _shapes(fmt):
+    return SHAPES.get(fmt, SHAPES["any"])
+
+
+def _case(fmt, H, I, T, R, N=5, seed=0, bias=False, group=32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, H, generator=g)
+    tok = torch.randint(0, T, (R,), generator=g, dtype=torch.int32)
+    eid = torch.randint(0, N, (R,), generator=g, dtype=torch.int32)
+    gate = torch.rand(R, generator=g)
+    b13 = torch.randn(N, 2 * I, generator=g) * 0.1 if bias else None
+    b2 = torch.randn(N, H, generator=g) * 0.1 if bias else None
+    w13 = fk.quantize(torch.randn(N, 2 * I, H, generator=g) * 0.1, fmt, group=group, bias=b13)
+    w2 = fk.quantize(torch.randn(N, H, I, generator=g) * 0.1, fmt, group=group, bias=b2)
+    return x, tok, eid, gate, w13, w2
+
+
+def _check(y, ref):
+    assert y.dtype == torch.float32 and y.shape == ref.shape
+    err = (y - ref).abs().max().item()
+    assert err <= BOUND * ref.abs().max().item() + 1e-7, f"max abs err {err:.3g}, max |ref| {ref.abs().max():.3g}"
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_matches_reference(fmt, T):
+    for H, I in _shapes(fmt):
+        args = _case(fmt, H, I, T, R=2 * T + 3, seed=H + I + T)  # more routes than tokens: duplicates
+        _check(fk.moe_experts(*args), R.moe_experts(*args))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("act", ["swiglu", "gptoss"])
+def test_activations_biases_and_bf16_input(fmt, act):
+    H, I = _shapes(fmt)[0]
+    x, tok, eid, gate, w13, w2 = _case(fmt, H, I, 6, 20, bias=True, seed=7)
+    for xin in (x, x.bfloat16()):
+        _check(fk.moe_experts(xin, tok, eid, gate, w13, w2, act=act), R.moe_experts(xin, tok, eid, gate, w13, w2, act=act))
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "int4_sym", "int4_asym"])
+@pytest.mark.parametrize("group", [32, 64, 128])
+def test_group_sizes(fmt, group):
+    args = _case(fmt, 200, 136, 4, 10, group=group, seed=group)  # 200 % 64, 136 % 128: partial last groups
+    _check(fk.moe_experts(*args), R.moe_experts(*args))
+
+
+def test_prefill_sized_input():
+    """Hundreds of tokens per expert take the token-blocked path."""
+    for fmt in ["bf16", "fp8_e4m3", "mxfp4", "int4_asym"]:
+        x, tok, eid, gate, w13, w2 = _case(fmt, 128, 64, 300, 600, N=3, seed=3)
+        _check(fk.moe_experts(x, tok, eid, gate, w13, w2), R.moe_experts(x, tok, eid, gate, w13, w2))
+
+
+def test_duplicate_routes_add_up():
+    x, tok, eid, gate, w13, w2 = _case("bf16", 64, 32, 2, 1)
+    y1 = fk.moe_experts(x, tok, eid, gate, w13, w2)
+    y3 = fk.moe_experts(x, tok.repeat(3), eid.repeat(3), gate.repeat(3), w13, w2)
+    torch.testing.assert_close(y3, 3 * y1, rtol=1e-5, atol=1e-6)
+
+
+def test_no_routes_gives_zeros():
+    x, _, _, _, w13, w2 = _case("bf16", 64, 32, 3, 1)
+    e = torch.zeros(0, dtype=torch.int32)
+    assert torch.equal(fk.moe_experts(x, e, e, torch.zeros(0), w13, w2), torch.zeros(3, 64))
+
+
+BOUNDS = {"bf16": 5e-3, "f16": 1e-3, "fp8_e4m3": 0.07, "mxfp4": 0.2, "nvfp4": 0.2, "int4_sym": 0.1, "int4_asym": 0.1}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_quantisation_error(fmt):
+    w = torch.randn(3, 64, 96, generator=torch.Generator().manual_seed(1))
+    q = fk.quantize(w, fmt, group=32)
+    err = (R.dequantize(q) - w).abs().max() / w.abs().max()
+    assert err <= BOUNDS[fmt], f"{fmt}: {err:.3g}"
+
+
+def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
+    args = _case("fp8_e4m3", 256, 128, 8, 24, N=8, seed=5)
+    want = R.moe_experts(*args)
+    n = fk.num_threads()
+    try:
+        for k in (1, 2, 3):
+            fk.set_num_threads(k)
+            assert fk.num_threads() == k
+            _check(fk.moe_experts(*args), want)
+    finally:
+        fk.set_num_threads(n)
+    results, errors = [None] * 4, []
+
+    def work(i):
+        try:
+            for _ in range(10):
+                results[i] = fk.moe_experts(*args)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        _check(r, want)
+
+
+def _isas():
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    have = ["scalar"]
+    if " avx2" in flags and " fma" in flags and " f16c" in flags:
+        have.append("avx2")
+    if all(f" {f}" in flags for f in ("avx512f", "avx512bw", "avx512vl")):
+        have.append("avx512")
+    return have
+
+
+@pytest.mark.parametrize("isa", _isas())
+def test_each_isa_matches_reference(isa):
+    """Every format on each ISA this CPU has, forced by FT_CPU_ISA in a fresh process (read once per process)."""
+    code = f"""
+import torch, ft_kernels as fk
+from ft_kernels import reference as R
+assert fk.active_isa() == {isa!r}, fk.active_isa()
+for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40)), ("mxfp4", (96, 64)),
+                    ("nvfp4", (80, 48)), ("int4_sym", (130, 34)), ("int4_asym", (72, 40))]:
+    for T in (1, 3, 8, 70):
+        g = torch.Generator().manual_seed(T)
+        x = torch.randn(T, H, generator=g); R_ = 2 * T + 1
+        tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
+        eid = torch.randint(0, 4, (R_,), generator=g, dtype=torch.int32); gate = torch.rand(R_, generator=g)
+        w13 = fk.quantize(torch.randn(4, 2 * I, H, generator=g) * .1, fmt, group=32, bias=torch.randn(4, 2 * I) * .1)
+        w2 = fk.quantize(torch.randn(4, H, I, generator=g) * .1, fmt, group=32)
+        for act in ("swiglu", "gptoss"):
+            y = fk.moe_experts(x, tok, eid, gate, w13, w2, act=act)
+            r = R.moe_experts(x, tok, eid, gate, w13, w2, act=act)
+            assert (y - r).abs().max() <= {BOUND} * r.abs().max() + 1e-7, (fmt, T, act, (y - r).abs().max().item())
+"""
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_forced_unknown_isa_raises():
+    res = subprocess.run([sys.executable, "-c", "import ft_kernels; ft_kernels.active_isa()"],
+                         env={**os.environ, "FT_CPU_ISA": "sse9"}, capture_output=True, text=True)
+    assert res.returncode != 0 and "FT_CPU_ISA=sse9 is not one of" in res.stderr
+
+
+def _bank():
+    return _case("fp8_e4m3", 64, 32, 3, 4, N=2)
+
+
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda a: a.update(x=a["x"].double()), "x must be float32 or bfloat16"),
+        (lambda a: a.update(eid=a["eid"].long()), "eid must be int32"),
+        (lambda a: a.update(eid=torch.full_like(a["eid"], 9)), r"eid\[0\]=9 is outside \[0, N=2\)"),
+        (lambda a: a.update(tok=torch.full_like(a["tok"], -1)), r"tok\[0\]=-1 is outside"),
+        (lambda a: a.update(gate=a["gate"][:-1]), "gate must be float32"),
+        (lambda a: a.update(w13=fk.ExpertWeights("fp8_e4m3", a["w13"].q, 64, None, group=32)), "w13_scale is required"),
+        (lambda a: a.update(w13=fk.ExpertWeights("fp8_e4m3", a["w13"].q, 64, a["w13"].scale[:, :, :1].contiguous(), group=32)),
+         "w13_scale must be float32"),
+        (lambda a: a.update(w2=fk.ExpertWeights("fp8_e4m3", a["w2"].q[:, :, :-2].contiguous(), 30, a["w2"].scale, group=32)),
+         "w2_q rows hold 30 bytes; fp8_e4m3 with 32 columns needs 32"),
+        (lambda a: a.update(w13=fk.ExpertWeights("int4_asym", a["w13"].q, 64, a["w13"].scale, group=32)), "w13_q rows hold"),
+        (lambda a: a.update(w13=fk.ExpertWeights("fp4", a["w13"].q, 64)), "w13.fmt 'fp4' is not one of"),
+        (lambda a: a.update(act="relu"), "act must be one of"),
+    ],
+)
+def test_bad_arguments_raise_naming_them(mutate, match):
+    x, tok, eid, gate, w13, w2 = _bank()
+    a = dict(x=x, tok=tok, eid=eid, gate=gate, w13=w13, w2=w2, act="swiglu")
+    mutate(a)
+    with pytest.raises(ValueError, match=match):
+        fk.moe_experts(a["x"], a["tok"], a["eid"], a["gate"], a["w13"], a["w2"], act=a["act"])
+
+
+def test_moe_swiglu_shorthand():
+    x, tok, eid, gate, w13, w2 = _case("bf16", 64, 32, 3, 5)
+    torch.testing.assert_close(fk.moe_swiglu(x, tok, eid, gate, w13.q, w2.q), fk.moe_experts(x, tok, eid, gate, w13, w2))
+    with pytest.raises(ValueError, match="bfloat16 banks"):
+        fk.moe_swiglu(x, tok, eid, gate, w13.q.float(), w2.q)
