@@ -37,15 +37,19 @@ static inline void row_block(const uint16_t* w, int64_t cols, const float* X, in
 
 void rows_bf16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                     int64_t ldy) {
+  // Token blocks outside, rows inside: a block of 4 tokens' x stays in L1 while the task's rows
+  // (<= 64, ~256 KiB) are re-read from L2 — the prefill tiling; decode has a single token block.
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(m.q + r * m.q_stride); };
+  int64_t t = 0;
+  for (; t + 4 <= ntok; t += 4)
+    for (int64_t r = r0; r < r1; ++r) row_block<4>(row(r), m.cols, X + t * ldx, ldx, Y + t * ldy + (r - r0), ldy);
   for (int64_t r = r0; r < r1; ++r) {
-    const uint16_t* w = reinterpret_cast<const uint16_t*>(m.q + r * m.q_stride);
-    float* y = Y + (r - r0);
-    int64_t t = 0;
-    for (; t + 4 <= ntok; t += 4) row_block<4>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy);
+    float* y = Y + t * ldy + (r - r0);
+    const float* x = X + t * ldx;
     switch (ntok - t) {
-      case 3: row_block<3>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy); break;
-      case 2: row_block<2>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy); break;
-      case 1: row_block<1>(w, m.cols, X + t * ldx, ldx, y + t * ldy, ldy); break;
+      case 3: row_block<3>(row(r), m.cols, x, ldx, y, ldy); break;
+      case 2: row_block<2>(row(r), m.cols, x, ldx, y, ldy); break;
+      case 1: row_block<1>(row(r), m.cols, x, ldx, y, ldy); break;
       default: break;
     }
   }
