@@ -21,9 +21,12 @@ class GQAttention:
     def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, rotary: Rotary):
         self.cfg, self.layer, self.rotary = cfg, layer, rotary
         N, K, D, H = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
-        self.wq, self.bq = r.linear(f"{prefix}.q_proj", N * D, H, cfg.qkv_bias)
-        self.wk, self.bk = r.linear(f"{prefix}.k_proj", K * D, H, cfg.qkv_bias)
-        self.wv, self.bv = r.linear(f"{prefix}.v_proj", K * D, H, cfg.qkv_bias)
+        wq, bq = r.linear(f"{prefix}.q_proj", N * D, H, cfg.qkv_bias)
+        wk, bk = r.linear(f"{prefix}.k_proj", K * D, H, cfg.qkv_bias)
+        wv, bv = r.linear(f"{prefix}.v_proj", K * D, H, cfg.qkv_bias)
+        self.wqkv = torch.cat([wq, wk, wv])  # one GEMM for q, k and v
+        self.bqkv = torch.cat([bq, bk, bv]) if cfg.qkv_bias else None
+        self.split = (N * D, K * D, K * D)
         self.wo, self.bo = r.linear(f"{prefix}.o_proj", H, N * D, cfg.o_bias)
         self.q_norm = self.k_norm = None
         if cfg.qk_norm == "head":
@@ -42,7 +45,7 @@ class GQAttention:
     def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
         c = self.cfg
         T = x.shape[0]
-        q, k, v = F.linear(x, self.wq, self.bq), F.linear(x, self.wk, self.bk), F.linear(x, self.wv, self.bv)
+        q, k, v = F.linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
         if c.qk_norm == "full":
             q, k = rms_norm(q, self.q_norm, c.rms_eps), rms_norm(k, self.k_norm, c.rms_eps)
         if c.clip_qkv is not None:
