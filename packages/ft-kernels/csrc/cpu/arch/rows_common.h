@@ -1,0 +1,277 @@
+// Row-kernel skeletons shared by the SIMD files (x86_avx2_*, x86_avx512_*, arm_neon_*): the loops, the
+// token/row blocking and the per-group scale folding live here once; each ISA file supplies a traits
+// struct `I` (vector type and a few ops) and each format file a decoder `D`.
+//
+// Everything is in an anonymous namespace: every translation unit gets its own copies, compiled with
+// that file's ISA flags, so no AVX-512 code can leak into another file's symbols.
+//
+// ISA traits I:   using V; static constexpr int L (fp32 lanes of V); zero(); loadx(const float*) (unaligned);
+//                 fma(a, b, c) = a * b + c; add(a, b); bcast(float); hsum(V) -> float;
+//                 kDenseNR[NT], kGroupNR[NT] (rows per tile for NT = 1..4 tokens per tile).
+// Dense decoder:  load(const uint8_t* row, int64_t c) -> V of columns c..c+L-1; scalar(row, c) -> float.
+// Group decoder:  kScaleMul (constant folded into every group scale), kZero (subtract zero * sum(x) per group),
+//                 kPrep (activations scaled by kXLo / kXHi and, if kPerm, reordered by prep_x),
+//                 vec_ok(m), decode(row, c, w0, w1): columns c..c+2L-1 of one chunk (in Xv's order),
+//                 zero(m, r, g) -> float.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+#include "cpu/formats.h"
+
+namespace ft {
+namespace {
+
+// Loops over tile dimensions are unrolled early so the tiles' vector arrays live in registers.
+#define FT_UNROLL _Pragma("GCC unroll 16")
+
+constexpr int kTokBlock = 4;  // tokens per register tile: each weight vector is decoded once per 4 tokens
+
+// A grow-only float buffer of internal linkage. (Not std::vector: its out-of-line members are weak symbols
+// shared by every translation unit, so the linker could pick a copy compiled with -mavx512f for all files.)
+struct FloatBuf {
+  float* p = nullptr;
+  int64_t n = 0;
+  float* get(int64_t k) {
+    if (k > n) {
+      std::free(p);
+      p = static_cast<float*>(std::malloc(sizeof(float) * std::max<int64_t>(k, 1)));
+      n = p ? k : 0;
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+  ~FloatBuf() { std::free(p); }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Dense formats (BF16, F16): Y[t, r] = sum_c decode(W[r, c]) * X[t, c]; NR rows x NT tokens per tile.
+template <class I, class D, int NR, int NT>
+inline void dense_tile(const uint8_t* q, int64_t qs, int64_t cols, const float* X, int64_t ldx, float* Y,
+                       int64_t ldy) {
+  using V = typename I::V;
+  constexpr int L = I::L, U = NR * NT >= 6 ? 1 : 2;  // U column steps in flight: >= 6 independent FMA chains
+  V acc[U][NR][NT];
+  FT_UNROLL for (int u = 0; u < U; ++u)
+    FT_UNROLL for (int r = 0; r < NR; ++r)
+      FT_UNROLL for (int t = 0; t < NT; ++t) acc[u][r][t] = I::zero();
+  int64_t c = 0;
+  for (; c + U * L <= cols; c += U * L) {
+    FT_UNROLL for (int u = 0; u < U; ++u) {
+      V w[NR];
+      FT_UNROLL for (int r = 0; r < NR; ++r) w[r] = D::load(q + r * qs, c + u * L);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        V x = I::loadx(X + t * ldx + c + u * L);
+        FT_UNROLL for (int r = 0; r < NR; ++r) acc[u][r][t] = I::fma(w[r], x, acc[u][r][t]);
+      }
+    }
+  }
+  for (; c + L <= cols; c += L) {
+    FT_UNROLL for (int r = 0; r < NR; ++r) {
+      V w = D::load(q + r * qs, c);
+      FT_UNROLL for (int t = 0; t < NT; ++t) acc[0][r][t] = I::fma(w, I::loadx(X + t * ldx + c), acc[0][r][t]);
+    }
+  }
+  float tail[NR][NT] = {};
+  for (; c < cols; ++c)
+    FT_UNROLL for (int r = 0; r < NR; ++r) {
+      float wf = D::scalar(q + r * qs, c);
+      FT_UNROLL for (int t = 0; t < NT; ++t) tail[r][t] += wf * X[t * ldx + c];
+    }
+  FT_UNROLL for (int r = 0; r < NR; ++r)
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      V v = acc[0][r][t];
+      FT_UNROLL for (int u = 1; u < U; ++u) v = I::add(v, acc[u][r][t]);
+      Y[t * ldy + r] = I::hsum(v) + tail[r][t];
+    }
+}
+
+template <class I, class D, int NT>
+inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ldx, float* Y,
+                        int64_t ldy) {
+  constexpr int NR = I::kDenseNR[NT];
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) dense_tile<I, D, NR, NT>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
+  for (; r < r1; ++r) dense_tile<I, D, 1, NT>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
+}
+
+// Token blocks outside, rows inside: in prefill the (<= 64) rows stay in L1/L2 while x streams once.
+template <class I, class D>
+inline void dense_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                       int64_t ldy) {
+  for (int64_t t = 0; t < ntok; t += kTokBlock) {
+    const float* Xt = X + t * ldx;
+    float* Yt = Y + t * ldy;
+    switch (std::min<int64_t>(kTokBlock, ntok - t)) {
+      case 4: dense_block<I, D, 4>(m, r0, r1, Xt, ldx, Yt, ldy); break;
+      case 3: dense_block<I, D, 3>(m, r0, r1, Xt, ldx, Yt, ldy); break;
+      case 2: dense_block<I, D, 2>(m, r0, r1, Xt, ldx, Yt, ldy); break;
+      default: dense_block<I, D, 1>(m, r0, r1, Xt, ldx, Yt, ldy); break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Group-scaled formats (FP8, INT4). Per group g of columns [g0, g1): the chunks of 2L columns inside it
+// are accumulated unscaled in vector partials, then folded once: tot += (scale * kScaleMul) * partial;
+// zero points as - scale * zero * sum(x over the vector part of g). Columns of a group that do not fill
+// a whole chunk (partial last group, group not a multiple of 2L) use weight_at, the scalar definition.
+struct GroupAct {
+  const float* Xv;  // activations in the decoder's lane order (X itself when !kPrep)
+  int64_t ldxv;
+  const float* Sx;  // [ntok, n_groups] sums of x over each group's vector part (kZero only)
+  int64_t lds;
+};
+
+inline int64_t vec_end(int64_t g0, int64_t g1, int64_t chunk, bool ok) { return ok ? g0 + (g1 - g0) / chunk * chunk : g0; }
+
+template <class I, class D, int NR, int NT>
+inline void group_tile(const WeightMat& m, int64_t r, const GroupAct& a, const float* X, int64_t ldx, float* Y,
+                       int64_t ldy) {
+  using V = typename I::V;
+  constexpr int L = I::L, C = 2 * L;
+  const int64_t cols = m.cols, G = m.group, ng = (cols + G - 1) / G, qs = m.q_stride, ss = m.scale_stride;
+  const bool ok = D::vec_ok(m);
+  const uint8_t* q = m.q + r * qs;
+  const float* s = static_cast<const float*>(m.scale) + r * ss;
+  V tot[NR][NT];
+  float sc[NR][NT] = {};  // zero-point corrections and scalar columns
+  FT_UNROLL for (int i = 0; i < NR; ++i)
+    FT_UNROLL for (int t = 0; t < NT; ++t) tot[i][t] = I::zero();
+  for (int64_t g = 0; g < ng; ++g) {
+    const int64_t g0 = g * G, g1 = std::min(cols, g0 + G), gv = vec_end(g0, g1, C, ok);
+    if (gv > g0) {
+      V p0[NR][NT], p1[NR][NT];  // two independent FMA chains per (row, token)
+      FT_UNROLL for (int i = 0; i < NR; ++i)
+        FT_UNROLL for (int t = 0; t < NT; ++t) p0[i][t] = p1[i][t] = I::zero();
+      for (int64_t c = g0; c < gv; c += C) {
+        if (NR == 1) {  // one row, several tokens: decode first, then stream the tokens' x
+          V w0, w1;
+          __builtin_prefetch(q + qs + D::byte_of(c));  // short rows defeat the hardware prefetcher: fetch
+                                                       // the next tile's row, same column
+          D::decode(q, c, w0, w1);
+          FT_UNROLL for (int t = 0; t < NT; ++t) {
+            const float* xv = a.Xv + t * a.ldxv + c;
+            p0[0][t] = I::fma(w0, I::loadx(xv), p0[0][t]);
+            p1[0][t] = I::fma(w1, I::loadx(xv + L), p1[0][t]);
+          }
+        } else {  // several rows: load x once, decode row by row
+          V x0[NT], x1[NT];
+          FT_UNROLL for (int t = 0; t < NT; ++t) {
+            x0[t] = I::loadx(a.Xv + t * a.ldxv + c);
+            x1[t] = I::loadx(a.Xv + t * a.ldxv + c + L);
+          }
+          FT_UNROLL for (int i = 0; i < NR; ++i) {
+            V w0, w1;
+            __builtin_prefetch(q + (i + NR) * qs + D::byte_of(c));
+            D::decode(q + i * qs, c, w0, w1);
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              p0[i][t] = I::fma(w0, x0[t], p0[i][t]);
+              p1[i][t] = I::fma(w1, x1[t], p1[i][t]);
+            }
+          }
+        }
+      }
+      FT_UNROLL for (int i = 0; i < NR; ++i) {
+        const float sv = s[i * ss + g];
+        const typename I::V sb = I::bcast(sv * D::kScaleMul);
+        FT_UNROLL for (int t = 0; t < NT; ++t) tot[i][t] = I::fma(sb, I::add(p0[i][t], p1[i][t]), tot[i][t]);
+        if (D::kZero) {
+          const float zs = D::zero(m, r + i, g) * sv;
+          FT_UNROLL for (int t = 0; t < NT; ++t) sc[i][t] -= zs * a.Sx[t * a.lds + g];
+        }
+      }
+    }
+    for (int64_t c = gv; c < g1; ++c)
+      FT_UNROLL for (int i = 0; i < NR; ++i) {
+        const float w = weight_at(m, r + i, c);
+        FT_UNROLL for (int t = 0; t < NT; ++t) sc[i][t] += w * X[t * ldx + c];
+      }
+  }
+  FT_UNROLL for (int i = 0; i < NR; ++i)
+    FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy + i] = I::hsum(tot[i][t]) + sc[i][t];
+}
+
+template <class I, class D, int NT>
+inline void group_block(const WeightMat& m, int64_t r0, int64_t r1, const GroupAct& a, const float* X, int64_t ldx,
+                        float* Y, int64_t ldy) {
+  constexpr int NR = I::kGroupNR[NT];
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) group_tile<I, D, NR, NT>(m, r, a, X, ldx, Y + (r - r0), ldy);
+  for (; r < r1; ++r) group_tile<I, D, 1, NT>(m, r, a, X, ldx, Y + (r - r0), ldy);
+}
+
+// Activations for decoders with kPrep: every column times D::kXLo (even columns) / D::kXHi (odd columns) and,
+// when D::kPerm, reordered inside each group's chunks of 2L columns (c0 even) so that lane i of the first vector
+// is column c0 + 2i and lane i of the second column c0 + 2i + 1 (int4: low / high nibbles of byte i). Also the
+// sums of x over each group's vector part, for the zero points.
+template <int L, class D>
+inline void prep_x(const WeightMat& m, const float* X, int64_t ntok, int64_t ldx, float* xv, float* sx) {
+  constexpr int C = 2 * L;
+  const int64_t cols = m.cols, G = m.group, ng = (cols + G - 1) / G;
+  const bool ok = D::vec_ok(m);
+  for (int64_t t = 0; t < ntok; ++t) {
+    const float* x = X + t * ldx;
+    float* d = xv + t * cols;
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t g0 = g * G, g1 = std::min(cols, g0 + G), gv = vec_end(g0, g1, C, ok);
+      float sum = 0.f;
+      for (int64_t c = g0; c < gv; c += C)
+        FT_UNROLL for (int i = 0; i < L; ++i) {
+          const float lo = x[c + 2 * i], hi = x[c + 2 * i + 1];
+          d[D::kPerm ? c + i : c + 2 * i] = lo * D::kXLo;
+          d[D::kPerm ? c + L + i : c + 2 * i + 1] = hi * D::kXHi;
+          sum += lo + hi;
+        }
+      sx[t * ng + g] = sum;
+    }
+  }
+}
+
+template <class I, class D>
+inline void group_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                       int64_t ldy) {
+  thread_local FloatBuf xv, sx;
+  const int64_t ng = (m.cols + m.group - 1) / m.group;
+  GroupAct a{X, ldx, nullptr, 0};
+  if (D::kPrep) {
+    float *pxv = xv.get(ntok * m.cols), *psx = sx.get(ntok * ng);
+    prep_x<I::L, D>(m, X, ntok, ldx, pxv, psx);
+    a = GroupAct{pxv, m.cols, psx, ng};
+  }
+  for (int64_t t = 0; t < ntok; t += kTokBlock) {
+    GroupAct at{a.Xv + t * a.ldxv, a.ldxv, a.Sx ? a.Sx + t * a.lds : nullptr, a.lds};
+    const float* Xt = X + t * ldx;
+    float* Yt = Y + t * ldy;
+    switch (std::min<int64_t>(kTokBlock, ntok - t)) {
+      case 4: group_block<I, D, 4>(m, r0, r1, at, Xt, ldx, Yt, ldy); break;
+      case 3: group_block<I, D, 3>(m, r0, r1, at, Xt, ldx, Yt, ldy); break;
+      case 2: group_block<I, D, 2>(m, r0, r1, at, Xt, ldx, Yt, ldy); break;
+      default: group_block<I, D, 1>(m, r0, r1, at, Xt, ldx, Yt, ldy); break;
+    }
+  }
+}
+
+// Shared decoder pieces (ISA-independent).
+struct Int4Common {  // decoders add kXLo / kXHi (the factors that undo their nibble encodings)
+  static constexpr float kScaleMul = 1.f;
+  static constexpr bool kZero = true, kPrep = true, kPerm = true;
+  static bool vec_ok(const WeightMat& m) { return m.group % 2 == 0; }  // chunks start on a byte
+  static int64_t byte_of(int64_t c) { return c / 2; }
+  static float zero(const WeightMat& m, int64_t r, int64_t g) {
+    return m.fmt == Fmt::INT4_ASYM ? static_cast<float>(m.zero[r * m.scale_stride + g]) : 8.f;
+  }
+};
+struct Fp8Common {
+  static constexpr float kScaleMul = 256.f;  // e4m3 bits placed in f16 read 2^-8 of their value
+  static constexpr bool kZero = false, kPrep = false, kPerm = false;
+  static constexpr float kXLo = 1.f, kXHi = 1.f;
+  static bool vec_ok(const WeightMat&) { return true; }
+  static int64_t byte_of(int64_t c) { return c; }
+  static float zero(const WeightMat&, int64_t, int64_t) { return 0.f; }
+};
+
+}  // namespace
+}  // namespace ft

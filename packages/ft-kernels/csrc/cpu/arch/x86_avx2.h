@@ -1,0 +1,30 @@
+// AVX2 + FMA + F16C traits for rows_common.h (included only by x86_avx2_*.cpp, built with -mavx2 -mfma -mf16c).
+#pragma once
+#include <immintrin.h>
+
+#include "cpu/arch/rows_common.h"
+
+namespace ft {
+namespace {
+
+struct Avx2 {
+  using V = __m256;
+  static constexpr int L = 8;
+  // Rows per tile for NT tokens (index NT): 16 ymm registers hold NR*NT accumulators plus decode temporaries.
+  static constexpr int kDenseNR[5] = {0, 4, 4, 2, 2};
+  static constexpr int kGroupNR[5] = {0, 4, 2, 1, 1};
+  static V zero() { return _mm256_setzero_ps(); }
+  static V loadx(const float* p) { return _mm256_loadu_ps(p); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V bcast(float s) { return _mm256_set1_ps(s); }
+  static float hsum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+}  // namespace
+}  // namespace ft

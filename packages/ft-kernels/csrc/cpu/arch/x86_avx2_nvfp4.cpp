@@ -1,0 +1,19 @@
+// AVX2 + FMA + F16C, NVFP4 weights (e2m1 codes, one e4m3 scale per 16 columns, a per-tensor global
+// scale applied once to each output): see x86_avx2_e2m1.h.
+#include <array>
+
+#include "cpu/arch/x86_avx2_e2m1.h"
+
+namespace ft {
+
+void rows_nvfp4_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                     int64_t ldy) {
+  static const std::array<float, 256> e4m3 = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = e4m3_to_f32(static_cast<uint8_t>(i)) * avx2_e2m1::kLutScale;
+    return t;
+  }();
+  avx2_e2m1::rows<16>(m, r0, r1, X, ntok, ldx, Y, ldy, e4m3.data(), m.global_scale);
+}
+
+}  // namespace ft

@@ -1,0 +1,120 @@
+// AVX-512 (F/BW/VL) kernel shared by MXFP4 and NVFP4: the AVX2 kernel (x86_avx2_e2m1.h) on 16 lanes.
+// Included only by x86_avx512_mxfp4.cpp and x86_avx512_nvfp4.cpp.
+//
+// Decode of 32 columns (16 bytes): low / high nibbles -> vpshufb over 2 * e2m1 as int8 -> the low
+// halves of both (even cols 0..14, odd 1..15) joined -> vpmovsxbd zmm -> vcvtdq2ps: one zmm per 16
+// columns in the order [even 0..14][odd 1..15], x permuted to match once per token block. A block's
+// partial dot is accumulated unscaled and folded in with one FMA; 4 tokens share each decoded vector.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "cpu/arch/rows_common.h"  // FloatBuf (internal linkage)
+#include "cpu/formats.h"
+
+namespace ft {
+namespace avx512_e2m1 {
+
+static constexpr float kLutScale = 0.5f;  // the table holds 2 * e2m1
+static inline __m128i lut() { return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12); }
+
+// 16 bytes = 32 columns -> w0 (cols 0..15), w1 (cols 16..31), each as [even][odd].
+static inline void decode32(const uint8_t* p, __m512& w0, __m512& w1) {
+  const __m128i t = lut(), m = _mm_set1_epi8(0x0F);
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i L = _mm_shuffle_epi8(t, _mm_and_si128(q, m));
+  const __m128i H = _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(q, 4), m));
+  w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(L, H)));
+  w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpackhi_epi64(L, H)));
+}
+
+// 8 bytes = 16 columns -> w0 as [even][odd].
+static inline __m512 decode16(const uint8_t* p) {
+  const __m128i t = lut(), m = _mm_set1_epi8(0x0F);
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i L = _mm_shuffle_epi8(t, _mm_and_si128(q, m));
+  const __m128i H = _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(q, 4), m));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(L, H)));
+}
+
+// dst[16g + k] = src[16g + 2k], dst[16g + 8 + k] = src[16g + 2k + 1] (k < 8): the decode order.
+static inline void permute_x(const float* src, float* dst, int64_t cols) {
+  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int64_t c = 0; c < cols; c += 16) _mm512_storeu_ps(dst + c, _mm512_permutexvar_ps(idx, _mm512_loadu_ps(src + c)));
+}
+
+// out[t * ldy] += sum over columns [c0, c1) of W[row] * x_t, for NT tokens; B = columns per scale.
+template <int B, int NT>
+static inline void dot_tile(const uint8_t* q, const uint8_t* s, const float* stab, int64_t c0, int64_t c1,
+                            const float* xp, int64_t ldp, float* out, int64_t ldy) {
+  static_assert(B == 16 || B == 32, "e2m1 blocks are 16 or 32 columns");
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const uint8_t* qc = q + c0 / 2;  // c0 % 32 == 0
+  const uint8_t* sc = s + c0 / B;
+  const float* xc = xp + c0;
+  int64_t c = c0;
+  for (; c + 32 <= c1; c += 32, qc += 16, sc += 32 / B, xc += 32) {
+    __m512 w0, w1;
+    decode32(qc, w0, w1);
+    if (B == 32) {
+      const __m512 sv = _mm512_set1_ps(stab[sc[0]]);
+      for (int t = 0; t < NT; ++t) {
+        const float* x = xc + t * ldp;
+        __m512 p = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), _mm512_mul_ps(w0, _mm512_loadu_ps(x)));
+        acc[t] = _mm512_fmadd_ps(sv, p, acc[t]);
+      }
+    } else {
+      const __m512 sa = _mm512_set1_ps(stab[sc[0]]), sb = _mm512_set1_ps(stab[sc[1]]);
+      for (int t = 0; t < NT; ++t) {
+        const float* x = xc + t * ldp;
+        __m512 pa = _mm512_mul_ps(w0, _mm512_loadu_ps(x)), pb = _mm512_mul_ps(w1, _mm512_loadu_ps(x + 16));
+        acc[t] = _mm512_fmadd_ps(sb, pb, _mm512_fmadd_ps(sa, pa, acc[t]));
+      }
+    }
+  }
+  if (B == 16 && c < c1) {  // a last block of 16 columns
+    const __m512 w0 = decode16(qc), sa = _mm512_set1_ps(stab[sc[0]]);
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(sa, _mm512_mul_ps(w0, _mm512_loadu_ps(xc + t * ldp)), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t * ldy] += _mm512_reduce_add_ps(acc[t]);
+}
+
+// The RowsFn body: W[r, c] = e2m1(code) * stab[scale byte] * post (stab includes kLutScale).
+template <int B>
+static void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                 int64_t ldy, const float* stab, float post) {
+  constexpr int NT = 4;
+  const int64_t cols = m.cols, ldp = cols + 16;  // pad: token rows of xp do not alias one 4 KiB set
+  const int64_t kt = ntok <= NT ? cols : 1024;    // prefill: NT x kt x tile in L1, the task's rows in L2
+  thread_local FloatBuf xbuf;  // not std::vector: see FloatBuf (weak symbols across ISA files)
+  float* xp = xbuf.get(NT * ldp);
+  for (int64_t t0 = 0; t0 < ntok; t0 += NT) {
+    const int nt = static_cast<int>(std::min<int64_t>(NT, ntok - t0));
+    for (int t = 0; t < nt; ++t) {
+      permute_x(X + (t0 + t) * ldx, xp + t * ldp, cols);
+      std::fill(Y + (t0 + t) * ldy, Y + (t0 + t) * ldy + (r1 - r0), 0.f);
+    }
+    for (int64_t k0 = 0; k0 < cols; k0 += kt) {
+      const int64_t k1 = std::min(cols, k0 + kt);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* q = m.q + r * m.q_stride;
+        const uint8_t* s = static_cast<const uint8_t*>(m.scale) + r * m.scale_stride;
+        float* out = Y + t0 * ldy + (r - r0);
+        switch (nt) {
+          case 4: dot_tile<B, 4>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+          case 3: dot_tile<B, 3>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+          case 2: dot_tile<B, 2>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+          default: dot_tile<B, 1>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+        }
+      }
+    }
+    if (post != 1.f)
+      for (int t = 0; t < nt; ++t)
+        for (int64_t r = 0; r < r1 - r0; ++r) Y[(t0 + t) * ldy + r] *= post;
+  }
+}
+
+}  // namespace avx512_e2m1
+}  // namespace ft
