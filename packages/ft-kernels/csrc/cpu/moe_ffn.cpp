@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -64,6 +65,17 @@ void moe_experts(const MoeArgs& a) {
     groups.push_back({e, s, k});
     s += k;
   }
+  // Calls that read little (tiny models, a few experts) run on the calling thread: waking the pool
+  // would cost more than the work.
+  const int64_t bytes = static_cast<int64_t>(groups.size()) *
+                        (a.w13.q_expert_bytes + a.w13.scale_expert_bytes + a.w2.q_expert_bytes + a.w2.scale_expert_bytes);
+  auto run = [&](int64_t n, const std::function<void(int64_t)>& fn) {
+    if (bytes < (1 << 20)) {
+      for (int64_t i = 0; i < n; ++i) fn(i);
+    } else {
+      pool.run(n, fn);
+    }
+  };
   std::vector<float> xs(R * H), gu(R * 2 * I), h(R * I), out(R * H);
   for (int64_t j = 0; j < R; ++j) {
     int64_t t = a.tok[order[j]];
@@ -78,7 +90,7 @@ void moe_experts(const MoeArgs& a) {
   // One matrix product per group over row blocks: tasks = (group, row block).
   auto gemm = [&](const ExpertBankRef& bank, RowsFn kern, const float* in, int64_t in_ld, float* dst, int64_t dst_ld) {
     const int64_t rows = bank.mat.rows, rb = row_block(bank.mat), nb = (rows + rb - 1) / rb;
-    pool.run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
+    run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
       const Group& g = groups[task / nb];
       int64_t r0 = (task % nb) * rb, r1 = std::min(rows, r0 + rb);
       kern(bank.expert(g.e), r0, r1, in + g.start * in_ld, g.k, in_ld, dst + g.start * dst_ld + r0, dst_ld);
@@ -87,7 +99,7 @@ void moe_experts(const MoeArgs& a) {
   gemm(a.w13, k13, xs.data(), H, gu.data(), 2 * I);
 
   // Activation (+ w13 bias), one task per route.
-  pool.run(R, [&](int64_t j) {
+  run(R, [&](int64_t j) {
     const float* b = a.w13.bias ? a.w13.bias + a.eid[order[j]] * 2 * I : nullptr;
     const float* g = &gu[j * 2 * I];
     float* hj = &h[j * I];
@@ -106,7 +118,7 @@ void moe_experts(const MoeArgs& a) {
 
   // Gate-weighted sum (+ w2 bias) into y; tasks own column slices, so no two write the same element.
   const int64_t cb = 256, ncb = (H + cb - 1) / cb;
-  pool.run(ncb, [&](int64_t task) {
+  run(ncb, [&](int64_t task) {
     int64_t c0 = task * cb, c1 = std::min(H, c0 + cb);
     for (int64_t j = 0; j < R; ++j) {
       int64_t r = order[j];
