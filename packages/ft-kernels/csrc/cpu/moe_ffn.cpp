@@ -87,48 +87,56 @@ void moe_experts(const MoeArgs& a) {
     }
   }
 
-  // One matrix product per group over row blocks: tasks = (group, row block).
-  auto gemm = [&](const ExpertBankRef& bank, RowsFn kern, const float* in, int64_t in_ld, float* dst, int64_t dst_ld) {
-    const int64_t rows = bank.mat.rows, rb = row_block(bank.mat), nb = (rows + rb - 1) / rb;
+  // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
+  // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
+  {
+    const int64_t rb = row_block(a.w13.mat), nb = (I + rb - 1) / rb;
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
       const Group& g = groups[task / nb];
-      int64_t r0 = (task % nb) * rb, r1 = std::min(rows, r0 + rb);
-      kern(bank.expert(g.e), r0, r1, in + g.start * in_ld, g.k, in_ld, dst + g.start * dst_ld + r0, dst_ld);
-    });
-  };
-  gemm(a.w13, k13, xs.data(), H, gu.data(), 2 * I);
-
-  // Activation (+ w13 bias), one task per route.
-  run(R, [&](int64_t j) {
-    const float* b = a.w13.bias ? a.w13.bias + a.eid[order[j]] * 2 * I : nullptr;
-    const float* g = &gu[j * 2 * I];
-    float* hj = &h[j * I];
-    for (int64_t i = 0; i < I; ++i) {
-      float gv = g[i] + (b ? b[i] : 0.f), uv = g[I + i] + (b ? b[I + i] : 0.f);
-      if (a.act == Act::SWIGLU) {
-        hj[i] = gv / (1.f + std::exp(-gv)) * uv;
-      } else {
-        gv = std::min(gv, a.limit);
-        uv = std::clamp(uv, -a.limit, a.limit);
-        hj[i] = (uv + 1.f) * (gv / (1.f + std::exp(-a.alpha * gv)));
+      const int64_t i0 = (task % nb) * rb, i1 = std::min(I, i0 + rb);
+      const WeightMat m = a.w13.expert(g.e);
+      const float* xg = &xs[g.start * H];
+      float* gug = &gu[g.start * 2 * I];
+      k13(m, i0, i1, xg, g.k, H, gug + i0, 2 * I);          // gate rows
+      k13(m, I + i0, I + i1, xg, g.k, H, gug + I + i0, 2 * I);  // up rows
+      const float* b = a.w13.bias ? a.w13.bias + g.e * 2 * I : nullptr;
+      for (int64_t j = 0; j < g.k; ++j) {
+        const float* gj = gug + j * 2 * I;
+        float* hj = &h[(g.start + j) * I];
+        for (int64_t i = i0; i < i1; ++i) {
+          float gv = gj[i] + (b ? b[i] : 0.f), uv = gj[I + i] + (b ? b[I + i] : 0.f);
+          if (a.act == Act::SWIGLU) {
+            hj[i] = gv / (1.f + std::exp(-gv)) * uv;
+          } else {
+            gv = std::min(gv, a.limit);
+            uv = std::clamp(uv, -a.limit, a.limit);
+            hj[i] = (uv + 1.f) * (gv / (1.f + std::exp(-a.alpha * gv)));
+          }
+        }
       }
-    }
-  });
-  gemm(a.w2, k2, h.data(), I, out.data(), H);
+    });
+  }
 
-  // Gate-weighted sum (+ w2 bias) into y; tasks own column slices, so no two write the same element.
-  const int64_t cb = 256, ncb = (H + cb - 1) / cb;
-  run(ncb, [&](int64_t task) {
-    int64_t c0 = task * cb, c1 = std::min(H, c0 + cb);
-    for (int64_t j = 0; j < R; ++j) {
-      int64_t r = order[j];
-      float gw = a.gate[r];
-      float* yt = a.y + int64_t(a.tok[r]) * H;
-      const float* o = &out[j * H];
-      const float* b = a.w2.bias ? a.w2.bias + a.eid[r] * H : nullptr;
-      for (int64_t c = c0; c < c1; ++c) yt[c] += gw * (o[c] + (b ? b[c] : 0.f));
-    }
-  });
+  // Phase 2, tasks = (block of H) over every group: W2 rows of the block, then the gate-weighted sum
+  // (+ w2 bias) into those columns of y. A task owns its columns of y, so no two write the same element.
+  {
+    const int64_t rb = row_block(a.w2.mat), nb = (H + rb - 1) / rb;
+    run(nb, [&](int64_t task) {
+      const int64_t c0 = task * rb, c1 = std::min(H, c0 + rb);
+      for (const Group& g : groups) {
+        float* og = &out[g.start * H];
+        k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
+        const float* b = a.w2.bias ? a.w2.bias + g.e * H : nullptr;
+        for (int64_t j = 0; j < g.k; ++j) {
+          const int64_t r = order[g.start + j];
+          const float gw = a.gate[r];
+          float* yt = a.y + int64_t(a.tok[r]) * H;
+          const float* o = og + j * H;
+          for (int64_t c = c0; c < c1; ++c) yt[c] += gw * (o[c] + (b ? b[c] : 0.f));
+        }
+      }
+    });
+  }
 }
 
 }  // namespace ft
