@@ -39,6 +39,14 @@ def test_chat_flag_uses_template(demo):
     assert res.returncode == 0, res.stderr
 
 
+def test_expert_cache_flags_keep_the_output(demo):
+    plain = ft("generate", "--model", str(demo), "--max-tokens", "10", "the model")
+    cached = ft("generate", "--model", str(demo), "--max-tokens", "10", "--moe-backend", "hybrid",
+                "--moe-bandwidth-ratio", "0.5", "--moe-cache-fraction", "0.2", "the model")
+    assert cached.returncode == 0, cached.stderr
+    assert cached.stdout == plain.stdout
+
+
 def test_help_lists_options():
     res = ft("generate", "--help")
     for opt in ["--model", "--max-tokens", "--temperature", "--seed", "PROMPT"]:

@@ -21,6 +21,13 @@ class EngineConfig:
     page_size: int = 16
     kv_cache_bytes: int = 1 << 30  # KV pool budget (host memory on CPU)
     max_batch_tokens: int = 2048  # prefill chunk budget per step
+    # Expert memory hierarchy (DESIGN §3). "cpu": every expert on the host kernels, no cache (the
+    # default without an accelerator); "fill" / "hybrid" / "static": an ExpertCache of slots on the
+    # device (with device="cpu", a separate host memory region, which runs the whole hierarchy for tests).
+    moe_backend: str = "auto"  # auto | cpu | fill | hybrid | static
+    moe_cache_slots: int | None = None  # cache size in slots (one slot = every bank row of one expert)
+    moe_cache_fraction: float | None = None  # or as a fraction of all experts (default 0.5)
+    moe_bandwidth_ratio: float | None = None  # B_P / B_H for "hybrid" (until the bandwidth probe lands)
 
     def __post_init__(self):
         if self.dtype not in _DTYPES:
@@ -31,6 +38,19 @@ class EngineConfig:
             )
         if self.page_size < 1 or self.max_batch_tokens < 1:
             raise FTError("page_size and max_batch_tokens must be >= 1")
+        if self.moe_backend not in ("auto", "cpu", "fill", "hybrid", "static"):
+            raise FTError(f"moe_backend {self.moe_backend!r} is not one of auto, cpu, fill, hybrid, static")
+        if self.moe_cache_fraction is not None and not 0 < self.moe_cache_fraction <= 1:
+            raise FTError(f"moe_cache_fraction={self.moe_cache_fraction} must be in (0, 1]")
+        if self.moe_cache_slots is not None and self.moe_cache_slots < 1:
+            raise FTError(f"moe_cache_slots={self.moe_cache_slots} must be >= 1")
+        if self.resolved_moe_backend == "hybrid" and not (self.moe_bandwidth_ratio or 0) > 0:
+            raise FTError("moe_backend 'hybrid' needs moe_bandwidth_ratio = B_P / B_H > 0")
+
+    @property
+    def resolved_moe_backend(self) -> str:
+        """"auto" is "cpu" on a machine without an accelerator (the only kind this build runs on)."""
+        return "cpu" if self.moe_backend == "auto" else self.moe_backend
 
     @property
     def torch_dtype(self) -> torch.dtype:

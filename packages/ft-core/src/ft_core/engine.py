@@ -75,6 +75,15 @@ class Engine:
             self.step()
         return [self._output(s) for s in seqs]
 
+    def expert_stats(self) -> dict:
+        """Expert-hierarchy counters: totals and per MoE layer (routes, device/CPU routes, hits, misses,
+        fills, evictions, bytes copied). Empty for the plain ``cpu`` backend."""
+        b = self.model.backend
+        if not hasattr(b, "totals"):
+            return {}
+        return {"backend": b.name, "slots": b.cache.num_slots, "total": b.totals(),
+                "layers": {k: dict(v) for k, v in sorted(b.stats.items())}}
+
     def add_request(self, prompt: str | list[int], params: SamplingParams) -> Sequence:
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         if not ids:

@@ -13,6 +13,12 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expert-impl", default="auto", choices=["auto", "kernel", "torch"],
                    help="how routed experts run: ft_kernels C++ where supported (auto), always C++ (kernel), torch reference")
     p.add_argument("--max-model-len", type=int, default=None, help="context limit in tokens (default: the model's)")
+    p.add_argument("--moe-backend", default="auto", choices=["auto", "cpu", "fill", "hybrid", "static"],
+                   help="expert hierarchy: cpu (every expert on the host kernels; auto picks it without a GPU), "
+                        "fill / hybrid / static (an expert cache of slots; with --device cpu a separate memory region)")
+    p.add_argument("--moe-cache-slots", type=int, default=None, help="expert cache size in slots (one expert each)")
+    p.add_argument("--moe-cache-fraction", type=float, default=None, help="expert cache size as a fraction of all experts")
+    p.add_argument("--moe-bandwidth-ratio", type=float, default=None, help="B_P / B_H for --moe-backend hybrid")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +44,9 @@ def _generate(args) -> int:
     from ft_core import Engine, SamplingParams
 
     eng = Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl,
-                                 max_model_len=args.max_model_len)
+                                 max_model_len=args.max_model_len, moe_backend=args.moe_backend,
+                                 moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction,
+                                 moe_bandwidth_ratio=args.moe_bandwidth_ratio)
     prompt = args.prompt
     if args.chat:
         prompt = eng.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)

@@ -45,7 +45,7 @@ def load_checkpoint(cfg: EngineConfig) -> Checkpoint:
     gen = read_json(root / "generation_config.json", False)
     index = SafetensorsIndex(root)
     try:
-        model = Decoder(WeightReader(index, cfg.torch_dtype, model_config.quant), model_config, cfg.expert_impl)
+        model = Decoder(WeightReader(index, cfg.torch_dtype, model_config.quant), model_config, cfg)
     finally:
         index.close()
     eos = gen.get("eos_token_id", [])

@@ -11,7 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.config import EngineConfig
 from ft_core.experts import ExpertBank, select_backend
+from ft_core.experts.cache import ExpertCache
+from ft_core.experts.cached import CachedBackend
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
 from ft_core.layers.basic import DenseMLP, rms_norm
@@ -27,7 +30,7 @@ _ROUTER_NAME = {"gpt_oss": "router"}
 
 
 class Decoder:
-    def __init__(self, r: WeightReader, cfg: ModelConfig, expert_impl: str = "auto"):
+    def __init__(self, r: WeightReader, cfg: ModelConfig, engine: EngineConfig):
         self.cfg = cfg
         H, V = cfg.hidden_size, cfg.vocab_size
         self.embed = r.tensor("model.embed_tokens.weight", (V, H))
@@ -35,9 +38,7 @@ class Decoder:
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
         moe_prefixes = [f"model.layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
         self.bank = ExpertBank.load(r, cfg, moe_prefixes) if moe_prefixes else None
-        self.backend = (
-            select_backend(expert_impl, self.bank, cfg.moe.swiglu_alpha, cfg.moe.swiglu_limit) if self.bank else None
-        )
+        self.backend = self._expert_backend(engine, len(moe_prefixes)) if self.bank else None
         self.layers = []
         moe_index = 0
         for i in range(cfg.num_layers):
@@ -68,6 +69,18 @@ class Decoder:
         if self.bank is not None:
             experts = self.bank.nbytes_per_id() * self.cfg.moe.top_k * sum(self.cfg.moe_layers)
         return self.dense_bytes_per_token + experts
+
+    def _expert_backend(self, engine: EngineConfig, n_moe_layers: int):
+        m = self.cfg.moe
+        host = select_backend(engine.expert_impl, self.bank, m.swiglu_alpha, m.swiglu_limit)
+        policy = engine.resolved_moe_backend
+        if policy == "cpu":
+            return host
+        n = self.bank.num_ids
+        slots = engine.moe_cache_slots or max(1, round(n * (engine.moe_cache_fraction or 0.5)))
+        cache = ExpertCache(self.bank, slots, engine.device)
+        device = select_backend(engine.expert_impl, cache.slot_bank(), m.swiglu_alpha, m.swiglu_limit)
+        return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers)
 
     def kv_layouts(self, num_pages: int, page_size: int, dtype: torch.dtype) -> list[KVLayout]:
         return [attn.kv_layout(num_pages, page_size, dtype) for _, attn, _, _ in self.layers]

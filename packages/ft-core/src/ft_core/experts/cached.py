@@ -1,0 +1,95 @@
+"""The expert memory hierarchy as an ExpertBackend: routes whose expert is resident in the
+ExpertCache run on the device slots, misses are filled (q of them, by the policy) or run on the
+host bank; the two partial sums are added (DESIGN §2, §3). Counters per MoE layer.
+
+Policies (``q`` = fills for m distinct missing ids in one layer step):
+  fill    q = m
+  hybrid  q = clamp(round(m * B_P / B_H), 1, m) for m >= 1   (B_P >= B_H degenerates to fill)
+  static  a hot set chosen from the routing counts of the first forward, pinned; q = 0 after
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from ft_core.experts.backends import ExpertBackend
+from ft_core.experts.bank import ExpertBank
+from ft_core.experts.cache import ExpertCache
+
+POLICIES = ("fill", "hybrid", "static")
+
+
+def q_policy(name: str, ratio: float | None):
+    if name == "fill":
+        return lambda m: m
+    if name == "hybrid":
+        if ratio is None or ratio <= 0:
+            raise ValueError("the hybrid policy needs the bandwidth ratio B_P / B_H (moe_bandwidth_ratio) > 0")
+        return lambda m: 0 if m == 0 else max(1, min(m, round(m * ratio)))
+    return lambda m: 0  # static (after warm-up) and cpu
+
+
+class CachedBackend(ExpertBackend):
+    def __init__(self, cache: ExpertCache, policy: str, ratio: float | None, device_backend: ExpertBackend,
+                 host_backend: ExpertBackend, warmup_calls: int):
+        if policy not in POLICIES:
+            raise ValueError(f"moe backend {policy!r} is not one of cpu, {', '.join(POLICIES)}")
+        self.name = policy
+        self.cache, self.policy = cache, policy
+        self.q_of_m = q_policy(policy, ratio)
+        self.device_backend, self.host_backend = device_backend, host_backend
+        self.slot_bank = cache.slot_bank()
+        self.warmup_calls = warmup_calls  # static: calls (one per MoE layer) counted before freezing
+        self.calls = 0
+        self.route_counts = torch.zeros(cache.bank.num_ids, dtype=torch.int64)
+        self.stats: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    def supports(self, bank: ExpertBank) -> bool:
+        return self.host_backend.supports(bank) and self.device_backend.supports(self.slot_bank)
+
+    def run(self, bank, x, tok, eid, gate):
+        layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
+        if self.policy == "static":
+            self._static_step(eid)
+        res = self.cache.control(eid, self.q_of_m)
+        copied = self.cache.copy_in(res.copy_ids, res.copy_slots)
+        on_dev = res.route_slot >= 0
+        y = torch.zeros(x.shape, dtype=torch.float32)
+        if bool(on_dev.any()):
+            y += self.device_backend.run(self.slot_bank, x, tok[on_dev], res.route_slot[on_dev], gate[on_dev])
+        if not bool(on_dev.all()):
+            off = ~on_dev
+            y += self.host_backend.run(bank, x, tok[off], eid[off], gate[off])
+        s = self.stats[layer]
+        s["routes"] += int(eid.numel())
+        s["device_routes"] += int(on_dev.sum())
+        s["cpu_routes"] += int((~on_dev).sum())
+        s["hits"] += res.hits
+        s["misses"] += res.misses
+        s["fills"] += int(res.copy_ids.numel())
+        s["evictions"] += res.evictions
+        s["bytes_copied"] += copied
+        return y
+
+    def _static_step(self, eid: torch.Tensor) -> None:
+        """Count routes during warm-up, then load the most-routed ids once and pin them."""
+        self.calls += 1
+        if self.calls <= self.warmup_calls:
+            self.route_counts += torch.bincount(eid, minlength=self.route_counts.numel())
+        if self.calls == self.warmup_calls:
+            c = self.cache
+            hot = torch.sort(torch.argsort(self.route_counts, descending=True, stable=True)[: c.num_slots]).values
+            slots = torch.arange(hot.numel())
+            c.slot_of_id[hot] = slots
+            c.id_of_slot[slots] = hot
+            c.pinned[slots] = True
+            c.copy_in(hot, slots)
+
+    def totals(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for s in self.stats.values():
+            for k, v in s.items():
+                out[k] += v
+        return dict(out)

@@ -1,0 +1,53 @@
+"""The expert memory hierarchy never changes results: logits and greedy tokens equal across miss
+policies and cache sizes (device="cpu": the slots are a separate memory region)."""
+
+import pytest
+import torch
+
+from ft_core import Engine, FTError, SamplingParams
+
+IDS = [(i * 37 + 11) % 500 + 3 for i in range(40)]
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+POLICIES = [("fill", None), ("hybrid", 0.3), ("hybrid", 2.0), ("static", None)]
+FRACTIONS = ["1slot", 0.1, 0.5, 1.0]
+
+
+@pytest.fixture(scope="module", params=[("qwen3_moe", None), ("deepseek_v3", "fp8"), ("gpt_oss", "mxfp4")],
+                ids=lambda v: v[0] if v[1] is None else f"{v[0]}-{v[1]}")
+def ckpt(request, tiny_ckpt):
+    path = tiny_ckpt(*request.param)
+    eng = Engine.from_pretrained(path, moe_backend="cpu")
+    return path, eng.score(IDS), eng.generate(IDS[:9], GREEDY)[0].token_ids
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS, ids=str)
+@pytest.mark.parametrize("policy,ratio", POLICIES, ids=lambda v: str(v))
+def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction):
+    path, want_logits, want_tokens = ckpt
+    size = {"moe_cache_slots": 1} if fraction == "1slot" else {"moe_cache_fraction": fraction}
+    eng = Engine.from_pretrained(path, moe_backend=policy, moe_bandwidth_ratio=ratio, **size)
+    got = eng.score(IDS)
+    assert (got - want_logits).abs().max() <= 1e-5 * want_logits.abs().max()
+    assert eng.generate(IDS[:9], GREEDY)[0].token_ids == want_tokens
+    eng.model.backend.cache.check()
+    st = eng.expert_stats()
+    t = st["total"]
+    assert st["backend"] == policy and t["routes"] == t["device_routes"] + t["cpu_routes"] > 0
+    if policy == "fill" and fraction == 1.0:
+        assert t["cpu_routes"] == 0 and t["evictions"] == 0  # everything fits: each expert copied once
+    if policy == "static":
+        assert t["fills"] == 0
+
+
+def test_default_backend_without_accelerator_is_cpu(tiny_ckpt):
+    eng = Engine.from_pretrained(tiny_ckpt("qwen3_moe"))
+    assert eng.config.resolved_moe_backend == "cpu" and eng.expert_stats() == {}
+
+
+def test_bad_hierarchy_options(tiny_ckpt):
+    with pytest.raises(FTError, match="moe_bandwidth_ratio"):
+        Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="hybrid")
+    with pytest.raises(FTError, match="moe_backend 'lru' is not one of"):
+        Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="lru")
+    with pytest.raises(FTError, match="moe_cache_fraction"):
+        Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_fraction=1.5)
