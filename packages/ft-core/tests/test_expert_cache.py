@@ -89,3 +89,23 @@ def test_copy_in_copies_every_bank_row():
     for i, s in zip(r.copy_ids.tolist(), r.copy_slots.tolist()):
         for k in bank.tensors:
             assert torch.equal(cache.store[k][s], bank.tensors[k][i])
+
+
+def test_record_routing_writes_one_line_per_forward(demo_dir, tmp_path):
+    import json
+
+    from ft_core import Engine, SamplingParams
+
+    path = tmp_path / "trace.jsonl"
+    eng = Engine.from_pretrained(demo_dir, record_routing=str(path))
+    out = eng.generate([[5, 6, 7], [8, 9]], SamplingParams(max_tokens=4, temperature=0, ignore_eos=True))
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["phase"] for r in recs] == ["prefill", "decode", "decode", "decode"]
+    assert recs[0]["seq_tokens"] == [3, 2] and recs[1]["seq_tokens"] == [1, 1]
+    E, k = eng.model_config.moe.num_experts, eng.model_config.moe.top_k
+    for r in recs:
+        assert len(r["layers"]) == sum(eng.model_config.moe_layers)
+        for m, layer in enumerate(r["layers"]):
+            assert len(layer) == sum(r["seq_tokens"]) and all(len(t) == k for t in layer)
+            assert all(m * E <= i < (m + 1) * E for t in layer for i in t)
+    assert len(out[0].token_ids) == 4

@@ -128,10 +128,23 @@ class Engine:
         page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
         fb = ForwardBatch(torch.cat(ids), torch.cat(pos), torch.cat(slots), page_table, list(b.chunk),
                           [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size)
-        h = self.model.forward(fb, self.kv)
+        log = [] if self.config.record_routing else None
+        h = self.model.forward(fb, self.kv, log)
+        if log is not None:
+            self._record(b, log)
         if len(b.seqs) == 1 and b.seqs[0].want_all_logits:
             b.seqs[0].logits.append(self.model.logits(h))
         return self.model.logits(h[fb.last_token_index()])
+
+    def _record(self, b: ScheduledBatch, layers: list) -> None:
+        """One JSON line per forward: phase, tokens per sequence, and per MoE layer the flat ids [T][k]
+        (flat id = moe_layer * E + expert). Read by benchmarks/bench_cache_policies.py."""
+        import json
+
+        rec = {"phase": "prefill" if b.is_prefill else "decode", "seq_tokens": list(b.chunk),
+               "num_experts": self.model_config.moe.num_experts, "layers": layers}
+        with open(self.config.record_routing, "a") as f:
+            f.write(json.dumps(rec) + "\n")
 
     def _postprocess(self, b: ScheduledBatch, logits: torch.Tensor) -> None:
         for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):

@@ -31,10 +31,12 @@ class MoELayer:
             self.shared = DenseMLP(r, f"{prefix}.{name}", H, m.shared_intermediate)
             self.shared_gate = r.tensor(f"{prefix}.shared_expert_gate.weight", (1, H)) if m.shared_gate else None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """x [T, H] -> [T, H] in x's dtype."""
+    def __call__(self, x: torch.Tensor, routing_log: list | None = None) -> torch.Tensor:
+        """x [T, H] -> [T, H] in x's dtype. ``routing_log`` (if given) receives this layer's flat ids [T, k]."""
         T = x.shape[0]
         ids, w = self.router(x)
+        if routing_log is not None:
+            routing_log.append((ids + self.base).tolist())
         k = ids.shape[1]
         tok = torch.arange(T).repeat_interleave(k)
         y = self.backend.run(self.bank, x, tok, ids.flatten() + self.base, w.flatten()).to(x.dtype)

@@ -90,14 +90,16 @@ class Decoder:
         return sum(l.kv_heads * (l.k_dim + l.v_dim) * size for l in self.kv_layouts(1, 1, dtype))
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: PagedKVCache) -> torch.Tensor:
-        """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm."""
+    def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None) -> torch.Tensor:
+        """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
+        ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order."""
         c = self.cfg
         x = F.embedding(batch.input_ids, self.embed)
         cos_sin = self.rotary.cos_sin(batch.positions)
         for ln1, attn, ln2, mlp in self.layers:
             x = x + attn(rms_norm(x, ln1, c.rms_eps), batch, kv, cos_sin)
-            x = x + mlp(rms_norm(x, ln2, c.rms_eps))
+            h = rms_norm(x, ln2, c.rms_eps)
+            x = x + (mlp(h, routing_log) if isinstance(mlp, MoELayer) else mlp(h))
         return rms_norm(x, self.norm, c.rms_eps)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
