@@ -73,3 +73,17 @@ def test_errors_exit_nonzero_with_message_not_traceback(demo, tmp_path, damage):
     assert res.returncode == 1, res.stderr
     assert res.stderr.startswith("ft generate: error: ")
     assert "Traceback" not in res.stderr
+
+
+def test_probe_reports_host_bandwidth_and_caches_it(tmp_path):
+    env = {"FT_CACHE_DIR": str(tmp_path)}
+    first = ft("probe", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "B_H  CPU expert kernel (bf16):" in first.stdout and "does not apply (no accelerator)" in first.stdout
+    gbs = float(first.stdout.split("(bf16):")[1].split("GB/s")[0])
+    assert gbs > 0
+    assert (tmp_path / "probe.json").is_file()
+    again = ft("probe", env=env)
+    assert "(cached)" in again.stdout
+    bad = ft("probe", "--format", "fp3", env=env)
+    assert bad.returncode == 1 and "fp3" in bad.stderr

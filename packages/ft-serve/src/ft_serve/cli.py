@@ -1,4 +1,4 @@
-"""The ``ft`` command line. Subcommands: ``generate`` (more arrive with the server)."""
+"""The ``ft`` command line. Subcommands: ``generate``, ``probe`` (more arrive with the server)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,34 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     g.add_argument("--chat", action="store_true", help="wrap PROMPT as a user message with the model's chat template")
     g.set_defaults(func=_generate)
+    pr = sub.add_parser("probe", help="measure and cache this machine's expert bandwidths (B_H, B_P)",
+                        description="Measure B_H (CPU expert kernel weight bytes/s) and B_P (pinned host->device "
+                                    "copies), print them and cache them per machine and format.")
+    pr.add_argument("--format", default="bf16", help="expert weight format (ft_kernels.FORMATS; default bf16)")
+    pr.add_argument("--device", default="cpu", help="accelerator to measure B_P on (default: none)")
+    pr.add_argument("--no-cache", action="store_true", help="measure again even when cached")
+    pr.set_defaults(func=_probe)
     return parser
+
+
+def _probe(args) -> int:
+    import ft_kernels
+
+    from ft_core import FTError
+    from ft_core.probe import probe
+
+    if args.format not in ft_kernels.FORMATS:
+        raise FTError(f"--format {args.format!r} is not one of {', '.join(ft_kernels.FORMATS)}")
+    r = probe(args.format, args.device, use_cache=not args.no_cache)
+    print(f"machine: {r['key']}")
+    print(f"B_H  CPU expert kernel ({args.format}): {r['B_H']:.1f} GB/s" + ("  (cached)" if r["cached"] else ""))
+    if r["B_P"] is None:
+        print("B_P  host->device copies: does not apply (no accelerator); the expert hierarchy runs every expert on the CPU")
+    else:
+        print(f"B_P  host->device copies: {r['B_P']:.1f} GB/s")
+        print(f"B_H while copying: {r['B_H_during_copy']:.1f} GB/s")
+        print(f"hybrid fill share B_P/B_H: {r['B_P'] / r['B_H']:.2f}")
+    return 0
 
 
 def _generate(args) -> int:

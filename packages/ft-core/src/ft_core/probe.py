@@ -1,0 +1,128 @@
+"""Bandwidth probe (DESIGN §3): B_H, the CPU expert kernel's achieved weight bytes/s, and B_P, pinned
+host -> device copies of expert-sized rows. Measured on this machine, never taken from spec sheets,
+and cached per machine and weight format in ``$FT_CACHE_DIR/probe.json`` (default ~/.cache/ft).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+# Qwen3-30B-A3B-shaped experts: rows the size real models have, not cache-resident toys.
+H, I = 2048, 768
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("FT_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "ft")
+    return Path(base) / "probe.json"
+
+
+def machine_key(fmt: str, device: str) -> str:
+    import ft_kernels
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "none"
+    return f"{cpu}|{os.cpu_count()} cpus|{ft_kernels.active_isa()}|{ft_kernels.num_threads()} threads|{gpu}|{fmt}"
+
+
+def _bank(fmt: str, bank_bytes: int):
+    import ft_kernels as fk
+
+    g = torch.Generator().manual_seed(0)
+    one13 = fk.quantize(torch.randn(1, 2 * I, H, generator=g) * 0.05, fmt)
+    one2 = fk.quantize(torch.randn(1, H, I, generator=g) * 0.05, fmt)
+    per = one13.nbytes_per_expert() + one2.nbytes_per_expert()
+    n = max(16, bank_bytes // per)
+
+    def tile(w):
+        rep = lambda t: None if t is None else t.expand(n, *t.shape[1:]).contiguous()  # noqa: E731
+        return fk.ExpertWeights(w.fmt, rep(w.q), w.cols, rep(w.scale), rep(w.zero), w.group, w.global_scale)
+
+    return tile(one13), tile(one2), per, n
+
+
+def host_bandwidth(fmt: str = "bf16", seconds: float = 1.5, bank_bytes: int = 1 << 30) -> float:
+    """B_H in GB/s: distinct expert bytes / time of decode-shaped calls (1 token, top-8) over a bank
+    larger than the caches, so every weight comes from DRAM."""
+    import ft_kernels as fk
+
+    w13, w2, per, n = _bank(fmt, bank_bytes)
+    x, tok, gate = torch.randn(1, H), torch.zeros(8, dtype=torch.int32), torch.rand(8)
+    g = torch.Generator().manual_seed(1)
+    fk.moe_experts(x, tok, torch.arange(8, dtype=torch.int32), gate, w13, w2)  # warm-up
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        eid = torch.randperm(n, generator=g)[:8].to(torch.int32)
+        fk.moe_experts(x, tok, eid, gate, w13, w2)
+        done += 8 * per
+    return done / (time.perf_counter() - t0) / 1e9
+
+
+def pcie_bandwidth(device: str, seconds: float = 1.0) -> float | None:
+    """B_P in GB/s: pinned host -> device copies of expert-sized rows; None without an accelerator."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    rows = torch.empty(8, 3 * H * I, dtype=torch.bfloat16).pin_memory()
+    dst = torch.empty_like(rows, device=device)
+    dst.copy_(rows, non_blocking=True)
+    torch.cuda.synchronize(device)
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        dst.copy_(rows, non_blocking=True)
+        torch.cuda.synchronize(device)
+        done += rows.numel() * rows.element_size()
+    return done / (time.perf_counter() - t0) / 1e9
+
+
+def host_bandwidth_during_copy(fmt: str, device: str, seconds: float = 1.0) -> float | None:
+    """B_H while a host -> device copy stream runs (they share the memory bus); None without an accelerator."""
+    if pcie_bandwidth(device, 0.05) is None:
+        return None
+    stop = threading.Event()
+
+    def copier():
+        while not stop.is_set():
+            pcie_bandwidth(device, 0.2)
+
+    t = threading.Thread(target=copier, daemon=True)
+    t.start()
+    try:
+        return host_bandwidth(fmt, seconds)
+    finally:
+        stop.set()
+        t.join()
+
+
+def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dict:
+    """Measured {"B_H", "B_H_during_copy", "B_P", "key", "cached"}; read from / written to the cache file."""
+    key = machine_key(fmt, device)
+    f = _cache_file()
+    table = {}
+    if f.is_file():
+        try:
+            table = json.loads(f.read_text())
+        except json.JSONDecodeError:
+            table = {}
+    if use_cache and key in table:
+        return {**table[key], "key": key, "cached": True}
+    rec = {"B_H": host_bandwidth(fmt), "B_H_during_copy": host_bandwidth_during_copy(fmt, device),
+           "B_P": pcie_bandwidth(device), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    table[key] = rec
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(table, indent=2) + "\n")
+    tmp.replace(f)
+    return {**rec, "key": key, "cached": False}
