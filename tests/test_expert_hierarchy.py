@@ -51,3 +51,27 @@ def test_bad_hierarchy_options(tiny_ckpt):
         Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="lru")
     with pytest.raises(FTError, match="moe_cache_fraction"):
         Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_fraction=1.5)
+
+
+def test_triton_device_backend_under_interpreter(tiny_ckpt):
+    """Slot routes computed by the Triton grouped expert kernel (TRITON_INTERPRET=1 on the CPU)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tiny_ckpt("qwen3_moe")
+    code = f"""
+import torch
+from ft_core import Engine
+ids = {IDS[:24]!r}
+want = Engine.from_pretrained({str(path)!r}).score(ids)
+eng = Engine.from_pretrained({str(path)!r}, moe_backend="fill", moe_cache_fraction=0.5, device_expert_impl="triton")
+assert eng.model.backend.device_backend.name == "triton"
+got = eng.score(ids)
+assert (got - want).abs().max() <= 1e-5 * want.abs().max(), (got - want).abs().max()
+assert eng.expert_stats()["total"]["device_routes"] > 0
+print("ok")
+"""
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRITON_INTERPRET": "1"},
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

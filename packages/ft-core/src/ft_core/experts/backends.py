@@ -90,7 +90,27 @@ class CpuKernelBackend(ExpertBackend):
         )
 
 
-BACKENDS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend}
+class TritonBackend(ExpertBackend):
+    """ft_kernels' Triton grouped expert FFN: the device side of the hierarchy (bf16/f16 slot banks).
+    On a CPU it runs only under TRITON_INTERPRET=1 (tests)."""
+
+    name = "triton"
+
+    def __init__(self, alpha: float = 1.702, limit: float = 7.0):
+        self.alpha, self.limit = alpha, limit
+
+    def supports(self, bank: ExpertBank) -> bool:
+        kw = bank.kernel_weights()
+        return kw is not None and kw[0].fmt in ("bf16", "f16")
+
+    def run(self, bank, x, tok, eid, gate):
+        from ft_kernels.gpu.grouped_experts import grouped_experts
+
+        w13, w2 = bank.kernel_weights()
+        return grouped_experts(x, tok, eid, gate, w13, w2, act=bank.act, alpha=self.alpha, limit=self.limit)
+
+
+BACKENDS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend, "triton": TritonBackend}
 
 
 def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float) -> ExpertBackend:

@@ -79,7 +79,8 @@ class Decoder:
         n = self.bank.num_ids
         slots = engine.moe_cache_slots or max(1, round(n * (engine.moe_cache_fraction or 0.5)))
         cache = ExpertCache(self.bank, slots, engine.device)
-        device = select_backend(engine.expert_impl, cache.slot_bank(), m.swiglu_alpha, m.swiglu_limit)
+        impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
+        device = select_backend(impl, cache.slot_bank(), m.swiglu_alpha, m.swiglu_limit)
         return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers)
 
     def kv_layouts(self, num_pages: int, page_size: int, dtype: torch.dtype) -> list[KVLayout]:
