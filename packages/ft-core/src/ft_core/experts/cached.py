@@ -4,7 +4,7 @@ host bank; the two partial sums are added (DESIGN §2, §3). Counters per MoE la
 
 Policies (``q`` = fills for m distinct missing ids in one layer step):
   fill    q = m
-  hybrid  q = clamp(round(m * B_P / B_H), 1, m) for m >= 1   (B_P >= B_H degenerates to fill)
+  hybrid  q = clamp(floor(m * B_P / B_H + 1/2), 1, m) for m >= 1   (B_P >= B_H degenerates to fill)
   static  a hot set chosen from the routing counts of the first forward, pinned; q = 0 after
 """
 
@@ -27,7 +27,7 @@ def q_policy(name: str, ratio: float | None):
     if name == "hybrid":
         if ratio is None or ratio <= 0:
             raise ValueError("the hybrid policy needs the bandwidth ratio B_P / B_H (moe_bandwidth_ratio) > 0")
-        return lambda m: 0 if m == 0 else max(1, min(m, round(m * ratio)))
+        return lambda m: 0 if m == 0 else max(1, min(m, int(m * ratio + 0.5)))  # round half up, as the kernel
     return lambda m: 0  # static (after warm-up) and cpu
 
 

@@ -1,0 +1,108 @@
+"""Per-layer expert-cache control in one Triton program (no host synchronisation, graph-capturable).
+
+For the routed flat ids of one MoE layer step it: dedups them and counts routes per id; looks them up
+(``slot_of_id``); marks hits used now (``last_use[slot] = clock``); orders the m distinct misses by
+(routes desc, id asc); computes q from the policy; picks the q least recently used unpinned slots not
+used in this step (ties: lower slot); writes the copy list (id -> slot) and its count; updates the
+tables; rewrites every route to its slot or -1 (computed on the CPU).
+
+Policies (``mode``): 0 cpu (q = 0), 1 fill (q = m), 2 hybrid (q = clamp(floor(m * ratio + 1/2), 1, m)).
+Twin: ``ft_core.experts.cache.ExpertCache.control`` (torch), which it must match exactly.
+Decode-sized: R <= 1024 routes per step (prefill loads whole layers instead).
+Legend: R = routes, N = flat ids, S = slots.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MODES = {"cpu": 0, "fill": 1, "hybrid": 2}
+INT64_MAX = 2**63 - 1
+
+
+@triton.jit
+def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, S, clock, mode, ratio,
+             route_slot, copy_ids, copy_slots, n_copy, BR: tl.constexpr, BS: tl.constexpr):
+    r = tl.arange(0, BR)
+    rm = r < R
+    ids = tl.load(ids_ptr + r, mask=rm, other=-1)
+    # dedup: the first occurrence of each id carries its route count
+    eq = (ids[:, None] == ids[None, :]) & rm[:, None] & rm[None, :]
+    earlier = eq & (r[None, :] < r[:, None])
+    first = rm & (tl.sum(earlier.to(tl.int32), axis=1) == 0)
+    count = tl.sum(eq.to(tl.int32), axis=1)
+    slot = tl.load(slot_of_id + ids, mask=rm, other=-1)
+    hit = first & (slot >= 0)
+    tl.store(last_use + slot, tl.full([BR], 0, tl.int64) + clock, mask=hit)
+    tl.debug_barrier()
+    miss = first & (slot < 0)
+    m = tl.sum(miss.to(tl.int32), axis=0)
+    # rank of each miss in the fill order: routes desc, then id asc
+    before = (count[None, :] > count[:, None]) | ((count[None, :] == count[:, None]) & (ids[None, :] < ids[:, None]))
+    rank = tl.sum((miss[:, None] & miss[None, :] & before).to(tl.int32), axis=1)
+    q = m * 0
+    if mode == 1:
+        q = m
+    if mode == 2:
+        q = tl.minimum(tl.maximum((m.to(tl.float32) * ratio + 0.5).to(tl.int32), 1), m)  # floor(x + .5), x >= 0
+    # free slots: unpinned and not used in this step
+    nfree = 0
+    for s0 in range(0, S, BS):
+        s = s0 + tl.arange(0, BS)
+        sm = s < S
+        lu = tl.load(last_use + s, mask=sm, other=clock)
+        pn = tl.load(pinned + s, mask=sm, other=1)
+        nfree += tl.sum(((lu != clock) & (pn == 0) & sm).to(tl.int32), axis=0)
+    q = tl.minimum(q, nfree)
+    # q rounds: take the least recently used free slot (lowest index on ties), fill it with miss j
+    for j in range(0, q):
+        best_lu = tl.full([], INT64_MAX, tl.int64)
+        best_s = tl.full([], -1, tl.int64)
+        for s0 in range(0, S, BS):
+            s = s0 + tl.arange(0, BS)
+            sm = s < S
+            lu = tl.load(last_use + s, mask=sm, other=clock)
+            pn = tl.load(pinned + s, mask=sm, other=1)
+            key = tl.where((lu != clock) & (pn == 0) & sm, lu, INT64_MAX)
+            kmin = tl.min(key, axis=0)
+            kidx = tl.min(tl.where(key == kmin, s, S + BS).to(tl.int64), axis=0)
+            better = kmin < best_lu
+            best_s = tl.where(better, kidx, best_s)
+            best_lu = tl.where(better, kmin, best_lu)
+        new_id = tl.sum(tl.where(miss & (rank == j), ids, 0), axis=0)
+        old = tl.load(id_of_slot + best_s)
+        tl.store(slot_of_id + old, -1, mask=old >= 0)
+        tl.debug_barrier()
+        tl.store(slot_of_id + new_id, best_s)
+        tl.store(id_of_slot + best_s, new_id)
+        tl.store(last_use + best_s, clock)
+        tl.store(copy_ids + j, new_id)
+        tl.store(copy_slots + j, best_s)
+        tl.debug_barrier()
+    tl.store(n_copy, q)
+    tl.debug_barrier()
+    out = tl.load(slot_of_id + ids, mask=rm, other=-1)
+    tl.store(route_slot + r, out, mask=rm)
+
+
+def control(ids: torch.Tensor, slot_of_id: torch.Tensor, id_of_slot: torch.Tensor, last_use: torch.Tensor,
+            pinned: torch.Tensor, clock: int, mode: str, ratio: float = 1.0):
+    """Run one control step in place on the tables (int64; pinned bool/uint8). Returns
+    (route_slot [R] int64, copy_ids [R] int64, copy_slots [R] int64, n_copy [1] int32): the first
+    n_copy entries of the copy list are valid (a device-side count: no host sync needed)."""
+    R, S = ids.numel(), id_of_slot.numel()
+    if R > 1024:
+        raise ValueError(f"cache control handles up to 1024 routes per layer step, got {R}")
+    dev = ids.device
+    route_slot = torch.empty(R, dtype=torch.int64, device=dev)
+    copy_ids = torch.full((max(R, 1),), -1, dtype=torch.int64, device=dev)
+    copy_slots = torch.full((max(R, 1),), -1, dtype=torch.int64, device=dev)
+    n_copy = torch.zeros(1, dtype=torch.int32, device=dev)
+    if R == 0:
+        return route_slot, copy_ids, copy_slots, n_copy
+    BR = max(16, triton.next_power_of_2(R))
+    _control[(1,)](ids.contiguous(), R, slot_of_id, id_of_slot, last_use, pinned.to(torch.uint8), S, clock,
+                   MODES[mode], float(ratio), route_slot, copy_ids, copy_slots, n_copy, BR=BR, BS=256)
+    return route_slot, copy_ids, copy_slots, n_copy
