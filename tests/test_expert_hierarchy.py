@@ -75,3 +75,21 @@ print("ok")
     res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRITON_INTERPRET": "1"},
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("policy,ratio", [("fill", None), ("hybrid", 0.3)])
+def test_prefill_double_buffering(tiny_ckpt, policy, ratio):
+    """With room for two layers, prefill loads layer l+1's experts while layer l computes; outputs equal."""
+    path = tiny_ckpt("qwen3_moe")
+    base = Engine.from_pretrained(path, moe_backend="cpu")
+    kw = dict(moe_backend=policy, moe_bandwidth_ratio=ratio, moe_cache_slots=16)  # 2 layers x 8 experts
+    on = Engine.from_pretrained(path, **kw)
+    off = Engine.from_pretrained(path, moe_prefill_overlap=False, **kw)
+    want = base.score(IDS)
+    for eng in (on, off):
+        assert (eng.score(IDS) - want).abs().max() <= 1e-5 * want.abs().max()
+        eng.model.backend.cache.check()
+    layer1 = on.expert_stats()["layers"][1]
+    assert layer1["prefetched"] > 0 and layer1["cpu_routes"] == 0  # every expert of layer 1 was loaded ahead
+    assert "prefetched" not in off.expert_stats()["layers"][1]
+    assert on.generate(IDS[:20], GREEDY)[0].token_ids == base.generate(IDS[:20], GREEDY)[0].token_ids

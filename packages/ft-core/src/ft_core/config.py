@@ -28,6 +28,7 @@ class EngineConfig:
     moe_cache_slots: int | None = None  # cache size in slots (one slot = every bank row of one expert)
     moe_cache_fraction: float | None = None  # or as a fraction of all experts (default 0.5)
     moe_bandwidth_ratio: float | None = None  # B_P / B_H for "hybrid" (until the bandwidth probe lands)
+    moe_prefill_overlap: bool = True  # prefill: load layer l+1's experts while layer l computes
     device_expert_impl: str = "auto"  # routes on cache slots: auto (= expert_impl on device="cpu") | triton | kernel | torch
     record_routing: str | None = None  # write every forward's routed expert ids to this JSON-lines file
 

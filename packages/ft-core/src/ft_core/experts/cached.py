@@ -6,10 +6,16 @@ Policies (``q`` = fills for m distinct missing ids in one layer step):
   fill    q = m
   hybrid  q = clamp(floor(m * B_P / B_H + 1/2), 1, m) for m >= 1   (B_P >= B_H degenerates to fill)
   static  a hot set chosen from the routing counts of the first forward, pinned; q = 0 after
+
+Prefill (a call with >= PREFILL_TOKENS tokens, fill/hybrid policies) double-buffers when the cache
+holds two full layers: every miss of layer l is filled, and while layer l computes, a copy thread
+loads all experts of layer l+1 into slots chosen now (layer l's slots pinned meanwhile). The next
+call waits for that copy first. ``overlap=False`` turns this off for comparison.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 
 import torch
@@ -19,6 +25,7 @@ from ft_core.experts.bank import ExpertBank
 from ft_core.experts.cache import ExpertCache
 
 POLICIES = ("fill", "hybrid", "static")
+PREFILL_TOKENS = 16
 
 
 def q_policy(name: str, ratio: float | None):
@@ -33,7 +40,7 @@ def q_policy(name: str, ratio: float | None):
 
 class CachedBackend(ExpertBackend):
     def __init__(self, cache: ExpertCache, policy: str, ratio: float | None, device_backend: ExpertBackend,
-                 host_backend: ExpertBackend, warmup_calls: int):
+                 host_backend: ExpertBackend, warmup_calls: int, overlap: bool = True):
         if policy not in POLICIES:
             raise ValueError(f"moe backend {policy!r} is not one of cpu, {', '.join(POLICIES)}")
         self.name = policy
@@ -45,16 +52,25 @@ class CachedBackend(ExpertBackend):
         self.calls = 0
         self.route_counts = torch.zeros(cache.bank.num_ids, dtype=torch.int64)
         self.stats: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.overlap = overlap
+        self.num_layers = cache.bank.num_ids // cache.bank.num_experts
+        self._copy: threading.Thread | None = None  # the prefetch of the next layer, if running
 
     def supports(self, bank: ExpertBank) -> bool:
         return self.host_backend.supports(bank) and self.device_backend.supports(self.slot_bank)
 
     def run(self, bank, x, tok, eid, gate):
         layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
+        self._join()  # slot contents are complete only once a pending prefetch is done
         if self.policy == "static":
             self._static_step(eid)
-        res = self.cache.control(eid, self.q_of_m)
+        E = bank.num_experts
+        prefill = (self.overlap and self.policy != "static" and x.shape[0] >= PREFILL_TOKENS
+                   and self.cache.num_slots >= 2 * E)
+        res = self.cache.control(eid, (lambda m: m) if prefill else self.q_of_m)
         copied = self.cache.copy_in(res.copy_ids, res.copy_slots)
+        if prefill and 0 <= layer < self.num_layers - 1:
+            self._prefetch(layer + 1, res.route_slot)
         on_dev = res.route_slot >= 0
         y = torch.zeros(x.shape, dtype=torch.float32)
         if bool(on_dev.any()):
@@ -72,6 +88,28 @@ class CachedBackend(ExpertBackend):
         s["evictions"] += res.evictions
         s["bytes_copied"] += copied
         return y
+
+    def _prefetch(self, layer: int, busy_slots: torch.Tensor) -> None:
+        """Choose slots for every expert of ``layer`` now (sparing ``busy_slots``) and copy them in a thread."""
+        c, E = self.cache, self.cache.bank.num_experts
+        busy = busy_slots[busy_slots >= 0].unique()
+        was = c.pinned[busy].clone()
+        c.pinned[busy] = True
+        try:
+            res = c.control(torch.arange(layer * E, (layer + 1) * E), lambda m: m)
+        finally:
+            c.pinned[busy] = was
+        s = self.stats[layer]
+        s["prefetched"] += int(res.copy_ids.numel())
+        s["evictions"] += res.evictions
+        s["bytes_copied"] += sum(t[0].numel() * t.element_size() for t in c.bank.tensors.values()) * int(res.copy_ids.numel())
+        self._copy = threading.Thread(target=c.copy_in, args=(res.copy_ids, res.copy_slots), daemon=True)
+        self._copy.start()
+
+    def _join(self) -> None:
+        if self._copy is not None:
+            self._copy.join()
+            self._copy = None
 
     def _static_step(self, eid: torch.Tensor) -> None:
         """Count routes during warm-up, then load the most-routed ids once and pin them."""

@@ -81,7 +81,8 @@ class Decoder:
         cache = ExpertCache(self.bank, slots, engine.device)
         impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
         device = select_backend(impl, cache.slot_bank(), m.swiglu_alpha, m.swiglu_limit)
-        return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers)
+        return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers,
+                             overlap=engine.moe_prefill_overlap)
 
     def kv_layouts(self, num_pages: int, page_size: int, dtype: torch.dtype) -> list[KVLayout]:
         return [attn.kv_layout(num_pages, page_size, dtype) for _, attn, _, _ in self.layers]
