@@ -1,0 +1,101 @@
+"""The cache-policy simulator of benchmarks/ (cache_sim.py) on hand-made traces."""
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up here
+    spec.loader.exec_module(mod)
+    return mod
+
+
+sim = _load("cache_sim")
+
+
+def _trace(forwards, L: int, E: int):
+    """forwards: [(is_decode, [[flat ids of layer l] for l in range(L)])]."""
+    steps = [(dec, layer, ids) for dec, layers in forwards for layer, ids in enumerate(layers)]
+    return sim.Trace(E, L, steps, sum(dec for dec, _ in forwards), "hand-made")
+
+
+def _random_trace(seed: int, L=3, E=6, k=2, n_decode=30, prefill_tokens=4):
+    rng = random.Random(seed)
+    tok = lambda layer: [layer * E + e for e in rng.sample(range(E), k)]
+    pre = (False, [[i for _ in range(prefill_tokens) for i in tok(layer)] for layer in range(L)])
+    return _trace([pre] + [(True, [tok(layer) for layer in range(L)]) for _ in range(n_decode)], L, E)
+
+
+CYCLIC = _trace([(True, [[0, 1, 2], [3, 4, 5]])] * 6, 2, 6)  # LRU's worst case at small sizes
+
+
+@pytest.mark.parametrize("prefill", ["warm", "skip"])
+@pytest.mark.parametrize("seed", range(4))
+def test_belady_never_misses_more_than_lru_fill(seed, prefill):
+    for trace in (_random_trace(seed), CYCLIC):
+        for S in range(1, trace.num_ids + 1):
+            bel = sim.replay_belady(trace, S, prefill)
+            lru = sim.replay_lru(trace, S, "fill", prefill=prefill)
+            assert bel.distinct == lru.distinct
+            assert bel.misses <= lru.misses, (seed, S)
+
+
+def _compulsory(trace, prefill: str) -> int:
+    seen, n = set(), 0
+    for dec, _, ids in trace.steps:
+        if dec:
+            n += len(set(ids) - seen)
+        if dec or prefill == "warm":
+            seen |= set(ids)
+    return n
+
+
+@pytest.mark.parametrize("prefill", ["warm", "skip"])
+def test_full_cache_has_only_compulsory_misses(prefill):
+    trace = _random_trace(1)
+    S = sim.slots_for(trace, 1.0)
+    assert S == trace.num_ids
+    want = _compulsory(trace, prefill)
+    assert sim.replay_lru(trace, S, "fill", prefill=prefill).misses == want
+    assert sim.replay_belady(trace, S, prefill).misses == want
+
+
+def test_static_sets_with_every_slot_never_miss():
+    trace = _random_trace(2)
+    S = trace.num_ids
+    for per_layer in (False, True):
+        for source in ("trace", "prefill", "decode"):
+            hot = sim.static_set(trace, S, source, per_layer)
+            assert len(hot) == S
+            assert sim.replay_static(trace, hot).misses == 0
+
+
+def test_static_per_layer_split_and_choice():
+    # layer 0 routes expert 1 most, layer 1 routes expert 3 (flat 4 + 3 = 7) most; 3 slots, 2 layers
+    trace = _trace([(True, [[1, 1, 2], [7, 7, 5]]), (True, [[1, 2], [7, 6]])], 2, 4)
+    assert sim.static_set(trace, 3, "trace", per_layer=True) == {1, 2, 7}  # layer 0: 2 slots, layer 1: 1
+    assert sim.static_set(trace, 2, "trace") == {1, 7}
+
+
+@pytest.mark.parametrize("m,ratio", [(1, 0.1), (5, 0.3), (5, 0.5), (8, 0.5), (7, 0.68), (6, 2.0)])
+def test_hybrid_cpu_fraction_follows_q_rule(m, ratio):
+    trace = _trace([(True, [list(range(m))])], 1, 16)
+    res = sim.replay_lru(trace, 16, "hybrid", ratio)
+    q = max(1, min(m, int(m * ratio + 0.5)))  # the engine rounds half up (5 * 0.5 -> 3)
+    assert res.per_step == [(m, m, q)]
+    assert res.cpu_fraction == pytest.approx((m - q) / m)
+
+
+def test_synthetic_trace_shape():
+    t = sim.synthetic_trace(layers=3, experts=10, top_k=2, decode_steps=5, prefill_tokens=4, seed=1)
+    assert t.decode_tokens == 5 and len(t.steps) == 3 * 6
+    assert all(len(ids) == (2 if dec else 8) for dec, _, ids in t.steps)
+    assert all(layer * 10 <= i < (layer + 1) * 10 for _, layer, ids in t.steps for i in ids)
