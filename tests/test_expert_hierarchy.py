@@ -39,6 +39,15 @@ def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction):
         assert t["fills"] == 0
 
 
+def test_cache_size_in_bytes(tiny_ckpt):
+    eng = Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_slots=None)
+    per = eng.model.bank.nbytes_per_id()
+    eng = Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_bytes=3 * per + per // 2)
+    assert eng.model.backend.cache.num_slots == 3
+    with pytest.raises(FTError, match="holds no expert"):
+        Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_bytes=per // 2)
+
+
 def test_default_backend_without_accelerator_is_cpu(tiny_ckpt):
     eng = Engine.from_pretrained(tiny_ckpt("qwen3_moe"))
     assert eng.config.resolved_moe_backend == "cpu" and eng.expert_stats() == {}

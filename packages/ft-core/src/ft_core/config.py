@@ -27,6 +27,7 @@ class EngineConfig:
     moe_backend: str = "auto"  # auto | cpu | fill | hybrid | static
     moe_cache_slots: int | None = None  # cache size in slots (one slot = every bank row of one expert)
     moe_cache_fraction: float | None = None  # or as a fraction of all experts (default 0.5)
+    moe_cache_bytes: int | None = None  # or as a byte budget (whole slots that fit)
     moe_bandwidth_ratio: float | None = None  # B_P / B_H for "hybrid" (until the bandwidth probe lands)
     moe_prefill_overlap: bool = True  # prefill: load layer l+1's experts while layer l computes
     device_expert_impl: str = "auto"  # routes on cache slots: auto (= expert_impl on device="cpu") | triton | kernel | torch
@@ -45,6 +46,8 @@ class EngineConfig:
             raise FTError(f"moe_backend {self.moe_backend!r} is not one of auto, cpu, fill, hybrid, static")
         if self.moe_cache_fraction is not None and not 0 < self.moe_cache_fraction <= 1:
             raise FTError(f"moe_cache_fraction={self.moe_cache_fraction} must be in (0, 1]")
+        if self.moe_cache_bytes is not None and self.moe_cache_bytes < 1:
+            raise FTError(f"moe_cache_bytes={self.moe_cache_bytes} must be >= 1")
         if self.moe_cache_slots is not None and self.moe_cache_slots < 1:
             raise FTError(f"moe_cache_slots={self.moe_cache_slots} must be >= 1")
         if self.resolved_moe_backend == "hybrid" and not (self.moe_bandwidth_ratio or 0) > 0:

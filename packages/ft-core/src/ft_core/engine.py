@@ -77,7 +77,8 @@ class Engine:
 
     def expert_stats(self) -> dict:
         """Expert-hierarchy counters: totals and per MoE layer (routes, device/CPU routes, hits, misses,
-        fills, evictions, bytes copied). Empty for the plain ``cpu`` backend."""
+        fills, prefetched, evictions, bytes copied, microseconds in the device and CPU branches). Empty for
+        the plain ``cpu`` backend."""
         b = self.model.backend
         if not hasattr(b, "totals"):
             return {}

@@ -18,6 +18,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                         "fill / hybrid / static (an expert cache of slots; with --device cpu a separate memory region)")
     p.add_argument("--moe-cache-slots", type=int, default=None, help="expert cache size in slots (one expert each)")
     p.add_argument("--moe-cache-fraction", type=float, default=None, help="expert cache size as a fraction of all experts")
+    p.add_argument("--moe-cache-size", type=int, default=None, metavar="BYTES", help="expert cache size in bytes")
     p.add_argument("--moe-bandwidth-ratio", type=float, default=None, help="B_P / B_H for --moe-backend hybrid")
     p.add_argument("--record-routing", metavar="FILE", default=None,
                    help="append every forward's routed expert ids to FILE (JSON lines; see bench_cache_policies.py)")
@@ -74,7 +75,7 @@ def _generate(args) -> int:
 
     eng = Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl,
                                  max_model_len=args.max_model_len, moe_backend=args.moe_backend,
-                                 moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction,
+                                 moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction, moe_cache_bytes=args.moe_cache_size,
                                  moe_bandwidth_ratio=args.moe_bandwidth_ratio, record_routing=args.record_routing)
     prompt = args.prompt
     if args.chat:

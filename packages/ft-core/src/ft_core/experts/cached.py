@@ -16,6 +16,7 @@ call waits for that copy first. ``overlap=False`` turns this off for comparison.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 
 import torch
@@ -73,12 +74,16 @@ class CachedBackend(ExpertBackend):
             self._prefetch(layer + 1, res.route_slot)
         on_dev = res.route_slot >= 0
         y = torch.zeros(x.shape, dtype=torch.float32)
+        s = self.stats[layer]
+        t0 = time.perf_counter()
         if bool(on_dev.any()):
             y += self.device_backend.run(self.slot_bank, x, tok[on_dev], res.route_slot[on_dev], gate[on_dev])
+        t1 = time.perf_counter()
         if not bool(on_dev.all()):
             off = ~on_dev
             y += self.host_backend.run(bank, x, tok[off], eid[off], gate[off])
-        s = self.stats[layer]
+        s["device_us"] += int((t1 - t0) * 1e6)
+        s["cpu_us"] += int((time.perf_counter() - t1) * 1e6)
         s["routes"] += int(eid.numel())
         s["device_routes"] += int(on_dev.sum())
         s["cpu_routes"] += int((~on_dev).sum())

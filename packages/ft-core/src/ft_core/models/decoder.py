@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.config import EngineConfig
+from ft_core.errors import FTError
 from ft_core.experts import ExpertBank, select_backend
 from ft_core.experts.cache import ExpertCache
 from ft_core.experts.cached import CachedBackend
@@ -77,7 +78,14 @@ class Decoder:
         if policy == "cpu":
             return host
         n = self.bank.num_ids
-        slots = engine.moe_cache_slots or max(1, round(n * (engine.moe_cache_fraction or 0.5)))
+        if engine.moe_cache_slots:
+            slots = engine.moe_cache_slots
+        elif engine.moe_cache_bytes:
+            slots = engine.moe_cache_bytes // self.bank.nbytes_per_id()
+            if slots < 1:
+                raise FTError(f"moe_cache_bytes={engine.moe_cache_bytes} holds no expert ({self.bank.nbytes_per_id()} bytes each)")
+        else:
+            slots = max(1, round(n * (engine.moe_cache_fraction or 0.5)))
         cache = ExpertCache(self.bank, slots, engine.device)
         impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
         device = select_backend(impl, cache.slot_bank(), m.swiglu_alpha, m.swiglu_limit)
