@@ -31,25 +31,12 @@ import torch
 import torch.nn.functional as F
 
 import ft_kernels as fk
+from ft_core.probe import read_bandwidth
 from ft_kernels.formats import ExpertWeights
 
 SHAPES = {"qwen3-30b-a3b": (2048, 768), "deepseek-v3": (7168, 2048)}
 TOPK = 8
 BANK_BYTES = 1 << 30
-
-
-def read_bandwidth(buf: torch.Tensor, threads: int, reps: int = 5) -> float:
-    """Bytes/s of a streaming read of ``buf`` (>= 1 GiB) on ``threads`` torch threads, best of ``reps``."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    buf.sum()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        buf.sum()
-        best = min(best, time.perf_counter() - t)
-    torch.set_num_threads(prev)
-    return buf.numel() * buf.element_size() / best
 
 
 def tile_bank(w: ExpertWeights, n: int) -> ExpertWeights:

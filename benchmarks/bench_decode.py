@@ -17,18 +17,7 @@ import time
 import torch
 
 from ft_core import Engine, SamplingParams
-
-
-def read_bandwidth(nbytes: int = 1 << 30, reps: int = 5) -> float:
-    """Bytes/s of a streaming read (best of ``reps``) over an fp32 buffer of ``nbytes``."""
-    x = torch.ones(nbytes // 4, dtype=torch.float32)
-    x.sum()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        x.sum()
-        best = min(best, time.perf_counter() - t)
-    return nbytes / best
+from ft_core.probe import read_bandwidth
 
 
 def main() -> None:

@@ -54,6 +54,24 @@ def _bank(fmt: str, bank_bytes: int):
     return tile(one13), tile(one2), per, n
 
 
+def read_bandwidth(buf: torch.Tensor | None = None, threads: int | None = None, reps: int = 5) -> float:
+    """Bytes/s of a STREAM-style read of ``buf`` (default: a new 1 GiB fp32 tensor) on ``threads`` torch
+    threads (default: as set), best of ``reps``: the yardstick benchmarks set kernel bandwidth against."""
+    buf = torch.ones((1 << 30) // 4) if buf is None else buf
+    prev = torch.get_num_threads()
+    torch.set_num_threads(threads or prev)
+    try:
+        buf.sum()
+        best = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            buf.sum()
+            best = min(best, time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(prev)
+    return buf.numel() * buf.element_size() / best
+
+
 def host_bandwidth(fmt: str = "bf16", seconds: float = 1.5, bank_bytes: int = 1 << 30) -> float:
     """B_H in GB/s: distinct expert bytes / time of decode-shaped calls (1 token, top-8) over a bank
     larger than the caches, so every weight comes from DRAM."""
