@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-#include "cpu/arch/rows_common.h"  // FloatBuf (internal linkage)
+#include "cpu/arch/rows_common.h"  // e2m1_rows, the shared driver
 #include "cpu/formats.h"
 
 namespace ft {
@@ -106,39 +106,20 @@ static inline void dot_tile(const uint8_t* q, const uint8_t* s, const float* sta
   for (int t = 0; t < NT; ++t) out[t * ldy] += vaddvq_f32(acc[t]);
 }
 
-// The RowsFn body: W[r, c] = e2m1(code) * stab[scale byte] * post. cols % B == 0 (check_mat).
+// This ISA's pieces for e2m1_rows (rows_common.h), which is the RowsFn body.
+struct Kern {
+  static void permute(const float* x, float* xp, int64_t cols) { permute_x(x, xp, cols); }
+  template <int B, int NT>
+  static void tile(const uint8_t* q, const uint8_t* s, const float* stab, int64_t c0, int64_t c1, const float* xp,
+                   int64_t ldp, float* out, int64_t ldy) {
+    dot_tile<B, NT>(q, s, stab, c0, c1, xp, ldp, out, ldy);
+  }
+};
+
 template <int B>
 static void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                  int64_t ldy, const float* stab, float post) {
-  constexpr int NT = 4;
-  const int64_t cols = m.cols, ldp = cols + 16;  // pad: token rows of xp do not alias one 4 KiB set
-  const int64_t kt = ntok <= NT ? cols : 1024;    // prefill: NT x kt x tile in L1, the task's rows in L2
-  thread_local FloatBuf xbuf;  // not std::vector: see FloatBuf (weak symbols across ISA files)
-  float* xp = xbuf.get(NT * ldp);
-  for (int64_t t0 = 0; t0 < ntok; t0 += NT) {
-    const int nt = static_cast<int>(std::min<int64_t>(NT, ntok - t0));
-    for (int t = 0; t < nt; ++t) {
-      permute_x(X + (t0 + t) * ldx, xp + t * ldp, cols);
-      std::fill(Y + (t0 + t) * ldy, Y + (t0 + t) * ldy + (r1 - r0), 0.f);
-    }
-    for (int64_t k0 = 0; k0 < cols; k0 += kt) {
-      const int64_t k1 = std::min(cols, k0 + kt);
-      for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* q = m.q + r * m.q_stride;
-        const uint8_t* s = static_cast<const uint8_t*>(m.scale) + r * m.scale_stride;
-        float* out = Y + t0 * ldy + (r - r0);
-        switch (nt) {
-          case 4: dot_tile<B, 4>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
-          case 3: dot_tile<B, 3>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
-          case 2: dot_tile<B, 2>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
-          default: dot_tile<B, 1>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
-        }
-      }
-    }
-    if (post != 1.f)
-      for (int t = 0; t < nt; ++t)
-        for (int64_t r = 0; r < r1 - r0; ++r) Y[(t0 + t) * ldy + r] *= post;
-  }
+  e2m1_rows<Kern, B>(m, r0, r1, X, ntok, ldx, Y, ldy, stab, post);
 }
 
 }  // namespace neon_e2m1

@@ -273,5 +273,45 @@ struct Fp8Common {
   static float zero(const WeightMat&, int64_t, int64_t) { return 0.f; }
 };
 
+// ---------------------------------------------------------------------------------------------------
+// 4-bit e2m1 formats (MXFP4, NVFP4): W[r, c] = e2m1(code) * stab[scale byte] * post. The ISA header
+// supplies K::permute(x, xp, cols) (x reordered to the decode's column order) and
+// K::tile<B, NT>(q, s, stab, c0, c1, xp, ldp, out, ldy) (adds columns [c0, c1) of NT tokens to out).
+template <class K, int B>
+inline void e2m1_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                      int64_t ldy, const float* stab, float post) {
+  constexpr int NT = kTokBlock;
+  const int64_t cols = m.cols, ldp = cols + 16;  // pad: token rows of xp do not alias one 4 KiB set
+  // Decode (few tokens per expert): one pass over each row, rows streamed in order. Prefill: x tiles
+  // of NT x kt fp32 (16 KiB) stay in L1 while the task's rows (<= 256 KiB) are re-read from L2.
+  const int64_t kt = ntok <= NT ? cols : 1024;
+  thread_local FloatBuf xbuf;
+  float* xp = xbuf.get(NT * ldp);
+  for (int64_t t0 = 0; t0 < ntok; t0 += NT) {
+    const int nt = static_cast<int>(std::min<int64_t>(NT, ntok - t0));
+    for (int t = 0; t < nt; ++t) {
+      K::permute(X + (t0 + t) * ldx, xp + t * ldp, cols);
+      std::fill(Y + (t0 + t) * ldy, Y + (t0 + t) * ldy + (r1 - r0), 0.f);
+    }
+    for (int64_t k0 = 0; k0 < cols; k0 += kt) {
+      const int64_t k1 = std::min(cols, k0 + kt);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* q = m.q + r * m.q_stride;
+        const uint8_t* s = static_cast<const uint8_t*>(m.scale) + r * m.scale_stride;
+        float* out = Y + t0 * ldy + (r - r0);
+        switch (nt) {
+          case 4: K::template tile<B, 4>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+          case 3: K::template tile<B, 3>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+          case 2: K::template tile<B, 2>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+          default: K::template tile<B, 1>(q, s, stab, k0, k1, xp, ldp, out, ldy); break;
+        }
+      }
+    }
+    if (post != 1.f)
+      for (int t = 0; t < nt; ++t)
+        for (int64_t r = 0; r < r1 - r0; ++r) Y[(t0 + t) * ldy + r] *= post;
+  }
+}
+
 }  // namespace
 }  // namespace ft
