@@ -144,7 +144,7 @@ def main() -> None:
                 reps = 2 if T >= 512 else 8
                 out = torch.empty(T, H)
                 nr = min(n, nt) if T >= 512 else n  # prefill routes among torch's N: same tokens per expert
-                gbps, secs = time_calls(lambda tok, eid, gate: fk.moe_experts(x, tok, eid, gate, w13, w2, out=out),
+                gbps, secs = time_calls(lambda tok, eid, gate, a=w13, b=w2: fk.moe_experts(x, tok, eid, gate, a, b, out=out),
                                         T, nr, per, reps, gen)
                 t_gbps, t_secs = torch_fig[T]
                 # Prefill: same tokens and routes, so per-call times; decode: distinct experts per second.

@@ -2,7 +2,6 @@
 policies and cache sizes (device="cpu": the slots are a separate memory region)."""
 
 import pytest
-import torch
 
 from ft_core import Engine, FTError, SamplingParams
 

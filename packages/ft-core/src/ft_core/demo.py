@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from ft_core.paths import cache_dir
 from ft_core.tokenizer.build import train_bpe, write_tokenizer_files
 
 DEMO_NAME = "ft-demo-qwen3-moe-v1"
@@ -140,8 +141,7 @@ def write_demo_model(out: str | Path) -> Path:
 
 def demo_model_path() -> Path:
     """Path of the demo checkpoint in the user cache ($FT_CACHE_DIR or $XDG_CACHE_HOME/ft), made if absent."""
-    base = os.environ.get("FT_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "ft")
-    path = Path(base) / DEMO_NAME
+    path = cache_dir() / DEMO_NAME
     if not (path / "config.json").is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_demo_model(path)

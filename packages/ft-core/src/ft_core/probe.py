@@ -14,13 +14,14 @@ from pathlib import Path
 
 import torch
 
+from ft_core.paths import cache_dir
+
 # Qwen3-30B-A3B-shaped experts: rows the size real models have, not cache-resident toys.
 H, I = 2048, 768
 
 
 def _cache_file() -> Path:
-    base = os.environ.get("FT_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "ft")
-    return Path(base) / "probe.json"
+    return cache_dir() / "probe.json"
 
 
 def machine_key(fmt: str, device: str) -> str:
