@@ -159,15 +159,23 @@ class Engine:
             self._check_stop(seq, tok)
 
     def _check_stop(self, seq: Sequence, tok: int) -> None:
+        """Set finish_reason (and the final text) once the sequence is done. The text is decoded every
+        step only when stop strings need it; otherwise once, at the end."""
         p = seq.params
-        seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens)
+
+        def decode() -> str:
+            return self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens)
+
+        text = decode() if p.stop else None
+        hits = [i for s in p.stop if (i := text.find(s)) >= 0] if text is not None else []
         if (tok in self.eos_ids and not p.ignore_eos) or tok in p.stop_token_ids:
             seq.finish_reason = "stop"
-        elif p.stop and (hits := [i for s in p.stop if (i := seq.text.find(s)) >= 0]):
-            seq.text = seq.text[: min(hits)]
-            seq.finish_reason = "stop"
+        elif hits:
+            seq.finish_reason, text = "stop", text[: min(hits)]
         elif len(seq.output_ids) >= p.max_tokens or seq.total_len >= self.max_model_len:
             seq.finish_reason = "length"
+        if seq.finished:
+            seq.text = text if text is not None else decode()
 
     def _output(self, s: Sequence) -> GenerationOutput:
         return GenerationOutput(s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")

@@ -16,7 +16,7 @@ class Sequence:
     params: SamplingParams
     output_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
-    text: str = ""
+    text: str = ""  # the completion text, set when the sequence finishes
     finish_reason: str | None = None  # "stop" | "length" | None while running
     generator: torch.Generator | None = None
     want_all_logits: bool = False  # score(): keep logits of every prompt position
