@@ -15,11 +15,12 @@ Checkpoints store experts per expert (``experts.{e}.gate_proj`` …, Mixtral ``w
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 
-from ft_core.loader.quant import fp8_row_scales, fp8_rows_dequant, mxfp4_dequant
+from ft_core.loader.quant import fp8_row_scales
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
 
@@ -49,12 +50,12 @@ class ExpertBank:
 
     def dequant(self, ids: torch.Tensor, which: str) -> torch.Tensor:
         """Float32 weights of ``which`` ("w13" [n, 2I, H] or "w2" [n, H, I]) for flat ``ids`` [n]."""
-        t = self.tensors
         if self.fmt == "dense":
-            return t[which][ids].float()
-        if self.fmt == "fp8":
-            return fp8_rows_dequant(t[which][ids], t[f"{which}_scale"][ids], self.fp8_block)
-        return mxfp4_dequant(t[f"{which}_blocks"][ids], t[f"{which}_scales"][ids])
+            return self.tensors[which][ids].float()
+        from ft_kernels.reference import dequantize  # the kernels' own reference twin
+
+        w = self.kernel_weights()[0 if which == "w13" else 1]
+        return dequantize(dataclasses.replace(w, q=w.q[ids], scale=w.scale[ids], bias=None))
 
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")
