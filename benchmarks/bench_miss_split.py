@@ -33,6 +33,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cache_sim as sim  # noqa: E402  (benchmarks/ is not a package)
 
+from ft_core.experts.timing import choose_policy, step_seconds  # noqa: E402
+
 # Table 1 of the paper: (machine, B_P GB/s, B_H GB/s)
 MACHINES = [("5090 server", 52.7, 77.3), ("4090", 25.1, 63.2), ("3090", 25.3, 56.7),
             ("5090 desktop", 49.0, 53.8), ("4060 laptop", 11.8, 47.5), ("PRO 6000", 51.5, 178.0)]
@@ -50,15 +52,19 @@ def predict(trace, slots: int, b: float, machines, prefill="warm", static_from="
     for name, bp, bh in machines:
         P, Hb = (bp * 1e9 if bp else None), bh * 1e9
         r = {"machine": name, "bp_gbs": bp, "bh_gbs": bh, "ratio": bp / bh if bp else None,
-             "cpu": fill.distinct * b / Hb / tok}
+             "cpu": step_seconds("cpu", fill.distinct, 0, 0, b, P, Hb) / tok}
         if P is None:
             r.update(static=None, fill=None, hybrid=None, belady=None, hyb_cpu=None)
         else:
             hyb = sim.replay_lru(trace, slots, "hybrid", bp / bh, prefill=prefill)
-            r.update(static=static.misses * b / Hb / tok, fill=fill.misses * b / P / tok,
-                     hybrid=sum(max(q * b / P, (m - q) * b / Hb) for _, m, q in hyb.per_step) / tok,
-                     belady=belady.misses * b / P / tok, hyb_cpu=hyb.cpu_fraction, hyb_miss=hyb.miss_rate)
+            r.update(static=step_seconds("static", 0, static.misses, 0, b, P, Hb) / tok,
+                     fill=step_seconds("fill", 0, fill.misses, fill.misses, b, P, Hb) / tok,
+                     hybrid=sum(step_seconds("hybrid", 0, m, q, b, P, Hb) for _, m, q in hyb.per_step) / tok,
+                     belady=step_seconds("fill", 0, belady.misses, belady.misses, b, P, Hb) / tok,
+                     hyb_cpu=hyb.cpu_fraction, hyb_miss=hyb.miss_rate)
         r["best"] = min((p for p in POLICIES if r[p] is not None), key=lambda p: r[p])
+        # What the engine's ``auto`` would pick from (B_P, B_H) and the fill miss rate alone (no trace replay).
+        r["auto"] = choose_policy(P, Hb, b, fill.distinct / max(1, len(fill.per_step)), fill.miss_rate)[0]
         rows.append(r)
     return {"trace": trace.source, "layers": trace.num_layers, "experts": trace.num_experts,
             "decode_tokens": trace.decode_tokens, "slots": slots, "fraction": slots / trace.num_ids,
@@ -76,15 +82,15 @@ def print_table(out: dict) -> None:
           f"static from {out['static_from']}")
     print(f"decode miss rates: static {mr['static']:.4f}  fill (LRU) {mr['fill']:.4f}  belady {mr['belady']:.4f}"
           "  (hybrid's own per machine below)")
-    cols = ("B_P", "B_H", "B_P/B_H", "cpu", "static", "fill", "hybrid", "belady", "hyb_miss", "hyb_cpu", "best")
+    cols = ("B_P", "B_H", "B_P/B_H", "cpu", "static", "fill", "hybrid", "belady", "hyb_miss", "hyb_cpu", "best", "auto")
     print(f"{'ms/token':>14}  " + "  ".join(f"{c:>8}" for c in cols))
     for r in out["rows"]:
         f = lambda v, s=1e3, d=2: "n/a" if v is None else f"{v * s:.{d}f}"
         vals = [f(r["bp_gbs"], 1, 1), f(r["bh_gbs"], 1, 1), f(r["ratio"], 1), f(r["cpu"]), f(r["static"]),
-                f(r["fill"]), f(r["hybrid"]), f(r["belady"]), f(r.get("hyb_miss"), 1, 3), f(r["hyb_cpu"], 1, 3), r["best"]]
+                f(r["fill"]), f(r["hybrid"]), f(r["belady"]), f(r.get("hyb_miss"), 1, 3), f(r["hyb_cpu"], 1, 3), r["best"], r["auto"]]
         print(f"{r['machine']:>14}  " + "  ".join(f"{v:>8}" for v in vals))
     print("ms/token = predicted MoE expert time per decode token (hits' GPU compute free); belady = fill's lower "
-          "bound; hyb_miss = hybrid's miss rate, hyb_cpu = share of its misses run on the host")
+          "bound; hyb_miss = hybrid's miss rate, hyb_cpu = share of its misses run on the host; auto = the engine's choice from B_P, B_H and the miss rate")
 
 
 def main() -> None:

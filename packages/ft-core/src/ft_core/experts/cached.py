@@ -24,6 +24,7 @@ import torch
 from ft_core.experts.backends import ExpertBackend
 from ft_core.experts.bank import ExpertBank
 from ft_core.experts.cache import ExpertCache
+from ft_core.experts.timing import hybrid_q
 
 POLICIES = ("fill", "hybrid", "static")
 PREFILL_TOKENS = 16
@@ -35,7 +36,7 @@ def q_policy(name: str, ratio: float | None):
     if name == "hybrid":
         if ratio is None or ratio <= 0:
             raise ValueError("the hybrid policy needs the bandwidth ratio B_P / B_H (moe_bandwidth_ratio) > 0")
-        return lambda m: 0 if m == 0 else max(1, min(m, int(m * ratio + 0.5)))  # round half up, as the kernel
+        return lambda m: hybrid_q(m, ratio)  # round half up, as the Triton control kernel
     return lambda m: 0  # static (after warm-up) and cpu
 
 

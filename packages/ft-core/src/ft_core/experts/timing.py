@@ -1,0 +1,63 @@
+"""Timing model of the MoE miss split (DESIGN §3), shared by the ``auto`` policy and the benchmarks.
+
+One layer step routes ``d`` distinct experts of ``b`` bytes each; ``m`` of them miss the cache and the
+policy fills ``q`` over PCIe (B_P bytes/s) while the host computes the other ``m - q`` (B_H bytes/s)
+concurrently. Hits compute on the device and are taken as free (they read device memory, an order of
+magnitude faster than either link). Seconds per layer step:
+
+    cpu     d * b / B_H                    no cache, every routed expert on the host
+    static  m * b / B_H                    frozen hot set; its misses on the host
+    fill    m * b / B_P                    every miss copied in
+    hybrid  max(q * b / B_P, (m - q) * b / B_H),  q = hybrid_q(m, B_P / B_H)
+"""
+
+from __future__ import annotations
+
+POLICIES = ("cpu", "static", "fill", "hybrid")
+
+
+def hybrid_q(m: int, ratio: float) -> int:
+    """Fills for ``m`` misses at ratio B_P / B_H: round(m * ratio) half up, at least one when m >= 1."""
+    return 0 if m <= 0 else max(1, min(m, int(m * ratio + 0.5)))
+
+
+def step_seconds(policy: str, d: float, m: float, q: float, b: float, bp: float | None, bh: float) -> float | None:
+    """Predicted seconds of one layer step (see the module docstring); None when the policy needs a device
+    (``bp`` None) that this machine lacks."""
+    if policy == "cpu":
+        return d * b / bh
+    if bp is None:
+        return None
+    if policy == "static":
+        return m * b / bh
+    if policy == "fill":
+        return m * b / bp
+    if policy == "hybrid":
+        return max(q * b / bp, (m - q) * b / bh)
+    raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+
+
+def choose_policy(bp: float | None, bh: float, expert_bytes: float, distinct: float, miss_rate: float) -> tuple[str, dict]:
+    """The ``auto`` policy: the fastest of cpu / fill / hybrid under the model for a layer step with
+    ``distinct`` routed experts of which a fraction ``miss_rate`` misses (e.g. 1 - cache fraction for
+    uniform routing). Returns (policy, {policy: seconds}). It never returns a policy predicted slower
+    than ``fill`` or ``cpu``; without a device (``bp`` None) it is ``cpu``. ``static`` is not a
+    candidate: its hot set needs a routing profile first."""
+    m = distinct * miss_rate
+    times = {"cpu": step_seconds("cpu", distinct, m, 0, expert_bytes, bp, bh)}
+    if bp is not None:
+        times["fill"] = step_seconds("fill", distinct, m, m, expert_bytes, bp, bh)
+        # Expected q of the rounded rule, evaluated at the expected m (whole misses, at least one).
+        mi = max(1, round(m)) if m > 0 else 0
+        q = hybrid_q(mi, bp / bh)
+        times["hybrid"] = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh) * (m / mi if mi else 0)
+    best = min(times, key=lambda p: (times[p], ("hybrid", "fill", "cpu").index(p)))
+    return best, times
+
+
+def slots_for_free_memory(free_bytes: int, slot_bytes: int, num_ids: int, reserve_bytes: int = 0,
+                          fraction: float = 0.9) -> int:
+    """Cache slots for ``auto`` sizing: whole slots in ``fraction`` of the device's free memory after
+    ``reserve_bytes`` (KV pages, activations), at most one per expert id, at least 0."""
+    room = int((free_bytes - reserve_bytes) * fraction)
+    return max(0, min(num_ids, room // max(1, slot_bytes)))

@@ -1,0 +1,38 @@
+"""The timing model behind ``auto``: never a policy predicted slower than fill or cpu; sizing from free memory."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ft_core.experts.timing import choose_policy, hybrid_q, slots_for_free_memory, step_seconds
+
+
+@settings(max_examples=300, deadline=None)
+@given(bp=st.floats(0.5, 200), bh=st.floats(0.5, 300), d=st.integers(1, 64), miss=st.floats(0, 1))
+def test_auto_never_predicted_slower_than_fill_or_cpu(bp, bh, d, miss):
+    best, times = choose_policy(bp * 1e9, bh * 1e9, 9.4e6, d, miss)
+    assert times[best] <= times["fill"] and times[best] <= times["cpu"]
+    assert set(times) == {"cpu", "fill", "hybrid"}
+
+
+def test_auto_without_a_device_is_cpu():
+    assert choose_policy(None, 20e9, 9.4e6, 8, 0.5) == ("cpu", {"cpu": 8 * 9.4e6 / 20e9})
+
+
+def test_auto_picks_by_bandwidth():
+    b = 9.4e6
+    assert choose_policy(25e9, 63e9, b, 8, 0.3)[0] == "hybrid"  # the paper's 4090: split the misses
+    assert choose_policy(500e9, 20e9, b, 8, 0.3)[0] in ("fill", "hybrid")  # a fast link: (almost) all fills
+    assert choose_policy(0.001e9, 50e9, b, 8, 1.0)[0] == "cpu"  # a link far too slow to be worth a cache
+
+
+def test_hybrid_q_and_step_seconds():
+    assert [hybrid_q(m, 0.4) for m in range(6)] == [0, 1, 1, 1, 2, 2]  # round half up, >= 1 fill
+    assert hybrid_q(3, 5.0) == 3
+    assert step_seconds("hybrid", 8, 4, 2, 1e6, 1e9, 2e9) == max(2e6 / 1e9, 2e6 / 2e9)
+    assert step_seconds("fill", 8, 4, 4, 1e6, None, 2e9) is None
+
+
+def test_slots_for_free_memory():
+    assert slots_for_free_memory(10 * 2**30, 2**30, 100, reserve_bytes=2**30, fraction=1.0) == 9
+    assert slots_for_free_memory(10 * 2**30, 2**30, 5) == 5  # never more slots than experts
+    assert slots_for_free_memory(2**30, 2**31, 100) == 0
