@@ -1,0 +1,57 @@
+"""Parser names, ``make_parser`` and ``auto_parsers`` (picking parsers from a checkpoint)."""
+
+from __future__ import annotations
+
+from .base import OutputParser, PassStage
+from .harmony import HarmonyParser
+from .pipeline import StagedParser
+from .reasoning import ThinkStage
+from .tool_formats import TOOL_FORMATS
+
+PARSER_NAMES = {
+    "tool": ("hermes", "qwen3_coder", "deepseek_v3", "glm45", "harmony", "none"),
+    "reasoning": ("think", "harmony", "none"),
+}
+
+
+def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning: bool = False,
+                tools_enabled: bool = True) -> OutputParser:
+    """A fresh parser for one response.
+
+    tool_parser / reasoning_parser: concrete names from ``PARSER_NAMES`` ("auto" is resolved by
+    the caller, e.g. with ``auto_parsers``); "harmony" in either means harmony for everything.
+    starts_in_reasoning: the prompt already opened the reasoning block (``<think>``).
+    tools_enabled: False for requests without tools: tool markers stay plain content.
+    Raises ValueError for an unknown name.
+    """
+    if tool_parser not in PARSER_NAMES["tool"]:
+        raise ValueError(f"unknown tool parser {tool_parser!r}; expected one of {PARSER_NAMES['tool']}")
+    if reasoning_parser not in PARSER_NAMES["reasoning"]:
+        raise ValueError(f"unknown reasoning parser {reasoning_parser!r}; "
+                         f"expected one of {PARSER_NAMES['reasoning']}")
+    tools = tools_enabled and tool_parser != "none"
+    if "harmony" in (tool_parser, reasoning_parser):
+        return HarmonyParser(starts_in_reasoning=starts_in_reasoning, tools_enabled=tools)
+    reasoning = ThinkStage(starts_in_reasoning) if reasoning_parser == "think" else PassStage()
+    return StagedParser(reasoning, TOOL_FORMATS[tool_parser] if tools else None)
+
+
+def auto_parsers(model_type: str, chat_template: str | None) -> tuple[str, str]:
+    """(tool parser, reasoning parser) for a checkpoint, from its ``config.model_type`` and its
+    chat template text (None when it has none)."""
+    if model_type == "gpt_oss":
+        return "harmony", "harmony"
+    if model_type == "deepseek_v3":
+        return "deepseek_v3", "think"
+    if model_type == "glm4_moe":
+        return "glm45", "think"
+    template = chat_template or ""
+    if "<|channel|>" in template:
+        return "harmony", "harmony"
+    if "<function=" in template:
+        tool = "qwen3_coder"
+    elif "<tool_call>" in template:
+        tool = "hermes"
+    else:
+        tool = "none"
+    return tool, "think" if "<think>" in template else "none"
