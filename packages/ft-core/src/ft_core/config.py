@@ -20,7 +20,8 @@ class EngineConfig:
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     page_size: int = 16
     kv_cache_bytes: int = 1 << 30  # KV pool budget (host memory on CPU)
-    max_batch_tokens: int = 2048  # prefill chunk budget per step
+    max_batch_tokens: int = 2048  # tokens per step: every running decode, then prefill chunks
+    prefix_cache: bool = True  # reuse the KV pages of cached prefixes (radix tree over token ids)
     # Expert memory hierarchy (DESIGN §3). "cpu": every expert on the host kernels, no cache (the
     # default without an accelerator); "fill" / "hybrid" / "static": an ExpertCache of slots on the
     # device (with device="cpu", a separate host memory region, which runs the whole hierarchy for tests).

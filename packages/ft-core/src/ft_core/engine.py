@@ -3,6 +3,7 @@
     eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
     logits = eng.score(token_ids)                    # [T, V] float32, one forward
     outs = eng.generate(["Hello"], SamplingParams(max_tokens=32, temperature=0.0))
+    seq = eng.add_request("Hello", params); eng.step() ...; eng.abort(seq)   # what a server drives
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ft_core.cache.kv_cache import PagedKVCache
+from ft_core.cache.radix import RadixCache
 from ft_core.config import EngineConfig
 from ft_core.errors import RequestError
 from ft_core.layers.batch import ForwardBatch
@@ -32,7 +34,8 @@ class Engine:
         pages = max(1, min(config.kv_cache_bytes // per_page, 4 * -(-self.max_model_len // config.page_size)))
         self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
         self.max_model_len = min(self.max_model_len, pages * config.page_size)  # one sequence must fit the pool
-        self.scheduler = Scheduler(self.kv, config.max_batch_tokens)
+        self.prefix = RadixCache(self.kv) if config.prefix_cache else None
+        self.scheduler = Scheduler(self.kv, config.max_batch_tokens, self.prefix)
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self._ids = itertools.count()
 
@@ -48,7 +51,8 @@ class Engine:
 
     # ---- public API -------------------------------------------------------------------------
     def score(self, token_ids: list[int]) -> torch.Tensor:
-        """Logits [T, V] float32 for every prefix of ``token_ids`` (one forward; no state is kept)."""
+        """Logits [T, V] float32 for every prefix of ``token_ids`` (no state is kept; the prefix cache is
+        neither read nor filled)."""
         ids = list(token_ids)
         if not ids or len(ids) > self.max_model_len:
             raise RequestError(f"score() needs 1..{self.max_model_len} (max_model_len) tokens, got {len(ids)}")
@@ -58,7 +62,7 @@ class Engine:
             while seq.uncomputed > 0:
                 n = min(seq.uncomputed, self.config.max_batch_tokens)
                 self.kv.reserve(seq.seq_id, seq.num_computed + n)
-                self._forward(ScheduledBatch([seq], [n], True))
+                self._forward(ScheduledBatch([seq], [n], [True]))
                 seq.num_computed += n
         finally:
             self.kv.free(seq.seq_id)
@@ -85,6 +89,26 @@ class Engine:
         return {"backend": b.name, "slots": b.cache.num_slots, "total": b.totals(),
                 "layers": {k: dict(v) for k, v in sorted(b.stats.items())}}
 
+    def prefix_stats(self) -> dict:
+        """Prefix-cache counters: ids looked up at admission and of them reused (whole pages), pages the
+        cache holds now, pages it evicted so far; and the KV pool (free and total pages)."""
+        p = self.prefix
+        return {"enabled": p is not None, "queried_tokens": self.scheduler.queried_tokens,
+                "hit_tokens": self.scheduler.hit_tokens, "cached_pages": p.num_pages if p else 0,
+                "evicted_pages": p.evicted_pages if p else 0, "free_pages": self.kv.free_pages,
+                "total_pages": self.kv.num_pages, "page_size": self.kv.page_size}
+
+    def abort(self, seq: Sequence) -> None:
+        """Stop ``seq`` (waiting or running) now: its KV pages are released at once (pages shared with the
+        prefix cache or other sequences just lose its reference) and finish_reason becomes "abort".
+        Call between steps; a no-op on a finished sequence (beyond dropping it if a failed step left it
+        scheduled)."""
+        self.scheduler.abort(seq)
+        if seq.finished:
+            return
+        seq.finish_reason = "abort"
+        seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=seq.params.skip_special_tokens)
+
     def add_request(self, prompt: str | list[int], params: SamplingParams) -> Sequence:
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         if not ids:
@@ -99,7 +123,8 @@ class Engine:
         return seq
 
     def step(self) -> list[Sequence]:
-        """One scheduler step: schedule -> run -> postprocess. Returns the sequences that advanced."""
+        """One scheduler step: schedule -> run -> postprocess. Runs every running sequence's next token and
+        prompt chunks of waiting ones in one forward. Returns the sequences that advanced."""
         batch = self.scheduler.schedule()
         if batch is None:
             return []
@@ -138,8 +163,9 @@ class Engine:
         return self.model.logits(h[fb.last_token_index()])
 
     def _record(self, b: ScheduledBatch, layers: list) -> None:
-        """One JSON line per forward: phase, tokens per sequence, and per MoE layer the flat ids [T][k]
-        (flat id = moe_layer * E + expert). Read by benchmarks/bench_cache_policies.py."""
+        """One JSON line per forward: phase ("prefill" when any prompt chunk ran, else "decode"), tokens per
+        sequence, and per MoE layer the flat ids [T][k] (flat id = moe_layer * E + expert). Read by
+        benchmarks/bench_cache_policies.py."""
         import json
 
         rec = {"phase": "prefill" if b.is_prefill else "decode", "seq_tokens": list(b.chunk),

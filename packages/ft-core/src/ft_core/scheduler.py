@@ -1,5 +1,12 @@
-"""Minimal scheduler: chunked prefill first, then one batched decode step over every running
-sequence; on a full KV pool the newest sequence is preempted (its cache freed, recomputed later).
+"""Scheduler: continuous batching with chunked prefill and prefix reuse.
+
+Every step runs one decode token of each running sequence and, with the rest of ``max_batch_tokens``,
+prompt chunks of waiting sequences, all in one forward: a long prompt never stalls running streams.
+A sequence that starts from scratch first adopts the longest cached prefix of its ids (whole pages of
+the RadixCache, never its last token); the full pages it computes go into the cache after each prompt
+chunk, when it is preempted and when it finishes. On a full KV pool, unused cached pages are evicted
+(LRU) first; then a partly prefilled waiting sequence, else the newest running one, is preempted (its
+pages dropped, recomputed later, mostly from the prefix cache).
 """
 
 from __future__ import annotations
@@ -8,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ft_core.cache.kv_cache import PagedKVCache
+from ft_core.cache.radix import RadixCache, RadixNode
 from ft_core.errors import RequestError
 from ft_core.sequence import Sequence
 
@@ -16,14 +24,22 @@ from ft_core.sequence import Sequence
 class ScheduledBatch:
     seqs: list[Sequence]
     chunk: list[int]  # tokens each sequence runs this step
-    is_prefill: bool
+    prefill: list[bool]  # per sequence: a prompt chunk (True) or one decode token (False)
+
+    @property
+    def is_prefill(self) -> bool:
+        """The step holds at least one prompt chunk."""
+        return any(self.prefill)
 
 
 class Scheduler:
-    def __init__(self, kv: PagedKVCache, max_batch_tokens: int):
-        self.kv, self.budget = kv, max_batch_tokens
+    def __init__(self, kv: PagedKVCache, max_batch_tokens: int, prefix: RadixCache | None = None):
+        self.kv, self.budget, self.prefix = kv, max_batch_tokens, prefix
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self._locks: dict[int, RadixNode] = {}  # seq_id -> deepest prefix-cache node the sequence uses
+        self.queried_tokens = 0  # ids looked up in the prefix cache at admission
+        self.hit_tokens = 0  # of which adopted from it
 
     def add(self, seq: Sequence) -> None:
         if self.kv.pages_for(seq.total_len + 1) > self.kv.num_pages:
@@ -36,31 +52,70 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def schedule(self) -> ScheduledBatch | None:
-        if self.waiting:
-            seqs, chunk, left = [], [], self.budget
-            for seq in list(self.waiting):
-                n = min(seq.uncomputed, left)
-                if n <= 0:
-                    break
-                # With sequences decoding, admit only what fits; when nothing decodes, free partial prefills.
-                while not self._reserve(seq, seq.num_computed + n):
-                    if self.running or not self._preempt_one(keep=seqs + [seq], waiting_only=True):
-                        break
-                else:
-                    seqs.append(seq)
-                    chunk.append(n)
-                    left -= n
-                    continue
+        """All running decodes, then prompt chunks of waiting sequences in the budget that is left."""
+        seqs = self._schedule_decodes()
+        decodes = len(seqs)
+        chunk, left = [1] * decodes, self.budget - decodes
+        for seq in list(self.waiting):
+            if left <= 0:
                 break
-            if seqs:
-                return ScheduledBatch(seqs, chunk, True)
-            if not self.running:
+            fresh = seq.num_computed == 0 and not self.kv.tables.get(seq.seq_id)
+            if fresh:
+                self._adopt_prefix(seq)
+            n = min(seq.uncomputed, left)
+            # With sequences decoding, admit only what fits; when nothing decodes, free partial prefills.
+            while not self._reserve(seq, seq.num_computed + n):
+                if self.running or not self._preempt_one(keep=seqs + [seq], waiting_only=True):
+                    break
+            else:
+                if fresh:
+                    self._count_hit(seq)
+                seqs.append(seq)
+                chunk.append(n)
+                left -= n
+                continue
+            if fresh:  # not admitted after all: let go of the adopted pages until it is
+                self._release(seq, cache=False)
+                seq.num_computed = 0
+            break
+        if not seqs:
+            if self.waiting:
                 raise RequestError("KV cache cannot hold the waiting request")
+            return None
+        return ScheduledBatch(seqs, chunk, [i >= decodes for i in range(len(seqs))])
+
+    def _schedule_decodes(self) -> list[Sequence]:
+        """Every running sequence with room for its next token (the newest are preempted until they fit)."""
         while self.running:
             if all(self._reserve(s, s.total_len) for s in self.running):
-                return ScheduledBatch(list(self.running), [1] * len(self.running), False)
+                return list(self.running)
             self._preempt_one(keep=[], waiting_only=False)
-        return None
+        return []
+
+    def after_step(self, batch: ScheduledBatch) -> None:
+        """Cache the new full pages of prompt chunks; move sequences whose prompt is done to running;
+        drop finished ones (their computed pages stay in the prefix cache)."""
+        for seq, prefill in zip(batch.seqs, batch.prefill):
+            if seq.finished:
+                self._remove(seq)
+                self._release(seq, cache=True)
+            elif prefill:
+                self._cache(seq, keep=True)
+                if seq.uncomputed == 1:
+                    self.waiting.remove(seq)
+                    self.running.append(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop ``seq`` now, waiting or running; its pages lose its references (nothing is cached)."""
+        self._remove(seq)
+        self._release(seq, cache=False)
+
+    # ---- internals ------------------------------------------------------------------------------
+    def _remove(self, seq: Sequence) -> None:
+        if any(s is seq for s in self.running):
+            self.running.remove(seq)
+        elif any(s is seq for s in self.waiting):
+            self.waiting.remove(seq)
 
     def _reserve(self, seq: Sequence, tokens: int) -> bool:
         try:
@@ -69,30 +124,67 @@ class Scheduler:
         except RequestError:
             return False
 
+    def _adopt_prefix(self, seq: Sequence) -> None:
+        """Adopt the longest cached prefix of a sequence that starts from scratch: whole pages only, and
+        never the page of its last token (at least one token is computed, no shared page is written)."""
+        if self.prefix is None:
+            return
+        ids, S = seq.all_ids, self.kv.page_size
+        node = self.prefix.match_node(ids, max_pages=(len(ids) - 1) // S)
+        pages = RadixCache.pages(node)
+        if pages:
+            self.kv.adopt(seq.seq_id, pages)
+            self.prefix.lock(node)
+            self._locks[seq.seq_id] = node
+            seq.num_computed = len(pages) * S
+
+    def _count_hit(self, seq: Sequence) -> None:
+        """A sequence starting from scratch was admitted with ``num_computed`` tokens from the cache."""
+        if self.prefix is None:
+            return
+        self.queried_tokens += seq.total_len
+        self.hit_tokens += seq.num_computed
+        if seq.preemptions == 0:
+            seq.cached_tokens = seq.num_computed
+
+    def _cache(self, seq: Sequence, keep: bool) -> None:
+        """Insert the sequence's full computed pages into the prefix cache. ``keep``: the sequence goes
+        on, so it switches to the cache's copy of duplicate pages and locks its new deepest node."""
+        k = seq.num_computed // self.kv.page_size
+        if self.prefix is None or k == 0 or seq.seq_id not in self.kv.tables:
+            return
+        node = self.prefix.insert(seq.all_ids[: k * self.kv.page_size], self.kv.tables[seq.seq_id][:k])
+        if keep:
+            self.kv.share(seq.seq_id, RadixCache.pages(node))
+            self.prefix.lock(node)
+            old = self._locks.get(seq.seq_id)
+            if old is not None:
+                self.prefix.unlock(old)
+            self._locks[seq.seq_id] = node
+
+    def _release(self, seq: Sequence, cache: bool) -> None:
+        """Drop the sequence's pages and prefix-cache lock (after caching its computed pages if ``cache``)."""
+        if cache:
+            self._cache(seq, keep=False)
+        node = self._locks.pop(seq.seq_id, None)
+        if node is not None:
+            self.prefix.unlock(node)
+        self.kv.free(seq.seq_id)
+
     def _preempt_one(self, keep: list[Sequence], waiting_only: bool) -> bool:
         """Free the pages of one sequence: a partly prefilled waiting one first, then the newest running one."""
         for seq in reversed(self.waiting):
-            if seq not in keep and self.kv.tables.get(seq.seq_id):
-                self.kv.free(seq.seq_id)
-                seq.num_computed = 0
+            if all(seq is not k for k in keep) and self.kv.tables.get(seq.seq_id):
+                self._preempt(seq)
                 return True
         if waiting_only or not self.running:
             return False
         seq = self.running.pop()
-        self.kv.free(seq.seq_id)
-        seq.num_computed = 0
+        self._preempt(seq)
         self.waiting.appendleft(seq)
         return True
 
-    def after_step(self, batch: ScheduledBatch) -> None:
-        """Move sequences whose prompt is done to running; drop finished ones and free their pages."""
-        for seq in batch.seqs:
-            if seq.finished:
-                self.kv.free(seq.seq_id)
-                if seq in self.running:
-                    self.running.remove(seq)
-                elif seq in self.waiting:
-                    self.waiting.remove(seq)
-            elif batch.is_prefill and seq.uncomputed == 1 and seq in self.waiting:
-                self.waiting.remove(seq)
-                self.running.append(seq)
+    def _preempt(self, seq: Sequence) -> None:
+        self._release(seq, cache=True)
+        seq.num_computed = 0
+        seq.preemptions += 1

@@ -17,8 +17,10 @@ class Sequence:
     output_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
     text: str = ""  # the completion text, set when the sequence finishes
-    finish_reason: str | None = None  # "stop" | "length" | None while running
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | None while running
     generator: torch.Generator | None = None
+    cached_tokens: int = 0  # prompt tokens whose KV came from the prefix cache (first admission)
+    preemptions: int = 0  # times its KV was dropped to make room (then recomputed)
     want_all_logits: bool = False  # score(): keep logits of every prompt position
     logits: list[torch.Tensor] = field(default_factory=list)
 

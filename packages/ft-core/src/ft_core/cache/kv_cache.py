@@ -1,11 +1,16 @@
 """Paged KV cache: fixed-size pages in one pool per layer, a page table per sequence.
 
+Pages are reference counted: a page may be held by any number of sequences and by the prefix cache
+(``cache/radix.py``); it returns to the free list when the last holder drops it. When the free list
+runs short, ``reserve`` first asks ``reclaim`` (the prefix cache's LRU eviction) for pages.
+
 Legend: P = pages, S = page size (tokens), K = KV heads, Dk/Dv = key/value dims.
 A layer with ``v_dim == 0`` keeps keys only (MLA keeps its compressed latent as the "key").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +41,9 @@ class PagedKVCache:
             for l in layouts
         ]
         self._free = list(range(self.num_pages - 1, -1, -1))
+        self.refs = [0] * self.num_pages  # holders of each page (sequences' tables and the prefix cache)
         self.tables: dict[int, list[int]] = {}
+        self.reclaim: Callable[[int], int] | None = None  # frees up to n unused cached pages; returns how many
 
     @property
     def free_pages(self) -> int:
@@ -49,16 +56,52 @@ class PagedKVCache:
         """Grow sequence ``seq``'s page table to hold ``total_tokens``; raises RequestError when full."""
         table = self.tables.setdefault(seq, [])
         need = self.pages_for(total_tokens) - len(table)
+        if need > len(self._free) and self.reclaim is not None:
+            self.reclaim(need - len(self._free))
         if need > len(self._free):
             raise RequestError(
                 f"KV cache full: sequence needs {need} more pages of {self.page_size} tokens, {len(self._free)} free "
                 f"of {self.num_pages}"
             )
         for _ in range(max(need, 0)):
-            table.append(self._free.pop())
+            page = self._free.pop()
+            self.refs[page] = 1
+            table.append(page)
+
+    def adopt(self, seq: int, pages: list[int]) -> None:
+        """Start sequence ``seq``'s (empty) page table with shared ``pages`` (one more reference each)."""
+        assert not self.tables.get(seq), "adopt() starts a page table"
+        for p in pages:
+            self.ref(p)
+        self.tables[seq] = list(pages)
+
+    def share(self, seq: int, pages: list[int]) -> None:
+        """Point the first ``len(pages)`` entries of ``seq``'s table at ``pages`` (same contents, e.g. the
+        prefix cache's copy); the sequence's own duplicates lose its reference."""
+        table = self.tables[seq]
+        for i, p in enumerate(pages):
+            if table[i] != p:
+                self.ref(p)
+                self.unref(table[i])
+                table[i] = p
+
+    def ref(self, page: int) -> None:
+        assert self.refs[page] > 0, f"page {page} is free"
+        self.refs[page] += 1
+
+    def unref(self, page: int) -> int:
+        """Drop one reference; returns 1 when the page went back to the free list, else 0."""
+        assert self.refs[page] > 0, f"page {page} is already free"
+        self.refs[page] -= 1
+        if self.refs[page]:
+            return 0
+        self._free.append(page)
+        return 1
 
     def free(self, seq: int) -> None:
-        self._free.extend(reversed(self.tables.pop(seq, [])))
+        """Drop sequence ``seq``'s references (its page table is removed; shared pages stay held)."""
+        for page in reversed(self.tables.pop(seq, [])):
+            self.unref(page)
 
     def slots(self, seq: int, positions: torch.Tensor) -> torch.Tensor:
         """Flat slot index page * S + offset for each position [T] of one sequence."""
