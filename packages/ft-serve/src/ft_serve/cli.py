@@ -1,9 +1,12 @@
-"""The ``ft`` command line. Subcommands: ``generate``, ``probe`` (more arrive with the server)."""
+"""The ``ft`` command line. Subcommands: ``serve``, ``generate``, ``probe``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from ft_serve.parsers import PARSER_NAMES
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -27,6 +30,25 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ft", description="ft: local inference for Mixture-of-Experts models")
     sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve the model over HTTP (OpenAI and Anthropic APIs)",
+                       description="Serve the model on an OpenAI- and Anthropic-compatible HTTP endpoint: "
+                                   "/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
+                                   "/v1/messages/count_tokens, /v1/models, /health, /metrics.")
+    _engine_args(s)
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
+    s.add_argument("--port", type=int, default=8000, help="TCP port (default: 8000; 0 picks a free one)")
+    s.add_argument("--api-key", default=os.environ.get("FT_API_KEY"),
+                   help="require this key (Authorization: Bearer KEY or x-api-key) on /v1 (default: $FT_API_KEY, else none)")
+    s.add_argument("--served-model-name", default=None, help="model id clients use (default: the checkpoint folder's name)")
+    s.add_argument("--max-running-requests", type=int, default=16, help="requests decoding together (default: 16)")
+    s.add_argument("--max-waiting-requests", type=int, default=256, help="queued requests before 503 (default: 256)")
+    s.add_argument("--tool-call-parser", default="auto", choices=["auto", *PARSER_NAMES["tool"]],
+                   help="tool-call format of the model's output (default: auto, from the checkpoint)")
+    s.add_argument("--reasoning-parser", default="auto", choices=["auto", *PARSER_NAMES["reasoning"]],
+                   help="reasoning format of the model's output (default: auto, from the checkpoint)")
+    s.add_argument("--drain-seconds", type=float, default=30.0, help="on SIGINT/SIGTERM, time running requests get to finish")
+    s.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="HTTP server log level")
+    s.set_defaults(func=_serve)
     g = sub.add_parser("generate", help="complete a prompt and print the completion",
                        description="Complete PROMPT with the model and print the completion to stdout.")
     _engine_args(g)
@@ -70,13 +92,40 @@ def _probe(args) -> int:
     return 0
 
 
-def _generate(args) -> int:
-    from ft_core import Engine, SamplingParams
+def _engine(args):
+    from ft_core import Engine
 
-    eng = Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl,
-                                 max_model_len=args.max_model_len, moe_backend=args.moe_backend,
-                                 moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction, moe_cache_bytes=args.moe_cache_size,
-                                 moe_bandwidth_ratio=args.moe_bandwidth_ratio, record_routing=args.record_routing)
+    return Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl,
+                                  max_model_len=args.max_model_len, moe_backend=args.moe_backend,
+                                  moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction,
+                                  moe_cache_bytes=args.moe_cache_size, moe_bandwidth_ratio=args.moe_bandwidth_ratio,
+                                  record_routing=args.record_routing)
+
+
+def _serve(args) -> int:
+    from pathlib import Path
+
+    from ft_core import FTError
+
+    from ft_serve.server.config import ServerConfig
+    from ft_serve.server.run import serve
+
+    for flag in ("max_running_requests", "max_waiting_requests"):
+        if getattr(args, flag) < 1:
+            raise FTError(f"--{flag.replace('_', '-')} must be >= 1")
+    eng = _engine(args)
+    name = args.served_model_name or (Path(args.model).resolve().name if args.model else "ft-demo")
+    cfg = ServerConfig(model_name=name, host=args.host, port=args.port, api_key=args.api_key or None,
+                       max_running_requests=args.max_running_requests, max_waiting_requests=args.max_waiting_requests,
+                       tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
+                       drain_seconds=args.drain_seconds)
+    return serve(eng, cfg, args.log_level)
+
+
+def _generate(args) -> int:
+    from ft_core import SamplingParams
+
+    eng = _engine(args)
     prompt = args.prompt
     if args.chat:
         prompt = eng.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)

@@ -1,1 +1,1 @@
-"""Caches of sequence state: the paged KV cache."""
+"""Caches of sequence state: the paged KV cache and the radix tree that shares its pages between requests."""

@@ -1,0 +1,225 @@
+"""POST /v1/chat/completions: OpenAI Chat Completions, streamed and not (DESIGN §6: OpenCode, OpenClaw).
+
+Accepted beyond the basics: tools / tool_choice (auto, none, required, named) / parallel_tool_calls,
+reasoning_content (or reasoning) on assistant messages, max_tokens or max_completion_tokens, stop, seed,
+n=1, stream_options.include_usage, response_format text|json_object, reasoning_effort,
+chat_template_kwargs (e.g. {"enable_thinking": false}), top_k / min_p / repetition_penalty.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from ft_core import SamplingParams
+from ft_core.errors import RequestError
+
+from ft_serve.api.fields import choice, field, number, stop_list
+from ft_serve.api.sse import merge_text, run_to_end, sse_data, stream
+from ft_serve.server.errors import bad_request
+from ft_serve.server.service import ChatRequest, check_api_error, parse_arguments
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def text_of(content, path: str) -> str:
+    """Message content as text: a string, or an array of text parts (other part types are refused)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise bad_request(f"'{path}' must be a string or an array of content parts", path)
+    out = []
+    for i, part in enumerate(content):
+        p = f"{path}[{i}]"
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        if not isinstance(part, dict):
+            raise bad_request(f"'{p}' must be a content part object", p)
+        t = part.get("type")
+        if t in ("text", "input_text", "output_text"):
+            out.append(field(part, "text", str, "", path=f"{p}.text"))
+        elif t in ("image_url", "input_image", "image", "input_audio", "file", "input_file"):
+            raise bad_request(f"'{p}': content of type {t!r} is not supported by this text-only model", p)
+        else:
+            raise bad_request(f"'{p}.type' {t!r} is not a known content part type", f"{p}.type")
+    return "".join(out)
+
+
+def convert_messages(msgs) -> list[dict]:
+    if not isinstance(msgs, list) or not msgs:
+        raise bad_request("'messages' must be a non-empty array", "messages")
+    out = []
+    for i, m in enumerate(msgs):
+        p = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise bad_request(f"'{p}' must be an object", p)
+        role = choice(m, "role", ROLES, path=f"{p}.role")
+        if role is None:
+            raise bad_request(f"'{p}.role' is required", f"{p}.role")
+        msg = {"role": "system" if role == "developer" else ("tool" if role == "function" else role),
+               "content": text_of(m.get("content"), f"{p}.content")}
+        if role == "assistant":
+            r = m.get("reasoning_content", m.get("reasoning"))
+            if isinstance(r, str) and r:
+                msg["reasoning_content"] = r
+            calls = field(m, "tool_calls", list, None, path=f"{p}.tool_calls")
+            if calls:
+                msg["tool_calls"] = [_tool_call(c, f"{p}.tool_calls[{j}]") for j, c in enumerate(calls)]
+        if role in ("tool", "function"):
+            msg["tool_call_id"] = field(m, "tool_call_id", str, "", path=f"{p}.tool_call_id")
+            if m.get("name"):
+                msg["name"] = m["name"]
+        out.append(msg)
+    return out
+
+
+def _tool_call(c, p: str) -> dict:
+    if not isinstance(c, dict) or not isinstance(c.get("function"), dict):
+        raise bad_request(f"'{p}' must be an object with a 'function'", p)
+    f = c["function"]
+    name = field(f, "name", str, required=True, path=f"{p}.function.name")
+    args = f.get("arguments", "{}")
+    return {"id": c.get("id") or "", "type": "function", "function": {"name": name, "arguments": parse_arguments(args)}}
+
+
+def convert_tools(tools, path: str = "tools") -> list[dict] | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise bad_request(f"'{path}' must be an array", path)
+    out = []
+    for i, t in enumerate(tools):
+        p = f"{path}[{i}]"
+        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(t.get("function"), dict):
+            raise bad_request(f"'{p}' must be {{\"type\": \"function\", \"function\": {{...}}}}", p)
+        f = t["function"]
+        field(f, "name", str, required=True, path=f"{p}.function.name")
+        out.append({"type": "function", "function": {k: f[k] for k in ("name", "description", "parameters", "strict") if k in f}})
+    return out
+
+
+def tool_choice_of(body: dict):
+    tc = body.get("tool_choice")
+    if tc is None:
+        return "auto"
+    if isinstance(tc, str):
+        if tc not in ("auto", "none", "required"):
+            raise bad_request(f"'tool_choice' must be 'auto', 'none', 'required' or a named function, got {tc!r}", "tool_choice")
+        return tc
+    if isinstance(tc, dict):
+        name = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else tc.get("name")
+        if isinstance(name, str) and name:
+            return {"name": name}
+    raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                      "tool_choice")
+
+
+def sampling(body: dict, max_key: tuple[str, ...], default_max: int) -> SamplingParams:
+    mx = None
+    for k in max_key:
+        mx = number(body, k, None, 1, integer=True) if mx is None else mx
+    try:
+        return SamplingParams(
+            max_tokens=mx or default_max,
+            temperature=number(body, "temperature", 1.0, 0, 2),
+            top_p=number(body, "top_p", 1.0, 0, 1) or 1e-9,
+            top_k=number(body, "top_k", 0, -1, integer=True),
+            min_p=number(body, "min_p", 0.0, 0, 1),
+            presence_penalty=number(body, "presence_penalty", 0.0, -2, 2),
+            frequency_penalty=number(body, "frequency_penalty", 0.0, -2, 2),
+            repetition_penalty=number(body, "repetition_penalty", 1.0, 0),
+            seed=number(body, "seed", None, integer=True),
+            stop=stop_list(body, "stop"),
+            ignore_eos=bool(field(body, "ignore_eos", bool, False)),
+            min_tokens=number(body, "min_tokens", 0, 0, integer=True),
+        )
+    except RequestError as e:  # a combination SamplingParams refuses (it names the field)
+        raise bad_request(str(e)) from None
+
+
+def common_checks(body: dict) -> None:
+    if number(body, "n", 1, 1, integer=True) != 1:
+        raise bad_request("'n' > 1 is not supported; send one request per completion", "n")
+    if field(body, "logprobs", (bool, int), False):
+        raise bad_request("'logprobs' is not supported by this server", "logprobs")
+    rf = field(body, "response_format", dict, None)
+    if rf is not None and choice(rf, "type", ("text", "json_object", "json_schema"), path="response_format.type") == "json_schema":
+        raise bad_request("response_format 'json_schema' is not supported (no constrained decoding yet); use "
+                          "'json_object' or 'text'", "response_format.type")
+
+
+async def chat_completions(app, request, body: dict):
+    svc = app.state.service
+    common_checks(body)
+    model = field(body, "model", str, svc.config.model_name)
+    kwargs = dict(field(body, "chat_template_kwargs", dict, {}))
+    if (effort := field(body, "reasoning_effort", str, None)) is not None:
+        kwargs.setdefault("reasoning_effort", effort)
+    thinking = kwargs.pop("enable_thinking", None)
+    if effort == "none" and thinking is None:
+        thinking = False
+    req = ChatRequest(convert_messages(body.get("messages")), sampling(body, ("max_completion_tokens", "max_tokens"),
+                      svc.default_max_tokens), convert_tools(body.get("tools")), tool_choice_of(body), thinking, kwargs)
+    parallel = field(body, "parallel_tool_calls", bool, True)
+    gen = svc.start_chat(req)
+    rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    if field(body, "stream", bool, False):
+        usage = bool((field(body, "stream_options", dict, {}) or {}).get("include_usage"))
+        return stream(_stream(gen, rid, created, model, usage, parallel))
+    events = await run_to_end(gen, request)
+    check_api_error(gen)
+    calls = gen.tool_calls if parallel else gen.tool_calls[:1]
+    msg = {"role": "assistant", "content": merge_text(events, "content") or (None if calls else "")}
+    reasoning = merge_text(events, "reasoning")
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if calls:
+        msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                             for c in calls]
+    return {"id": rid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish_reason(gen, calls)}],
+            "usage": usage_of(gen)}
+
+
+def finish_reason(gen, calls) -> str:
+    if calls:
+        return "tool_calls"
+    return "length" if gen.finish_reason == "length" else "stop"
+
+
+def usage_of(gen) -> dict:
+    return {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+            "total_tokens": gen.prompt_tokens + gen.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": gen.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": gen.reasoning_tokens}}
+
+
+async def _stream(gen, rid: str, created: int, model: str, include_usage: bool, parallel: bool):
+    def chunk(delta: dict, finish=None) -> str:
+        return sse_data({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for ev in gen:
+        if ev.kind == "content" and ev.text:
+            yield chunk({"content": ev.text})
+        elif ev.kind == "reasoning" and ev.text:
+            yield chunk({"reasoning_content": ev.text})
+        elif ev.kind == "tool_call" and (parallel or ev.index == 0):
+            yield chunk({"tool_calls": [{"index": ev.index, "id": ev.id, "type": "function",
+                                         "function": {"name": ev.name, "arguments": ""}}]})
+        elif ev.kind == "tool_args" and (parallel or ev.index == 0) and ev.text:
+            yield chunk({"tool_calls": [{"index": ev.index, "function": {"arguments": ev.text}}]})
+    if gen.finish_reason == "error":
+        yield sse_data({"error": {"message": gen.error or "generation failed", "type": "server_error", "param": None,
+                                  "code": None}})
+    else:
+        calls = gen.tool_calls if parallel else gen.tool_calls[:1]
+        yield chunk({}, finish_reason(gen, calls))
+    if include_usage:
+        yield sse_data({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                        "choices": [], "usage": usage_of(gen)})
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,136 @@
+"""The Starlette application: routes, API-key check, errors in the called API's schema, metrics.
+
+    app = build_app(engine, ServerConfig(model_name="m"))   # then serve with uvicorn
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import hmac
+import logging
+import secrets
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ft_serve.api.sse import json_body
+from ft_serve.server.config import ServerConfig
+from ft_serve.server.engine_loop import EngineLoop
+from ft_serve.server.errors import ApiError, error_response
+from ft_serve.server.metrics import Metrics
+from ft_serve.server.service import Service
+
+log = logging.getLogger("ft.serve")
+
+
+def _schema(path: str) -> str:
+    return "anthropic" if path.startswith("/v1/messages") else "openai"
+
+
+def _api_route(path: str, target: str, auth: bool = True, method: str = "POST"):
+    """A JSON API endpoint: auth, body parsing, ApiError -> the API's error schema, no stack traces.
+    ``target``: "module:function" under ft_serve.api, called as ``await function(app, request, body)``."""
+    schema = _schema(path)
+    module, func = target.split(":")
+    handler = getattr(importlib.import_module(f"ft_serve.api.{module}"), func)
+
+    async def endpoint(request: Request):
+        app = request.app
+        status = 500
+        try:
+            if auth:
+                _check_key(app.state.config, request)
+            body = await json_body(request) if method == "POST" else {}
+            out = await handler(app, request, body)
+            status = 200
+            return out if isinstance(out, Response) else JSONResponse(out)
+        except ApiError as e:
+            status = e.status
+            return error_response(e, schema)
+        except Exception:  # a bug: log it, answer 500 without internals
+            log.exception("unhandled error on %s", path)
+            return error_response(ApiError(500, "internal server error (see the server log)"), schema)
+        finally:
+            app.state.metrics.request(path, status)
+
+    return Route(path, endpoint, methods=[method])
+
+
+def _check_key(config: ServerConfig, request: Request) -> None:
+    if not config.api_key:
+        return
+    got = request.headers.get("x-api-key") or ""
+    auth = request.headers.get("authorization") or ""
+    if auth.lower().startswith("bearer "):
+        got = got or auth[7:].strip()
+    if not got:
+        raise ApiError(401, "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'")
+    if not hmac.compare_digest(got.encode(), config.api_key.encode()):
+        raise ApiError(401, "invalid API key")
+
+
+async def _root(request: Request):
+    if request.method == "HEAD":
+        return Response(status_code=200)
+    return JSONResponse({"name": "ft", "model": request.app.state.config.model_name, "status": "ok"})
+
+
+async def _health(request: Request):
+    loop = request.app.state.loop
+    return JSONResponse({"status": "ok", "running": loop.running, "waiting": loop.waiting})
+
+
+async def _metrics(request: Request):
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _not_found(request: Request, exc):
+    return error_response(ApiError(404, f"no endpoint {request.method} {request.url.path}"), _schema(request.url.path))
+
+
+async def _method_not_allowed(request: Request, exc):
+    code = getattr(exc, "status_code", 405)
+    if code == 404:
+        return await _not_found(request, exc)
+    return error_response(ApiError(405, f"{request.method} is not allowed on {request.url.path}"), _schema(request.url.path))
+
+
+def build_app(engine, config: ServerConfig) -> Starlette:
+    """The ASGI app serving ``engine``; the engine thread starts and stops with the app's lifespan."""
+    if not config.secret:
+        from dataclasses import replace
+
+        config = replace(config, secret=secrets.token_bytes(32))
+    loop = EngineLoop(engine, config.max_running_requests, config.max_waiting_requests)
+    metrics = Metrics(loop, config.model_name)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        loop.start()
+        try:
+            yield
+        finally:
+            loop.stop()
+
+    routes = [
+        Route("/", _root, methods=["GET", "HEAD"]),
+        Route("/health", _health, methods=["GET"]),
+        Route("/metrics", _metrics, methods=["GET"]),
+        _api_route("/v1/models", "models:list_models", method="GET"),
+        _api_route("/v1/chat/completions", "openai_chat:chat_completions"),
+        _api_route("/v1/completions", "openai_completions:completions"),
+        _api_route("/v1/responses", "openai_responses:responses"),
+        _api_route("/v1/responses/compact", "openai_responses:compact"),
+        _api_route("/v1/messages", "anthropic_messages:messages"),
+        _api_route("/v1/messages/count_tokens", "anthropic_messages:count_tokens"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={404: _not_found, 405: _method_not_allowed})
+    app.state.config, app.state.loop, app.state.metrics = config, loop, metrics
+    app.state.service = Service(loop, config, metrics)
+    return app

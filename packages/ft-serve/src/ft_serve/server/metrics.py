@@ -1,0 +1,65 @@
+"""Prometheus metrics (``GET /metrics``), one registry per server: requests, TTFT and per-token
+latency, tokens in/out, queue depth, running requests, prefix-cache hits, expert-cache counters."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+_LAT = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    def __init__(self, loop, model_name: str):
+        self.registry = r = CollectorRegistry()
+        self.loop = loop
+        lbl = ["model"]
+        self.requests = Counter("ft_requests", "HTTP API requests by endpoint and status", ["model", "endpoint", "status"], registry=r)
+        self.ttft = Histogram("ft_time_to_first_token_seconds", "time from submission to the first output token",
+                              lbl, buckets=_LAT, registry=r).labels(model_name)
+        self.itl = Histogram("ft_time_per_output_token_seconds", "time between output tokens", lbl,
+                             buckets=_LAT, registry=r).labels(model_name)
+        self.prompt_tokens = Counter("ft_prompt_tokens", "prompt tokens processed", lbl, registry=r).labels(model_name)
+        self.generation_tokens = Counter("ft_generation_tokens", "tokens generated", lbl, registry=r).labels(model_name)
+        self.finished_requests = Counter("ft_request_finished", "finished generations by reason", ["model", "reason"], registry=r)
+        self.model = model_name
+        r.register(_EngineCollector(self))
+
+    def request(self, endpoint: str, status: int) -> None:
+        self.requests.labels(self.model, endpoint, str(status)).inc()
+
+    def finished(self, g) -> None:
+        self.prompt_tokens.inc(g.prompt_tokens)
+        self.generation_tokens.inc(g.completion_tokens)
+        self.finished_requests.labels(self.model, g.finish_reason or "unknown").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _EngineCollector:
+    """Gauges and counters read from the engine loop at scrape time (its last snapshot)."""
+
+    def __init__(self, m: Metrics):
+        self.m = m
+
+    def collect(self):
+        loop, model = self.m.loop, self.m.model
+        g = GaugeMetricFamily("ft_num_requests_waiting", "requests accepted but not yet running", labels=["model"])
+        g.add_metric([model], loop.waiting)
+        yield g
+        g = GaugeMetricFamily("ft_num_requests_running", "requests in the engine's batch", labels=["model"])
+        g.add_metric([model], loop.running)
+        yield g
+        snap = loop.snapshot
+        prefix = snap.get("prefix") or {}
+        for key, name, doc in (("hit_tokens", "ft_prefix_cache_hit_tokens", "prompt tokens served from the prefix cache"),
+                               ("queried_tokens", "ft_prefix_cache_queried_tokens", "prompt tokens looked up in the prefix cache")):
+            c = CounterMetricFamily(name, doc, labels=["model"])
+            c.add_metric([model], float(prefix.get(key, 0)))
+            yield c
+        totals = (snap.get("experts") or {}).get("total", {})
+        for key in ("routes", "hits", "misses", "fills", "cpu_routes", "device_routes", "evictions", "bytes_copied"):
+            c = CounterMetricFamily(f"ft_expert_cache_{key}", f"expert cache: {key.replace('_', ' ')}", labels=["model"])
+            c.add_metric([model], float(totals.get(key, 0)))
+            yield c

@@ -1,0 +1,211 @@
+"""From one internal ChatRequest to a stream of parsed output events (DESIGN §2):
+chat template + tokenizer -> EngineLoop -> detokenizer -> stop strings -> reasoning/tool parsers.
+
+Every API adapter builds a ``ChatRequest`` (or raw prompt ids for /v1/completions), calls
+``Service.start`` and renders the ``Generation``'s events in its own wire format.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from ft_core import SamplingParams
+
+from ft_serve.parsers import Event, auto_parsers, make_parser
+from ft_serve.server.config import ServerConfig
+from ft_serve.server.detok import IncrementalDetokenizer, StopStrings
+from ft_serve.server.engine_loop import EngineLoop
+from ft_serve.server.errors import ApiError, bad_request
+
+# tool_choice "required" / named: the assistant turn starts with the call's opening, per parser family.
+_FORCED = {
+    "hermes": ("<tool_call>\n", '<tool_call>\n{{"name": "{name}", "arguments": '),
+    "qwen3_coder": ("<tool_call>\n", "<tool_call>\n<function={name}>\n"),
+    "glm45": ("<tool_call>", "<tool_call>{name}\n"),
+    "deepseek_v3": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"),
+    "harmony": ("<|channel|>commentary to=functions.", "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"),
+}
+
+
+@dataclass
+class ChatRequest:
+    """An API-neutral chat request. ``messages`` are in the Hugging Face chat-template form (role,
+    content str, reasoning_content, tool_calls [{id, type, function {name, arguments dict}}],
+    tool_call_id); ``tools`` in the OpenAI Chat form [{"type": "function", "function": {...}}]."""
+
+    messages: list[dict]
+    params: SamplingParams
+    tools: list[dict] | None = None
+    tool_choice: str | dict = "auto"  # "auto" | "none" | "required" | {"name": NAME}
+    thinking: bool | None = None  # None: the template's default
+    template_kwargs: dict = field(default_factory=dict)  # extra chat-template variables (reasoning_effort, ...)
+
+
+class Generation:
+    """One running request: iterate it for parser ``Event``s; afterwards the usage and finish fields
+    are set. ``finish_reason``: "stop" | "length" | "abort" | "error"; ``tool_calls`` the complete calls."""
+
+    def __init__(self, service: "Service", prompt_ids: list[int], params: SamplingParams, parser, forced: str):
+        self.service, self.prompt_ids, self.params = service, prompt_ids, params
+        self.prompt_tokens = len(prompt_ids)
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        self._reasoning: list[str] = []
+        self.finish_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.error: str | None = None
+        self.error_status = 500
+        self._parser, self._forced = parser, forced
+        tok = service.engine.tokenizer
+        drop = set(service.eos_ids) | set(params.stop_token_ids)
+        self._drop = drop
+        self._detok = IncrementalDetokenizer(lambda ids: tok.decode(ids, skip_special_tokens=False))
+        self._stops = StopStrings(params.stop)
+        self._req = None
+        self.created = time.time()
+        self.first_token_at: float | None = None
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        return self._parser.tool_calls
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Tokens of the reasoning text (re-encoded; the markers around it are not counted)."""
+        text = "".join(self._reasoning)
+        return len(self.service.engine.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+
+    def cancel(self) -> None:
+        if self._req is not None and self.finish_reason is None:
+            self.service.loop.abort(self._req)
+
+    async def __aiter__(self):
+        m = self.service.metrics
+        self._req = self.service.loop.submit(self.prompt_ids, self.params)
+        t0 = last = time.perf_counter()
+        try:
+            if self._forced:
+                for ev in self._parser.feed(self._forced):
+                    yield self._count(ev)
+            while True:
+                u = await self._req.updates.get()
+                now = time.perf_counter()
+                self.cached_tokens = max(self.cached_tokens, u.cached_tokens)
+                if u.token_ids:
+                    self.completion_tokens += len(u.token_ids)
+                    if self.first_token_at is None:
+                        self.first_token_at = now
+                        if m:
+                            m.ttft.observe(now - t0)
+                    elif m:
+                        m.itl.observe((now - last) / len(u.token_ids))
+                    last = now
+                    text = self._detok.push([i for i in u.token_ids if i not in self._drop])
+                    for ev in self._parser.feed(self._stops.push(text)):
+                        yield self._count(ev)
+                if u.finish_reason is not None:
+                    self.finish_reason, self.error, self.error_status = u.finish_reason, u.error, u.error_status
+                    break
+            tail = self._stops.push(self._detok.flush()) + self._stops.flush()
+            for ev in self._parser.feed(tail) + self._parser.finish():
+                yield self._count(ev)
+            self.stop_sequence = self._stops.matched
+            if self.stop_sequence is not None:
+                self.finish_reason = "stop"
+        finally:
+            if self.finish_reason is None:  # the consumer went away (client disconnect): free the pages now
+                self.service.loop.abort(self._req)
+                self.finish_reason = "abort"
+            if m:
+                m.finished(self)
+
+    def _count(self, ev: Event) -> Event:
+        if ev.kind == "reasoning":
+            self._reasoning.append(ev.text)
+        return ev
+
+
+class Service:
+    def __init__(self, loop: EngineLoop, config: ServerConfig, metrics=None):
+        self.loop, self.engine, self.config, self.metrics = loop, loop.engine, config, metrics
+        eng = self.engine
+        self.eos_ids = set(eng.eos_ids)
+        self.max_model_len = eng.max_model_len
+        self.default_max_tokens = config.default_max_tokens or self.max_model_len  # the engine stops at the context end
+        tool, reasoning = auto_parsers(eng.model_config.model_type, eng.tokenizer.chat_template)
+        self.tool_parser = tool if config.tool_call_parser == "auto" else config.tool_call_parser
+        self.reasoning_parser = reasoning if config.reasoning_parser == "auto" else config.reasoning_parser
+
+    # ---- prompts ------------------------------------------------------------------------------
+    def render(self, req: ChatRequest) -> tuple[list[int], bool, str]:
+        """(prompt ids, starts inside reasoning, forced assistant prefix)."""
+        tools = req.tools or None
+        choice = req.tool_choice
+        if choice == "none":
+            tools = None
+        if choice not in ("auto", "none") and not tools:
+            raise bad_request("tool_choice requires tools", "tool_choice")
+        forced = ""
+        flags = dict(req.template_kwargs)
+        if req.thinking is not None:
+            flags.setdefault("enable_thinking", req.thinking)
+        if choice == "required" or isinstance(choice, dict):
+            name = choice.get("name") if isinstance(choice, dict) else None
+            if name is not None and name not in {t["function"]["name"] for t in tools}:
+                raise bad_request(f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
+            pair = _FORCED.get(self.tool_parser)
+            if pair is None:
+                raise bad_request(f"tool_choice {choice!r} needs a tool-call parser; this server runs "
+                                  f"--tool-call-parser {self.tool_parser}", "tool_choice")
+            forced = pair[1].format(name=name) if name else pair[0]
+            flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
+        text = self.engine.tokenizer.apply_chat_template(req.messages, tools=tools, add_generation_prompt=True, **flags)
+        starts_in_reasoning = self.reasoning_parser == "think" and text.rstrip().endswith("<think>")
+        ids = self.engine.tokenizer.encode(text + forced, add_special_tokens=False)
+        return ids, starts_in_reasoning and not forced, forced
+
+    def check_length(self, n: int, param: str) -> None:
+        if n >= self.max_model_len:
+            raise bad_request(f"the prompt has {n} tokens; this model's context length (max_model_len) is "
+                              f"{self.max_model_len}, which must hold the prompt and at least one output token",
+                              param, "context_length_exceeded")
+
+    def count_tokens(self, req: ChatRequest) -> int:
+        return len(self.render(req)[0])
+
+    # ---- generation ---------------------------------------------------------------------------
+    def start_chat(self, req: ChatRequest) -> Generation:
+        ids, in_reasoning, forced = self.render(req)
+        self.check_length(len(ids), "messages")
+        tools_on = bool(req.tools) and req.tool_choice != "none"
+        parser = make_parser(self.tool_parser if tools_on else "none", self.reasoning_parser,
+                             starts_in_reasoning=in_reasoning, tools_enabled=tools_on)
+        return Generation(self, ids, self._params(req.params), parser, forced)
+
+    def start_completion(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        self.check_length(len(prompt_ids), "prompt")
+        return Generation(self, prompt_ids, self._params(params), make_parser("none", "none"), "")
+
+    def _params(self, p: SamplingParams) -> SamplingParams:
+        from dataclasses import replace
+
+        return replace(p, skip_special_tokens=False)
+
+
+def parse_arguments(args) -> dict | str:
+    """Tool-call arguments as templates want them: a dict when the JSON text parses to one."""
+    if isinstance(args, str):
+        try:
+            v = json.loads(args)
+        except json.JSONDecodeError:
+            return args
+        return v if isinstance(v, dict) else args
+    return args
+
+
+def check_api_error(g: Generation) -> None:
+    """Raise the engine's failure of ``g`` (if any) as an ApiError: 400 for a request the engine refused."""
+    if g.finish_reason == "error":
+        raise ApiError(g.error_status, g.error or "generation failed")
