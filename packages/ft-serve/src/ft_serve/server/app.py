@@ -9,12 +9,15 @@ import contextlib
 import importlib
 import hmac
 import logging
+import os
 import secrets
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from ft_core.errors import RequestError
 
 from ft_serve.api.sse import json_body
 from ft_serve.server.config import ServerConfig
@@ -50,6 +53,9 @@ def _api_route(path: str, target: str, auth: bool = True, method: str = "POST"):
         except ApiError as e:
             status = e.status
             return error_response(e, schema)
+        except RequestError as e:  # the engine or the chat template refused the request (it says why)
+            status = 400
+            return error_response(ApiError(400, str(e)), schema)
         except Exception:  # a bug: log it, answer 500 without internals
             log.exception("unhandled error on %s", path)
             return error_response(ApiError(500, "internal server error (see the server log)"), schema)
@@ -100,12 +106,38 @@ async def _method_not_allowed(request: Request, exc):
     return error_response(ApiError(405, f"{request.method} is not allowed on {request.url.path}"), _schema(request.url.path))
 
 
+def server_secret() -> bytes:
+    """The key that signs thinking blocks and reasoning items handed to clients. Kept in the user's ft
+    cache dir (mode 0600) so that signatures stay valid across restarts; made on first use."""
+    from ft_core.paths import cache_dir
+
+    path = cache_dir() / "server-secret"
+    try:
+        key = path.read_bytes()
+        if len(key) >= 32:
+            return key
+    except OSError:
+        pass
+    key = secrets.token_bytes(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        os.replace(tmp, path)
+        key = path.read_bytes()  # another server may have raced us: use the key that is on disk
+    except OSError as e:  # a read-only home: signatures then last as long as this process
+        log.warning("cannot keep the signing key in %s (%s); signatures will not survive a restart", path, e)
+    return key
+
+
 def build_app(engine, config: ServerConfig) -> Starlette:
     """The ASGI app serving ``engine``; the engine thread starts and stops with the app's lifespan."""
     if not config.secret:
         from dataclasses import replace
 
-        config = replace(config, secret=secrets.token_bytes(32))
+        config = replace(config, secret=server_secret())
     loop = EngineLoop(engine, config.max_running_requests, config.max_waiting_requests)
     metrics = Metrics(loop, config.model_name)
 

@@ -161,10 +161,25 @@ class Service:
                                   f"--tool-call-parser {self.tool_parser}", "tool_choice")
             forced = pair[1].format(name=name) if name else pair[0]
             flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
-        text = self.engine.tokenizer.apply_chat_template(req.messages, tools=tools, add_generation_prompt=True, **flags)
+        last = req.messages[-1] if req.messages else {}
+        if last.get("role") == "assistant" and last.get("content") and not last.get("tool_calls") and not forced:
+            text = self._continue_final(req.messages, tools, flags)  # a prefilled assistant turn goes on
+        else:
+            text = self.engine.tokenizer.apply_chat_template(req.messages, tools=tools, add_generation_prompt=True, **flags)
         starts_in_reasoning = self.reasoning_parser == "think" and text.rstrip().endswith("<think>")
         ids = self.engine.tokenizer.encode(text + forced, add_special_tokens=False)
         return ids, starts_in_reasoning and not forced, forced
+
+    def _continue_final(self, messages: list[dict], tools, flags: dict) -> str:
+        """The prompt that continues the final assistant message: rendered whole, cut right after that
+        message's text (so the template's end-of-turn marker is not in it)."""
+        text = self.engine.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=False, **flags)
+        content = messages[-1]["content"]
+        cut = text.rfind(content)
+        if cut < 0:
+            raise bad_request("the final assistant message cannot be continued: the chat template does not keep its text",
+                              "messages")
+        return text[: cut + len(content)]
 
     def check_length(self, n: int, param: str) -> None:
         if n >= self.max_model_len:

@@ -1,0 +1,264 @@
+"""POST /v1/messages and /v1/messages/count_tokens: Anthropic Messages (DESIGN §6: Claude Code).
+
+Request -> one ChatRequest:
+  system (string or text blocks) and the leading ``role: "system"`` messages -> one system message
+  (a block starting ``x-anthropic-billing-header:`` is dropped: it changes per conversation and would
+  break prefix reuse); later system messages stay in place. User blocks: text (and text documents) ->
+  one user message after the ``tool`` messages its tool_result blocks become, in order. Assistant
+  blocks: thinking -> reasoning_content (the signature must be ours, else 400), redacted_thinking
+  dropped, tool_use -> tool_calls. Images and other media -> 400 (text-only models).
+  tools: custom tools (no ``type`` or ``"custom"``); server tools (web_search_*, code_execution_*, ...)
+  are ignored: this server cannot run them and Claude Code sends some unasked.
+  tool_choice auto|any|tool|none (+ disable_parallel_tool_use). stop_sequences, temperature, top_p,
+  top_k. thinking enabled|adaptive -> thinking on; disabled or absent -> off, and any reasoning the
+  model still emits is dropped from the response (Anthropic returns thinking only when asked).
+  output_config.effort -> the template's ``reasoning_effort``; output_config.format is refused.
+  Accepted and ignored: metadata, cache_control, context_management, service_tier, container,
+  mcp_servers, speed and any unknown top-level field.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from ft_core import SamplingParams
+from ft_core.errors import RequestError
+
+from ft_serve.api.anthropic_blocks import BlockWriter, message_body, stream_message, thinking_signed
+from ft_serve.api.fields import choice, field, number, stop_list
+from ft_serve.api.sse import run_to_end, stream
+from ft_serve.server.errors import ApiError, bad_request
+from ft_serve.server.service import ChatRequest, check_api_error
+
+BILLING_HEADER = "x-anthropic-billing-header:"
+_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high", "xhigh": "high"}
+
+
+async def messages(app, request, body: dict):
+    svc = app.state.service
+    req, one_call = chat_request(body, svc, count_only=False)
+    model = field(body, "model", str, svc.config.model_name)
+    streamed = field(body, "stream", bool, False)
+    try:
+        gen = svc.start_chat(req)
+    except ApiError as e:
+        if e.code != "context_length_exceeded":
+            raise
+        # Claude Code recognises this wording (it offers to compact the conversation)
+        raise bad_request(f"prompt is too long: {svc.count_tokens(req)} tokens > {svc.max_model_len - 1} maximum",
+                          None, e.code) from None
+    writer = BlockWriter(svc.config.secret, bool(req.thinking), one_call)
+    mid = "msg_" + uuid.uuid4().hex[:24]
+    if streamed:
+        return stream(stream_message(gen, writer, mid, model))
+    events = await run_to_end(gen, request)
+    check_api_error(gen)
+    for ev in events:
+        writer.feed(ev)
+    writer.close()
+    return message_body(mid, model, writer.content(gen.tool_calls), gen, writer)
+
+
+async def count_tokens(app, request, body: dict):
+    svc = app.state.service
+    req, _ = chat_request(body, svc, count_only=True)
+    return {"input_tokens": svc.count_tokens(req)}
+
+
+def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
+    """(the ChatRequest, keep only the first tool call). Raises a 400 naming the bad field."""
+    msgs = convert_messages(body.get("messages"), svc.config.secret)
+    system = system_text(body.get("system"))
+    lead = []
+    while msgs and msgs[0]["role"] == "system":
+        lead.append(msgs.pop(0)["content"])
+    system = "\n\n".join(s for s in [system, *lead] if s)
+    if system:
+        msgs.insert(0, {"role": "system", "content": system})
+    tc, one_call = tool_choice_of(body.get("tool_choice"))
+    thinking = thinking_of(body.get("thinking"))
+    kwargs = {}
+    oc = field(body, "output_config", dict, {})
+    if field(oc, "format", dict, None, path="output_config.format") is not None:
+        raise bad_request("'output_config.format' (structured outputs) is not supported by this server "
+                          "(no constrained decoding yet)", "output_config.format")
+    effort = field(oc, "effort", str, None, path="output_config.effort")
+    if effort in _EFFORT:  # an effort level this server does not know is ignored
+        kwargs["reasoning_effort"] = _EFFORT[effort]
+    field(body, "metadata", dict, None)
+    params = SamplingParams() if count_only else sampling(body)
+    return ChatRequest(msgs, params, convert_tools(body.get("tools")), tc, thinking, kwargs), one_call
+
+
+def sampling(body: dict) -> SamplingParams:
+    try:
+        return SamplingParams(
+            max_tokens=number(body, "max_tokens", None, 1, integer=True) or _missing("max_tokens"),
+            temperature=number(body, "temperature", 1.0, 0, 1),
+            top_p=number(body, "top_p", 1.0, 0, 1) or 1e-9,
+            top_k=number(body, "top_k", 0, 0, integer=True),
+            stop=stop_list(body, "stop_sequences"),
+        )
+    except RequestError as e:
+        raise bad_request(str(e)) from None
+
+
+def _missing(name: str):
+    raise bad_request(f"'{name}' is required", name)
+
+
+def system_text(v) -> str:
+    if v is None or isinstance(v, str):
+        return v or ""
+    if not isinstance(v, list):
+        raise bad_request("'system' must be a string or an array of text blocks", "system")
+    parts = [block_text(b, f"system[{i}]", ("text",)) for i, b in enumerate(v)]
+    return "\n\n".join(p for p in parts if p and not p.startswith(BILLING_HEADER))
+
+
+def block_text(b, p: str, allowed: tuple[str, ...] = ("text", "document")) -> str:
+    """The text of a text block (or a plain-text document); other block types -> 400."""
+    if not isinstance(b, dict):
+        raise bad_request(f"'{p}' must be a content block object", p)
+    t = b.get("type")
+    if t == "text" and "text" in allowed:
+        return field(b, "text", str, required=True, path=f"{p}.text")
+    if t == "document" and "document" in allowed:
+        src = field(b, "source", dict, required=True, path=f"{p}.source")
+        if src.get("type") == "text":
+            return field(src, "data", str, required=True, path=f"{p}.source.data")
+        if src.get("type") == "content":
+            c = src.get("content")
+            return c if isinstance(c, str) else blocks_text(c, f"{p}.source.content", ("text",))
+        raise bad_request(f"'{p}': only plain-text documents are supported by this text-only model", p)
+    if t in ("image", "document", "search_result", "container_upload"):
+        raise bad_request(f"'{p}': content of type {t!r} is not supported by this text-only model", p)
+    raise bad_request(f"'{p}.type' {t!r} is not a supported content block type here", f"{p}.type")
+
+
+def blocks_text(v, p: str, allowed: tuple[str, ...] = ("text", "document"), sep: str = "\n") -> str:
+    if v is None or isinstance(v, str):
+        return v or ""
+    if not isinstance(v, list):
+        raise bad_request(f"'{p}' must be a string or an array of content blocks", p)
+    return sep.join(block_text(b, f"{p}[{i}]", allowed) for i, b in enumerate(v))
+
+
+def convert_messages(msgs, secret: bytes) -> list[dict]:
+    if not isinstance(msgs, list) or not msgs:
+        raise bad_request("'messages' must be a non-empty array", "messages")
+    out: list[dict] = []
+    names: dict[str, str] = {}  # tool_use id -> tool name (for the tool messages)
+    for i, m in enumerate(msgs):
+        p = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise bad_request(f"'{p}' must be an object", p)
+        role = choice(m, "role", ("user", "assistant", "system"), path=f"{p}.role") or _missing(f"{p}.role")
+        content = m.get("content")
+        if content is None:
+            _missing(f"{p}.content")
+        if not isinstance(content, (str, list)):
+            raise bad_request(f"'{p}.content' must be a string or an array of content blocks", f"{p}.content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if role == "system":
+            out.append({"role": "system", "content": blocks_text(content, f"{p}.content", ("text",), "\n\n")})
+        elif role == "user":
+            out += _user(blocks, f"{p}.content", names)
+        else:
+            out.append(_assistant(blocks, f"{p}.content", secret, names))
+    return out
+
+
+def _user(blocks: list, p: str, names: dict) -> list[dict]:
+    tools, texts = [], []
+    for j, b in enumerate(blocks):
+        q = f"{p}[{j}]"
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            tid = field(b, "tool_use_id", str, required=True, path=f"{q}.tool_use_id")
+            msg = {"role": "tool", "content": blocks_text(b.get("content"), f"{q}.content"), "tool_call_id": tid}
+            field(b, "is_error", bool, False, path=f"{q}.is_error")
+            if tid in names:
+                msg["name"] = names[tid]
+            tools.append(msg)
+        else:
+            texts.append(block_text(b, q))
+    return tools + ([{"role": "user", "content": "\n".join(texts)}] if texts or not tools else [])
+
+
+def _assistant(blocks: list, p: str, secret: bytes, names: dict) -> dict:
+    texts, reasoning, calls = [], [], []
+    for j, b in enumerate(blocks):
+        q = f"{p}[{j}]"
+        t = b.get("type") if isinstance(b, dict) else None
+        if t == "thinking":
+            text = field(b, "thinking", str, required=True, path=f"{q}.thinking")
+            sig = field(b, "signature", str, required=True, path=f"{q}.signature")
+            if not thinking_signed(secret, text, sig):
+                raise bad_request(f"'{q}.signature': invalid signature in thinking block (thinking blocks must be "
+                                  "passed back exactly as this server returned them)", f"{q}.signature")
+            reasoning.append(text)
+        elif t == "redacted_thinking":
+            field(b, "data", str, required=True, path=f"{q}.data")
+        elif t == "tool_use":
+            tid = field(b, "id", str, required=True, path=f"{q}.id")
+            name = field(b, "name", str, required=True, path=f"{q}.name")
+            args = field(b, "input", dict, {}, path=f"{q}.input")
+            names[tid] = name
+            calls.append({"id": tid, "type": "function", "function": {"name": name, "arguments": args}})
+        else:
+            texts.append(block_text(b, q, ("text",)))
+    msg = {"role": "assistant", "content": "".join(texts)}
+    if reasoning:
+        msg["reasoning_content"] = "\n".join(reasoning)
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def convert_tools(tools) -> list[dict] | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise bad_request("'tools' must be an array", "tools")
+    out, seen = [], set()
+    for i, t in enumerate(tools):
+        p = f"tools[{i}]"
+        if not isinstance(t, dict):
+            raise bad_request(f"'{p}' must be an object", p)
+        if t.get("type") not in (None, "custom"):
+            continue  # a server tool (web_search_20250305, ...): not available here, ignored
+        name = field(t, "name", str, required=True, path=f"{p}.name")
+        if name in seen:
+            raise bad_request(f"'{p}.name': tool names must be unique, {name!r} repeats", f"{p}.name")
+        seen.add(name)
+        fn = {"name": name, "parameters": field(t, "input_schema", dict, required=True, path=f"{p}.input_schema")}
+        desc = field(t, "description", str, None, path=f"{p}.description")
+        if desc is not None:
+            fn = {"name": name, "description": desc, "parameters": fn["parameters"]}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def tool_choice_of(tc) -> tuple[str | dict, bool]:
+    """(ChatRequest.tool_choice, disable_parallel_tool_use)."""
+    if tc is None:
+        return "auto", False
+    if not isinstance(tc, dict):
+        raise bad_request("'tool_choice' must be an object such as {\"type\": \"auto\"}", "tool_choice")
+    t = choice(tc, "type", ("auto", "any", "tool", "none"), path="tool_choice.type") or _missing("tool_choice.type")
+    one = bool(field(tc, "disable_parallel_tool_use", bool, False, path="tool_choice.disable_parallel_tool_use"))
+    if t == "tool":
+        return {"name": field(tc, "name", str, required=True, path="tool_choice.name")}, one
+    return {"auto": "auto", "any": "required", "none": "none"}[t], one
+
+
+def thinking_of(v) -> bool:
+    """enabled / adaptive -> True; disabled or absent -> False (Anthropic thinks only when asked)."""
+    if v is None:
+        return False
+    if not isinstance(v, dict):
+        raise bad_request("'thinking' must be an object such as {\"type\": \"adaptive\"}", "thinking")
+    t = choice(v, "type", ("enabled", "adaptive", "disabled"), path="thinking.type") or _missing("thinking.type")
+    if t == "enabled":
+        number(v, "budget_tokens", None, 1, integer=True, path="thinking.budget_tokens") or _missing("thinking.budget_tokens")
+    return t != "disabled"
