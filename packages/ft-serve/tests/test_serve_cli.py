@@ -41,7 +41,8 @@ def test_serve_ready_line_then_sigterm_drains_a_running_stream(tmp_path):
                     "max_tokens": 200, "ignore_eos": True, "stream_options": {"include_usage": True}}
             with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=60) as r:
                 for line in r.iter_lines():
-                    got.append(line)
+                    if line:
+                        got.append(line)
             done.set()
 
         t = threading.Thread(target=client, daemon=True)

@@ -13,6 +13,15 @@ from ft_serve.server.config import ServerConfig
 
 
 class _Server(uvicorn.Server):
+    def handle_exit(self, sig, frame):
+        """SIGINT/SIGTERM: drain, then exit 0 (uvicorn would re-raise the signal after shutdown); a second
+        SIGINT forces the exit."""
+        if not self.should_exit:
+            print(f"ft serve: stopping; running requests get up to {self.config.timeout_graceful_shutdown} s to finish",
+                  file=sys.stderr, flush=True)
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
     async def startup(self, sockets=None):
         await super().startup(sockets)
         if self.started:
