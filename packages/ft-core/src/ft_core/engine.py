@@ -89,6 +89,21 @@ class Engine:
         return {"backend": b.name, "slots": b.cache.num_slots, "total": b.totals(),
                 "layers": {k: dict(v) for k, v in sorted(b.stats.items())}}
 
+    @property
+    def memory(self):
+        """The MemoryManager of this engine (KV pages, expert slots, state slots)."""
+        if getattr(self, "_memory", None) is None:
+            from ft_core.memory import MemoryManager
+
+            self._memory = MemoryManager(self)
+        return self._memory
+
+    def resize(self, total=None, kv=None, experts=None, states=None) -> dict:
+        """Resize the memory pools now, between steps (bytes or strings like "512MiB"); running requests
+        keep their pages and produce the same output. Raises ResizeRefused (nothing changed) when a part
+        cannot be held. Returns the record kept in ``memory.history``."""
+        return self.memory.resize(total=total, kv=kv, experts=experts, states=states)
+
     def prefix_stats(self) -> dict:
         """Prefix-cache counters: ids looked up at admission and of them reused (whole pages), pages the
         cache holds now, pages it evicted so far; and the KV pool (free and total pages)."""

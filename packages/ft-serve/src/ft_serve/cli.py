@@ -1,4 +1,4 @@
-"""The ``ft`` command line. Subcommands: ``serve``, ``generate``, ``probe``."""
+"""The ``ft`` command line. Subcommands: ``serve``, ``generate``, ``ctl``, ``probe``."""
 
 from __future__ import annotations
 
@@ -47,6 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reasoning-parser", default="auto", choices=["auto", *PARSER_NAMES["reasoning"]],
                    help="reasoning format of the model's output (default: auto, from the checkpoint)")
     s.add_argument("--drain-seconds", type=float, default=30.0, help="on SIGINT/SIGTERM, time running requests get to finish")
+    s.add_argument("--admin-key", default=os.environ.get("FT_ADMIN_KEY"),
+                   help="key for /v1/admin/* (default: $FT_ADMIN_KEY; the API key also works; with neither, loopback only)")
+    s.add_argument("--admin-allow-remote", action="store_true", help="answer /v1/admin/* from non-loopback addresses")
+    s.add_argument("--elastic", default="off", choices=["off", "auto"],
+                   help="auto: shrink the memory budget when other programs take device memory, grow it back later")
+    s.add_argument("--elastic-source", default="cuda", metavar="cuda|file:PATH",
+                   help="where --elastic auto reads free device memory (file:PATH holds a byte count: a simulation)")
+    s.add_argument("--elastic-reserve", default="1GiB", metavar="BYTES",
+                   help="device memory --elastic auto leaves free for other programs (default: 1GiB)")
+    s.add_argument("--elastic-interval", type=float, default=1.0, help="seconds between free-memory polls (default: 1)")
     s.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="HTTP server log level")
     s.set_defaults(func=_serve)
     g = sub.add_parser("generate", help="complete a prompt and print the completion",
@@ -62,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     g.add_argument("--chat", action="store_true", help="wrap PROMPT as a user message with the model's chat template")
     g.set_defaults(func=_generate)
+    from ft_serve import ctl
+
+    ctl.add_parser(sub)
     pr = sub.add_parser("probe", help="measure and cache this machine's expert bandwidths (B_H, B_P)",
                         description="Measure B_H (CPU expert kernel weight bytes/s) and B_P (pinned host->device "
                                     "copies), print them and cache them per machine and format.")
@@ -107,6 +120,8 @@ def _serve(args) -> int:
 
     from ft_core import FTError
 
+    from ft_core.memory import parse_bytes
+
     from ft_serve.server.config import ServerConfig
     from ft_serve.server.run import serve
 
@@ -118,7 +133,10 @@ def _serve(args) -> int:
     cfg = ServerConfig(model_name=name, host=args.host, port=args.port, api_key=args.api_key or None,
                        max_running_requests=args.max_running_requests, max_waiting_requests=args.max_waiting_requests,
                        tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
-                       drain_seconds=args.drain_seconds)
+                       drain_seconds=args.drain_seconds, admin_key=args.admin_key or None,
+                       admin_allow_remote=args.admin_allow_remote, elastic=args.elastic,
+                       elastic_source=args.elastic_source, elastic_reserve=parse_bytes(args.elastic_reserve, "--elastic-reserve"),
+                       elastic_interval=args.elastic_interval)
     return serve(eng, cfg, args.log_level)
 
 

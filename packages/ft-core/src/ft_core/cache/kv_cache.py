@@ -122,3 +122,25 @@ class PagedKVCache:
         if v is not None:
             v = v[page_table].reshape(B, -1, *v.shape[2:])
         return k, v
+
+    def compact(self, num_pages: int) -> dict[int, int]:
+        """Rebuild the pools with ``num_pages`` pages, moving every held page (refs > 0) to the front in
+        its old order; page tables are rewritten. Returns {old page: new page} for other holders (the
+        prefix tree) to rewrite theirs. The caller makes sure the held pages fit (see memory.resize)."""
+        live = [p for p in range(self.num_pages) if self.refs[p] > 0]
+        assert len(live) <= num_pages, f"{len(live)} held pages do not fit {num_pages}"
+        mapping = {p: i for i, p in enumerate(live)}
+        idx = torch.tensor(live, dtype=torch.int64)
+
+        def rebuild(pool: torch.Tensor) -> torch.Tensor:
+            new = torch.zeros((num_pages, *pool.shape[1:]), dtype=pool.dtype, device=pool.device)
+            new[: len(live)] = pool[idx.to(pool.device)]
+            return new
+
+        self.k = [rebuild(k) for k in self.k]
+        self.v = [None if v is None else rebuild(v) for v in self.v]
+        self.refs = [self.refs[p] for p in live] + [0] * (num_pages - len(live))
+        self.tables = {s: [mapping[p] for p in t] for s, t in self.tables.items()}
+        self._free = list(range(num_pages - 1, len(live) - 1, -1))
+        self.num_pages = num_pages
+        return mapping

@@ -11,6 +11,7 @@ Legend: R = routes of one layer step, N = flat ids (MoE layers x E), S = slots.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +47,7 @@ class ExpertCache:
     def slot_bank(self) -> ExpertBank:
         """An ExpertBank view whose flat ids are slots (for backends computing the device routes)."""
         b = self.bank
-        return ExpertBank(b.fmt, b.num_experts, b.hidden, b.inter, b.act, self.store, b.fp8_block)
+        return dataclasses.replace(b, tensors=self.store, _kernel_views=None)  # every field but the tensors
 
     def control(self, ids: torch.Tensor, q_of_m) -> ControlResult:
         """One layer step: look up ``ids`` [R], fill ``q_of_m(m)`` of the m missing ids into the least
@@ -86,6 +87,35 @@ class ExpertCache:
             self.store[k][slots] = rows.to(self.device, non_blocking=True)
             n += rows.numel() * rows.element_size()
         return n
+
+    def resize(self, slots: int) -> dict:
+        """Change the number of slots in place of a restart (DESIGN §5). Shrinking keeps the most recently
+        used entries that fit (pinned ones first); growing keeps everything. Slot storage is rebuilt, so
+        callers must refresh views of it (``slot_bank()``). Returns {"slots", "kept", "dropped"}."""
+        if slots < 1:
+            raise ValueError(f"expert cache needs at least 1 slot, got {slots}")
+        S2 = min(slots, self.bank.num_ids)
+        occ = torch.nonzero(self.id_of_slot >= 0).flatten()
+        # keep order: pinned first, then most recently used; ties by slot index
+        rank = self.last_use[occ] + self.pinned[occ].to(torch.int64) * (1 << 62)
+        keep = occ[torch.sort(-rank, stable=True).indices][:S2]
+        keep = torch.sort(keep).values  # stable slot order among survivors
+        store = {k: torch.empty((S2, *t.shape[1:]), dtype=t.dtype, device=self.device) for k, t in self.store.items()}
+        n = keep.numel()
+        for k, t in self.store.items():
+            store[k][:n] = t[keep]
+        ids = self.id_of_slot[keep]
+        self.slot_of_id.fill_(-1)
+        self.slot_of_id[ids] = torch.arange(n, device=self.device)
+        self.id_of_slot = torch.full((S2,), -1, dtype=torch.int64, device=self.device)
+        self.id_of_slot[:n] = ids
+        last_use = torch.full((S2,), -1, dtype=torch.int64, device=self.device)
+        last_use[:n] = self.last_use[keep]
+        pinned = torch.zeros(S2, dtype=torch.bool, device=self.device)
+        pinned[:n] = self.pinned[keep]
+        dropped = int(occ.numel()) - n
+        self.store, self.last_use, self.pinned, self.num_slots = store, last_use, pinned, S2
+        return {"slots": S2, "kept": n, "dropped": dropped}
 
     def check(self) -> None:
         """Table invariants (tests): the two maps are inverse, slots hold what they say."""

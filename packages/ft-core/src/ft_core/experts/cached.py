@@ -95,6 +95,13 @@ class CachedBackend(ExpertBackend):
         s["bytes_copied"] += copied
         return y
 
+    def resize(self, slots: int) -> dict:
+        """Resize the cache between forwards (waits for a pending prefetch first); see ExpertCache.resize."""
+        self._join()
+        out = self.cache.resize(slots)
+        self.slot_bank = self.cache.slot_bank()
+        return out
+
     def _prefetch(self, layer: int, busy_slots: torch.Tensor) -> None:
         """Choose slots for every expert of ``layer`` now (sparing ``busy_slots``) and copy them in a thread."""
         c, E = self.cache, self.cache.bank.num_experts

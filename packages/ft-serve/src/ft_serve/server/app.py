@@ -21,6 +21,7 @@ from ft_core.errors import RequestError
 
 from ft_serve.api.sse import json_body
 from ft_serve.server.config import ServerConfig
+from ft_serve.server.elastic_loop import ElasticLoop
 from ft_serve.server.engine_loop import EngineLoop
 from ft_serve.server.errors import ApiError, error_response
 from ft_serve.server.metrics import Metrics
@@ -33,9 +34,10 @@ def _schema(path: str) -> str:
     return "anthropic" if path.startswith("/v1/messages") else "openai"
 
 
-def _api_route(path: str, target: str, auth: bool = True, method: str = "POST"):
+def _api_route(path: str, target: str, auth: str = "api", method: str = "POST"):
     """A JSON API endpoint: auth, body parsing, ApiError -> the API's error schema, no stack traces.
-    ``target``: "module:function" under ft_serve.api, called as ``await function(app, request, body)``."""
+    ``target``: "module:function" under ft_serve.api, called as ``await function(app, request, body)``.
+    ``auth``: "api" (the API key, when set) or "admin" (admin rules, see api/admin.py)."""
     schema = _schema(path)
     module, func = target.split(":")
     handler = getattr(importlib.import_module(f"ft_serve.api.{module}"), func)
@@ -44,7 +46,11 @@ def _api_route(path: str, target: str, auth: bool = True, method: str = "POST"):
         app = request.app
         status = 500
         try:
-            if auth:
+            if auth == "admin":
+                from ft_serve.api.admin import check_admin
+
+                check_admin(app.state.config, request)
+            else:
                 _check_key(app.state.config, request)
             body = await json_body(request) if method == "POST" else {}
             out = await handler(app, request, body)
@@ -141,12 +147,17 @@ def build_app(engine, config: ServerConfig) -> Starlette:
     loop = EngineLoop(engine, config.max_running_requests, config.max_waiting_requests)
     metrics = Metrics(loop, config.model_name)
 
+    elastic = ElasticLoop(loop, config)
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         loop.start()
+        task = elastic.start()
         try:
             yield
         finally:
+            if task is not None:
+                task.cancel()
             loop.stop()
 
     routes = [
@@ -160,9 +171,12 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         _api_route("/v1/responses/compact", "openai_responses:compact"),
         _api_route("/v1/messages", "anthropic_messages:messages"),
         _api_route("/v1/messages/count_tokens", "anthropic_messages:count_tokens"),
+        _api_route("/v1/admin/memory", "admin:get_memory", auth="admin", method="GET"),
+        _api_route("/v1/admin/memory", "admin:post_memory", auth="admin"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: _not_found, 405: _method_not_allowed})
     app.state.config, app.state.loop, app.state.metrics = config, loop, metrics
+    app.state.elastic_view = elastic.view
     app.state.service = Service(loop, config, metrics)
     return app

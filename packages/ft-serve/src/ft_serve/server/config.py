@@ -18,3 +18,9 @@ class ServerConfig:
     drain_seconds: float = 30.0  # SIGINT/SIGTERM: how long running requests may finish
     default_max_tokens: int | None = None  # when a request names none: the rest of the context
     secret: bytes = b""  # signs thinking blocks / reasoning items handed to clients (set at start-up)
+    admin_key: str | None = None  # /v1/admin/*: this key or api_key; with neither, loopback callers only
+    admin_allow_remote: bool = False  # /v1/admin/* from non-loopback addresses
+    elastic: str = "off"  # off | auto: follow the device's free memory
+    elastic_source: str = "cuda"  # where free memory is read: cuda | file:PATH (a byte count; simulation)
+    elastic_reserve: int = 1 << 30  # bytes auto mode leaves free for other programs
+    elastic_interval: float = 1.0  # seconds between polls

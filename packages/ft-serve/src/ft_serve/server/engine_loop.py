@@ -74,6 +74,14 @@ class EngineLoop:
         req.cancelled = True
         self._cmds.put(("abort", req))
 
+    def call(self, fn) -> "asyncio.Future":
+        """Run ``fn(engine)`` on the loop thread between two steps (a scheduler safe point); await the
+        returned future for its result or exception. Running requests pause for it, then go on."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._cmds.put(("call", (fn, fut, loop)))
+        return fut
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._cmds.put(("wake", None))
@@ -120,6 +128,8 @@ class EngineLoop:
                 self._pending.append(req)
             elif kind == "abort":
                 self._abort(req)
+            elif kind == "call":
+                self._call(*req)
             try:
                 cmd = self._cmds.get_nowait()
             except queue.Empty:
@@ -136,6 +146,22 @@ class EngineLoop:
                 self._post(req, Update([], "error", error=str(e), error_status=400))
                 continue
             self._active[req.seq.seq_id] = req
+
+    def _call(self, fn, fut, loop) -> None:
+        try:
+            res, err = fn(self.engine), None
+        except Exception as e:  # handed to the awaiting side
+            res, err = None, e
+        self._refresh_snapshot()
+
+        def settle():
+            if not fut.done():
+                fut.set_exception(err) if err is not None else fut.set_result(res)
+
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:
+            pass
 
     def _abort(self, req: Request) -> None:
         if req in self._pending:
@@ -171,7 +197,8 @@ class EngineLoop:
             pass
 
     def _refresh_snapshot(self) -> None:
-        snap = {"experts": self.engine.expert_stats()}
+        mem = self.engine.memory
+        snap = {"experts": self.engine.expert_stats(), "memory": mem.split(), "resizes": mem.count}
         if hasattr(self.engine, "prefix_stats"):
             snap["prefix"] = self.engine.prefix_stats()
         self.snapshot = snap

@@ -15,6 +15,7 @@ _TYPES = {
     403: ("permission_error", "permission_error"),
     404: ("not_found_error", "not_found_error"),
     405: ("invalid_request_error", "invalid_request_error"),
+    409: ("conflict_error", "invalid_request_error"),
     413: ("invalid_request_error", "request_too_large"),
     429: ("rate_limit_error", "rate_limit_error"),
     500: ("server_error", "api_error"),

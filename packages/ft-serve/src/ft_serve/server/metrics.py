@@ -58,6 +58,15 @@ class _EngineCollector:
             c = CounterMetricFamily(name, doc, labels=["model"])
             c.add_metric([model], float(prefix.get(key, 0)))
             yield c
+        mem = snap.get("memory") or {}
+        g = GaugeMetricFamily("ft_memory_bytes", "memory budget per pool (kv pages, expert slots, state slots)",
+                              labels=["model", "pool"])
+        for pool in ("kv", "experts", "states"):
+            g.add_metric([model, pool], float(mem.get(pool, 0)))
+        yield g
+        c = CounterMetricFamily("ft_memory_resizes", "memory resizes applied", labels=["model"])
+        c.add_metric([model], float(snap.get("resizes", 0)))
+        yield c
         totals = (snap.get("experts") or {}).get("total", {})
         for key in ("routes", "hits", "misses", "fills", "cpu_routes", "device_routes", "evictions", "bytes_copied"):
             c = CounterMetricFamily(f"ft_expert_cache_{key}", f"expert cache: {key.replace('_', ' ')}", labels=["model"])

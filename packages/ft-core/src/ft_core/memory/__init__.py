@@ -1,0 +1,7 @@
+"""Elastic memory (DESIGN §5): one budget split between KV pages, expert-cache slots and recurrent-state
+checkpoint slots, resized at run time without a restart."""
+
+from ft_core.memory.elastic import ElasticPolicy, file_source, torch_cuda_source
+from ft_core.memory.manager import MemoryManager, ResizeRefused, parse_bytes
+
+__all__ = ["MemoryManager", "ResizeRefused", "parse_bytes", "ElasticPolicy", "file_source", "torch_cuda_source"]

@@ -1,0 +1,143 @@
+"""MemoryManager: the budget after dense weights and runtime buffers, split between KV pages, expert
+cache slots and state checkpoint slots, and its resize at a scheduler safe point (between steps).
+
+    mm = engine.memory
+    mm.split()                                  # {"kv": bytes, "experts": bytes, "states": bytes, "total": ...}
+    mm.resize(total=2 << 30)                    # experts absorb the change first, then KV
+    mm.resize(kv=256 << 20, experts=1 << 30)    # explicit parts
+
+Shrinking keeps the most recently used entries that fit (LRU prefix pages, most recently used
+experts); growing keeps everything; KV pages held by requests are never dropped: a shrink that
+cannot hold them is refused (ResizeRefused says why) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from ft_core.cache.kv_resize import resize_kv
+from ft_core.errors import FTError
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000**2, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 1000**3, "gib": 1 << 30, "t": 1 << 40, "tb": 1000**4, "tib": 1 << 40}
+
+
+class ResizeRefused(FTError):
+    """A resize that cannot be applied (it names the pool and the limit); nothing was changed."""
+
+
+def parse_bytes(v, name: str = "size") -> int:
+    """Bytes from an int or a string such as "512MiB", "2GB", "1.5g"."""
+    if isinstance(v, bool):
+        raise ResizeRefused(f"{name}: expected a byte count, got {v!r}")
+    if isinstance(v, (int, float)):
+        n = int(v)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(v))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ResizeRefused(f"{name}: {v!r} is not a size (e.g. 1073741824, 512MiB, 2GB)")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 0:
+        raise ResizeRefused(f"{name}: {v!r} is negative")
+    return n
+
+
+class MemoryManager:
+    def __init__(self, engine):
+        self.engine = engine
+        self.history: list[dict] = []  # the last 64 resizes
+        self.count = 0  # resizes applied since start
+
+    # ---- sizes --------------------------------------------------------------------------------
+    @property
+    def page_bytes(self) -> int:
+        e = self.engine
+        return e.model.kv_bytes_per_token(e.config.torch_dtype) * e.kv.page_size
+
+    @property
+    def _experts(self):
+        b = self.engine.model.backend
+        return b if hasattr(b, "resize") else None
+
+    @property
+    def slot_bytes(self) -> int:
+        bank = self.engine.model.bank
+        return bank.nbytes_per_id() if bank is not None else 0
+
+    @property
+    def _states(self):
+        return getattr(self.engine, "state_cache", None)  # recurrent-state checkpoints (hybrid models)
+
+    def split(self) -> dict:
+        """Current bytes per pool and their counts."""
+        e, ex, st = self.engine, self._experts, self._states
+        kv = e.kv.num_pages * self.page_bytes
+        experts = ex.cache.num_slots * self.slot_bytes if ex else 0
+        states = st.nbytes if st is not None else 0
+        return {"total": kv + experts + states, "kv": kv, "experts": experts, "states": states,
+                "kv_pages": e.kv.num_pages, "page_bytes": self.page_bytes, "kv_pages_in_use": self._pages_in_use(),
+                "expert_slots": ex.cache.num_slots if ex else 0, "slot_bytes": self.slot_bytes,
+                "state_slots": st.num_slots if st is not None else 0}
+
+    def _pages_in_use(self) -> int:
+        return len({p for t in self.engine.kv.tables.values() for p in t})
+
+    # ---- resize -------------------------------------------------------------------------------
+    def plan(self, total=None, kv=None, experts=None, states=None) -> dict[str, int]:
+        """Target bytes per pool. Unnamed parts keep their size, except that with ``total`` the expert
+        cache absorbs the difference first (down to one slot, up to every expert), then the KV pool."""
+        cur = self.split()
+        want = {k: (parse_bytes(v, k) if v is not None else None) for k, v in
+                {"total": total, "kv": kv, "experts": experts, "states": states}.items()}
+        out = {k: want[k] if want[k] is not None else cur[k] for k in ("kv", "experts", "states")}
+        if want["total"] is None:
+            return out
+        fixed = {k for k in ("kv", "experts", "states") if want[k] is not None}
+        over = sum(out.values()) - want["total"]
+        ex = self._experts
+        ceiling = {"experts": ex.cache.bank.num_ids * self.slot_bytes if ex else 0, "kv": None}
+        for part, floor in (("experts", self.slot_bytes if ex else 0), ("kv", self.page_bytes)):
+            if part in fixed or over == 0 or (part == "experts" and not ex):
+                continue
+            if over > 0:  # shrink this part down to its floor
+                take = min(over, max(0, out[part] - floor))
+            else:  # grow it up to its ceiling (every expert resident)
+                room = -over if ceiling[part] is None else max(0, ceiling[part] - out[part])
+                take = -min(-over, room)
+            out[part] -= take
+            over -= take
+        if over > 0:
+            raise ResizeRefused(f"total={want['total']} bytes cannot hold kv={out['kv']} + experts={out['experts']} + "
+                                f"states={out['states']} bytes")
+        return out
+
+    def resize(self, total=None, kv=None, experts=None, states=None, reason: str = "request") -> dict:
+        """Apply a new split now (call between engine steps). Returns the history record."""
+        before = self.split()
+        target = self.plan(total, kv, experts, states)
+        pages = target["kv"] // self.page_bytes
+        ex = self._experts
+        slots = target["experts"] // self.slot_bytes if ex else 0
+        if target["experts"] and not ex:
+            raise ResizeRefused("experts: this engine has no expert cache (moe_backend 'cpu' or a dense model); "
+                                "start it with a cache policy (fill, hybrid, static) to size one")
+        if ex and slots < 1:
+            raise ResizeRefused(f"experts={target['experts']} bytes holds no expert slot ({self.slot_bytes} bytes each)")
+        st = self._states
+        if target["states"] and st is None:
+            raise ResizeRefused("states: this model keeps no recurrent-state checkpoints")
+        need = self._pages_in_use()
+        if pages < need:
+            raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages but running requests hold {need} pages "
+                                f"({need * self.page_bytes} bytes): wait for them to finish or shrink less")
+        t0 = time.perf_counter()
+        kv_out = resize_kv(self.engine, pages) if pages != before["kv_pages"] else {}
+        ex_out = ex.resize(slots) if ex and slots != before["expert_slots"] else {}
+        st_out = st.resize(target["states"]) if st is not None and target["states"] != before["states"] else {}
+        rec = {"time": time.time(), "reason": reason, "before": before, "after": self.split(),
+               "kv": kv_out, "experts": ex_out, "states": st_out, "seconds": time.perf_counter() - t0}
+        self.history.append(rec)
+        self.count += 1
+        del self.history[:-64]
+        return rec

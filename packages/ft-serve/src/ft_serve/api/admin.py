@@ -1,0 +1,79 @@
+"""/v1/admin/memory: read and change the memory split at run time (DESIGN §5).
+
+    GET  /v1/admin/memory                      -> {"split": {...}, "history": [...], "elastic": {...}}
+    POST /v1/admin/memory {"total"|"kv"|"experts"|"states": bytes or "512MiB", ...}
+         -> the applied record; 409 with the reason when it cannot be held (nothing changes)
+
+Access: the admin key or the API key (Bearer / x-api-key); with neither configured, loopback callers
+only. Non-loopback callers get 403 unless the server was started with --admin-allow-remote.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from ft_core.memory import ResizeRefused, parse_bytes
+
+from ft_serve.server.errors import ApiError, bad_request
+
+_PARTS = ("total", "kv", "experts", "states")
+
+
+def check_admin(config, request) -> None:
+    host = request.client.host if request.client else ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not config.admin_allow_remote:
+        raise ApiError(403, f"admin endpoints answer loopback callers only (this call came from {host}); start the "
+                            "server with --admin-allow-remote to allow others")
+    keys = [k for k in (config.admin_key, config.api_key) if k]
+    if not keys:
+        if not loopback:
+            raise ApiError(403, "admin endpoints need --admin-key (or --api-key) for non-loopback callers")
+        return
+    got = request.headers.get("x-api-key") or ""
+    auth = request.headers.get("authorization") or ""
+    if auth.lower().startswith("bearer "):
+        got = got or auth[7:].strip()
+    if not got:
+        raise ApiError(401, "missing admin key: send 'Authorization: Bearer KEY' (the admin key or the API key)")
+    if not any(hmac.compare_digest(got.encode(), k.encode()) for k in keys):
+        raise ApiError(401, "invalid admin key")
+
+
+async def _view(app) -> dict:
+    """Split and history, read on the engine thread (between steps)."""
+    def read(eng):
+        hist = [{k: h[k] for k in ("time", "reason", "before", "after", "kv", "experts", "states", "seconds")}
+                for h in eng.memory.history]
+        return {"split": eng.memory.split(), "history": hist, "resizes": eng.memory.count}
+
+    return {**await app.state.loop.call(read), "elastic": app.state.elastic_view()}
+
+
+async def get_memory(app, request, body: dict):
+    return await _view(app)
+
+
+async def post_memory(app, request, body: dict):
+    want = {k: body[k] for k in _PARTS if body.get(k) is not None}
+    unknown = sorted(set(body) - set(_PARTS) - {"reason"})
+    if unknown:
+        raise bad_request(f"unknown field '{unknown[0]}'; send any of {', '.join(_PARTS)}", unknown[0])
+    if not want:
+        raise bad_request(f"send at least one of {', '.join(_PARTS)} (bytes, or a string such as '512MiB')")
+    for k, v in want.items():
+        try:
+            parse_bytes(v, k)
+        except ResizeRefused as e:
+            raise bad_request(str(e), k) from None
+    reason = str(body.get("reason") or "admin")
+    try:
+        rec = await app.state.loop.call(lambda eng: eng.memory.resize(**want, reason=reason))
+    except ResizeRefused as e:
+        raise ApiError(409, f"resize refused: {e}") from None
+    return {"applied": {k: rec[k] for k in ("reason", "before", "after", "kv", "experts", "states", "seconds")},
+            **await _view(app)}
