@@ -125,7 +125,7 @@ def test_ft_ctl_memory(srv):
     assert "experts" in r.stdout and "resizes so far" in r.stdout
     r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "ctl", "memory", "--server", srv.url, "--key", "bad"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "401" in r.stderr
+    assert r.returncode == 1 and "401" in r.stderr and "invalid admin key" in r.stderr
 
 
 def test_auto_mode_follows_simulated_free_memory(tmp_path):

@@ -10,11 +10,11 @@ only. Non-loopback callers get 403 unless the server was started with --admin-al
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 
 from ft_core.memory import ResizeRefused, parse_bytes
 
+from ft_serve.server.auth import require_key
 from ft_serve.server.errors import ApiError, bad_request
 
 _PARTS = ("total", "kv", "experts", "states")
@@ -34,14 +34,7 @@ def check_admin(config, request) -> None:
         if not loopback:
             raise ApiError(403, "admin endpoints need --admin-key (or --api-key) for non-loopback callers")
         return
-    got = request.headers.get("x-api-key") or ""
-    auth = request.headers.get("authorization") or ""
-    if auth.lower().startswith("bearer "):
-        got = got or auth[7:].strip()
-    if not got:
-        raise ApiError(401, "missing admin key: send 'Authorization: Bearer KEY' (the admin key or the API key)")
-    if not any(hmac.compare_digest(got.encode(), k.encode()) for k in keys):
-        raise ApiError(401, "invalid admin key")
+    require_key(request, keys, "admin key (the admin key or the API key)")
 
 
 async def _view(app) -> dict:

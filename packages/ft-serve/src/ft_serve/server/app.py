@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import hmac
 import logging
 import os
 import secrets
@@ -20,6 +19,7 @@ from starlette.routing import Route
 from ft_core.errors import RequestError
 
 from ft_serve.api.sse import json_body
+from ft_serve.server.auth import require_key
 from ft_serve.server.config import ServerConfig
 from ft_serve.server.elastic_loop import ElasticLoop
 from ft_serve.server.engine_loop import EngineLoop
@@ -72,16 +72,8 @@ def _api_route(path: str, target: str, auth: str = "api", method: str = "POST"):
 
 
 def _check_key(config: ServerConfig, request: Request) -> None:
-    if not config.api_key:
-        return
-    got = request.headers.get("x-api-key") or ""
-    auth = request.headers.get("authorization") or ""
-    if auth.lower().startswith("bearer "):
-        got = got or auth[7:].strip()
-    if not got:
-        raise ApiError(401, "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'")
-    if not hmac.compare_digest(got.encode(), config.api_key.encode()):
-        raise ApiError(401, "invalid API key")
+    if config.api_key:
+        require_key(request, [config.api_key], "API key")
 
 
 async def _root(request: Request):
