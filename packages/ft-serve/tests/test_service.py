@@ -33,7 +33,7 @@ def test_forced_tool_call_openings(svc):
     ids, _, forced = svc.render(ChatRequest(msgs, SamplingParams(), tools, "required"))
     assert forced == "<tool_call>\n" and text(svc, ids).endswith("</think>\n\n<tool_call>\n")  # thinking off, call opened
     _, _, forced = svc.render(ChatRequest(msgs, SamplingParams(), tools, {"name": "get"}))
-    assert forced.startswith('<tool_call>\n{"name": "get"')
+    assert forced == "<tool_call>\n"  # hermes: the grammar forces the name
     with pytest.raises(ApiError) as e:
         svc.render(ChatRequest(msgs, SamplingParams(), tools, {"name": "other"}))
     assert e.value.param == "tool_choice"

@@ -16,6 +16,7 @@ import torch
 from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.radix import RadixCache
 from ft_core.config import EngineConfig
+from ft_core.constraint import TokenConstraint, mask_logits
 from ft_core.errors import RequestError
 from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
@@ -124,7 +125,8 @@ class Engine:
         seq.finish_reason = "abort"
         seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=seq.params.skip_special_tokens)
 
-    def add_request(self, prompt: str | list[int], params: SamplingParams) -> Sequence:
+    def add_request(self, prompt: str | list[int], params: SamplingParams,
+                    constraint: TokenConstraint | None = None) -> Sequence:
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         if not ids:
             raise RequestError("prompt is empty")
@@ -134,6 +136,7 @@ class Engine:
         if bad:
             raise RequestError(f"token id {bad[0]} is outside the vocabulary [0, {self.model_config.vocab_size})")
         seq = self._new_seq(ids, params)
+        seq.constraint = constraint
         self.scheduler.add(seq)
         return seq
 
@@ -195,9 +198,17 @@ class Engine:
                 continue
             p = seq.params
             banned = sorted(self.eos_ids | set(p.stop_token_ids)) if len(seq.output_ids) < p.min_tokens else None
-            tok = sample_one(logits[i], p, seq.prompt_ids, seq.output_ids, seq.generator, banned)
+            row = logits[i]
+            if seq.constraint is not None and (allowed := seq.constraint.allowed(row.shape[-1])) is not None:
+                row = mask_logits(row, allowed)
+            tok = sample_one(row, p, seq.prompt_ids, seq.output_ids, seq.generator, banned)
             seq.output_ids.append(tok)
+            if seq.constraint is not None:
+                seq.constraint.accept(tok)
             self._check_stop(seq, tok)
+            if not seq.finished and seq.constraint is not None and seq.constraint.finished():
+                seq.finish_reason = "stop"  # the structured output is complete
+                seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens)
 
     def _check_stop(self, seq: Sequence, tok: int) -> None:
         """Set finish_reason (and the final text) once the sequence is done. The text is decoded every

@@ -23,6 +23,7 @@ class Sequence:
     preemptions: int = 0  # times its KV was dropped to make room (then recomputed)
     want_all_logits: bool = False  # score(): keep logits of every prompt position
     logits: list[torch.Tensor] = field(default_factory=list)
+    constraint: object = None  # a ft_core.constraint.TokenConstraint restricting each next token, or None
 
     @property
     def all_ids(self) -> list[int]:

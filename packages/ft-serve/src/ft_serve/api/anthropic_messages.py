@@ -12,7 +12,8 @@ Request -> one ChatRequest:
   tool_choice auto|any|tool|none (+ disable_parallel_tool_use). stop_sequences, temperature, top_p,
   top_k. thinking enabled|adaptive -> thinking on; disabled or absent -> off, and any reasoning the
   model still emits is dropped from the response (Anthropic returns thinking only when asked).
-  output_config.effort -> the template's ``reasoning_effort``; output_config.format is refused.
+  output_config.effort -> the template's ``reasoning_effort``; output_config.format {type: json_schema,
+  schema} is enforced by constrained decoding (server/structured.py).
   Accepted and ignored: metadata, cache_control, context_management, service_tier, container,
   mcp_servers, speed and any unknown top-level field.
 """
@@ -79,15 +80,18 @@ def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
     thinking = thinking_of(body.get("thinking"))
     kwargs = {}
     oc = field(body, "output_config", dict, {})
-    if field(oc, "format", dict, None, path="output_config.format") is not None:
-        raise bad_request("'output_config.format' (structured outputs) is not supported by this server "
-                          "(no constrained decoding yet)", "output_config.format")
+    schema = None
+    fmt = field(oc, "format", dict, None, path="output_config.format")
+    if fmt is not None:
+        choice(fmt, "type", ("json_schema",), path="output_config.format.type")
+        schema = field(fmt, "schema", dict, required=True, path="output_config.format.schema")
     effort = field(oc, "effort", str, None, path="output_config.effort")
     if effort in _EFFORT:  # an effort level this server does not know is ignored
         kwargs["reasoning_effort"] = _EFFORT[effort]
     field(body, "metadata", dict, None)
     params = SamplingParams() if count_only else sampling(body)
-    return ChatRequest(msgs, params, convert_tools(body.get("tools")), tc, thinking, kwargs), one_call
+    return ChatRequest(msgs, params, convert_tools(body.get("tools")), tc, thinking, kwargs, json_schema=schema,
+                       parallel_tool_calls=not one_call), one_call
 
 
 def sampling(body: dict) -> SamplingParams:

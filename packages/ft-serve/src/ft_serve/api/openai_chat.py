@@ -2,7 +2,8 @@
 
 Accepted beyond the basics: tools / tool_choice (auto, none, required, named) / parallel_tool_calls,
 reasoning_content (or reasoning) on assistant messages, max_tokens or max_completion_tokens, stop, seed,
-n=1, stream_options.include_usage, response_format text|json_object, reasoning_effort,
+n=1, stream_options.include_usage, response_format text|json_object|json_schema (enforced by constrained
+decoding), reasoning_effort,
 chat_template_kwargs (e.g. {"enable_thinking": false}), top_k / min_p / repetition_penalty.
 """
 
@@ -140,15 +141,21 @@ def sampling(body: dict, max_key: tuple[str, ...], default_max: int) -> Sampling
         raise bad_request(str(e)) from None
 
 
+def response_schema(body: dict) -> dict | None:
+    """The JSON schema ``response_format`` asks for ({} = any JSON object), or None for text."""
+    rf = field(body, "response_format", dict, None)
+    kind = choice(rf, "type", ("text", "json_object", "json_schema"), "text", path="response_format.type") if rf else "text"
+    if kind == "json_schema":
+        js = field(rf, "json_schema", dict, required=True, path="response_format.json_schema")
+        return field(js, "schema", dict, {}, path="response_format.json_schema.schema")
+    return {} if kind == "json_object" else None
+
+
 def common_checks(body: dict) -> None:
     if number(body, "n", 1, 1, integer=True) != 1:
         raise bad_request("'n' > 1 is not supported; send one request per completion", "n")
     if field(body, "logprobs", (bool, int), False):
         raise bad_request("'logprobs' is not supported by this server", "logprobs")
-    rf = field(body, "response_format", dict, None)
-    if rf is not None and choice(rf, "type", ("text", "json_object", "json_schema"), path="response_format.type") == "json_schema":
-        raise bad_request("response_format 'json_schema' is not supported (no constrained decoding yet); use "
-                          "'json_object' or 'text'", "response_format.type")
 
 
 async def chat_completions(app, request, body: dict):
@@ -164,6 +171,7 @@ async def chat_completions(app, request, body: dict):
     req = ChatRequest(convert_messages(body.get("messages")), sampling(body, ("max_completion_tokens", "max_tokens"),
                       svc.default_max_tokens), convert_tools(body.get("tools")), tool_choice_of(body), thinking, kwargs)
     parallel = field(body, "parallel_tool_calls", bool, True)
+    req.json_schema, req.parallel_tool_calls = response_schema(body), parallel
     gen = svc.start_chat(req)
     rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if field(body, "stream", bool, False):

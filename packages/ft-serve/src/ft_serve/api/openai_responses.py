@@ -5,8 +5,8 @@ Stateless: the full conversation comes in ``input`` every time (Codex sends ``st
 refused with a 400 that says so. Input items and tools: see ``responses_items``; output items and
 stream events: see ``responses_output``. Accepted and echoed: metadata, prompt_cache_key,
 service_tier, user, safety_identifier, truncation (over-long input is a 400, never truncated),
-text.verbosity. ``text.format`` json_object / json_schema is not enforced (no constrained
-decoding): the schema is put into the system text instead.
+text.verbosity. ``text.format`` json_object / json_schema is enforced by constrained decoding
+(server/structured.py); the schema is also put into the system text so the model knows it.
 
 Compaction, both of Codex's remote forms: ``/v1/responses/compact`` (input items in; out: the
 user messages kept + one ``compaction`` item) and a ``compaction_trigger`` as the last input item of
@@ -83,7 +83,8 @@ def parse(svc, body: dict, *, compaction: bool = False) -> Parsed:
         messages = messages + [{"role": "user", "content": COMPACT_PROMPT}]
         tc = "auto"  # the same tools as the turns before, so the prompt's prefix stays cached
     chat = ChatRequest(messages, params, tools.template or None, tc, False if effort == "none" or compaction else None,
-                       kwargs)
+                       kwargs, json_schema=schema_of(fmt) if not compaction else None,
+                       parallel_tool_calls=field(body, "parallel_tool_calls", bool, True))
     max_calls = number(body, "max_tool_calls", None, 0, integer=True)
     parallel = field(body, "parallel_tool_calls", bool, True)
     echo = {
@@ -114,6 +115,16 @@ def tool_choice_of(tc):
             return tc.get("mode", "auto")
     raise bad_request("'tool_choice' must be 'auto', 'none', 'required', {\"type\": \"function\", \"name\": ...} or "
                       "{\"type\": \"allowed_tools\", \"mode\": ...}; hosted tools do not run on this server", "tool_choice")
+
+
+def schema_of(fmt: dict) -> dict | None:
+    """The JSON schema a ``text.format`` asks for ({} = any JSON object), or None for plain text."""
+    if fmt.get("type") == "json_schema":
+        sch = fmt.get("schema")
+        if not isinstance(sch, dict):
+            raise bad_request("'text.format.schema' must be a JSON schema object", "text.format.schema")
+        return sch
+    return {} if fmt.get("type") == "json_object" else None
 
 
 def _format_note(messages: list[dict], fmt: dict) -> None:

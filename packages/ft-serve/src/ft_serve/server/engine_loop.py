@@ -45,6 +45,7 @@ class Request:
     sent: int = 0  # output ids already handed over
     arrived: float = field(default_factory=time.perf_counter)
     cancelled: bool = False
+    constraint: object = None  # a TokenConstraint (structured output) or None
 
 
 class EngineLoop:
@@ -63,10 +64,10 @@ class EngineLoop:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, prompt_ids: list[int], params: SamplingParams) -> Request:
+    def submit(self, prompt_ids: list[int], params: SamplingParams, constraint=None) -> Request:
         if self.waiting >= self.max_waiting:
             raise ApiError(503, f"server busy: {self.waiting} requests waiting (limit {self.max_waiting}); retry later")
-        req = Request(prompt_ids, params, asyncio.get_running_loop())
+        req = Request(prompt_ids, params, asyncio.get_running_loop(), constraint=constraint)
         self._cmds.put(("add", req))
         return req
 
@@ -141,7 +142,7 @@ class EngineLoop:
             if req.cancelled:
                 continue
             try:
-                req.seq = self.engine.add_request(req.prompt_ids, req.params)
+                req.seq = self.engine.add_request(req.prompt_ids, req.params, req.constraint)
             except FTError as e:
                 self._post(req, Update([], "error", error=str(e), error_status=400))
                 continue

@@ -18,6 +18,7 @@ from ft_serve.server.config import ServerConfig
 from ft_serve.server.detok import IncrementalDetokenizer, StopStrings
 from ft_serve.server.engine_loop import EngineLoop
 from ft_serve.server.errors import ApiError, bad_request
+from ft_serve.server.structured import Grammars
 
 # tool_choice "required" / named: the assistant turn starts with the call's opening, per parser family.
 _FORCED = {
@@ -41,14 +42,18 @@ class ChatRequest:
     tool_choice: str | dict = "auto"  # "auto" | "none" | "required" | {"name": NAME}
     thinking: bool | None = None  # None: the template's default
     template_kwargs: dict = field(default_factory=dict)  # extra chat-template variables (reasoning_effort, ...)
+    json_schema: dict | None = None  # structured output: the answer is JSON of this schema ({} = any object)
+    parallel_tool_calls: bool = True
 
 
 class Generation:
     """One running request: iterate it for parser ``Event``s; afterwards the usage and finish fields
     are set. ``finish_reason``: "stop" | "length" | "abort" | "error"; ``tool_calls`` the complete calls."""
 
-    def __init__(self, service: "Service", prompt_ids: list[int], params: SamplingParams, parser, forced: str):
+    def __init__(self, service: "Service", prompt_ids: list[int], params: SamplingParams, parser, forced: str,
+                 constraint=None):
         self.service, self.prompt_ids, self.params = service, prompt_ids, params
+        self.constraint = constraint
         self.prompt_tokens = len(prompt_ids)
         self.completion_tokens = 0
         self.cached_tokens = 0
@@ -83,7 +88,7 @@ class Generation:
 
     async def __aiter__(self):
         m = self.service.metrics
-        self._req = self.service.loop.submit(self.prompt_ids, self.params)
+        self._req = self.service.loop.submit(self.prompt_ids, self.params, self.constraint)
         t0 = last = time.perf_counter()
         try:
             if self._forced:
@@ -137,6 +142,7 @@ class Service:
         tool, reasoning = auto_parsers(eng.model_config.model_type, eng.tokenizer.chat_template)
         self.tool_parser = tool if config.tool_call_parser == "auto" else config.tool_call_parser
         self.reasoning_parser = reasoning if config.reasoning_parser == "auto" else config.reasoning_parser
+        self.grammars = Grammars(eng)
 
     # ---- prompts ------------------------------------------------------------------------------
     def render(self, req: ChatRequest) -> tuple[list[int], bool, str]:
@@ -159,8 +165,11 @@ class Service:
             if pair is None:
                 raise bad_request(f"tool_choice {choice!r} needs a tool-call parser; this server runs "
                                   f"--tool-call-parser {self.tool_parser}", "tool_choice")
-            forced = pair[1].format(name=name) if name else pair[0]
+            # hermes: the grammar (structured.py) forces the name and the arguments' schema after the opening
+            forced = pair[1].format(name=name) if name and self.tool_parser != "hermes" else pair[0]
             flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
+        if req.json_schema is not None:
+            flags["enable_thinking"] = False  # the constrained answer starts at once
         last = req.messages[-1] if req.messages else {}
         if last.get("role") == "assistant" and last.get("content") and not last.get("tool_calls") and not forced:
             text = self._continue_final(req.messages, tools, flags)  # a prefilled assistant turn goes on
@@ -197,7 +206,16 @@ class Service:
         tools_on = bool(req.tools) and req.tool_choice != "none"
         parser = make_parser(self.tool_parser if tools_on else "none", self.reasoning_parser,
                              starts_in_reasoning=in_reasoning, tools_enabled=tools_on)
-        return Generation(self, ids, self._params(req.params), parser, forced)
+        return Generation(self, ids, self._params(req.params), parser, forced, self._constraint(req, forced))
+
+    def _constraint(self, req: ChatRequest, forced: str):
+        """The structured-output constraint of ``req`` (JSON schema, forced hermes tool calls), or None."""
+        if forced and self.tool_parser == "hermes":
+            name = req.tool_choice.get("name") if isinstance(req.tool_choice, dict) else None
+            return self.grammars.tool_calls(req.tools, name, req.parallel_tool_calls)
+        if req.json_schema is not None:
+            return self.grammars.json(req.json_schema or None)
+        return None
 
     def start_completion(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
         self.check_length(len(prompt_ids), "prompt")
