@@ -1,4 +1,4 @@
-"""The ``ft`` command line. Subcommands: ``serve``, ``generate``, ``ctl``, ``probe``."""
+"""The ``ft`` command line. Subcommands: ``serve``, ``generate``, ``ctl``, ``probe``, ``convert``, ``launch``."""
 
 from __future__ import annotations
 
@@ -82,7 +82,37 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default="cpu", help="accelerator to measure B_P on (default: none)")
     pr.add_argument("--no-cache", action="store_true", help="measure again even when cached")
     pr.set_defaults(func=_probe)
+    _add_convert_parser(sub)
+    la = sub.add_parser("launch", add_help=False, help="run a coding agent on a server (= ft-agents launch ...)",
+                        description="Run Claude Code, Codex, OpenCode or OpenClaw against a server: `ft launch "
+                                    "HARNESS ...` is `ft-agents launch HARNESS ...` (see `ft launch --help`).")
+    la.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+def _add_convert_parser(sub) -> None:
+    c = sub.add_parser("convert", help="write a checkpoint in the FTW fast-boot format",
+                       description="Convert a Hugging Face checkpoint directory into an FTW directory: expert banks "
+                                   "pre-merged in the kernels' layout, every tensor aligned for direct IO, an index "
+                                   "with checksums, config and tokenizer copied in. `ft serve --model FTW_DIR` then "
+                                   "loads at disk speed. Atomic: an interrupted conversion leaves nothing that loads.")
+    c.add_argument("--model", required=True, help="checkpoint directory (Hugging Face layout)")
+    c.add_argument("--out", required=True, help="FTW directory to create")
+    c.add_argument("--format", default="auto",
+                   help="expert weight format: auto (as stored, default), bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym")
+    c.add_argument("--shard-size", default="2GiB", help="largest shard file (default 2GiB; e.g. 500MB, 1GiB)")
+    c.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    c.set_defaults(func=_convert)
+
+
+def _convert(args) -> int:
+    from ft_core.loader.ftw_write import convert
+    from ft_core.memory import parse_bytes
+
+    r = convert(args.model, args.out, args.format, parse_bytes(args.shard_size, "--shard-size"), overwrite=args.overwrite)
+    print(f"wrote {r['out']}: {r['bytes'] / 1e9:.2f} GB in {r['shards']} shard(s), experts {r['bank_fmt']}, "
+          f"{r['seconds']:.1f}s")
+    return 0
 
 
 def _probe(args) -> int:
@@ -155,7 +185,31 @@ def _generate(args) -> int:
     return 0
 
 
+def _launch(rest: list[str]) -> int:
+    """``ft launch ...`` runs ``python -m ft_agents launch ...`` as a child process: ft-agents sits above
+    ft-serve (it may start `ft serve`), so ft-serve finds it by name and never imports it."""
+    import importlib.util
+    import signal
+    import subprocess
+
+    if importlib.util.find_spec("ft_agents") is None:
+        print("ft launch: error: needs the ft-agents package (pip install ft-agents)", file=sys.stderr)
+        return 2
+    proc = subprocess.Popen([sys.executable, "-m", "ft_agents", "launch", *rest])
+    old = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),  # Ctrl-C belongs to the agent
+           signal.SIGTERM: signal.signal(signal.SIGTERM, lambda sig, _f: proc.send_signal(sig))}
+    try:
+        rc = proc.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return 128 - rc if rc < 0 else rc
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["launch"]:
+        return _launch(argv[1:])
     args = build_parser().parse_args(argv)
     from ft_core.errors import FTError
 

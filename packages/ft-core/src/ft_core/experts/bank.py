@@ -7,7 +7,14 @@ experts) and e the expert. Layout per format (N = flat ids, I = expert intermedi
 - ``fp8``:   ``w13``/``w2`` float8_e4m3fn as above, ``w13_scale [N, 2I, ceil(H/B1)]``,
              ``w2_scale [N, H, ceil(I/B1)]`` float32: one scale row per weight row (block rows expanded)
 - ``mxfp4``: ``w13_blocks [N, 2I, H/32, 16]``, ``w13_scales [N, 2I, H/32]`` uint8; ``w2_*`` likewise
+- ``nvfp4``: ``w13_q [N, 2I, H/2]`` uint8 (e2m1 pairs), ``w13_scale [N, 2I, H/16]`` uint8 e4m3, one global
+             scale per matrix kind (``global_scale``); ``w2_*`` likewise
+- ``int4_sym`` / ``int4_asym``: ``w13_q [N, 2I, H/2]`` uint8, ``w13_scale [N, 2I, ceil(H/G)]`` float32
+             (+ ``w13_zero`` uint8 for asym), G = ``fp8_block``; ``w2_*`` likewise
 - optional biases ``w13_bias [N, 2I]``, ``w2_bias [N, H]`` float32 (GPT-OSS)
+
+The 4-bit and fp8 layouts are ``ft_kernels.formats`` ones. FTW checkpoints (``loader/ftw_*.py``) store
+the banks in this layout and hand them over pre-built (``load`` asks the reader for ``expert_bank``).
 
 Checkpoints store experts per expert (``experts.{e}.gate_proj`` …, Mixtral ``w1/w3/w2``) or fused
 3D (``experts.gate_up_proj``; GPT-OSS [E, H, 2I] with gate/up interleaved); all become this layout.
@@ -29,13 +36,14 @@ _PER_EXPERT_NAMES = {"mixtral": ("w1", "w3", "w2")}
 
 @dataclass
 class ExpertBank:
-    fmt: str  # "dense" | "fp8" | "mxfp4"
+    fmt: str  # "dense" | "fp8" | "mxfp4" | "nvfp4" | "int4_sym" | "int4_asym"
     num_experts: int  # E per layer
     hidden: int  # H
     inter: int  # I
     act: str  # "swiglu" | "gptoss"
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    fp8_block: int = 0  # B1 for fp8
+    fp8_block: int = 0  # column group of the scales: B1 for fp8, G for int4_*
+    global_scale: tuple[float, float] = (1.0, 1.0)  # nvfp4: (w13, w2) global scales
     _kernel_views: tuple | None = field(default=None, repr=False)
 
     @property
@@ -43,7 +51,7 @@ class ExpertBank:
         return self.tensors[self._main()].shape[0]
 
     def _main(self) -> str:
-        return "w13_blocks" if self.fmt == "mxfp4" else "w13"
+        return {"mxfp4": "w13_blocks", "nvfp4": "w13_q", "int4_sym": "w13_q", "int4_asym": "w13_q"}.get(self.fmt, "w13")
 
     def nbytes_per_id(self) -> int:
         return sum(t[0].numel() * t.element_size() for t in self.tensors.values())
@@ -55,7 +63,8 @@ class ExpertBank:
         from ft_kernels.reference import dequantize  # the kernels' own reference twin
 
         w = self.kernel_weights()[0 if which == "w13" else 1]
-        return dequantize(dataclasses.replace(w, q=w.q[ids], scale=w.scale[ids], bias=None))
+        zero = None if w.zero is None else w.zero[ids]
+        return dequantize(dataclasses.replace(w, q=w.q[ids], scale=w.scale[ids], zero=zero, bias=None))
 
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")
@@ -81,6 +90,11 @@ class ExpertBank:
             elif self.fmt == "fp8":
                 q = t[which].view(torch.uint8)
                 out.append(ExpertWeights("fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias))
+            elif self.fmt in ("nvfp4", "int4_sym", "int4_asym"):
+                group = 16 if self.fmt == "nvfp4" else self.fp8_block
+                gs = self.global_scale[0 if which == "w13" else 1]
+                out.append(ExpertWeights(self.fmt, t[f"{which}_q"], cols, t[f"{which}_scale"], t.get(f"{which}_zero"),
+                                         group=group, global_scale=gs, bias=bias))
             elif t[which].dtype in (torch.bfloat16, torch.float16):
                 fmt = "bf16" if t[which].dtype == torch.bfloat16 else "f16"
                 out.append(ExpertWeights(fmt, t[which], cols, bias=bias))
@@ -91,6 +105,9 @@ class ExpertBank:
     @classmethod
     def load(cls, r: WeightReader, cfg: ModelConfig, prefixes: list[str]) -> "ExpertBank":
         """Read the experts of every MoE layer (``prefixes[m]`` = that layer's MLP module name)."""
+        prebuilt = getattr(r, "expert_bank", None)  # FTW readers hold the bank already (loader/ftw_read.py)
+        if prebuilt is not None:
+            return prebuilt(cfg, prefixes)
         m = cfg.moe
         E, H, I = m.num_experts, cfg.hidden_size, m.intermediate
         L = len(prefixes)

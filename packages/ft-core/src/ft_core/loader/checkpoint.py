@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ft_core.config import EngineConfig
 from ft_core.errors import CheckpointError
+from ft_core.loader.ftw_format import is_ftw_dir
+from ft_core.loader.ftw_read import open_ftw
 from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
@@ -43,11 +45,14 @@ def load_checkpoint(cfg: EngineConfig) -> Checkpoint:
         raise CheckpointError(f"{root}: not a directory (give the checkpoint directory, not a file)")
     model_config = parse_config(read_json(root / "config.json", True), root / "config.json")
     gen = read_json(root / "generation_config.json", False)
-    index = SafetensorsIndex(root)
+    if is_ftw_dir(root):  # `ft convert` output: banks pre-merged, read in parallel (loader/ftw_read.py)
+        reader = open_ftw(root, cfg.torch_dtype, model_config)
+    else:
+        reader = WeightReader(SafetensorsIndex(root), cfg.torch_dtype, model_config.quant)
     try:
-        model = Decoder(WeightReader(index, cfg.torch_dtype, model_config.quant), model_config, cfg)
+        model = Decoder(reader, model_config, cfg)
     finally:
-        index.close()
+        reader.index.close()
     eos = gen.get("eos_token_id", [])
     tokenizer = Tokenizer.from_dir(root, eos if isinstance(eos, list) else [eos])
     return Checkpoint(model_config, model, tokenizer, gen)

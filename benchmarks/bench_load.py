@@ -1,0 +1,256 @@
+"""Time to ready from HF safetensors vs FTW, against the disk's own sequential read speed, cold cache.
+
+    uv run python benchmarks/bench_load.py [--json FILE] [--size-gb 2.5] [--dir DIR] [--rounds 2] [--threads N]
+
+In one run: (1) writes a random qwen3_moe-shaped checkpoint of about ``--size-gb`` GB with
+safetensors (real tensor names, Qwen3-30B-A3B expert shapes H=2048, I=768, 128 experts, per-expert
+tensors, ~1 GB shards, a small tokenizer) under ``--dir`` (default: a temporary directory in /tmp;
+it must be on the disk to measure, not tmpfs); (2) converts it to FTW (``ft convert``); (3) for
+``--rounds`` rounds, each after dropping the page cache: reads the FTW shards sequentially with
+8 MiB reads into one buffer, buffered (``dd bs=8M``) and direct (``iflag=direct``): the disk's
+sequential read speed is the faster of the two; the same buffered reads each into fresh memory (the
+least any loader does; on VMs whose balloon hands free memory back to the host, touching fresh
+memory is itself slow); ``Engine.from_pretrained`` on the HF directory and on the FTW directory,
+each in a fresh process (the order alternates between rounds). Time to ready is measured inside
+the child around ``from_pretrained`` (bfloat16, a small KV pool), so interpreter start and imports
+are excluded alike. The best round of each is reported (shared machines are noisy).
+
+Cold cache: ``echo 3 > /proc/sys/vm/drop_caches`` when allowed (root), else ``posix_fadvise(DONTNEED)``
+on every checkpoint file; the method used is printed. Ratios: FTW GB/s over disk GB/s (target
+>= 0.8) and FTW time over HF time (target < 1). GB/s = checkpoint bytes / time to ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+H, I, E, TOPK, VOCAB, HEADS, KV_HEADS, HEAD_DIM = 2048, 768, 128, 8, 32000, 32, 4, 128
+
+
+def layer_bytes() -> int:
+    attn = (HEADS * HEAD_DIM * H * 2 + KV_HEADS * HEAD_DIM * H * 2) * 2
+    return E * 3 * I * H * 2 + attn + E * H * 2
+
+
+def write_checkpoint(out: Path, size_gb: float) -> int:
+    """A random qwen3_moe checkpoint of about ``size_gb`` GB; returns its number of layers."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ft_core.demo import CHAT_TEMPLATE, SPECIAL
+    from ft_core.tokenizer.build import train_bpe, write_tokenizer_files
+
+    L = max(1, round((size_gb * 1e9 - 2 * VOCAB * H * 2) / layer_bytes()))
+    out.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    rnd = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(torch.bfloat16)  # noqa: E731
+    weight_map, shard, n = {}, {}, 0
+
+    def flush():
+        nonlocal shard, n
+        if shard:
+            name = f"model-{n + 1:05d}.safetensors"
+            save_file(shard, str(out / name), metadata={"format": "pt"})
+            weight_map.update({k: name for k in shard})
+            shard, n = {}, n + 1
+
+    def add(name, t):
+        shard[name] = t
+        if sum(x.numel() * 2 for x in shard.values()) >= 1e9:
+            flush()
+
+    add("model.embed_tokens.weight", rnd(VOCAB, H))
+    add("lm_head.weight", rnd(VOCAB, H))
+    add("model.norm.weight", torch.ones(H, dtype=torch.bfloat16))
+    for l in range(L):
+        p = f"model.layers.{l}"
+        for k, shape in (("q_proj", (HEADS * HEAD_DIM, H)), ("k_proj", (KV_HEADS * HEAD_DIM, H)),
+                         ("v_proj", (KV_HEADS * HEAD_DIM, H)), ("o_proj", (H, HEADS * HEAD_DIM))):
+            add(f"{p}.self_attn.{k}.weight", rnd(*shape))
+        for k in ("q_norm", "k_norm"):
+            add(f"{p}.self_attn.{k}.weight", torch.ones(HEAD_DIM, dtype=torch.bfloat16))
+        for k in ("input_layernorm", "post_attention_layernorm"):
+            add(f"{p}.{k}.weight", torch.ones(H, dtype=torch.bfloat16))
+        add(f"{p}.mlp.gate.weight", rnd(E, H))
+        for e in range(E):
+            for k, shape in (("gate_proj", (I, H)), ("up_proj", (I, H)), ("down_proj", (H, I))):
+                add(f"{p}.mlp.experts.{e}.{k}.weight", rnd(*shape))
+    flush()
+    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    tok = train_bpe(1024, SPECIAL)
+    eos = tok.token_to_id("<|im_end|>")
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": VOCAB,
+              "hidden_size": H, "intermediate_size": 6144, "moe_intermediate_size": I, "num_hidden_layers": L,
+              "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM,
+              "num_experts": E, "num_experts_per_tok": TOPK, "norm_topk_prob": True, "decoder_sparse_step": 1,
+              "mlp_only_layers": [], "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
+              "rope_theta": 1e6, "tie_word_embeddings": False, "eos_token_id": eos, "torch_dtype": "bfloat16"}
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    write_tokenizer_files(tok, out, chat_template=CHAT_TEMPLATE, bos_token=None, eos_token="<|im_end|>",
+                          pad_token="<|endoftext|>")
+    return L
+
+
+def drop_cache(files: list[Path]) -> str:
+    """Evict ``files`` from the page cache; returns the method that worked."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return "drop_caches"
+    except OSError:
+        pass
+    for p in files:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return "fadvise"
+
+
+def sequential_read(files: list[Path], fresh: bool = False, direct: bool = False, block: int = 8 << 20):
+    """dd-like: read every file front to back with ``block``-byte reads into one reused buffer (``dd
+    bs=8M``; ``direct``: ``iflag=direct``) or, ``fresh``, each block into new memory (what any loader
+    must at least do). Returns (bytes, seconds)."""
+    import mmap
+
+    total = sum(p.stat().st_size for p in files)
+    n, t0 = 0, time.perf_counter()
+    mem = memoryview(mmap.mmap(-1, total if fresh else block, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+    for p in files:
+        fd = os.open(p, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+        try:
+            while (k := os.readv(fd, [mem[n : n + block] if fresh else mem])) > 0:
+                n += k
+        finally:
+            os.close(fd)
+    return n, time.perf_counter() - t0
+
+
+def child(path: str) -> None:
+    """Runs in a fresh process: time Engine.from_pretrained and print one JSON line."""
+    import logging
+
+    from ft_core import Engine
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = lambda r: records.append(r.getMessage())
+    logging.getLogger("ft_core.loader").addHandler(handler)
+    logging.getLogger("ft_core.loader").setLevel(logging.INFO)
+    t0 = time.perf_counter()
+    eng = Engine.from_pretrained(path, dtype="bfloat16", kv_cache_bytes=16 << 20)
+    dt = time.perf_counter() - t0
+    print(json.dumps({"seconds": dt, "num_ids": eng.model.bank.num_ids, "log": records}))
+
+
+def timed_load(path: Path, files: list[Path], threads: int | None) -> dict:
+    method = drop_cache(files)
+    env = dict(os.environ, **({"FT_LOAD_THREADS": str(threads)} if threads else {}))
+    res = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, env=env)
+    if res.returncode:
+        raise SystemExit(f"load of {path} failed:\n{res.stderr}")
+    return {**json.loads(res.stdout.strip().splitlines()[-1]), "cache": method}
+
+
+def fs_type(path: Path) -> str:
+    best, kind = "", "?"
+    for line in Path("/proc/mounts").read_text().splitlines():
+        dev, mnt, typ = line.split()[:3]
+        if str(path.resolve()).startswith(mnt) and len(mnt) > len(best):
+            best, kind = mnt, f"{typ} ({dev})"
+    return kind
+
+
+def print_table(out: dict, best: dict, rounds: int) -> None:
+    ftw_bytes, hf_bytes, disk_gbps = out["ftw_bytes"], out["hf_bytes"], out["disk_gbps"]
+    hf_gbps, ftw_gbps = out["hf_gbps"], out["ftw_gbps"]
+    print(f"\ncold page cache via {out['cache_method']}; best of {rounds} round(s)")
+    print(f"{'':28s}{'GB':>7s}{'seconds':>10s}{'GB/s':>8s}")
+    for key, label in (("disk", "disk seq. read (dd bs=8M)"), ("disk_direct", "  the same, iflag=direct")):
+        print(f"{label:28s}{ftw_bytes / 1e9:7.2f}{best[key]['seconds']:10.2f}{best[key]['gbps']:8.2f}")
+    print(f"{'dd into fresh memory':28s}{ftw_bytes / 1e9:7.2f}{best['fresh']['seconds']:10.2f}"
+          f"{best['fresh']['gbps']:8.2f}")
+    print(f"{'HF safetensors -> ready':28s}{hf_bytes / 1e9:7.2f}{best['hf']['seconds']:10.2f}{hf_gbps:8.2f}")
+    print(f"{'FTW -> ready':28s}{ftw_bytes / 1e9:7.2f}{best['ftw']['seconds']:10.2f}{ftw_gbps:8.2f}")
+    print(f"FTW GB/s / disk GB/s = {out['ftw_over_disk']:.2f} (target >= 0.80; disk = the faster dd)")
+    per = sorted(out["ftw_over_disk_per_round"])
+    print(f"  per round (same-round disk): {', '.join(f'{x:.2f}' for x in out['ftw_over_disk_per_round'])}; "
+          f"median {per[len(per) // 2]:.2f}")
+    print(f"FTW GB/s / dd into fresh memory GB/s = {out['ftw_over_fresh_read']:.2f}")
+    print(f"FTW time / HF time   = {out['ftw_time_over_hf']:.2f} (target < 1)")
+    for line in best["ftw"]["log"]:
+        print(f"  loader: {line}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-gb", type=float, default=2.5, help="checkpoint size to generate (default 2.5)")
+    ap.add_argument("--dir", default=None, help="where to write the checkpoints (default: a temp dir in /tmp)")
+    ap.add_argument("--rounds", type=int, default=2, help="measurement rounds; the best of each is reported")
+    ap.add_argument("--threads", type=int, default=None, help="FTW read threads (default: the loader's)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
+    ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child)
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    from ft_core.loader.ftw_write import convert
+
+    work = Path(tempfile.mkdtemp(prefix="ft-bench-load-", dir=args.dir))
+    try:
+        hf, ftw = work / "hf", work / "ftw"
+        t0 = time.perf_counter()
+        L = write_checkpoint(hf, args.size_gb)
+        print(f"wrote {hf} ({L} layers) in {time.perf_counter() - t0:.1f}s; file system: {fs_type(work)}")
+        conv = convert(hf, ftw, progress=False)
+        print(f"converted to FTW in {conv['seconds']:.1f}s ({conv['bytes'] / conv['seconds'] / 1e9:.2f} GB/s)")
+        hf_files, ftw_files = sorted(hf.glob("*.safetensors")), sorted(ftw.glob("*.ftw"))
+        hf_bytes, ftw_bytes = sum(p.stat().st_size for p in hf_files), sum(p.stat().st_size for p in ftw_files)
+        rounds = []
+        every = hf_files + ftw_files
+        for i in range(args.rounds):
+            r = {}
+            for key, kw in (("disk", {}), ("disk_direct", {"direct": True}), ("fresh", {"fresh": True})):
+                method = drop_cache(every)
+                n, dt = sequential_read(ftw_files, **kw)
+                r[key] = {"seconds": dt, "gbps": n / dt / 1e9, "cache": method}
+            for key in ("hf", "ftw") if i % 2 == 0 else ("ftw", "hf"):  # alternate: neither always goes first
+                r[key] = timed_load(hf if key == "hf" else ftw, every, args.threads)
+            rounds.append(r)
+        best = {k: min((r[k] for r in rounds), key=lambda x: x["seconds"])
+                for k in ("disk", "disk_direct", "fresh", "hf", "ftw")}
+        disk_gbps = max(best["disk"]["gbps"], best["disk_direct"]["gbps"])
+        hf_gbps, ftw_gbps = hf_bytes / best["hf"]["seconds"] / 1e9, ftw_bytes / best["ftw"]["seconds"] / 1e9
+        out = {"size_gb": ftw_bytes / 1e9, "hf_bytes": hf_bytes, "ftw_bytes": ftw_bytes, "layers": L,
+               "file_system": fs_type(work), "cache_method": best["disk"]["cache"], "convert_seconds": conv["seconds"],
+               "disk_gbps": disk_gbps, "disk_buffered_gbps": best["disk"]["gbps"],
+               "disk_direct_gbps": best["disk_direct"]["gbps"], "fresh_memory_read_gbps": best["fresh"]["gbps"],
+               "hf_seconds": best["hf"]["seconds"], "hf_gbps": hf_gbps,
+               "ftw_seconds": best["ftw"]["seconds"], "ftw_gbps": ftw_gbps, "ftw_log": best["ftw"]["log"],
+               "ftw_over_disk": ftw_gbps / disk_gbps, "ftw_over_fresh_read": ftw_gbps / best["fresh"]["gbps"],
+               "ftw_time_over_hf": best["ftw"]["seconds"] / best["hf"]["seconds"],
+               "ftw_over_disk_per_round": [min(r["disk"]["seconds"], r["disk_direct"]["seconds"]) / r["ftw"]["seconds"]
+                                           for r in rounds],
+               "rounds": rounds}
+        print_table(out, best, args.rounds)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
