@@ -13,7 +13,7 @@ import pytest
 from ft_serve.api.anthropic_blocks import BlockWriter, paced, sign_thinking, stream_message
 from ft_serve.parsers import Event
 
-from conftest import API_KEY
+from serve_helpers import API_KEY
 
 MODEL = "ft-test"
 HI = [{"role": "user", "content": "hi"}]

@@ -1,0 +1,57 @@
+"""Where ft-agents keeps its files; never inside a harness's own configuration folders.
+
+- data home ($FT_AGENTS_HOME, else $XDG_DATA_HOME/ft-agents): the managed npm prefix and Node.
+- state home ($FT_AGENTS_STATE_DIR, else $XDG_STATE_HOME/ft-agents): one private folder per launch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+KEEP_LAUNCHES = 20  # the newest launch folders kept; older ones are removed when a new one is made
+
+
+def _xdg(var: str, default: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / default)
+
+
+def data_home() -> Path:
+    if os.environ.get("FT_AGENTS_HOME"):
+        return Path(os.environ["FT_AGENTS_HOME"])
+    return _xdg("XDG_DATA_HOME", ".local/share") / "ft-agents"
+
+
+def state_home() -> Path:
+    if os.environ.get("FT_AGENTS_STATE_DIR"):
+        return Path(os.environ["FT_AGENTS_STATE_DIR"])
+    return _xdg("XDG_STATE_HOME", ".local/state") / "ft-agents"
+
+
+def npm_prefix() -> Path:
+    """The managed npm prefix that ``--install`` installs harnesses into (bin/ and lib/node_modules/)."""
+    return data_home() / "npm"
+
+
+def node_prefix() -> Path:
+    """The managed prefix of the Node from npm's ``node`` package (for OpenClaw on an older system Node)."""
+    return data_home() / "node"
+
+
+def new_launch_dir(harness: str) -> Path:
+    """Make a private (0700) folder for one launch and prune the oldest beyond ``KEEP_LAUNCHES``."""
+    root = state_home() / "launches"
+    root.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{harness}-", dir=root))  # 0700
+    old = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)[:-KEEP_LAUNCHES]
+    for p in old:
+        shutil.rmtree(p, ignore_errors=True)
+    return path
+
+
+def planned_launch_dir(harness: str) -> Path:
+    """The folder a launch would use (for --dry-run, which creates nothing)."""
+    return state_home() / "launches" / f"{time.strftime('%Y%m%d-%H%M%S')}-{harness}-XXXXXXXX"
