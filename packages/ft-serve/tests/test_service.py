@@ -46,3 +46,10 @@ def test_signing_key_persists(tmp_path, monkeypatch):
     k1 = server_secret()
     assert len(k1) == 32 and server_secret() == k1
     assert (tmp_path / "server-secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_special_tokens_are_hidden_except_parser_markers(svc):
+    tok = svc.engine.tokenizer
+    hidden = {tok.id_to_token(i) for i in svc.hidden_ids}
+    assert {"<|endoftext|>", "<|im_end|>", "<|im_start|>"} <= hidden
+    assert not hidden & {"<think>", "</think>", "<tool_call>", "</tool_call>"}

@@ -17,7 +17,7 @@ from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.radix import RadixCache
 from ft_core.config import EngineConfig
 from ft_core.constraint import TokenConstraint, mask_logits
-from ft_core.errors import RequestError
+from ft_core.errors import FTError, RequestError
 from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
 from ft_core.sampling import SamplingParams, sample_one
@@ -30,7 +30,7 @@ class Engine:
         self.config = config
         ckpt = load_checkpoint(config)
         self.model_config, self.model, self.tokenizer = ckpt.model_config, ckpt.model, ckpt.tokenizer
-        self.max_model_len = min(config.max_model_len or self.model_config.max_position, self.model_config.max_position)
+        self.max_model_len = _context_limit(config.max_model_len, self.model_config.max_position)
         per_page = self.model.kv_bytes_per_token(config.torch_dtype) * config.page_size
         pages = max(1, min(config.kv_cache_bytes // per_page, 4 * -(-self.max_model_len // config.page_size)))
         self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
@@ -231,3 +231,18 @@ class Engine:
 
     def _output(self, s: Sequence) -> GenerationOutput:
         return GenerationOutput(s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")
+
+
+def _context_limit(asked: int | None, model_max: int) -> int:
+    """max_model_len: the model's max_position_embeddings unless asked for less. More is refused (the model
+    was not trained for it) unless FT_ALLOW_LONG_MAX_MODEL_LEN=1 says to use it anyway."""
+    import os
+
+    if asked is None:
+        return model_max
+    if asked < 1:
+        raise FTError(f"max_model_len={asked} must be >= 1")
+    if asked > model_max and os.environ.get("FT_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+        raise FTError(f"max_model_len={asked} is more than this model's max_position_embeddings={model_max}; "
+                      "set FT_ALLOW_LONG_MAX_MODEL_LEN=1 to run past the trained context anyway")
+    return asked

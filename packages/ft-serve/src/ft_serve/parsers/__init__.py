@@ -11,6 +11,6 @@ family's call syntax), tool_calls (the call stage), pipeline (reasoning then cal
 
 from .base import Event, OutputParser
 from .collect import Collected, collect
-from .registry import PARSER_NAMES, auto_parsers, make_parser
+from .registry import MARKERS, PARSER_NAMES, auto_parsers, make_parser
 
 __all__ = ["PARSER_NAMES", "Collected", "Event", "OutputParser", "auto_parsers", "collect", "make_parser"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import harmony, reasoning, tool_formats
 from .base import OutputParser, PassStage
 from .harmony import HarmonyParser
 from .pipeline import StagedParser
@@ -12,6 +13,14 @@ PARSER_NAMES = {
     "tool": ("hermes", "qwen3_coder", "deepseek_v3", "glm45", "harmony", "none"),
     "reasoning": ("think", "harmony", "none"),
 }
+
+# Every marker a parser reads: the special tokens that must stay in the decoded text (others are hidden).
+MARKERS = frozenset({
+    reasoning.OPEN, reasoning.CLOSE, harmony.START, harmony.CHANNEL, harmony.MESSAGE, harmony.CONSTRAIN,
+    *harmony.ENDS, tool_formats.DS_CALLS_BEGIN, tool_formats.DS_CALLS_END, tool_formats.DS_CALL_BEGIN,
+    tool_formats.DS_CALL_END, tool_formats.DS_SEP, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+    *(f.open for f in TOOL_FORMATS.values()), *(f.close for f in TOOL_FORMATS.values()),
+})
 
 
 def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning: bool = False,

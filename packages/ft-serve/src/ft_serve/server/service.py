@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ft_core import SamplingParams
 
-from ft_serve.parsers import Event, auto_parsers, make_parser
+from ft_serve.parsers import MARKERS, Event, auto_parsers, make_parser
 from ft_serve.server.config import ServerConfig
 from ft_serve.server.detok import IncrementalDetokenizer, StopStrings
 from ft_serve.server.engine_loop import EngineLoop
@@ -64,8 +64,7 @@ class Generation:
         self.error_status = 500
         self._parser, self._forced = parser, forced
         tok = service.engine.tokenizer
-        drop = set(service.eos_ids) | set(params.stop_token_ids)
-        self._drop = drop
+        self._drop = service.hidden_ids | set(params.stop_token_ids)
         self._detok = IncrementalDetokenizer(lambda ids: tok.decode(ids, skip_special_tokens=False))
         self._stops = StopStrings(params.stop)
         self._req = None
@@ -137,6 +136,9 @@ class Service:
         self.loop, self.engine, self.config, self.metrics = loop, loop.engine, config, metrics
         eng = self.engine
         self.eos_ids = set(eng.eos_ids)
+        # Special tokens kept out of the text (as skip_special_tokens would), except the parsers' markers.
+        tok = eng.tokenizer
+        self.hidden_ids = self.eos_ids | {i for i in tok.special_ids if tok.id_to_token(i) not in MARKERS}
         self.max_model_len = eng.max_model_len
         self.default_max_tokens = config.default_max_tokens or self.max_model_len  # the engine stops at the context end
         tool, reasoning = auto_parsers(eng.model_config.model_type, eng.tokenizer.chat_template)
