@@ -1,5 +1,8 @@
 """Attention over a paged KV cache for a packed batch; GQA without repeating KV, optional sinks.
 
+Prefill (and mixed) batches without sinks run torch's fused scaled_dot_product_attention (GQA without
+repeating KV, flash kernel on CPU); decode and sink models run the blocked reference below.
+
 Legend: T = packed tokens, B = sequences, Lq/Lk = padded query/key lengths, K = KV heads,
 G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
 """
@@ -7,6 +10,7 @@ G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ft_core.layers.batch import ForwardBatch
 
@@ -32,6 +36,12 @@ def paged_attention(
     kb = k.permute(0, 2, 3, 1).float()[:, :, None]  # B K 1 D Lk
     vb = v.permute(0, 2, 1, 3).float()[:, :, None]  # B K 1 Lk Dv
     mask = batch.mask(window)[:, None, None]  # B 1 1 Lq Lk
+    if sinks is None and v.shape[-1] == D and Lq > 1:
+        # Fused (flash) attention: no [Lq, Lk] score tensor in memory, which bounds long prefills.
+        o = F.scaled_dot_product_attention(qb.reshape(B, N, Lq, D), kb[:, :, 0].transpose(-1, -2), vb[:, :, 0],
+                                           attn_mask=mask[:, :, 0], scale=scale, enable_gqa=G > 1)  # B N Lq D
+        o = o.view(B, K, G, Lq, D).permute(0, 3, 1, 2, 4).reshape(B * Lq, N, -1)[batch.dest]
+        return o.to(q.dtype)
     sk = None if sinks is None else sinks.float().view(1, K, G, 1, 1)
     out = []
     for s0 in range(0, Lq, Q_BLOCK):  # query blocks bound the score tensor to [B, N, Q_BLOCK, Lk]
