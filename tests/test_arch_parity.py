@@ -1,7 +1,9 @@
 """ft_core.Engine against transformers (float32) on tiny random checkpoints of every architecture.
 
-For each (architecture, stored format): full-prefix logits of one forward, greedy generation of 32
-tokens, and batched decode of 3 prompts of different lengths against each decoded alone.
+For each (architecture, stored format): full-prefix logits of one forward, the logits of every step
+of a step-by-step decode (transformers with its cache, one token per call), greedy generation of 32
+tokens, and batched decode of 3 prompts of different lengths against each decoded alone. Hybrids
+(Gated DeltaNet) run their chunked form in prefill and the recurrent form in decode on both sides.
 """
 
 import pytest
@@ -31,6 +33,35 @@ def test_score_matches_transformers(pair):
         want = ref(torch.tensor([IDS])).logits[0].float()
     got = eng.score(IDS)
     assert got.shape == want.shape and got.dtype == torch.float32
+    err = (got - want).abs().max().item()
+    assert err <= 1e-4 * want.abs().max().item(), f"max abs error {err:.3g} vs max |logit| {want.abs().max():.3g}"
+
+
+def test_decode_step_logits_match_transformers(pair):
+    """Prefill PROMPTS[2], then 16 decode steps: the logits the engine samples from at every step equal
+    transformers' stepping one token at a time through its own cache (KV and recurrent state)."""
+    ref, eng = pair
+    rows, forward = [], eng._forward
+
+    def spy(b, *a):
+        out = forward(b, *a)
+        rows.append(out[0].clone())
+        return out
+
+    eng._forward = spy
+    try:
+        toks = eng.generate(PROMPTS[2], SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True))[0].token_ids
+    finally:
+        del eng._forward
+    want = []
+    with torch.no_grad():
+        out = ref(torch.tensor([PROMPTS[2]]), use_cache=True)
+        want.append(out.logits[0, -1])
+        for t in toks[:-1]:
+            out = ref(torch.tensor([[t]]), cache=out.cache, use_cache=True)
+            want.append(out.logits[0, -1])
+    want, got = torch.stack(want).float(), torch.stack(rows)
+    assert got.shape == want.shape
     err = (got - want).abs().max().item()
     assert err <= 1e-4 * want.abs().max().item(), f"max abs error {err:.3g} vs max |logit| {want.abs().max():.3g}"
 

@@ -27,7 +27,7 @@ def _legacy(cfg: dict) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("arch", ["qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss"])
+@pytest.mark.parametrize("arch", ["qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss", "qwen3_next"])
 def test_legacy_spelling_same_logits(tiny_ckpt, tmp_path, arch):
     src = tiny_ckpt(arch)
     dst = tmp_path / arch

@@ -81,6 +81,43 @@ def test_plain_layout(tiny_ckpt, arch):
     assert {d for n, (d, _) in hdr.items() if not n.endswith(fp32_routers)} == {torch.bfloat16}
 
 
+@pytest.mark.parametrize(("arch", "variant"), [("qwen3_next", None), ("qwen3_5_moe", None), ("qwen3_5_moe", "fused")])
+def test_hybrid_layout(tiny_ckpt, arch, variant):
+    """Hybrids as the hub stores them: Qwen3-Next with grouped in_proj_qkvz/in_proj_ba under model.;
+    Qwen3.5-MoE as the VL wrapper (text_config, model.language_model., a vision tower), flat in_proj_qkv/z/b/a,
+    experts per expert or fused [E, 2I, H]."""
+    path = tiny_ckpt(arch, variant)
+    cfg, hdr = _cfg(path), _header(path)
+    text = cfg.get("text_config") or cfg
+    m = "model.language_model." if arch == "qwen3_5_moe" else "model."
+    H, E, I = text["hidden_size"], text["num_experts"], text["moe_intermediate_size"]
+    hk, hv = text["linear_num_key_heads"], text["linear_num_value_heads"]
+    dk, dv = text["linear_key_head_dim"], text["linear_value_head_dim"]
+    conv = 2 * hk * dk + hv * dv
+    for i, kind in enumerate(text["layer_types"]):
+        p = f"{m}layers.{i}."
+        if kind == "linear_attention":
+            assert hdr[p + "linear_attn.conv1d.weight"] == (torch.bfloat16, [conv, 1, text["linear_conv_kernel_dim"]])
+            assert hdr[p + "linear_attn.A_log"][1] == [hv] and hdr[p + "linear_attn.norm.weight"][1] == [dv]
+            if arch == "qwen3_next":
+                assert hdr[p + "linear_attn.in_proj_qkvz.weight"][1] == [conv + hv * dv, H]
+                assert hdr[p + "linear_attn.in_proj_ba.weight"][1] == [2 * hv, H]
+            else:
+                assert hdr[p + "linear_attn.in_proj_qkv.weight"][1] == [conv, H]
+                assert hdr[p + "linear_attn.in_proj_a.weight"][1] == [hv, H]
+        else:  # gated attention: q_proj holds a query and a gate per head
+            assert hdr[p + "self_attn.q_proj.weight"][1] == [2 * text["num_attention_heads"] * text["head_dim"], H]
+        if i in (text.get("mlp_only_layers") or []):
+            continue
+        if variant == "fused":
+            assert hdr[p + "mlp.experts.gate_up_proj"] == (torch.bfloat16, [E, 2 * I, H])
+        else:
+            assert hdr[p + f"mlp.experts.{E - 1}.down_proj.weight"] == (torch.bfloat16, [H, I])
+        assert hdr[p + "mlp.shared_expert_gate.weight"][1] == [1, H]
+    assert (cfg["model_type"] == "qwen3_5_moe") == (arch == "qwen3_5_moe") and "lm_head.weight" in hdr
+    assert any(k.startswith("model.visual.") for k in hdr) == (arch == "qwen3_5_moe")
+
+
 def test_fused_variant(tiny_ckpt):
     plain, fused = fmt.read_tensors(tiny_ckpt("qwen3_moe")), fmt.read_tensors(tiny_ckpt("qwen3_moe", "fused"))
     assert not any(".experts.0." in k for k in fused)
@@ -179,7 +216,9 @@ def test_reference(tiny_ckpt, arch, variant):
         assert torch.equal(state[name], w), name
     with torch.no_grad():
         logits = ref(torch.tensor([IDS])).logits[0]
-    assert logits.shape == (len(IDS), _cfg(path)["vocab_size"]) and torch.isfinite(logits).all()
+    cfg = _cfg(path)
+    vocab = cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]  # qwen3_5_moe: the VL wrapper's text part
+    assert logits.shape == (len(IDS), vocab) and torch.isfinite(logits).all()
     assert logits.std() > 0.3  # not a degenerate model
 
 

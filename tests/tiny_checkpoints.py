@@ -33,7 +33,11 @@ import tiny_tokenizers  # noqa: E402
 transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars on every reference load
 
 ARCHS = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v3", "gpt_oss", "glm4_moe"]
-VARIANTS: list[tuple[str, str | None]] = [(a, None) for a in ARCHS] + [
+# Hybrids: Gated DeltaNet layers between gated full attention. qwen3_5_moe is saved as the hub does it,
+# a vision-language wrapper (tiny vision tower) with the text model under ``model.language_model.``.
+HYBRID_ARCHS = ["qwen3_next", "qwen3_5_moe"]
+VARIANTS: list[tuple[str, str | None]] = [(a, None) for a in ARCHS + HYBRID_ARCHS] + [
+    ("qwen3_5_moe", "fused"),  # the hub layout of Qwen3.5/3.6: experts.gate_up_proj [E, 2I, H] under model.language_model.
     ("qwen3_moe", "fused"),
     ("qwen3_moe", "sharded"),
     ("qwen3_moe", "fp8"),
@@ -42,7 +46,7 @@ VARIANTS: list[tuple[str, str | None]] = [(a, None) for a in ARCHS] + [
 ]
 FAMILY = {
     "qwen3_moe": "qwen", "qwen2_moe": "qwen", "mixtral": "mistral", "olmoe": "olmoe",
-    "deepseek_v3": "deepseek", "gpt_oss": "harmony", "glm4_moe": "glm",
+    "deepseek_v3": "deepseek", "gpt_oss": "harmony", "glm4_moe": "glm", "qwen3_next": "qwen", "qwen3_5_moe": "qwen",
 }
 FP8_BLOCK = (32, 24)  # neither divides every dimension below (72, 64, 40, 112 ...)
 SHARD_SIZE = "100KB"  # the sharded variant (~ 0.4 MB of weights) gets several files
@@ -96,13 +100,41 @@ CONFIGS: dict[str, dict] = {
         num_mtp_layers=0,  # no MTP weights are written (transformers has no MTP module)
         rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5},
     ),
+    "qwen3_next": dict(  # linear/full layers, a dense layer, grouped qkvz projections, Hv = 2 Hk, Dk != Dv
+        hidden_size=64, head_dim=16, num_hidden_layers=4, intermediate_size=88, mlp_only_layers=[2],
+        layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12,
+        linear_conv_kernel_dim=4, moe_intermediate_size=40, shared_expert_intermediate_size=56, num_experts=8,
+        num_experts_per_tok=2, norm_topk_prob=True, max_position_embeddings=16384,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+    ),
+    "qwen3_5_moe": dict(  # text_config of the VL wrapper; flat in_proj_qkv/z/b/a, every layer MoE
+        hidden_size=64, head_dim=16, num_hidden_layers=4,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=12, linear_value_head_dim=8,
+        linear_conv_kernel_dim=4, moe_intermediate_size=40, shared_expert_intermediate_size=56, num_experts=8,
+        num_experts_per_tok=2, max_position_embeddings=16384,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.5,
+                         "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+    ),
 }
+# The vision tower of the qwen3_5_moe wrapper: as small as transformers allows (text tests never run it).
+VISION_35 = dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2, out_hidden_size=64, patch_size=8,
+                 temporal_patch_size=1, num_position_embeddings=16)
 # Router weight std: softmax routers get large logits; sigmoid routers must not saturate.
 ROUTER_STD = {"deepseek_v3": 0.3, "glm4_moe": 0.3}
 
 
 def make_config(arch: str, vocab_size: int, special_ids: dict) -> transformers.PretrainedConfig:
-    return AutoConfig.for_model(arch, vocab_size=vocab_size, **special_ids, **{**_COMMON, **CONFIGS[arch]})
+    text = dict(vocab_size=vocab_size, **special_ids, **{**_COMMON, **CONFIGS[arch]})
+    if arch == "qwen3_5_moe":
+        return AutoConfig.for_model(arch, text_config=text, vision_config=VISION_35, tie_word_embeddings=False)
+    return AutoConfig.for_model(arch, **text)
+
+
+def _auto_class(arch: str):
+    """qwen3_5_moe checkpoints are the vision-language wrapper (as on the hub); the rest causal LMs."""
+    return transformers.AutoModelForImageTextToText if arch == "qwen3_5_moe" else AutoModelForCausalLM
 
 
 @torch.no_grad()
@@ -112,7 +144,11 @@ def _perturb(model: torch.nn.Module, arch: str) -> None:
         if not p.is_floating_point() or "rotary_emb" in name:
             continue
         leaf = name.rsplit(".", 1)[-1]
-        if "norm" in name and leaf == "weight":
+        if arch in HYBRID_ARCHS and "norm" in name and leaf == "weight" and "linear_attn" not in name:
+            p.copy_(0.2 * torch.randn_like(p, dtype=torch.float32))  # (1 + w) norms: w starts at 0
+        elif leaf == "A_log":  # decays exp(-A * softplus(.)) with A in [0.02, 2]: the state remembers
+            p.copy_(torch.empty_like(p, dtype=torch.float32).uniform_(0.02, 2.0).log())
+        elif "norm" in name and leaf == "weight":
             p.copy_(1.0 + 0.2 * torch.randn_like(p, dtype=torch.float32))
         elif leaf in ("bias", "sinks") or leaf.endswith("_bias"):
             std = {"e_score_correction_bias": 0.05, "sinks": 1.0}.get(leaf, 0.1)
@@ -134,7 +170,7 @@ def make_checkpoint(arch: str, out_dir, variant: str | None = None, seed: int = 
     config = make_config(arch, tok.get_vocab_size(with_added_tokens=True), ids)
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model = _auto_class(arch).from_config(config, dtype=torch.bfloat16)
     _perturb(model, arch)
     model.generation_config = GenerationConfig(**ids)
     model.save_pretrained(out, max_shard_size=SHARD_SIZE if variant == "sharded" else "1GB")
@@ -160,7 +196,8 @@ def make_checkpoint(arch: str, out_dir, variant: str | None = None, seed: int = 
 def _from_pretrained(path) -> transformers.PreTrainedModel:
     # Eager attention: the plain reference for sinks and sliding windows. Eager experts: the
     # per-expert loop, the plainest semantics (the default "grouped_mm" gives the same logits here).
-    return AutoModelForCausalLM.from_pretrained(
+    arch = json.loads((Path(path) / "config.json").read_text())["model_type"]
+    return _auto_class(arch).from_pretrained(
         path, dtype=torch.float32, attn_implementation="eager", experts_implementation="eager"
     )
 
@@ -206,7 +243,7 @@ def _dir_name(arch: str, variant: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", choices=ARCHS)
+    ap.add_argument("--arch", choices=ARCHS + HYBRID_ARCHS)
     ap.add_argument("--variant", default=None)
     ap.add_argument("--all", action="store_true", help="every (arch, variant), into OUT/<arch>[-<variant>]")
     ap.add_argument("--out", required=True, type=Path)

@@ -22,6 +22,13 @@ class EngineConfig:
     kv_cache_bytes: int = 1 << 30  # KV pool budget (host memory on CPU)
     max_batch_tokens: int = 2048  # tokens per step: every running decode, then prefill chunks
     prefix_cache: bool = True  # reuse the KV pages of cached prefixes (radix tree over token ids)
+    # Hybrid models (linear-attention layers, DESIGN §4): live recurrent states and prefix state checkpoints.
+    state_slots: int = 16  # sequences admitted at once (one live recurrent state each)
+    state_checkpoints: int = 32  # checkpoint budget in slots (one slot = the state of every linear layer) ...
+    state_checkpoint_bytes: int | None = None  # ... or in bytes (whole slots that fit); separate from the KV pool
+    checkpoint_policy: str = "anchors"  # anchors | every_n | llama | none (cache/anchors.py)
+    checkpoint_interval: int = 1024  # every_n spacing; anchors: fallback spacing inside long blocks
+    checkpoints_per_prompt: int = 2  # snapshots taken while prefilling one prompt, the latest anchors first
     # Expert memory hierarchy (DESIGN §3). "cpu": every expert on the host kernels, no cache (the
     # default without an accelerator); "fill" / "hybrid" / "static": an ExpertCache of slots on the
     # device (with device="cpu", a separate host memory region, which runs the whole hierarchy for tests).
@@ -43,6 +50,10 @@ class EngineConfig:
             )
         if self.page_size < 1 or self.max_batch_tokens < 1:
             raise FTError("page_size and max_batch_tokens must be >= 1")
+        if self.state_slots < 1 or self.state_checkpoints < 0 or self.checkpoint_interval < 1:
+            raise FTError("state_slots and checkpoint_interval must be >= 1, state_checkpoints >= 0")
+        if self.checkpoint_policy not in ("anchors", "every_n", "llama", "none"):
+            raise FTError(f"checkpoint_policy {self.checkpoint_policy!r} is not one of anchors, every_n, llama, none")
         if self.moe_backend not in ("auto", "cpu", "fill", "hybrid", "static"):
             raise FTError(f"moe_backend {self.moe_backend!r} is not one of auto, cpu, fill, hybrid, static")
         if self.moe_cache_fraction is not None and not 0 < self.moe_cache_fraction <= 1:

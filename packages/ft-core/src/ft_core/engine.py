@@ -13,8 +13,11 @@ from pathlib import Path
 
 import torch
 
+from ft_core.cache.anchors import AnchorTokens, CheckpointPolicy
 from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.radix import RadixCache
+from ft_core.cache.state_cache import StateCheckpoints
+from ft_core.cache.state_store import StateBatch, StateLayout, StatePool
 from ft_core.config import EngineConfig
 from ft_core.constraint import TokenConstraint, mask_logits
 from ft_core.errors import FTError, RequestError
@@ -22,6 +25,7 @@ from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
 from ft_core.sampling import SamplingParams, sample_one
 from ft_core.scheduler import ScheduledBatch, Scheduler
+from ft_core.scheduler_state import HybridState
 from ft_core.sequence import GenerationOutput, Sequence
 
 
@@ -36,7 +40,23 @@ class Engine:
         self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
         self.max_model_len = min(self.max_model_len, pages * config.page_size)  # one sequence must fit the pool
         self.prefix = RadixCache(self.kv) if config.prefix_cache else None
-        self.scheduler = Scheduler(self.kv, config.max_batch_tokens, self.prefix)
+        self.state_layout = StateLayout.of(self.model_config, config.torch_dtype)
+        self.live_states = self.checkpoints = hybrid = None
+        if self.state_layout is not None:  # recurrent layers: live states, checkpoints, anchors
+            self.live_states = StatePool(self.state_layout, config.state_slots, config.device)
+            slots = config.state_checkpoints
+            if config.state_checkpoint_bytes is not None:
+                slots = config.state_checkpoint_bytes // self.state_layout.bytes_per_slot
+            if self.prefix is not None and slots > 0 and config.checkpoint_policy != "none":
+                pool = StatePool(self.state_layout, slots, config.device)
+                self.checkpoints = StateCheckpoints(self.prefix, self.kv, pool)
+            else:
+                self.prefix = None  # without checkpoints a hybrid model can resume nowhere
+            policy = CheckpointPolicy(config.checkpoint_policy, AnchorTokens.from_tokenizer(self.tokenizer),
+                                      config.checkpoint_interval, config.checkpoints_per_prompt)
+            hybrid = HybridState(self.kv, self.live_states, self.checkpoints, policy)
+        self.state_cache = self.checkpoints  # the "states" pool of the MemoryManager (None: not resizable)
+        self.scheduler = Scheduler(self.kv, config.max_batch_tokens, self.prefix, hybrid)
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self._ids = itertools.count()
 
@@ -59,11 +79,13 @@ class Engine:
             raise RequestError(f"score() needs 1..{self.max_model_len} (max_model_len) tokens, got {len(ids)}")
         seq = self._new_seq(ids, SamplingParams(max_tokens=1))
         seq.want_all_logits = True
+        scratch = StatePool(self.state_layout, 1) if self.state_layout is not None else None
+        seq.state_slot = scratch.alloc() if scratch is not None else None
         try:
             while seq.uncomputed > 0:
                 n = min(seq.uncomputed, self.config.max_batch_tokens)
                 self.kv.reserve(seq.seq_id, seq.num_computed + n)
-                self._forward(ScheduledBatch([seq], [n], [True]))
+                self._forward(ScheduledBatch([seq], [n], [True]), scratch)
                 seq.num_computed += n
         finally:
             self.kv.free(seq.seq_id)
@@ -106,13 +128,23 @@ class Engine:
         return self.memory.resize(total=total, kv=kv, experts=experts, states=states)
 
     def prefix_stats(self) -> dict:
-        """Prefix-cache counters: ids looked up at admission and of them reused (whole pages), pages the
-        cache holds now, pages it evicted so far; and the KV pool (free and total pages)."""
-        p = self.prefix
-        return {"enabled": p is not None, "queried_tokens": self.scheduler.queried_tokens,
-                "hit_tokens": self.scheduler.hit_tokens, "cached_pages": p.num_pages if p else 0,
+        """Prefix-cache counters: ids looked up at admission and of them reused, pages the cache holds
+        now, pages it evicted so far; the KV pool (free and total pages); tokens run as prompt chunks
+        (``prefill_tokens``: everything the cache did not serve is re-prefilled). Hybrid models resume
+        only at state checkpoints: ``checkpoint_hits`` (admissions restored from one), the tokens they
+        covered, checkpoints held / created / evicted and the budget in slots and bytes."""
+        p, sch, ck, st = self.prefix, self.scheduler, self.checkpoints, self.scheduler.state
+        return {"enabled": p is not None, "queried_tokens": sch.queried_tokens,
+                "hit_tokens": sch.hit_tokens, "cached_pages": p.num_pages if p else 0,
                 "evicted_pages": p.evicted_pages if p else 0, "free_pages": self.kv.free_pages,
-                "total_pages": self.kv.num_pages, "page_size": self.kv.page_size}
+                "total_pages": self.kv.num_pages, "page_size": self.kv.page_size,
+                "prefill_tokens": sch.prefill_tokens,
+                "checkpoint_hits": st.restored_hits if st else 0,
+                "checkpoint_hit_tokens": st.restored_tokens if st else 0,
+                "checkpoints": ck.count if ck else 0, "checkpoints_created": ck.created if ck else 0,
+                "checkpoints_evicted": ck.evicted if ck else 0,
+                "checkpoint_slots": ck.pool.num_slots if ck else 0,
+                "checkpoint_bytes": ck.pool.nbytes if ck else 0}
 
     def abort(self, seq: Sequence) -> None:
         """Stop ``seq`` (waiting or running) now: its KV pages are released at once (pages shared with the
@@ -158,8 +190,9 @@ class Engine:
             gen = torch.Generator().manual_seed(params.seed)
         return Sequence(next(self._ids), ids, params, generator=gen)
 
-    def _forward(self, b: ScheduledBatch) -> torch.Tensor:
-        """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk."""
+    def _forward(self, b: ScheduledBatch, live: StatePool | None = None) -> torch.Tensor:
+        """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk.
+        ``live``: the pool of the sequences' recurrent states (default: the engine's)."""
         ids, pos, slots = [], [], []
         for seq, n in zip(b.seqs, b.chunk):
             start = seq.num_computed
@@ -170,8 +203,13 @@ class Engine:
         tables = [self.kv.tables[s.seq_id] for s in b.seqs]
         width = max(len(t) for t in tables)
         page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+        state = None
+        if self.state_layout is not None:
+            snaps = [[(p - s.num_computed, slot) for p, slot in sn] for s, sn in zip(b.seqs, b.snaps or [[]] * len(b.seqs))]
+            state = StateBatch(live or self.live_states, [s.state_slot for s in b.seqs], snaps,
+                               self.checkpoints.pool if self.checkpoints else None)
         fb = ForwardBatch(torch.cat(ids), torch.cat(pos), torch.cat(slots), page_table, list(b.chunk),
-                          [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size)
+                          [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size, state)
         log = [] if self.config.record_routing else None
         h = self.model.forward(fb, self.kv, log)
         if log is not None:

@@ -61,6 +61,23 @@ class MoEConfig:
 
 
 @dataclass(frozen=True)
+class LinearAttnConfig:
+    """Gated DeltaNet (linear attention) dims: Hk key heads of Dk, Hv value heads of Dv, conv kernel Kc."""
+
+    k_heads: int  # Hk
+    v_heads: int  # Hv (a multiple of Hk; value head h reads key head h // (Hv / Hk))
+    k_dim: int  # Dk
+    v_dim: int  # Dv
+    conv_kernel: int  # Kc (the conv state keeps the last Kc - 1 inputs)
+    grouped_proj: bool = False  # Qwen3-Next: in_proj_qkvz / in_proj_ba grouped per key head; else flat in_proj_qkv/z/b/a
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short conv: q, k (Hk * Dk each) and v (Hv * Dv)."""
+        return 2 * self.k_heads * self.k_dim + self.v_heads * self.v_dim
+
+
+@dataclass(frozen=True)
 class QuantConfig:
     method: str  # "fp8" | "mxfp4"
     block: tuple[int, int] | None = None  # fp8 weight_block_size (rows, cols)
@@ -93,6 +110,16 @@ class ModelConfig:
     quant: QuantConfig | None = None
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = field(default_factory=tuple)
+    # Hybrid models (Qwen3-Next, Qwen3.5-MoE): per layer "attention" or "linear_attention" (empty: all attention)
+    layer_types: tuple[str, ...] = ()
+    linear: LinearAttnConfig | None = None
+    attn_output_gate: bool = False  # q_proj also yields a per-head gate; output *= sigmoid(gate)
+    norm_offset: bool = False  # RMSNorm scales by (1 + w) (Qwen3-Next family), not w
+
+    @property
+    def linear_layers(self) -> tuple[int, ...]:
+        """Indices of the linear-attention (recurrent-state) layers; empty for pure attention models."""
+        return tuple(i for i, t in enumerate(self.layer_types) if t == "linear_attention")
 
     @property
     def attn_scale(self) -> float:

@@ -19,8 +19,9 @@ class Sequence:
     text: str = ""  # the completion text, set when the sequence finishes
     finish_reason: str | None = None  # "stop" | "length" | "abort" | None while running
     generator: torch.Generator | None = None
-    cached_tokens: int = 0  # prompt tokens whose KV came from the prefix cache (first admission)
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache (hybrids: a state checkpoint) at first admission
     preemptions: int = 0  # times its KV was dropped to make room (then recomputed)
+    state_slot: int | None = None  # live recurrent-state slot (hybrid models) while admitted
     want_all_logits: bool = False  # score(): keep logits of every prompt position
     logits: list[torch.Tensor] = field(default_factory=list)
     constraint: object = None  # a ft_core.constraint.TokenConstraint restricting each next token, or None

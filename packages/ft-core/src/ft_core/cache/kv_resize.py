@@ -23,4 +23,6 @@ def resize_kv(engine, num_pages: int) -> dict:
             n = stack.pop()
             n.page = mapping[n.page]
             stack.extend(n.children.values())
+    if getattr(engine, "state_cache", None) is not None:  # hybrids: checkpoints hold the KV page of their tail
+        engine.state_cache.remap_pages(mapping)
     return {"pages": num_pages, "kept": held, "evicted": evicted}

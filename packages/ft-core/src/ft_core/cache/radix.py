@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from ft_core.cache.kv_cache import PagedKVCache
@@ -59,6 +60,9 @@ class RadixCache:
         self.evicted_pages = 0
         self._clock = itertools.count(1)
         self._evictable: set[RadixNode] = set()  # unlocked leaves
+        # Called with a node that is dropped while holding a payload; returns KV pages that frees besides
+        # the node's own page (set by the state-checkpoint cache, cache/state_cache.py).
+        self.drop_payload: Callable[[RadixNode], int] | None = None
         kv.reclaim = self.evict
 
     # ---- lookup ---------------------------------------------------------------------------------
@@ -127,14 +131,24 @@ class RadixCache:
         freed = 0
         while heap and freed < pages:
             _, _, n = heapq.heappop(heap)
-            self._evictable.discard(n)
             parent = n.parent
-            del parent.children[n.key]
-            n.parent, n.payload = None, None
-            self.num_pages -= 1
+            freed += self.remove_leaf(n)
             self.evicted_pages += 1
-            freed += self.kv.unref(n.page)
             if parent is not self.root and not parent.children and parent.lock == 0:
-                self._evictable.add(parent)
                 heapq.heappush(heap, (parent.last_use, id(parent), parent))
+        return freed
+
+    def remove_leaf(self, n: RadixNode) -> int:
+        """Drop the unlocked leaf ``n`` now (its payload too); returns the KV pages that went back to the
+        free list. Its parent becomes evictable when it is left an unlocked leaf."""
+        assert n.parent is not None and not n.children and n.lock == 0, "only unlocked leaves are removed"
+        self._evictable.discard(n)
+        parent = n.parent
+        del parent.children[n.key]
+        freed = self.drop_payload(n) if n.payload is not None and self.drop_payload else 0
+        n.parent, n.payload = None, None
+        self.num_pages -= 1
+        freed += self.kv.unref(n.page)
+        if parent is not self.root and not parent.children and parent.lock == 0:
+            self._evictable.add(parent)
         return freed

@@ -8,6 +8,7 @@ new tokens at the end of ctx_len[b] total tokens. Attention pads to [B, Lq] quer
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -21,6 +22,7 @@ class ForwardBatch:
     q_lens: list[int]
     ctx_lens: list[int]
     page_size: int
+    state: Any = None  # StateBatch (cache/state_store.py) for models with linear-attention layers
     dest: torch.Tensor = field(init=False)  # [T] index into the padded [B * Lq] query rows
     q_pos: torch.Tensor = field(init=False)  # [B, Lq] position of each padded query row
     _masks: dict = field(init=False, default_factory=dict)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
-from ft_core.model_config import MLAConfig, ModelConfig, MoEConfig, QuantConfig, RopeConfig
+from ft_core.model_config import LinearAttnConfig, MLAConfig, ModelConfig, MoEConfig, QuantConfig, RopeConfig
 
 
 # The same quantity under the names hub checkpoints and transformers' save_pretrained use.
@@ -207,7 +207,52 @@ def _gpt_oss(c: _Cfg) -> ModelConfig:
     return _base(c, moe=moe, moe_layers=[True] * n, windows=windows, sinks=True, qkv_bias=bias, o_bias=bias)
 
 
+def _qwen_hybrid(c: _Cfg, *, next_: bool) -> ModelConfig:
+    """Qwen3-Next / Qwen3.5-MoE: Gated DeltaNet layers between gated full-attention layers, (1 + w) norms,
+    softmax routing with a sigmoid-gated shared expert. Qwen3.5-MoE always renormalises the top-k."""
+    n = int(c.req("num_hidden_layers"))
+    types = c.get("layer_types") or [
+        "full_attention" if (i + 1) % int(c.get("full_attention_interval", 4)) == 0 else "linear_attention"
+        for i in range(n)
+    ]
+    if len(types) != n or not set(types) <= {"full_attention", "linear_attention"}:
+        raise CheckpointError(f"{c.path}: layer_types must list full_attention/linear_attention for {n} layers")
+    moe = MoEConfig(
+        num_experts=int(c.req("num_experts")), top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("moe_intermediate_size")), router="softmax",
+        norm_topk_prob=bool(c.get("norm_topk_prob", True)) if next_ else True,
+        shared_intermediate=int(c.get("shared_expert_intermediate_size", 0)), shared_gate=True,
+    )
+    sparse = _qwen_sparse_layers(c) if next_ else [True] * n
+    linear = LinearAttnConfig(
+        k_heads=int(c.req("linear_num_key_heads")), v_heads=int(c.req("linear_num_value_heads")),
+        k_dim=int(c.req("linear_key_head_dim")), v_dim=int(c.req("linear_value_head_dim")),
+        conv_kernel=int(c.get("linear_conv_kernel_dim", 4)), grouped_proj=next_,
+    )
+    if linear.v_heads % linear.k_heads:
+        raise CheckpointError(f"{c.path}: linear_num_value_heads must be a multiple of linear_num_key_heads")
+    hd = int(c.get("head_dim") or c.req("hidden_size") // int(c.req("num_attention_heads")))
+    bias = bool(c.get("attention_bias", False))
+    return _base(c, moe=moe, moe_layers=sparse, windows=[None] * n, rope=_rope(c, hd, default_partial=0.25),
+                 qkv_bias=bias, o_bias=bias, qk_norm="head", norm_offset=True, attn_output_gate=True,
+                 layer_types=tuple("attention" if t == "full_attention" else t for t in types), linear=linear)
+
+
+def _text_part(d: dict) -> dict:
+    """The language model's config of a vision-language checkpoint (``text_config``), with the wrapper's
+    fields (eos ids, tied embeddings) where the text part has none; the model_type stays the wrapper's."""
+    text = dict(d.get("text_config") or {})
+    for k, v in d.items():
+        if k not in ("text_config", "vision_config") and text.get(k) is None:
+            text[k] = v
+    text["model_type"] = d["model_type"]
+    return text
+
+
 PARSERS: dict[str, Callable[[_Cfg], ModelConfig]] = {
+    "qwen3_next": lambda c: _qwen_hybrid(c, next_=True),
+    "qwen3_5_moe": lambda c: _qwen_hybrid(c, next_=False),
+    "qwen3_5_moe_text": lambda c: _qwen_hybrid(c, next_=False),
     "qwen3_moe": lambda c: _qwen_moe(c, qwen2=False),
     "qwen2_moe": lambda c: _qwen_moe(c, qwen2=True),
     "mixtral": _mixtral,
@@ -219,6 +264,8 @@ PARSERS: dict[str, Callable[[_Cfg], ModelConfig]] = {
 
 
 def parse_config(d: dict, path: Path) -> ModelConfig:
+    if d.get("text_config"):
+        d = _text_part(d)
     c = _Cfg(d, path)
     mt = d.get("model_type")
     if mt not in PARSERS:

@@ -1,6 +1,8 @@
 """The decoder shared by every supported architecture: embeddings, N x (norm, attention, norm,
 dense MLP or MoE), final norm, LM head. Architecture differences live in ModelConfig and in the
-tensor names below.
+tensor names below. The attention of a layer is GQA, MLA, gated GQA or Gated DeltaNet (hybrid models,
+whose recurrent state travels in ``ForwardBatch.state``). Vision-language checkpoints keep the text
+model under ``model.language_model.`` (Qwen3.5); the prefix is found from the stored names.
 
 Legend: T = packed tokens, H = hidden, V = vocab.
 """
@@ -16,11 +18,14 @@ from ft_core.errors import FTError
 from ft_core.experts import ExpertBank, select_backend
 from ft_core.experts.cache import ExpertCache
 from ft_core.experts.cached import CachedBackend
+from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
 from ft_core.layers.basic import DenseMLP, rms_norm
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
+from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
@@ -34,28 +39,32 @@ class Decoder:
     def __init__(self, r: WeightReader, cfg: ModelConfig, engine: EngineConfig):
         self.cfg = cfg
         H, V = cfg.hidden_size, cfg.vocab_size
-        self.embed = r.tensor("model.embed_tokens.weight", (V, H))
+        m = "model.language_model." if r.has("model.language_model.embed_tokens.weight") else "model."
+        self.embed = r.tensor(f"{m}embed_tokens.weight", (V, H))
         self.rotary = Rotary(cfg.rope)
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
-        moe_prefixes = [f"model.layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
+        moe_prefixes = [f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
         self.bank = ExpertBank.load(r, cfg, moe_prefixes) if moe_prefixes else None
         self.backend = self._expert_backend(engine, len(moe_prefixes)) if self.bank else None
         self.layers = []
         moe_index = 0
         for i in range(cfg.num_layers):
-            p = f"model.layers.{i}"
-            attn_cls = MLAttention if cfg.mla is not None else GQAttention
-            attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)
+            p = f"{m}layers.{i}"
+            if i in cfg.linear_layers:
+                attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", cfg.linear_layers.index(i))
+            else:
+                attn_cls = MLAttention if cfg.mla is not None else GatedAttention if cfg.attn_output_gate else GQAttention
+                attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)
             if cfg.moe_layers[i]:
                 mlp = MoELayer(r, cfg, f"{p}.{mlp_name}", _ROUTER_NAME.get(cfg.model_type, "gate"), moe_index,
                                self.bank, self.backend)
                 moe_index += 1
             else:
                 mlp = DenseMLP(r, f"{p}.mlp", H, cfg.dense_intermediate)
-            ln1 = r.tensor(f"{p}.input_layernorm.weight", (H,))
-            ln2 = r.tensor(f"{p}.post_attention_layernorm.weight", (H,))
+            ln1 = self._norm_weight(r, f"{p}.input_layernorm.weight")
+            ln2 = self._norm_weight(r, f"{p}.post_attention_layernorm.weight")
             self.layers.append((ln1, attn, ln2, mlp))
-        self.norm = r.tensor("model.norm.weight", (H,))
+        self.norm = self._norm_weight(r, f"{m}norm.weight")
         if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
             self.lm_head = self.embed
         else:
@@ -63,6 +72,15 @@ class Decoder:
         embed_bytes = self.embed.numel() * self.embed.element_size()
         # Weight bytes one decode token reads outside the routed experts (one embedding row: ~0).
         self.dense_bytes_per_token = r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
+
+    def _norm_weight(self, r: WeightReader, name: str) -> torch.Tensor:
+        """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
+        if self.cfg.norm_offset:
+            return 1 + r.tensor(name, (self.cfg.hidden_size,), torch.float32)
+        return r.tensor(name, (self.cfg.hidden_size,))
+
+    def _rms_norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (offset_rms_norm if self.cfg.norm_offset else rms_norm)(x, w, self.cfg.rms_eps)
 
     def weight_bytes_per_token(self) -> int:
         """Weight bytes one decode token of one sequence reads: dense weights + top-k experts per MoE layer."""
@@ -103,14 +121,13 @@ class Decoder:
     def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None) -> torch.Tensor:
         """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
         ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order."""
-        c = self.cfg
         x = F.embedding(batch.input_ids, self.embed)
         cos_sin = self.rotary.cos_sin(batch.positions)
         for ln1, attn, ln2, mlp in self.layers:
-            x = x + attn(rms_norm(x, ln1, c.rms_eps), batch, kv, cos_sin)
-            h = rms_norm(x, ln2, c.rms_eps)
+            x = x + attn(self._rms_norm(x, ln1), batch, kv, cos_sin)
+            h = self._rms_norm(x, ln2)
             x = x + (mlp(h, routing_log) if isinstance(mlp, MoELayer) else mlp(h))
-        return rms_norm(x, self.norm, c.rms_eps)
+        return self._rms_norm(x, self.norm)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [n, H] -> float32 logits [n, V]."""

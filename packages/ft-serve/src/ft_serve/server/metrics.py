@@ -54,10 +54,19 @@ class _EngineCollector:
         snap = loop.snapshot
         prefix = snap.get("prefix") or {}
         for key, name, doc in (("hit_tokens", "ft_prefix_cache_hit_tokens", "prompt tokens served from the prefix cache"),
-                               ("queried_tokens", "ft_prefix_cache_queried_tokens", "prompt tokens looked up in the prefix cache")):
+                               ("queried_tokens", "ft_prefix_cache_queried_tokens", "prompt tokens looked up in the prefix cache"),
+                               ("prefill_tokens", "ft_prefill_tokens", "prompt tokens computed (re-prefilled: not served by the cache)"),
+                               ("checkpoint_hits", "ft_prefix_checkpoint_hits", "requests resumed from a recurrent-state checkpoint"),
+                               ("checkpoint_hit_tokens", "ft_prefix_checkpoint_hit_tokens", "prompt tokens those checkpoints covered"),
+                               ("checkpoints_evicted", "ft_prefix_checkpoints_evicted", "state checkpoints evicted")):
             c = CounterMetricFamily(name, doc, labels=["model"])
             c.add_metric([model], float(prefix.get(key, 0)))
             yield c
+        for key, name, doc in (("checkpoints", "ft_prefix_checkpoints", "recurrent-state checkpoints held"),
+                               ("checkpoint_slots", "ft_prefix_checkpoint_slots", "state checkpoint budget in slots")):
+            g = GaugeMetricFamily(name, doc, labels=["model"])
+            g.add_metric([model], float(prefix.get(key, 0)))
+            yield g
         mem = snap.get("memory") or {}
         g = GaugeMetricFamily("ft_memory_bytes", "memory budget per pool (kv pages, expert slots, state slots)",
                               labels=["model", "pool"])

@@ -1,0 +1,111 @@
+"""The gated delta rule (Gated DeltaNet) in torch: a chunked form for prefill and the recurrent form
+for decode, which is the reference twin of the chunked one (tests compare them), plus the short
+causal depthwise conv in front of it.
+
+Per value head, with q and k L2-normalised and q scaled by Dk^-0.5, token t updates the state
+S [Dk, Dv] and reads it:
+    S <- exp(g_t) * S;   S <- S + k_t (beta_t * (v_t - S^T k_t))^T;   o_t = S^T q_t
+Key heads are shared by Hv / Hk consecutive value heads.
+
+Legend: L = tokens of one sequence, B = sequences, Hk/Hv = key/value heads, Dk/Dv = key/value dims,
+C = conv channels, Kc = conv kernel, c = chunk length.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+CHUNK = 64  # tokens per chunk of the chunked form
+
+
+def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """x / sqrt(sum(x^2) + eps) over the last dim (as flash-linear-attention computes it)."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+
+
+def _prepare(q, k, v, g, beta):
+    """[.., L, H*, D] inputs -> float32 [.., H, L, D] with key heads repeated per value head; q scaled."""
+    hv, hk = v.shape[-2], k.shape[-2]
+    if hv != hk:
+        q, k = q.repeat_interleave(hv // hk, dim=-2), k.repeat_interleave(hv // hk, dim=-2)
+    q, k = l2_normalize(q.float()), l2_normalize(k.float())
+    q = q * q.shape[-1] ** -0.5
+    tr = lambda x: x.transpose(-2, -3).contiguous()  # noqa: E731  [.., L, H, D] -> [.., H, L, D]
+    return tr(q), tr(k), tr(v.float()), g.float().transpose(-1, -2), beta.float().transpose(-1, -2)
+
+
+def chunk_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                           state: torch.Tensor, chunk: int = CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence, chunked (WY form): q, k [L, Hk, Dk], v [L, Hv, Dv], g (log decay, <= 0) and beta
+    [L, Hv], state [Hv, Dk, Dv] float32 (not modified). Returns o [L, Hv, Dv] float32 and the new state.
+
+    Inside a chunk with cumulative log decay G_i, the pseudo-values u solve (I + A) u = beta v -
+    beta exp(G) K S0 with A_ij = beta_i exp(G_i - G_j) k_i.k_j (j < i); then
+    o_i = exp(G_i) q_i S0 + sum_{j<=i} exp(G_i - G_j) (q_i.k_j) u_j and
+    S_end = exp(G_c) S0 + sum_j exp(G_c - G_j) k_j u_j^T.
+    """
+    L = q.shape[0]
+    q, k, v, g, beta = _prepare(q, k, v, g, beta)  # [H, L, D], g/beta [H, L]
+    pad = (-L) % chunk
+    if pad:  # zero tokens leave the state unchanged (no decay, no update)
+        q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+        g, beta = F.pad(g, (0, pad)), F.pad(beta, (0, pad))
+    H, n = q.shape[0], (L + pad) // chunk
+    q, k, v = (x.view(H, n, chunk, -1) for x in (q, k, v))
+    G = g.view(H, n, chunk).cumsum(-1)  # [H, n, c]
+    beta = beta.view(H, n, chunk)
+    lower = torch.ones(chunk, chunk, dtype=torch.bool).tril()
+    decay = (G[..., :, None] - G[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # [H, n, c, c]
+    kb = k * beta[..., None]
+    system = (kb @ k.transpose(-1, -2)) * decay  # strictly-lower part is A; the diagonal is taken as 1
+    rhs = torch.cat([v * beta[..., None], kb * G.exp()[..., None]], dim=-1)
+    sol = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
+    u0, w = sol.split([v.shape[-1], k.shape[-1]], dim=-1)  # u = u0 - w @ S0
+    attn = (q @ k.transpose(-1, -2)) * decay  # [H, n, c, c], j <= i
+    q_dec = q * G.exp()[..., None]
+    k_dec = k * (G[..., -1:] - G).exp()[..., None]
+    end_decay = G[..., -1].exp()[..., None, None]  # [H, n, 1, 1]
+    out = torch.empty_like(v)
+    S = state.float()
+    for i in range(n):
+        u = u0[:, i] - w[:, i] @ S
+        out[:, i] = q_dec[:, i] @ S + attn[:, i] @ u
+        S = S * end_decay[:, i] + k_dec[:, i].transpose(-1, -2) @ u
+    o = out.view(H, n * chunk, -1)[:, :L].transpose(0, 1)
+    return o, S
+
+
+def recurrent_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                               state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token by token, batched over sequences: q, k [B, L, Hk, Dk], v [B, L, Hv, Dv], g, beta [B, L, Hv],
+    state [B, Hv, Dk, Dv] float32 (not modified). Returns o [B, L, Hv, Dv] float32 and the new state.
+    Decode runs it with L = 1; it is also the reference twin of ``chunk_gated_delta_rule``."""
+    q, k, v, g, beta = _prepare(q, k, v, g, beta)  # [B, H, L, D], g/beta [B, H, L]
+    S = state.float()
+    out = torch.empty_like(v)
+    for t in range(q.shape[2]):
+        S = S * g[:, :, t].exp()[..., None, None]
+        pred = (S * k[:, :, t, :, None]).sum(-2)  # S^T k  [B, H, Dv]
+        delta = (v[:, :, t] - pred) * beta[:, :, t, None]
+        S = S + k[:, :, t, :, None] * delta[:, :, None, :]
+        out[:, :, t] = (S * q[:, :, t, :, None]).sum(-2)
+    return out.transpose(1, 2), S
+
+
+def causal_conv(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Depthwise causal conv + SiLU over one sequence's new inputs. x [L, C], conv_state [C, Kc-1] (the
+    previous Kc-1 inputs; zeros at the start), weight [C, Kc]. Returns y [L, C] in x's dtype and the new
+    conv state [C, Kc-1] (not written in place)."""
+    K1 = weight.shape[1] - 1
+    seq = torch.cat([conv_state.to(x.dtype), x.t()], dim=1)  # [C, Kc-1+L]
+    y = F.conv1d(seq[None], weight[:, None, :].to(x.dtype), groups=seq.shape[0])[0]  # [C, L]
+    return F.silu(y).t(), seq[:, seq.shape[1] - K1 :]
+
+
+def causal_conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One new input per sequence: x [B, C], conv_state [B, C, Kc-1], weight [C, Kc] -> (y [B, C],
+    new conv state [B, C, Kc-1]). Equals ``causal_conv`` with L = 1 per sequence."""
+    seq = torch.cat([conv_state.to(x.dtype), x[:, :, None]], dim=2)  # [B, C, Kc]
+    y = (seq * weight.to(x.dtype)[None]).sum(-1)
+    return F.silu(y), seq[:, :, 1:]

@@ -1,0 +1,119 @@
+"""Gated DeltaNet layer (Qwen3-Next / Qwen3.5 linear attention) over a packed batch.
+
+in-projection -> (qkv, z, b, a); short causal conv + SiLU on qkv; gated delta rule with
+beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias); gated RMSNorm with z; out-projection.
+Each sequence's conv and recurrent state live in a slot of ``batch.state.live``: decode tokens of all
+sequences run together in the recurrent form, prompt chunks one sequence at a time in the chunked
+form, split at the requested snapshot points (``batch.state.snaps``) so the state after exactly those
+tokens is copied into checkpoint slots. Qwen3-Next stores the projections grouped per key head
+(``in_proj_qkvz``, ``in_proj_ba``); they are reordered at load into the flat Qwen3.5 order.
+
+Legend: T = packed tokens, H = hidden, C = conv channels (q, k, v), Hk/Hv = key/value heads,
+Dk/Dv = key/value dims, Kc = conv kernel, r = Hv / Hk.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.gated_delta import (
+    causal_conv,
+    causal_conv_step,
+    chunk_gated_delta_rule,
+    recurrent_gated_delta_rule,
+)
+from ft_core.layers.norm_offset import gated_rms_norm
+from ft_core.model_config import ModelConfig
+
+
+def _ungroup(w: torch.Tensor, hk: int, parts: list[int]) -> list[torch.Tensor]:
+    """Rows grouped per key head [hk * sum(parts), H] -> one [hk * part, H] block per part (flat order)."""
+    g = w.view(hk, sum(parts), -1).split(parts, dim=1)
+    return [x.reshape(hk * p, -1) for x, p in zip(g, parts)]
+
+
+class GatedDeltaNet:
+    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, index: int):
+        lin, H = cfg.linear, cfg.hidden_size
+        self.cfg, self.layer, self.index = cfg, layer, index  # index: among linear layers (state pools)
+        hk, hv, dk, dv = lin.k_heads, lin.v_heads, lin.k_dim, lin.v_dim
+        rv = hv // hk * dv
+        if lin.grouped_proj:
+            q, k, v, z = _ungroup(r.linear(f"{prefix}.in_proj_qkvz", hk * (2 * dk + 2 * rv), H)[0], hk, [dk, dk, rv, rv])
+            b, a = _ungroup(r.linear(f"{prefix}.in_proj_ba", 2 * hv, H)[0], hk, [hv // hk, hv // hk])
+            w_in = [q, k, v, z, b, a]
+        else:
+            w_in = [r.linear(f"{prefix}.in_proj_qkv", lin.conv_dim, H)[0], r.linear(f"{prefix}.in_proj_z", hv * dv, H)[0],
+                    r.linear(f"{prefix}.in_proj_b", hv, H)[0], r.linear(f"{prefix}.in_proj_a", hv, H)[0]]
+        self.w_in = torch.cat(w_in)  # one GEMM: [C + Hv*Dv + 2*Hv, H]
+        self.split = (lin.conv_dim, hv * dv, hv, hv)
+        self.qkv_split = (hk * dk, hk * dk, hv * dv)
+        self.conv_w = r.tensor(f"{prefix}.conv1d.weight", (lin.conv_dim, 1, lin.conv_kernel))[:, 0]  # [C, Kc]
+        self.neg_A = -r.tensor(f"{prefix}.A_log", (hv,), torch.float32).exp()
+        self.dt_bias = r.tensor(f"{prefix}.dt_bias", (hv,), torch.float32)
+        self.norm = r.tensor(f"{prefix}.norm.weight", (dv,))
+        self.w_out, _ = r.linear(f"{prefix}.out_proj", H, hv * dv)
+
+    def kv_layout(self, num_pages: int, page_size: int, dtype: torch.dtype) -> KVLayout:
+        """No KV cache: a zero-width layout keeps KV layer indices equal to model layer indices."""
+        return KVLayout(num_pages, page_size, 0, 0, 0, dtype)
+
+    def _heads(self, y: torch.Tensor):
+        """conv output [.., C] -> q [.., Hk, Dk], k [.., Hk, Dk], v [.., Hv, Dv]."""
+        lin = self.cfg.linear
+        q, k, v = y.split(self.qkv_split, dim=-1)
+        return (q.unflatten(-1, (lin.k_heads, lin.k_dim)), k.unflatten(-1, (lin.k_heads, lin.k_dim)),
+                v.unflatten(-1, (lin.v_heads, lin.v_dim)))
+
+    def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
+        """x [T, H] -> [T, H]. Advances every sequence's live state (and fills requested checkpoints)."""
+        st, j, lin = batch.state, self.index, self.cfg.linear
+        T = x.shape[0]
+        mixed, z, b, a = F.linear(x, self.w_in).split(self.split, dim=-1)
+        beta = b.sigmoid()
+        g = self.neg_A * F.softplus(a.float() + self.dt_bias)  # [T, Hv] float32
+        core = torch.empty(T, lin.v_heads, lin.v_dim)
+        starts = [0]
+        for n in batch.q_lens:
+            starts.append(starts[-1] + n)
+        snaps = st.snaps or [[] for _ in batch.q_lens]
+        single = [i for i, n in enumerate(batch.q_lens) if n == 1]
+        if single:  # decode tokens (and one-token chunks) of all sequences together, recurrent form
+            rows = torch.tensor([starts[i] for i in single])
+            slots = torch.tensor([st.slots[i] for i in single])
+            y, conv = causal_conv_step(mixed[rows], st.live.conv[j][slots], self.conv_w)
+            q, k, v = self._heads(y[:, None])
+            o, S = recurrent_gated_delta_rule(q, k, v, g[rows][:, None], beta[rows][:, None], st.live.rec[j][slots])
+            st.live.conv[j][slots], st.live.rec[j][slots] = conv, S
+            core[rows] = o[:, 0]
+            for i in single:
+                for _, cslot in snaps[i]:
+                    st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
+        for i, n in enumerate(batch.q_lens):
+            if n > 1:
+                s0 = starts[i]
+                core[s0 : s0 + n] = self._prefill(mixed[s0 : s0 + n], g[s0 : s0 + n], beta[s0 : s0 + n], st, i, snaps[i])
+        y = gated_rms_norm(core.to(x.dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps)
+        return F.linear(y.reshape(T, -1), self.w_out)
+
+    def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:
+        """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""
+        j, slot, L = self.index, st.slots[i], mixed.shape[0]
+        conv_in = torch.cat([st.live.conv[j][slot].to(mixed.dtype), mixed.t()], dim=1)  # [C, Kc-1+L]
+        y, conv = causal_conv(mixed, st.live.conv[j][slot], self.conv_w)
+        q, k, v = self._heads(y)
+        S, out, done = st.live.rec[j][slot], [], 0
+        width = conv.shape[1]
+        for n, cslot in sorted(snaps) + [(L, -1)]:
+            if n > done:
+                o, S = chunk_gated_delta_rule(q[done:n], k[done:n], v[done:n], g[done:n], beta[done:n], S)
+                out.append(o)
+                done = n
+            if cslot >= 0:  # the state after the first n tokens of this chunk
+                st.ckpt.conv[j][cslot].copy_(conv_in[:, n : n + width])
+                st.ckpt.rec[j][cslot].copy_(S)
+        st.live.conv[j][slot], st.live.rec[j][slot] = conv, S
+        return torch.cat(out)
