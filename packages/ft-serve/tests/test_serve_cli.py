@@ -72,5 +72,6 @@ def test_serve_bad_flags_and_paths_fail_clearly(tmp_path):
 def test_serve_help_lists_the_contract_flags():
     r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "serve", "--help"], capture_output=True, text=True, timeout=60)
     for flag in ("--model", "--host", "--port", "--api-key", "--served-model-name", "--max-running-requests",
-                 "--max-model-len", "--tool-call-parser", "--reasoning-parser", "--moe-backend", "--moe-cache-size"):
+                 "--max-model-len", "--tool-call-parser", "--reasoning-parser", "--moe-backend", "--moe-cache-size",
+                 "--kv-cache-size", "--no-prefix-cache", "--state-checkpoints", "--checkpoint-policy", "--elastic"):
         assert flag in r.stdout, flag

@@ -23,6 +23,13 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--moe-cache-fraction", type=float, default=None, help="expert cache size as a fraction of all experts")
     p.add_argument("--moe-cache-size", type=int, default=None, metavar="BYTES", help="expert cache size in bytes")
     p.add_argument("--moe-bandwidth-ratio", type=float, default=None, help="B_P / B_H for --moe-backend hybrid")
+    p.add_argument("--kv-cache-size", default=None, metavar="BYTES", help="KV page pool (e.g. 4GiB; default 1GiB)")
+    p.add_argument("--no-prefix-cache", action="store_true", help="do not share KV pages / states between requests")
+    p.add_argument("--state-checkpoints", type=int, default=None,
+                   help="hybrid models: recurrent-state checkpoint budget in slots (default 32)")
+    p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
+    p.add_argument("--checkpoint-policy", default="anchors", choices=["anchors", "every_n", "llama", "none"],
+                   help="hybrid models: where state checkpoints go (default: anchors = think/tool/turn/prompt ends)")
     p.add_argument("--record-routing", metavar="FILE", default=None,
                    help="append every forward's routed expert ids to FILE (JSON lines; see bench_cache_policies.py)")
 
@@ -137,8 +144,16 @@ def _probe(args) -> int:
 
 def _engine(args):
     from ft_core import Engine
+    from ft_core.memory import parse_bytes
 
-    return Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl,
+    extra = {"prefix_cache": not args.no_prefix_cache, "checkpoint_policy": args.checkpoint_policy}
+    if args.kv_cache_size is not None:
+        extra["kv_cache_bytes"] = parse_bytes(args.kv_cache_size, "--kv-cache-size")
+    if args.state_checkpoints is not None:
+        extra["state_checkpoints"] = args.state_checkpoints
+    if args.state_checkpoint_size is not None:
+        extra["state_checkpoint_bytes"] = parse_bytes(args.state_checkpoint_size, "--state-checkpoint-size")
+    return Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl, **extra,
                                   max_model_len=args.max_model_len, moe_backend=args.moe_backend,
                                   moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction,
                                   moe_cache_bytes=args.moe_cache_size, moe_bandwidth_ratio=args.moe_bandwidth_ratio,
