@@ -14,6 +14,10 @@ from ft_core.cache.radix import RadixCache
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
 import tiny_checkpoints  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
+import engine_spy  # noqa: E402
+from engine_spy import sampled_logits  # noqa: E402
+
 IDS = [(i * 37 + 11) % 700 + 20 for i in range(64)]  # inside every tiny vocabulary (>= 800)
 GREEDY = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
 S = 4  # page size of these tests: many pages from short prompts
@@ -33,26 +37,8 @@ def ckpt(demo_dir, tmp_path_factory):
     return get
 
 
-def sampled_logits(eng):
-    """Spy on the engine's forward: seq_id -> logits rows that were sampled from (mid-prompt rows dropped)."""
-    rows, forward = {}, eng._forward
-
-    def spy(b):
-        out = forward(b)
-        for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):
-            if seq.num_computed + n == seq.total_len:
-                rows.setdefault(seq.seq_id, []).append(out[i].clone())
-        return out
-
-    eng._forward = spy
-    return rows
-
-
 def run(eng, ids, params=GREEDY):
-    seq = eng.add_request(ids, params)
-    while not seq.finished:
-        eng.step()
-    return seq
+    return engine_spy.run(eng, ids, params)
 
 
 def assert_pool_consistent(eng):

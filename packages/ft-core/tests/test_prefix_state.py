@@ -16,6 +16,10 @@ from ft_core.cache.anchors import AnchorTokens, CheckpointPolicy
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
 import tiny_checkpoints  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
+import engine_spy  # noqa: E402
+from engine_spy import sampled_logits  # noqa: E402
+
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 S = 4  # page size: checkpoints fall inside pages as often as at their ends
 SYSTEM = {"role": "system", "content": "You are a coding agent. Answer briefly and use the tools."}
@@ -36,26 +40,8 @@ def chat(eng, messages) -> list[int]:
     return eng.tokenizer.encode(eng.tokenizer.apply_chat_template(messages))
 
 
-def sampled_logits(eng):
-    """seq_id -> logits rows the engine sampled from (mid-prompt chunks dropped)."""
-    rows, forward = {}, eng._forward
-
-    def spy(b, *a):
-        out = forward(b, *a)
-        for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):
-            if seq.num_computed + n == seq.total_len:
-                rows.setdefault(seq.seq_id, []).append(out[i].clone())
-        return out
-
-    eng._forward = spy
-    return rows
-
-
 def run(eng, ids, params=GREEDY):
-    seq = eng.add_request(ids, params)
-    while not seq.finished:
-        eng.step()
-    return seq
+    return engine_spy.run(eng, ids, params)
 
 
 def assert_same(on, off, a, b, rows_on, rows_off):
