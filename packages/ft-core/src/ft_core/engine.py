@@ -244,9 +244,6 @@ class Engine:
             if seq.constraint is not None:
                 seq.constraint.accept(tok)
             self._check_stop(seq, tok)
-            if not seq.finished and seq.constraint is not None and seq.constraint.finished():
-                seq.finish_reason = "stop"  # the structured output is complete
-                seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens)
 
     def _check_stop(self, seq: Sequence, tok: int) -> None:
         """Set finish_reason (and the final text) once the sequence is done. The text is decoded every
@@ -264,6 +261,8 @@ class Engine:
             seq.finish_reason, text = "stop", text[: min(hits)]
         elif len(seq.output_ids) >= p.max_tokens or seq.total_len >= self.max_model_len:
             seq.finish_reason = "length"
+        elif seq.constraint is not None and seq.constraint.finished():
+            seq.finish_reason = "stop"  # the structured output is complete
         if seq.finished:
             seq.text = text if text is not None else decode()
 

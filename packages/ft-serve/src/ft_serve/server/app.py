@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from ft_core.errors import RequestError
 
+from ft_serve.api.admin import check_admin
 from ft_serve.api.sse import json_body
 from ft_serve.server.auth import require_key
 from ft_serve.server.config import ServerConfig
@@ -47,8 +48,6 @@ def _api_route(path: str, target: str, auth: str = "api", method: str = "POST"):
         status = 500
         try:
             if auth == "admin":
-                from ft_serve.api.admin import check_admin
-
                 check_admin(app.state.config, request)
             else:
                 _check_key(app.state.config, request)
