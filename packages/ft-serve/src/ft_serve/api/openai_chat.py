@@ -16,7 +16,8 @@ from ft_core import SamplingParams
 from ft_core.errors import RequestError
 
 from ft_serve.api.fields import choice, field, number, stop_list
-from ft_serve.api.sse import merge_text, run_to_end, sse_data, stream
+from ft_serve.api.sse import run_to_end, sse_data, stream
+from ft_serve.parsers import collect
 from ft_serve.server.errors import bad_request
 from ft_serve.server.service import ChatRequest, check_api_error, parse_arguments
 
@@ -180,10 +181,10 @@ async def chat_completions(app, request, body: dict):
     events = await run_to_end(gen, request)
     check_api_error(gen)
     calls = gen.tool_calls if parallel else gen.tool_calls[:1]
-    msg = {"role": "assistant", "content": merge_text(events, "content") or (None if calls else "")}
-    reasoning = merge_text(events, "reasoning")
-    if reasoning:
-        msg["reasoning_content"] = reasoning
+    out = collect(events)
+    msg = {"role": "assistant", "content": out.content or (None if calls else "")}
+    if out.reasoning:
+        msg["reasoning_content"] = out.reasoning
     if calls:
         msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                              for c in calls]

@@ -10,7 +10,8 @@ import uuid
 
 from ft_serve.api.fields import field
 from ft_serve.api.openai_chat import common_checks, sampling
-from ft_serve.api.sse import merge_text, run_to_end, sse_data, stream
+from ft_serve.api.sse import run_to_end, sse_data, stream
+from ft_serve.parsers import collect
 from ft_serve.server.errors import bad_request
 from ft_serve.server.service import check_api_error
 
@@ -63,7 +64,7 @@ async def completions(app, request, body: dict):
         check_api_error(g)
     choices = []
     for i, (g, evs) in enumerate(zip(gens, results)):
-        text = (tok.decode(g.prompt_ids) if echo else "") + merge_text(evs, "content")
+        text = (tok.decode(g.prompt_ids) if echo else "") + collect(evs).content
         choices.append({"index": i, "text": text, "logprobs": None, "finish_reason": "length" if g.finish_reason == "length" else "stop"})
     return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": choices,
             "usage": _usage(gens)}

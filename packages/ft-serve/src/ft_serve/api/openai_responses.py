@@ -24,7 +24,8 @@ from ft_serve.api.fields import choice, field, number
 from ft_serve.api.openai_chat import sampling
 from ft_serve.api.responses_items import ToolMap, build_tools, content_text, convert_input, flat_name, seal
 from ft_serve.api.responses_output import OutputBuilder, new_id
-from ft_serve.api.sse import merge_text, run_to_end, stream
+from ft_serve.api.sse import run_to_end, stream
+from ft_serve.parsers import collect
 from ft_serve.server.errors import ApiError, bad_request
 from ft_serve.server.service import ChatRequest, check_api_error
 
@@ -203,7 +204,8 @@ async def _stream(gen, b: OutputBuilder, shell: dict):
 
 # ---- compaction ---------------------------------------------------------------------------------
 def _summary(events) -> str:
-    return (merge_text(events, "content").strip() or merge_text(events, "reasoning").strip())
+    out = collect(events)
+    return out.content.strip() or out.reasoning.strip()
 
 
 def _compaction_item(secret: bytes, text: str, item_id: str | None = None) -> dict:

@@ -68,7 +68,3 @@ async def _disconnected(request: Request) -> bool:
         return await asyncio.wait_for(request.is_disconnected(), 0.01)
     except asyncio.TimeoutError:
         return False
-
-
-def merge_text(events, kind: str) -> str:
-    return "".join(e.text for e in events if e.kind == kind)
