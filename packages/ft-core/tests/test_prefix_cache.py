@@ -91,8 +91,9 @@ def test_radix_tree_match_insert_lock_evict():
 def test_prefix_reuse_keeps_logits_and_tokens(ckpt, arch):
     """A second request sharing a long prefix, then a second chat turn (prompt + answer + more): the same
     sampled logits and greedy tokens as an engine without the prefix cache; hits are whole pages."""
-    on = Engine.from_pretrained(ckpt(arch), page_size=S)
-    off = Engine.from_pretrained(ckpt(arch), page_size=S, prefix_cache=False)
+    paged = {"window_state": False} if arch == "gpt_oss" else {}  # windows as paged KV (window state: test_window_state)
+    on = Engine.from_pretrained(ckpt(arch), page_size=S, **paged)
+    off = Engine.from_pretrained(ckpt(arch), page_size=S, prefix_cache=False, **paged)
     got_rows, want_rows = sampled_logits(on), sampled_logits(off)
     prefix = IDS[:37]
     first = prefix + [5, 6, 7]

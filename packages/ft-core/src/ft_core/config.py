@@ -29,6 +29,10 @@ class EngineConfig:
     checkpoint_policy: str = "anchors"  # anchors | every_n | llama | none (cache/anchors.py)
     checkpoint_interval: int = 1024  # every_n spacing; anchors: fallback spacing inside long blocks
     checkpoints_per_prompt: int = 2  # snapshots taken while prefilling one prompt, the latest anchors first
+    # Sliding-window layers (GPT-OSS): keep only the last W tokens as per-sequence state, checkpointed like
+    # recurrent state (True), or paged KV of every token (False). None: auto, True when the model mixes
+    # windowed and full-attention layers.
+    window_state: bool | None = None
     # Expert memory hierarchy (DESIGN §3). "cpu": every expert on the host kernels, no cache (the
     # default without an accelerator); "fill" / "hybrid" / "static": an ExpertCache of slots on the
     # device (with device="cpu", a separate host memory region, which runs the whole hierarchy for tests).

@@ -40,9 +40,9 @@ class Engine:
         self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
         self.max_model_len = min(self.max_model_len, pages * config.page_size)  # one sequence must fit the pool
         self.prefix = RadixCache(self.kv) if config.prefix_cache else None
-        self.state_layout = StateLayout.of(self.model_config, config.torch_dtype)
+        self.state_layout = StateLayout.of(self.model_config, config.torch_dtype, config.window_state)
         self.live_states = self.checkpoints = hybrid = None
-        if self.state_layout is not None:  # recurrent layers: live states, checkpoints, anchors
+        if self.state_layout is not None:  # recurrent layers / windows: live states, checkpoints, anchors
             self.live_states = StatePool(self.state_layout, config.state_slots, config.device)
             slots = config.state_checkpoints
             if config.state_checkpoint_bytes is not None:

@@ -121,6 +121,17 @@ class ModelConfig:
         """Indices of the linear-attention (recurrent-state) layers; empty for pure attention models."""
         return tuple(i for i, t in enumerate(self.layer_types) if t == "linear_attention")
 
+    def state_layers(self, window_state: bool | None = None) -> tuple[int, ...]:
+        """Layers whose per-sequence state is a fixed-size slot (``cache/state_store.py``) instead of paged
+        KV: every linear-attention layer, and the sliding-window layers when ``window_state`` (None: auto,
+        when the model mixes windowed and full-attention layers, as GPT-OSS does: the window then lives
+        in a ring of W tokens and prefixes resume only at state checkpoints)."""
+        windowed = [i for i, w in enumerate(self.sliding_windows) if w is not None and i not in self.linear_layers]
+        full = [i for i, w in enumerate(self.sliding_windows) if w is None and i not in self.linear_layers]
+        if window_state is None:
+            window_state = bool(windowed and full)
+        return tuple(sorted(set(self.linear_layers) | (set(windowed) if window_state else set())))
+
     @property
     def attn_scale(self) -> float:
         """Softmax scale of q·k (DeepSeek multiplies in the yarn mscale twice)."""

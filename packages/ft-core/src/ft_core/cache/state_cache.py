@@ -124,7 +124,7 @@ class StateCheckpoints:
         slots, before, evicted = nbytes // self.pool.layout.bytes_per_slot, self.pool.num_slots, self.evicted
         while len(self.all) > slots:
             self._evict_one()
-        old, self.pool = self.pool, StatePool(self.pool.layout, slots, self.pool.conv[0].device if self.pool.conv else "cpu")
+        old, self.pool = self.pool, StatePool(self.pool.layout, slots, self.pool.device)
         for ck in self.all:
             slot = self.pool.alloc()
             old.copy_to(ck.slot, self.pool, slot)

@@ -1,12 +1,19 @@
-"""Recurrent-state slots of linear-attention layers (Gated DeltaNet): one pool of live per-sequence
-states and one pool of prefix checkpoints, both ``StatePool``s of fixed-size slots.
+"""Per-sequence state of the layers that do not keep paged KV: one pool of live per-sequence states
+and one pool of prefix checkpoints, both ``StatePool``s of fixed-size slots.
 
-A slot holds the complete recurrent state of one sequence at one position: for every linear layer j
-the conv state ``conv[j][slot]`` [C, Kc-1] (the last Kc-1 conv inputs, model dtype) and the recurrent
-state ``rec[j][slot]`` [Hv, Dk, Dv] (float32). Slots are preallocated, so a forward reads and writes
-them by index (batched decode gathers/scatters rows) and copies between pools are plain row copies.
+A slot holds the complete state of one sequence at one position, a few tensors per state layer j
+(the model's layers in order, see ``ModelConfig.state_layers``):
 
-Legend: N = slots, C = conv channels, Kc = conv kernel, Hv = value heads, Dk/Dv = key/value dims.
+- Gated DeltaNet (linear attention): the conv state [C, Kc-1] (the last Kc-1 conv inputs, model
+  dtype) and the recurrent state [Hv, Dk, Dv] (float32);
+- sliding-window attention (GPT-OSS, when the window is kept as state): the keys and values of the
+  last W tokens, a ring [W, K, D] each (model dtype), the token at position t in row t % W.
+
+Slots are preallocated, so a forward reads and writes them by index (batched decode gathers/scatters
+rows) and copies between pools are plain row copies.
+
+Legend: N = slots, C = conv channels, Kc = conv kernel, Hv = value heads, Dk/Dv = key/value dims,
+W = window, K = KV heads, D = head dim.
 """
 
 from __future__ import annotations
@@ -17,34 +24,37 @@ import torch
 
 from ft_core.model_config import ModelConfig
 
+Spec = tuple[tuple[int, ...], torch.dtype]  # one tensor of a slot: shape, dtype
+
 
 @dataclass(frozen=True)
 class StateLayout:
-    layers: int  # linear-attention layers
-    conv_dim: int  # C
-    conv_width: int  # Kc - 1
-    heads: int  # Hv
-    k_dim: int  # Dk
-    v_dim: int  # Dv
-    conv_dtype: torch.dtype
+    layers: tuple[tuple[Spec, ...], ...]  # per state layer: the tensors one slot holds
 
     @classmethod
-    def of(cls, cfg: ModelConfig, dtype: torch.dtype) -> StateLayout | None:
-        """The layout of ``cfg``'s linear layers, or None for a model without any."""
-        lin = cfg.linear
-        if lin is None or not cfg.linear_layers:
-            return None
-        return cls(len(cfg.linear_layers), lin.conv_dim, lin.conv_kernel - 1, lin.v_heads, lin.k_dim, lin.v_dim, dtype)
+    def of(cls, cfg: ModelConfig, dtype: torch.dtype, window_state: bool | None = None) -> StateLayout | None:
+        """The state layout of ``cfg`` (``window_state``: see ``ModelConfig.state_layers``), or None for a
+        model whose every layer keeps paged KV."""
+        layers = []
+        for i in cfg.state_layers(window_state):
+            if i in cfg.linear_layers:
+                lin = cfg.linear
+                layers.append((((lin.conv_dim, lin.conv_kernel - 1), dtype),
+                               ((lin.v_heads, lin.k_dim, lin.v_dim), torch.float32)))
+            else:
+                ring = ((cfg.sliding_windows[i], cfg.num_kv_heads, cfg.head_dim), dtype)
+                layers.append((ring, ring))
+        return cls(tuple(layers)) if layers else None
 
     @property
     def bytes_per_slot(self) -> int:
-        conv = self.conv_dim * self.conv_width * torch.tensor([], dtype=self.conv_dtype).element_size()
-        return self.layers * (conv + self.heads * self.k_dim * self.v_dim * 4)
+        size = lambda shape, dt: torch.Size(shape).numel() * torch.tensor([], dtype=dt).element_size()  # noqa: E731
+        return sum(size(*spec) for layer in self.layers for spec in layer)
 
 
 @dataclass
 class StateBatch:
-    """What the linear layers of one forward need: each sequence's live slot and its snapshots.
+    """What the state layers of one forward need: each sequence's live slot and its snapshots.
 
     ``snaps[b]`` lists (n, slot): after the first n new tokens of sequence b in this forward, copy its
     state into checkpoint slot ``slot`` of ``ckpt`` (n = its whole chunk for the end of the chunk)."""
@@ -56,16 +66,17 @@ class StateBatch:
 
 
 class StatePool:
-    """``num_slots`` state slots; ``alloc`` hands out a zeroed slot (the state before any token)."""
+    """``num_slots`` state slots; ``alloc`` hands out a zeroed slot (the state before any token).
+    ``layer(j)`` is state layer j's tensors, each [N, *shape]."""
 
     def __init__(self, layout: StateLayout, num_slots: int, device: torch.device | str = "cpu"):
-        L = layout
-        self.layout, self.num_slots = L, num_slots
-        self.conv = [torch.zeros(num_slots, L.conv_dim, L.conv_width, dtype=L.conv_dtype, device=device)
-                     for _ in range(L.layers)]
-        self.rec = [torch.zeros(num_slots, L.heads, L.k_dim, L.v_dim, dtype=torch.float32, device=device)
-                    for _ in range(L.layers)]
+        self.layout, self.num_slots, self.device = layout, num_slots, torch.device(device)
+        self.tensors = [tuple(torch.zeros(num_slots, *shape, dtype=dt, device=device) for shape, dt in layer)
+                        for layer in layout.layers]
         self._free = list(range(num_slots - 1, -1, -1))
+
+    def layer(self, j: int) -> tuple[torch.Tensor, ...]:
+        return self.tensors[j]
 
     @property
     def free_slots(self) -> int:
@@ -80,9 +91,9 @@ class StatePool:
         if not self._free:
             return None
         slot = self._free.pop()
-        for c, r in zip(self.conv, self.rec):
-            c[slot].zero_()
-            r[slot].zero_()
+        for layer in self.tensors:
+            for t in layer:
+                t[slot].zero_()
         return slot
 
     def free(self, slot: int) -> None:
@@ -91,10 +102,10 @@ class StatePool:
 
     def copy_to(self, slot: int, dst: StatePool, dst_slot: int) -> None:
         """Copy every layer's state of ``slot`` into ``dst_slot`` of ``dst`` (same layout)."""
-        for j in range(self.layout.layers):
+        for j in range(len(self.tensors)):
             self.copy_layer_to(j, slot, dst, dst_slot)
 
     def copy_layer_to(self, j: int, slot: int, dst: StatePool, dst_slot: int) -> None:
-        """Copy linear layer ``j``'s state of ``slot`` into ``dst_slot`` of ``dst``."""
-        dst.conv[j][dst_slot].copy_(self.conv[j][slot])
-        dst.rec[j][dst_slot].copy_(self.rec[j][slot])
+        """Copy state layer ``j``'s state of ``slot`` into ``dst_slot`` of ``dst``."""
+        for src, out in zip(self.tensors[j], dst.tensors[j]):
+            out[dst_slot].copy_(src[slot])

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.layers.attention import paged_attention
+from ft_core.layers.attn_window import window_attention
 from ft_core.layers.basic import rms_norm
 from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.rope import Rotary
@@ -18,8 +19,10 @@ from ft_core.model_config import ModelConfig
 
 
 class GQAttention:
-    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, rotary: Rotary):
-        self.cfg, self.layer, self.rotary = cfg, layer, rotary
+    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, rotary: Rotary, state_index: int | None = None):
+        """``state_index``: this windowed layer keeps its window as per-sequence state (that state layer's
+        index, ``layers/attn_window.py``) instead of paged KV."""
+        self.cfg, self.layer, self.rotary, self.state_index = cfg, layer, rotary, state_index
         N, K, D, H = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
         wq, bq = r.linear(f"{prefix}.q_proj", N * D, H, cfg.qkv_bias)
         wk, bk = r.linear(f"{prefix}.k_proj", K * D, H, cfg.qkv_bias)
@@ -40,6 +43,8 @@ class GQAttention:
 
     def kv_layout(self, num_pages: int, page_size: int, dtype: torch.dtype) -> KVLayout:
         c = self.cfg
+        if self.state_index is not None:  # no paged KV (zero width keeps KV indices = layer indices)
+            return KVLayout(num_pages, page_size, 0, 0, 0, dtype)
         return KVLayout(num_pages, page_size, c.num_kv_heads, c.head_dim, c.head_dim, dtype)
 
     def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
@@ -55,7 +60,10 @@ class GQAttention:
             q, k = rms_norm(q, self.q_norm, c.rms_eps), rms_norm(k, self.k_norm, c.rms_eps)
         cos, sin = cos_sin
         q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
-        kv.write(self.layer, batch.slots, k, v)
-        kc, vc = kv.gather(self.layer, batch.page_table)
-        o = paged_attention(q, kc, vc, batch, c.attn_scale, self.window, self.sinks)
+        if self.state_index is not None:
+            o = window_attention(q, k, v, batch, self.state_index, c.attn_scale, self.sinks)
+        else:
+            kv.write(self.layer, batch.slots, k, v)
+            kc, vc = kv.gather(self.layer, batch.page_table)
+            o = paged_attention(q, kc, vc, batch, c.attn_scale, self.window, self.sinks)
         return F.linear(o.reshape(T, -1), self.wo, self.bo)

@@ -38,7 +38,7 @@ def _ungroup(w: torch.Tensor, hk: int, parts: list[int]) -> list[torch.Tensor]:
 class GatedDeltaNet:
     def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, index: int):
         lin, H = cfg.linear, cfg.hidden_size
-        self.cfg, self.layer, self.index = cfg, layer, index  # index: among linear layers (state pools)
+        self.cfg, self.layer, self.index = cfg, layer, index  # index: among state layers (state pools)
         hk, hv, dk, dv = lin.k_heads, lin.v_heads, lin.k_dim, lin.v_dim
         rv = hv // hk * dv
         if lin.grouped_proj:
@@ -84,10 +84,11 @@ class GatedDeltaNet:
         if single:  # decode tokens (and one-token chunks) of all sequences together, recurrent form
             rows = torch.tensor([starts[i] for i in single])
             slots = torch.tensor([st.slots[i] for i in single])
-            y, conv = causal_conv_step(mixed[rows], st.live.conv[j][slots], self.conv_w)
+            live_conv, live_rec = st.live.layer(j)
+            y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
             q, k, v = self._heads(y[:, None])
-            o, S = recurrent_gated_delta_rule(q, k, v, g[rows][:, None], beta[rows][:, None], st.live.rec[j][slots])
-            st.live.conv[j][slots], st.live.rec[j][slots] = conv, S
+            o, S = recurrent_gated_delta_rule(q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots])
+            live_conv[slots], live_rec[slots] = conv, S
             core[rows] = o[:, 0]
             for i in single:
                 for _, cslot in snaps[i]:
@@ -102,10 +103,11 @@ class GatedDeltaNet:
     def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:
         """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""
         j, slot, L = self.index, st.slots[i], mixed.shape[0]
-        conv_in = torch.cat([st.live.conv[j][slot].to(mixed.dtype), mixed.t()], dim=1)  # [C, Kc-1+L]
-        y, conv = causal_conv(mixed, st.live.conv[j][slot], self.conv_w)
+        live_conv, live_rec = st.live.layer(j)
+        conv_in = torch.cat([live_conv[slot].to(mixed.dtype), mixed.t()], dim=1)  # [C, Kc-1+L]
+        y, conv = causal_conv(mixed, live_conv[slot], self.conv_w)
         q, k, v = self._heads(y)
-        S, out, done = st.live.rec[j][slot], [], 0
+        S, out, done = live_rec[slot], [], 0
         width = conv.shape[1]
         for n, cslot in sorted(snaps) + [(L, -1)]:
             if n > done:
@@ -113,7 +115,8 @@ class GatedDeltaNet:
                 out.append(o)
                 done = n
             if cslot >= 0:  # the state after the first n tokens of this chunk
-                st.ckpt.conv[j][cslot].copy_(conv_in[:, n : n + width])
-                st.ckpt.rec[j][cslot].copy_(S)
-        st.live.conv[j][slot], st.live.rec[j][slot] = conv, S
+                ck_conv, ck_rec = st.ckpt.layer(j)
+                ck_conv[cslot].copy_(conv_in[:, n : n + width])
+                ck_rec[cslot].copy_(S)
+        live_conv[slot], live_rec[slot] = conv, S
         return torch.cat(out)

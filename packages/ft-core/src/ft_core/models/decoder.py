@@ -1,7 +1,8 @@
 """The decoder shared by every supported architecture: embeddings, N x (norm, attention, norm,
 dense MLP or MoE), final norm, LM head. Architecture differences live in ModelConfig and in the
 tensor names below. The attention of a layer is GQA, MLA, gated GQA or Gated DeltaNet (hybrid models,
-whose recurrent state travels in ``ForwardBatch.state``). Vision-language checkpoints keep the text
+whose recurrent state travels in ``ForwardBatch.state``, as do the windows of sliding-window layers
+kept as state). Vision-language checkpoints keep the text
 model under ``model.language_model.`` (Qwen3.5); the prefix is found from the stored names.
 
 Legend: T = packed tokens, H = hidden, V = vocab.
@@ -48,10 +49,15 @@ class Decoder:
         self.backend = self._expert_backend(engine, len(moe_prefixes)) if self.bank else None
         self.layers = []
         moe_index = 0
+        state_layers = cfg.state_layers(engine.window_state)  # per-sequence state slots, not paged KV
         for i in range(cfg.num_layers):
             p = f"{m}layers.{i}"
             if i in cfg.linear_layers:
-                attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", cfg.linear_layers.index(i))
+                attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", state_layers.index(i))
+            elif i in state_layers:  # a sliding window kept as state (GPT-OSS)
+                if cfg.mla is not None or cfg.attn_output_gate:
+                    raise FTError(f"window_state: layer {i}'s attention kind keeps no window state; use window_state=False")
+                attn = GQAttention(r, cfg, i, f"{p}.self_attn", self.rotary, state_layers.index(i))
             else:
                 attn_cls = MLAttention if cfg.mla is not None else GatedAttention if cfg.attn_output_gate else GQAttention
                 attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)

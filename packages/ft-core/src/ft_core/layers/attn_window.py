@@ -1,0 +1,78 @@
+"""Sliding-window attention whose window is per-sequence state (GPT-OSS with ``window_state``).
+
+A windowed layer needs only the keys and values of the last W tokens, so instead of paged KV of every
+token it keeps a ring [W, K, D] of each in the sequence's state slot (``cache/state_store.py``; the
+token at position t in row t % W). The ring is state like a recurrent layer's: it is snapshot into
+checkpoint slots at the requested positions and restored with them, so the KV pages of the
+full-attention layers plus one checkpoint resume a prefix exactly.
+
+For a chunk of L new tokens from position p the keys are the ring unrolled (positions p-W .. p-1)
+followed by the chunk: [W + L]. Query i (position p+i) sees keys i+1 .. i+W of that array that are
+at positions >= 0 (the mask of ``ForwardBatch.mask(W)``), so query blocks read a band of keys only.
+Afterwards the ring holds keys L .. L+W-1 (the last W tokens); a snapshot after the first n tokens
+is keys n .. n+W-1.
+
+Legend: T = packed tokens, B = sequences, Lq = padded chunk length, W = window, K = KV heads,
+N = query heads, D = head dim.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ft_core.layers.attention import Q_BLOCK, attend, pad_queries, unpad
+from ft_core.layers.batch import ForwardBatch
+
+
+def window_attention(
+    q: torch.Tensor,  # [T, N, D] new queries
+    k: torch.Tensor,  # [T, K, D] new keys (rotary applied)
+    v: torch.Tensor,  # [T, K, D]
+    batch: ForwardBatch,
+    j: int,  # state layer index of this attention layer
+    scale: float,
+    sinks: torch.Tensor | None = None,  # [N]
+) -> torch.Tensor:  # [T, N, D] in q's dtype
+    st = batch.state
+    ring_k, ring_v = st.live.layer(j)  # [slots, W, K, D]
+    W, K = ring_k.shape[1], ring_k.shape[2]
+    B, Lq = batch.batch_size, batch.Lq
+    slots = torch.tensor(st.slots)
+    qlen = torch.tensor(batch.q_lens)
+    start = torch.tensor(batch.ctx_lens) - qlen  # [B] position of each chunk's first token
+    back = torch.arange(W) - W  # offsets -W .. -1
+    rows = (start[:, None] + back) % W  # ring rows of positions start-W .. start-1
+
+    def keys_of(ring: torch.Tensor, new: torch.Tensor) -> torch.Tensor:  # -> [B, W + Lq, K, D] in ring dtype
+        pad = ring.new_zeros(B * Lq, *new.shape[1:])
+        pad[batch.dest] = new.to(ring.dtype)
+        return torch.cat([ring[slots[:, None], rows], pad.view(B, Lq, *new.shape[1:])], dim=1)
+
+    keys, vals = keys_of(ring_k, k), keys_of(ring_v, v)
+    kpos = torch.cat([start[:, None] + back, batch.q_pos], dim=1)  # [B, W + Lq]
+    kvalid = torch.cat([kpos[:, :W] >= 0, torch.arange(Lq)[None] < qlen[:, None]], dim=1)
+    qvalid = torch.arange(Lq)[None] < qlen[:, None]  # [B, Lq]
+    qb = pad_queries(q, batch, K)
+    out = []
+    for s0 in range(0, Lq, Q_BLOCK):  # query block [s0, e) reads keys [s0, e + W) only
+        e = min(Lq, s0 + Q_BLOCK)
+        kp, qp = kpos[:, s0 : e + W], batch.q_pos[:, s0:e]
+        m = (kp[:, None] <= qp[:, :, None]) & (kp[:, None] > qp[:, :, None] - W) & kvalid[:, None, s0 : e + W]
+        m[:, :, 0] |= ~qvalid[:, s0:e]  # padding query rows see one key (no all-masked rows); discarded
+        ks = keys[:, s0 : e + W].transpose(1, 2).float()
+        vs = vals[:, s0 : e + W].transpose(1, 2).float()
+        out.append(attend(qb[:, :, :, s0:e], ks, vs, m, scale, sinks))
+    o = torch.cat(out, dim=3) if len(out) > 1 else out[0]
+
+    ar = torch.arange(W)
+    for b, snaps in enumerate(st.snaps or []):  # the window after the first n new tokens: keys n .. n+W-1
+        for n, cslot in snaps:
+            ck_k, ck_v = st.ckpt.layer(j)
+            r = (start[b] + n + back) % W
+            ck_k[cslot, r], ck_v[cslot, r] = keys[b, n + ar], vals[b, n + ar]
+    last = qlen[:, None] + ar  # [B, W]: the last W tokens of each sequence
+    r = (start[:, None] + last - W) % W
+    b_idx = torch.arange(B)[:, None]
+    ring_k[slots[:, None], r] = keys[b_idx, last]
+    ring_v[slots[:, None], r] = vals[b_idx, last]
+    return unpad(o, batch, q.dtype)
