@@ -87,3 +87,18 @@ def test_probe_reports_host_bandwidth_and_caches_it(tmp_path):
     assert "(cached)" in again.stdout
     bad = ft("probe", "--format", "fp3", env=env)
     assert bad.returncode == 1 and "fp3" in bad.stderr
+
+
+def test_window_state_flags_keep_the_output(tmp_path):
+    """GPT-OSS windows as state (auto / on) or as paged KV (off): the same greedy text; bad slot counts
+    are refused with the option named."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests"))
+    import tiny_checkpoints
+
+    model = str(tiny_checkpoints.make_checkpoint("gpt_oss", tmp_path / "gpt_oss"))
+    args = ("generate", "--model", model, "--max-tokens", "24", "--temperature", "0", "a long enough prompt for the window")
+    runs = [ft(*args), ft(*args, "--window-state", "on", "--state-slots", "2"), ft(*args, "--window-state", "off")]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert runs[0].stdout == runs[1].stdout == runs[2].stdout and runs[0].stdout.strip()
+    bad = ft(*args, "--state-slots", "0")
+    assert bad.returncode != 0 and "state_slots" in bad.stderr and "Traceback" not in bad.stderr

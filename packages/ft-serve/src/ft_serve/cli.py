@@ -25,6 +25,12 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--moe-bandwidth-ratio", type=float, default=None, help="B_P / B_H for --moe-backend hybrid")
     p.add_argument("--kv-cache-size", default=None, metavar="BYTES", help="KV page pool (e.g. 4GiB; default 1GiB)")
     p.add_argument("--no-prefix-cache", action="store_true", help="do not share KV pages / states between requests")
+    p.add_argument("--state-slots", type=int, default=None,
+                   help="hybrid models: sequences running at once, one live state slot each (default 16)")
+    p.add_argument("--window-state", default="auto", choices=["auto", "on", "off"],
+                   help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, "
+                        "checkpointed like recurrent state (on), or paged KV of every token (off); "
+                        "auto: on for models mixing windowed and full attention")
     p.add_argument("--state-checkpoints", type=int, default=None,
                    help="hybrid models: recurrent-state checkpoint budget in slots (default 32)")
     p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
@@ -151,6 +157,10 @@ def _engine(args):
         extra["kv_cache_bytes"] = parse_bytes(args.kv_cache_size, "--kv-cache-size")
     if args.state_checkpoints is not None:
         extra["state_checkpoints"] = args.state_checkpoints
+    if args.state_slots is not None:
+        extra["state_slots"] = args.state_slots
+    if args.window_state != "auto":
+        extra["window_state"] = args.window_state == "on"
     if args.state_checkpoint_size is not None:
         extra["state_checkpoint_bytes"] = parse_bytes(args.state_checkpoint_size, "--state-checkpoint-size")
     return Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl, **extra,
