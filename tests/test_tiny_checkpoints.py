@@ -258,8 +258,9 @@ CHAT = [
     {"role": "assistant", "content": "Paris: sunny. Rome: rain.", "reasoning_content": "Summarise."},
     {"role": "user", "content": "Thanks!"},
 ]
-FAMILY_ARCH = {fam: next(a for a in tc.ARCHS if tc.FAMILY[a] == fam) for fam in tiny_tokenizers.FAMILIES}
-FLAGS = {"qwen": "enable_thinking", "glm": "enable_thinking", "deepseek": "thinking"}
+FAMILY_ARCH = {fam: next(a for a in tc.ARCHS + tc.HYBRID_ARCHS if tc.FAMILY[a] == fam)
+               for fam in tiny_tokenizers.FAMILIES}
+FLAGS = {"qwen": "enable_thinking", "qwen35": "enable_thinking", "glm": "enable_thinking", "deepseek": "thinking"}
 
 
 @pytest.mark.parametrize("family", list(FAMILY_ARCH))
@@ -267,7 +268,8 @@ def test_tokenizer(tiny_ckpt, family):
     path = tiny_ckpt(FAMILY_ARCH[family])
     fam = tiny_tokenizers.FAMILIES[family]
     hf, ft = transformers.AutoTokenizer.from_pretrained(path), Tokenizer.from_dir(path)
-    assert len(hf) == ft.vocab_size == _cfg(path)["vocab_size"]
+    cfg = _cfg(path)
+    assert len(hf) == ft.vocab_size == (cfg.get("vocab_size") or cfg["text_config"]["vocab_size"])
     for tok in fam.special + fam.added:  # each is one id, special exactly where the family marks it
         (i,) = hf.encode(tok, add_special_tokens=False)
         assert ft.token_to_id(tok) == i and (i in ft.special_ids) == (tok in fam.special), tok
@@ -282,7 +284,8 @@ def test_tokenizer(tiny_ckpt, family):
              dict(messages=CHAT[1:3], tools=None, add_generation_prompt=False),
              dict(messages=CHAT[-1:], tools=None, add_generation_prompt=True)]
     if family in FLAGS:
-        cases += [dict(messages=CHAT, tools=TOOLS, add_generation_prompt=True, **{FLAGS[family]: on}) for on in (1, 0)]
+        cases += [dict(messages=CHAT, tools=TOOLS, add_generation_prompt=True, **{FLAGS[family]: on})
+                  for on in (True, False)]
     for kw in cases:
         msgs, flags = kw.pop("messages"), dict(kw)
         want = hf.apply_chat_template(msgs, tokenize=False, **flags)
@@ -296,3 +299,26 @@ def test_tokenizer(tiny_ckpt, family):
         assert ids == hf.encode(text)
         bos = [ft.token_to_id(fam.bos)] if fam.bos else []
         assert ids == bos + ft.encode(text, add_special_tokens=False)
+
+
+def test_qwen35_template(tiny_ckpt):
+    """Qwen3.5 / 3.6 structure: the tool list opens the system turn, calls are <function=...> blocks (strings
+    raw, other values JSON), reasoning survives only after the last user query (or with preserve_thinking),
+    the generation prompt opens a thinking block, or closes an empty one when thinking is off."""
+    ft = Tokenizer.from_dir(tiny_ckpt("qwen3_5_moe"))
+    calls = [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]
+    turn = [{"role": "user", "content": "Paris?"}, {"role": "assistant", "content": "", "reasoning_content": "Call it.",
+                                                    "tool_calls": calls},
+            {"role": "tool", "content": "sunny"}]
+    text = ft.apply_chat_template([CHAT[0], *turn], tools=TOOLS, add_generation_prompt=True)
+    assert text.startswith("<|im_start|>system\n# Tools\n") and "</tools>" in text
+    assert text.index("</tools>") < text.index("You are terse.<|im_end|>")
+    assert ("<|im_start|>assistant\n<think>\nCall it.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>"
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n") in text and text.endswith("<|im_start|>assistant\n<think>\n")
+    later = [*turn, {"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "Thanks"}]
+    assert "Call it." not in ft.apply_chat_template(later, add_generation_prompt=True)
+    assert "Call it." in ft.apply_chat_template(later, add_generation_prompt=True, preserve_thinking=True)
+    off = ft.apply_chat_template(turn[:1], add_generation_prompt=True, enable_thinking=False)
+    assert off == "<|im_start|>user\nParis?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"

@@ -52,6 +52,58 @@ QWEN = (
     "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
 )
 
+# The index of the last real user query: a user turn that is not only tool results (Qwen3.5 style).
+_LAST_QUERY = (
+    "{% set ns = namespace(last_user=-1) %}"
+    "{% for m in messages %}{% set c = (m.content or '') | trim %}"
+    "{% if m.role == 'user' and not (c.startswith('<tool_response>') and c.endswith('</tool_response>')) %}"
+    "{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}"
+)
+
+# Qwen3.5 / Qwen3.6 (ChatML; tool list first in the system turn, the system text after it; calls as
+# <function=NAME> blocks of <parameter=KEY> values, strings raw and other values JSON; every assistant turn
+# after the last user query carries a <think> block, earlier ones lose theirs unless preserve_thinking;
+# the generation prompt opens a thinking block, or writes an empty one when enable_thinking is false).
+# A call whose arguments are a JSON string (the hub template wants a mapping) is written as it is.
+QWEN35 = (
+    _LAST_QUERY
+    + "{% set sys = (messages[0].content or '') | trim if messages and messages[0].role == 'system' else '' %}"
+    "{% if tools %}<|im_start|>system\n# Tools\n\nThese functions are available to you:\n\n<tools>"
+    "{% for t in tools %}{{ '\\n' }}{{ t | tojson }}{% endfor %}"
+    "\n</tools>\n\nTo call a function, reply with this form only, nothing after it:\n\n"
+    "<tool_call>\n<function=function_name>\n<parameter=parameter_name>\nvalue, which may span lines\n</parameter>\n"
+    "</function>\n</tool_call>\n\nOne <function=...> block goes inside each <tool_call></tool_call> pair, every "
+    "required parameter is given, and any reasoning comes before the call."
+    "{% if sys %}{{ '\\n\\n' }}{{ sys }}{% endif %}<|im_end|>\n"
+    "{% elif sys %}<|im_start|>system\n{{ sys }}<|im_end|>\n{% endif %}"
+    "{% for m in messages %}{% set c = (m.content or '') | trim %}"
+    "{% if m.role == 'user' or (m.role == 'system' and not loop.first) %}"
+    "<|im_start|>{{ m.role }}\n{{ c }}<|im_end|>\n"
+    "{% elif m.role == 'assistant' %}"
+    "{% if m.reasoning_content is string %}{% set think = m.reasoning_content | trim %}"
+    "{% elif '</think>' in c %}{% set think = c.split('</think>')[0].split('<think>')[-1] | trim %}"
+    "{% set c = c.split('</think>')[-1] | trim %}"
+    "{% else %}{% set think = '' %}{% endif %}"
+    "<|im_start|>assistant\n"
+    "{% if loop.index0 > ns.last_user or preserve_thinking is true %}<think>\n{{ think }}\n</think>\n\n{% endif %}"
+    "{{ c }}"
+    "{% for tc in m.tool_calls or [] %}{% if tc.function is defined %}{% set tc = tc.function %}{% endif %}"
+    "{% if not loop.first %}{{ '\\n' }}{% elif c %}{{ '\\n\\n' }}{% endif %}"
+    "<tool_call>\n<function={{ tc.name }}>\n"
+    "{% if tc.arguments is mapping %}{% for k, v in tc.arguments.items() %}<parameter={{ k }}>\n"
+    "{% if v is string %}{{ v }}{% else %}{{ v | tojson }}{% endif %}\n</parameter>\n{% endfor %}"
+    "{% elif tc.arguments %}{{ tc.arguments }}\n{% endif %}"
+    "</function>\n</tool_call>"
+    "{% endfor %}<|im_end|>\n"
+    "{% elif m.role == 'tool' %}"
+    "{% if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|im_start|>user{% endif %}"
+    "{{ '\\n' }}<tool_response>\n{{ c }}\n</tool_response>"
+    "{% if loop.last or messages[loop.index0 + 1].role != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is false %}<think>\n\n</think>\n\n{% else %}<think>\n{% endif %}{% endif %}"
+)
+
 # DeepSeek-V3.x: BOS, system text, full-width role markers, tool calls between special markers.
 DEEPSEEK = (
     _LAST_USER
@@ -187,5 +239,8 @@ def _keep_newlines(template: str) -> str:
     return template.replace("%}\n", "%}{{ '\\n' }}")
 
 
-_SOURCES = {"qwen": QWEN, "deepseek": DEEPSEEK, "mistral": MISTRAL, "olmoe": OLMOE, "harmony": HARMONY, "glm": GLM}
+_SOURCES = {
+    "qwen": QWEN, "qwen35": QWEN35, "deepseek": DEEPSEEK, "mistral": MISTRAL, "olmoe": OLMOE, "harmony": HARMONY,
+    "glm": GLM,
+}
 TEMPLATES: dict[str, str] = {name: _keep_newlines(t) for name, t in _SOURCES.items()}

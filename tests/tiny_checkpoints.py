@@ -46,7 +46,9 @@ VARIANTS: list[tuple[str, str | None]] = [(a, None) for a in ARCHS + HYBRID_ARCH
 ]
 FAMILY = {
     "qwen3_moe": "qwen", "qwen2_moe": "qwen", "mixtral": "mistral", "olmoe": "olmoe",
-    "deepseek_v3": "deepseek", "gpt_oss": "harmony", "glm4_moe": "glm", "qwen3_next": "qwen", "qwen3_5_moe": "qwen",
+    "deepseek_v3": "deepseek", "gpt_oss": "harmony", "glm4_moe": "glm",
+    "qwen3_next": "qwen",  # Qwen3-Next keeps Qwen3's hermes JSON calls
+    "qwen3_5_moe": "qwen35",  # Qwen3.5 / 3.6: <function=...> XML calls, thinking opened by default
 }
 FP8_BLOCK = (32, 24)  # neither divides every dimension below (72, 64, 40, 112 ...)
 SHARD_SIZE = "100KB"  # the sharded variant (~ 0.4 MB of weights) gets several files

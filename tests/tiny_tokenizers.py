@@ -4,15 +4,18 @@ Each family gets its real special tokens (ids differ from the hub: the builder a
 the BPE merges), its own chat template (``tiny_chat_templates.py``) and the ``bos``/``eos``/``pad``
 choices of its real checkpoints. As on the hub, markup tokens that the model writes as text
 (``<think>``, ``<tool_call>`` …) are added tokens with ``special=False`` where the family does so
-(Qwen, DeepSeek, GLM), so ``decode(skip_special_tokens=True)`` keeps them.
+(Qwen, DeepSeek, GLM), so ``decode(skip_special_tokens=True)`` keeps them. Where transformers rebuilds a
+model type's tokenizer with its own class whatever ``tokenizer_class`` says (Qwen3.5), ``tokenizer.json``
+takes that class's normalizer and pre-tokenizer, so both read the file the same way.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import transformers
 from tokenizers import AddedToken, processors
 from tokenizers import Tokenizer as HFTokenizer
 
@@ -31,18 +34,22 @@ class Family:
     pad: str | None = None
     generation_eos: tuple[str, ...] = field(default=())  # generation_config.json eos_token_id list
     generation_bos: str | None = None  # generation_config.json bos_token_id (defaults to ``bos``)
+    hf_class: str | None = None  # the transformers tokenizer class AutoTokenizer forces on the model type
 
 
 _DS = "<｜{}｜>".format  # DeepSeek's full-width bars and "▁" word separators
+_QWEN = Family(
+    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+    added=("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"),
+    eos="<|im_end|>",
+    pad="<|endoftext|>",
+    generation_eos=("<|im_end|>", "<|endoftext|>"),
+    generation_bos="<|endoftext|>",
+)
 FAMILIES: dict[str, Family] = {
-    "qwen": Family(
-        special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
-        added=("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"),
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-        generation_bos="<|endoftext|>",
-    ),
+    "qwen": _QWEN,
+    # Qwen3.5 / 3.6: the same ChatML and markup tokens (``<function=`` / ``<parameter=`` are plain text).
+    "qwen35": replace(_QWEN, hf_class="Qwen3_5Tokenizer"),
     "deepseek": Family(
         special=(_DS("begin▁of▁sentence"), _DS("end▁of▁sentence"), _DS("▁pad▁"), _DS("User"), _DS("Assistant")),
         added=(
@@ -102,6 +109,9 @@ def _tokenizer_json(family: str) -> str:
     fam = FAMILIES[family]
     tok = train_bpe(VOCAB_SIZE - len(fam.added), special_tokens=list(fam.special))
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in fam.added])
+    if fam.hf_class is not None:  # the splitting rules of the class transformers will load the file with
+        ref = getattr(transformers, fam.hf_class)().backend_tokenizer
+        tok.normalizer, tok.pre_tokenizer, tok.decoder = ref.normalizer, ref.pre_tokenizer, ref.decoder
     if fam.bos is not None:
         # Real Llama/DeepSeek tokenizer.json files prepend BOS in their post-processor.
         bos_id = tok.token_to_id(fam.bos)
