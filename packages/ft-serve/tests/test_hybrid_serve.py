@@ -1,10 +1,12 @@
-"""A hybrid model (tiny qwen3_next: Gated DeltaNet + attention) served for real, driven by the official
-``openai`` and ``anthropic`` SDKs: the second turn of a conversation resumes from the state checkpoint
-at the end of the first turn's prompt (or deeper) and re-prefills only its new suffix; usage and
-``/metrics`` report it."""
+"""Hybrid models (tiny qwen3_next and qwen3_5_moe: Gated DeltaNet + attention) served for real, driven by
+the official ``openai`` and ``anthropic`` SDKs: the second turn of a conversation resumes from the state
+checkpoint at the end of the first turn's prompt (or deeper) and re-prefills only its new suffix; usage
+and ``/metrics`` report it. qwen3_5_moe has Qwen3.5's template: thinking opened by the generation prompt,
+``<function=...>`` tool calls (the qwen3_coder parser)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -22,9 +24,9 @@ import tiny_checkpoints  # noqa: E402
 SYSTEM = "You are a coding agent. Answer briefly. " * 4
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    path = tiny_checkpoints.make_checkpoint("qwen3_next", tmp_path_factory.mktemp("q3n") / "qwen3_next")
+def serve(tmp_path_factory, arch: str):
+    """(server, engine, the sequences of every request so far) for the tiny ``arch``."""
+    path = tiny_checkpoints.make_checkpoint(arch, tmp_path_factory.mktemp(arch) / arch)
     eng = Engine.from_pretrained(path)
     prompts, add = [], eng.add_request
 
@@ -34,7 +36,19 @@ def served(tmp_path_factory):
         return seq
 
     eng.add_request = record
-    s = start_server(eng, api_key=API_KEY)
+    return start_server(eng, api_key=API_KEY), eng, prompts
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    s, eng, prompts = serve(tmp_path_factory, "qwen3_next")
+    yield s, eng, prompts
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def served35(tmp_path_factory):
+    s, eng, prompts = serve(tmp_path_factory, "qwen3_5_moe")
     yield s, eng, prompts
     s.stop()
 
@@ -88,3 +102,58 @@ def test_anthropic_second_turn_reprefills_only_the_suffix(served):
     assert cached == lcp  # no thinking: turn 1's empty think block is gone, resumed right before it
     assert metric(server, "ft_prefix_checkpoint_hits_total") == hits + 1
     assert metric(server, "ft_prefill_tokens_total") == prefilled + m2.usage.input_tokens
+
+
+TOOLS = [{"type": "function", "function": {"name": "list_files", "description": "List the files of a directory.",
+          "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+CALL = "<tool_call>\n<function=list_files>\n<parameter=path>\nsrc\n</parameter>\n</function>\n</tool_call>"
+
+
+def test_qwen35_tool_turn_reprefills_only_the_suffix(served35):
+    """An agent loop: turn 1 asks, the assistant calls a tool (its reasoning echoed back), the tool answers;
+    turn 2's prompt extends turn 1's (which ends inside the opened thinking block), so it resumes at or
+    past that prompt's end and prefills only the rest."""
+    server, eng, seqs = served35
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "List the files in src."}]
+    r1 = client.chat.completions.create(model="ft-test", messages=msgs, tools=TOOLS, max_tokens=8, temperature=0)
+    assert r1.usage.prompt_tokens_details.cached_tokens == 0
+    before = eng.prefix_stats()
+    msgs += [{"role": "assistant", "content": "", "reasoning_content": "I should list them first.",
+              "tool_calls": [{"id": "call_1", "type": "function",
+                              "function": {"name": "list_files", "arguments": '{"path": "src"}'}}]},
+             {"role": "tool", "tool_call_id": "call_1", "content": "main.py\nutil.py"}]
+    r2 = client.chat.completions.create(model="ft-test", messages=msgs, tools=TOOLS, max_tokens=4, temperature=0)
+    after = eng.prefix_stats()
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    p1, p2 = seqs[-2].prompt_ids, seqs[-1].prompt_ids
+    text = eng.tokenizer.decode(p2, skip_special_tokens=False)
+    assert ("<|im_start|>assistant\n<think>\nI should list them first.\n</think>\n\n" + CALL + "<|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\nmain.py\nutil.py\n</tool_response><|im_end|>\n") in text
+    assert text.endswith("<|im_start|>assistant\n<think>\n")
+    assert p2[: len(p1)] == p1  # the reasoning continues turn 1's opened <think> block
+    check_second_turn(seqs, cached, r2.usage.prompt_tokens)
+    assert cached >= len(p1)
+    assert after["checkpoint_hits"] == before["checkpoint_hits"] + 1
+    assert after["checkpoint_hit_tokens"] == before["checkpoint_hit_tokens"] + cached
+    assert after["prefill_tokens"] == before["prefill_tokens"] + len(p2) - cached  # only the new suffix
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "list_files"}}])
+def test_qwen35_forced_tool_call(served35, choice):
+    """tool_choice forces the call's opening (thinking off: an empty block, then ``<tool_call>`` and, when
+    named, ``<function=NAME>``); qwen3_coder calls have no grammar, so the random model's rest is free: a
+    call that closes is parsed and valid, one that does not comes back as content from the forced opening."""
+    server, eng, seqs = served35
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    r = client.chat.completions.create(model="ft-test", messages=[{"role": "user", "content": "List src."}],
+                                       tools=TOOLS, tool_choice=choice, max_tokens=16, temperature=0)
+    opening = "<tool_call>\n" if choice == "required" else "<tool_call>\n<function=list_files>\n"
+    prompt = eng.tokenizer.decode(seqs[-1].prompt_ids, skip_special_tokens=False)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n" + opening)
+    c = r.choices[0]
+    if c.message.tool_calls:
+        assert c.finish_reason == "tool_calls" and c.message.tool_calls[0].function.name == "list_files"
+        assert isinstance(json.loads(c.message.tool_calls[0].function.arguments), dict)
+    else:
+        assert c.message.content.startswith(opening) and c.finish_reason in ("length", "stop")
