@@ -1,7 +1,7 @@
 """Re-prefilled tokens of multi-turn agent sessions on a hybrid model, per checkpoint placement policy.
 
     uv run python benchmarks/bench_prefix_cache.py [--json FILE] [--png FILE] [--sessions 6] [--slots 48]
-        [--interval 256] [--per-prompt 2] [--ckpt DIR]
+        [--interval 256] [--per-prompt 2] [--arch qwen3_next|qwen3_5_moe|gpt_oss | --ckpt DIR]
 
 Sessions come from ``benchmarks/agent_traces`` (harness edits: thinking dropped, old tool outputs
 cleared, a moving tail message, a per-session billing header, compaction). They run concurrently,
@@ -14,7 +14,10 @@ tokens after the longest common prefix with any sequence computed in an earlier 
 Policies, all with the same checkpoint budget (``--slots``) and at most ``--per-prompt`` snapshots
 per prompt: ``anchors`` (ours: block boundaries from the tokenizer/template, prompt ends, decode
 anchors, ends of turns), ``every_n`` (vLLM/SGLang style, every ``--interval`` tokens), ``llama``
-(llama.cpp style: prompt end and user-message starts), ``none``.
+(llama.cpp style: prompt end and user-message starts), ``none``. On a model with sliding-window
+layers kept as state (``--arch gpt_oss``: the window is checkpointed like recurrent state) one more
+column, ``paged``, runs the same calls with the windows as paged KV of every token (window_state off):
+prefixes then resume at any page, at the cost of KV for every token of every windowed layer.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from ft_core.constraint import TokenConstraint  # noqa: E402
 
 POLICIES = ("anchors", "every_n", "llama", "none")
 COLORS = {"min": (0, 0, 0), "anchors": (214, 39, 40), "every_n": (31, 119, 180), "llama": (44, 160, 44),
-          "none": (170, 170, 170)}
+          "none": (170, 170, 170), "paged": (148, 103, 189)}
+COLUMNS = (*POLICIES, "paged")
 
 
 class ForcedTokens(TokenConstraint):
@@ -59,16 +63,18 @@ class ForcedTokens(TokenConstraint):
         return self.k >= len(self.ids)
 
 
-def render(tok, session) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, answer ids up to and including the end-of-turn token) of every call."""
-    end = tok.token_to_id("<|im_end|>")
+def render(tok, session, stop: set[int]) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, answer ids up to and including the first id that ends generation, ``stop``, or all of
+    them: harmony ends a final answer in history with ``<|end|>``) of every call, with the model's own
+    chat template."""
     out = []
     for call in session.calls:
         prompt = tok.apply_chat_template(call.messages, tools=session.tools)
         full = tok.apply_chat_template(call.messages + [call.response], tools=session.tools, add_generation_prompt=False)
-        assert full.startswith(prompt[: -len("<|im_start|>assistant\n")])
+        assert full.startswith(prompt), "the template renders the answer after the generation prompt"
         answer = tok.encode(full[len(prompt):], add_special_tokens=False)
-        out.append((tok.encode(prompt), answer[: answer.index(end) + 1]))
+        end = next((i for i, t in enumerate(answer) if t in stop), len(answer) - 1)
+        out.append((tok.encode(prompt), answer[: end + 1]))
     return out
 
 
@@ -98,10 +104,11 @@ def minimum(rendered: list[list[tuple[list[int], list[int]]]]) -> list[list[int]
 
 def replay(ckpt: str, rendered, policy: str, args) -> tuple[list[list[int]], dict]:
     """Run every session's calls round by round; returns re-prefilled tokens per call and prefix_stats."""
-    eng = Engine.from_pretrained(ckpt, page_size=args.page_size, state_checkpoints=args.slots,
-                                 checkpoint_policy=policy, checkpoint_interval=args.interval,
+    paged = {"window_state": False, "checkpoint_policy": "none"} if policy == "paged" else {"checkpoint_policy": policy}
+    eng = Engine.from_pretrained(ckpt, page_size=args.page_size, state_checkpoints=args.slots, **paged,
+                                 checkpoint_interval=args.interval,
                                  checkpoints_per_prompt=args.per_prompt, max_batch_tokens=1 << 16,
-                                 state_slots=max(16, len(rendered)))
+                                 state_slots=max(16, len(rendered)), max_model_len=args.max_model_len)
     out = [[] for _ in rendered]
     for r in range(max(len(s) for s in rendered)):
         seqs = {}
@@ -120,14 +127,20 @@ def replay(ckpt: str, rendered, policy: str, args) -> tuple[list[list[int]], dic
 
 def run(args) -> dict:
     torch.set_num_threads(1)  # a tiny model: threads only add synchronisation
-    ckpt = args.ckpt
+    ckpt, args.max_model_len = args.ckpt, None
     if ckpt is None:
         import tiny_checkpoints
 
-        ckpt = str(tiny_checkpoints.make_checkpoint("qwen3_next", os.path.join(tempfile.mkdtemp(), "qwen3_next")))
+        ckpt = str(tiny_checkpoints.make_checkpoint(args.arch, os.path.join(tempfile.mkdtemp(), args.arch)))
+        # A random tiny model has no trained context to respect; the traces need ~8k tokens.
+        os.environ["FT_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+        args.max_model_len = 1 << 14
     sessions = make_sessions(args.sessions, args.seed, args.tasks)
-    tok = Engine.from_pretrained(ckpt, prefix_cache=False).tokenizer
-    rendered = [render(tok, s) for s in sessions]
+    eng = Engine.from_pretrained(ckpt, prefix_cache=False)
+    rendered = [render(eng.tokenizer, s, eng.eos_ids) for s in sessions]
+    cfg = eng.model_config
+    if cfg.state_layers() != cfg.state_layers(False) and "paged" not in args.policies:
+        args.policies.append("paged")  # windows kept as state: also run them as paged KV
     res = {"min": minimum(rendered)}
     stats, secs = {}, {}
     for pol in args.policies:
@@ -150,7 +163,7 @@ def run(args) -> dict:
 
 
 def print_table(out: dict) -> None:
-    cols = ["min", *[p for p in POLICIES if p in out["totals"]]]
+    cols = ["min", *[p for p in COLUMNS if p in out["totals"]]]
     print(f"{out['sessions']} sessions, {out['calls']} calls, {out['prompt_tokens']} prompt tokens; "
           f"checkpoint budget {out['slots']} slots, <= {out['per_prompt']} per prompt, N = {out['interval']}")
     print(f"{'sess':>4} {'harness':>12} {'call':>4} {'prompt':>6} " + " ".join(f"{c:>8}" for c in cols))
@@ -166,7 +179,7 @@ def print_table(out: dict) -> None:
 
 def plot(out: dict, path: str) -> None:
     """Per-call grouped bars (min, then each policy), log-free linear scale."""
-    cols = ["min", *[p for p in POLICIES if p in out["totals"]]]
+    cols = ["min", *[p for p in COLUMNS if p in out["totals"]]]
     turns = out["turns"]
     bw, gap, L, T, B = 3, 4, 70, 40, 50
     W = L + len(turns) * (len(cols) * bw + gap) + 170
@@ -204,7 +217,9 @@ def main() -> None:
     ap.add_argument("--interval", type=int, default=256, help="every_n spacing (and the anchors' fallback)")
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--ckpt", help="a hybrid checkpoint with a ChatML template (default: tiny qwen3_next)")
+    ap.add_argument("--arch", default="qwen3_next", help="the tiny checkpoint made with transformers (qwen3_next, "
+                    "qwen3_5_moe, gpt_oss)")
+    ap.add_argument("--ckpt", help="a checkpoint with state layers (linear attention or windows) instead of --arch")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--png", metavar="FILE")
     a = ap.parse_args()
