@@ -102,3 +102,19 @@ def test_window_state_flags_keep_the_output(tmp_path):
     assert runs[0].stdout == runs[1].stdout == runs[2].stdout and runs[0].stdout.strip()
     bad = ft(*args, "--state-slots", "0")
     assert bad.returncode != 0 and "state_slots" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_linear_attn_impl_reaches_the_engine(tmp_path):
+    """--linear-attn-impl fla without flash-linear-attention (hidden by a stub package that fails to
+    import): a one-line error naming the package and how to install it, no traceback."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests"))
+    import tiny_checkpoints
+
+    model = str(tiny_checkpoints.make_checkpoint("qwen3_next", tmp_path / "qwen3_next"))
+    (tmp_path / "stub" / "fla").mkdir(parents=True)
+    (tmp_path / "stub" / "fla" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    args = ("generate", "--model", model, "--max-tokens", "2", "--temperature", "0", "hi")
+    res = ft(*args, "--linear-attn-impl", "fla", env={"PYTHONPATH": str(tmp_path / "stub")})
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "flash-linear-attention" in res.stderr and "pip install" in res.stderr, res.stderr
+    assert ft(*args, "--linear-attn-impl", "torch").returncode == 0

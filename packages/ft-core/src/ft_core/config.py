@@ -33,6 +33,9 @@ class EngineConfig:
     # recurrent state (True), or paged KV of every token (False). None: auto, True when the model mixes
     # windowed and full-attention layers.
     window_state: bool | None = None
+    # Gated DeltaNet layers: auto (flash-linear-attention's Triton kernels on CUDA when installed, else torch)
+    # | torch (layers/gated_delta.py) | fla (layers/gated_delta_fla.py; FTError when it cannot run).
+    linear_attn_impl: str = "auto"
     # Expert memory hierarchy (DESIGN §3). "cpu": every expert on the host kernels, no cache (the
     # default without an accelerator); "fill" / "hybrid" / "static": an ExpertCache of slots on the
     # device (with device="cpu", a separate host memory region, which runs the whole hierarchy for tests).
@@ -58,6 +61,8 @@ class EngineConfig:
             raise FTError("state_slots and checkpoint_interval must be >= 1, state_checkpoints >= 0")
         if self.checkpoint_policy not in ("anchors", "every_n", "llama", "none"):
             raise FTError(f"checkpoint_policy {self.checkpoint_policy!r} is not one of anchors, every_n, llama, none")
+        if self.linear_attn_impl not in ("auto", "torch", "fla"):
+            raise FTError(f"linear_attn_impl {self.linear_attn_impl!r} is not one of auto, torch, fla")
         if self.moe_backend not in ("auto", "cpu", "fill", "hybrid", "static"):
             raise FTError(f"moe_backend {self.moe_backend!r} is not one of auto, cpu, fill, hybrid, static")
         if self.moe_cache_fraction is not None and not 0 < self.moe_cache_fraction <= 1:
@@ -73,6 +78,19 @@ class EngineConfig:
     def resolved_moe_backend(self) -> str:
         """"auto" is "cpu" on a machine without an accelerator (the only kind this build runs on)."""
         return "cpu" if self.moe_backend == "auto" else self.moe_backend
+
+    @property
+    def resolved_linear_attn_impl(self) -> str:
+        """"torch" or "fla". "auto" is "fla" on CUDA when flash-linear-attention imports (asked only there:
+        importing it takes seconds); "fla" raises FTError when it is missing or cannot run on the device."""
+        from ft_core.layers import gated_delta_fla
+
+        if self.linear_attn_impl == "fla":
+            gated_delta_fla.require_fla(self.device)
+            return "fla"
+        if self.linear_attn_impl == "auto" and self.device.startswith("cuda") and gated_delta_fla.fla_available():
+            return "fla"
+        return "torch"
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -31,6 +31,9 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, "
                         "checkpointed like recurrent state (on), or paged KV of every token (off); "
                         "auto: on for models mixing windowed and full attention")
+    p.add_argument("--linear-attn-impl", default="auto", choices=["auto", "torch", "fla"],
+                   help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; "
+                        "pip install 'ft-core[fla]', CUDA only) or torch; auto: fla on CUDA when installed")
     p.add_argument("--state-checkpoints", type=int, default=None,
                    help="hybrid models: recurrent-state checkpoint budget in slots (default 32)")
     p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
@@ -152,7 +155,8 @@ def _engine(args):
     from ft_core import Engine
     from ft_core.memory import parse_bytes
 
-    extra = {"prefix_cache": not args.no_prefix_cache, "checkpoint_policy": args.checkpoint_policy}
+    extra = {"prefix_cache": not args.no_prefix_cache, "checkpoint_policy": args.checkpoint_policy,
+             "linear_attn_impl": args.linear_attn_impl}
     if args.kv_cache_size is not None:
         extra["kv_cache_bytes"] = parse_bytes(args.kv_cache_size, "--kv-cache-size")
     if args.state_checkpoints is not None:

@@ -6,7 +6,9 @@ Each sequence's conv and recurrent state live in a slot of ``batch.state.live``:
 sequences run together in the recurrent form, prompt chunks one sequence at a time in the chunked
 form, split at the requested snapshot points (``batch.state.snaps``) so the state after exactly those
 tokens is copied into checkpoint slots. Qwen3-Next stores the projections grouped per key head
-(``in_proj_qkvz``, ``in_proj_ba``); they are reordered at load into the flat Qwen3.5 order.
+(``in_proj_qkvz``, ``in_proj_ba``); they are reordered at load into the flat Qwen3.5 order. The delta
+rule runs in torch (gated_delta.py) or in flash-linear-attention's kernels (gated_delta_fla.py), picked
+once at construction (``impl``: EngineConfig.resolved_linear_attn_impl).
 
 Legend: T = packed tokens, H = hidden, C = conv channels (q, k, v), Hk/Hv = key/value heads,
 Dk/Dv = key/value dims, Kc = conv kernel, r = Hv / Hk.
@@ -18,13 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.layers import gated_delta, gated_delta_fla
 from ft_core.layers.batch import ForwardBatch
-from ft_core.layers.gated_delta import (
-    causal_conv,
-    causal_conv_step,
-    chunk_gated_delta_rule,
-    recurrent_gated_delta_rule,
-)
+from ft_core.layers.gated_delta import causal_conv, causal_conv_step
 from ft_core.layers.norm_offset import gated_rms_norm
 from ft_core.model_config import ModelConfig
 
@@ -36,9 +34,11 @@ def _ungroup(w: torch.Tensor, hk: int, parts: list[int]) -> list[torch.Tensor]:
 
 
 class GatedDeltaNet:
-    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, index: int):
+    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, index: int, impl: str = "torch"):
         lin, H = cfg.linear, cfg.hidden_size
         self.cfg, self.layer, self.index = cfg, layer, index  # index: among state layers (state pools)
+        rule = gated_delta_fla if impl == "fla" else gated_delta  # EngineConfig.resolved_linear_attn_impl
+        self.chunk_rule, self.recurrent_rule = rule.chunk_gated_delta_rule, rule.recurrent_gated_delta_rule
         hk, hv, dk, dv = lin.k_heads, lin.v_heads, lin.k_dim, lin.v_dim
         rv = hv // hk * dv
         if lin.grouped_proj:
@@ -87,7 +87,7 @@ class GatedDeltaNet:
             live_conv, live_rec = st.live.layer(j)
             y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
             q, k, v = self._heads(y[:, None])
-            o, S = recurrent_gated_delta_rule(q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots])
+            o, S = self.recurrent_rule(q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots])
             live_conv[slots], live_rec[slots] = conv, S
             core[rows] = o[:, 0]
             for i in single:
@@ -111,7 +111,7 @@ class GatedDeltaNet:
         width = conv.shape[1]
         for n, cslot in sorted(snaps) + [(L, -1)]:
             if n > done:
-                o, S = chunk_gated_delta_rule(q[done:n], k[done:n], v[done:n], g[done:n], beta[done:n], S)
+                o, S = self.chunk_rule(q[done:n], k[done:n], v[done:n], g[done:n], beta[done:n], S)
                 out.append(o)
                 done = n
             if cslot >= 0:  # the state after the first n tokens of this chunk

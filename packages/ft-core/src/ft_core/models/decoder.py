@@ -50,10 +50,11 @@ class Decoder:
         self.layers = []
         moe_index = 0
         state_layers = cfg.state_layers(engine.window_state)  # per-sequence state slots, not paged KV
+        linear_impl = engine.resolved_linear_attn_impl if cfg.linear_layers else "torch"
         for i in range(cfg.num_layers):
             p = f"{m}layers.{i}"
             if i in cfg.linear_layers:
-                attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", state_layers.index(i))
+                attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", state_layers.index(i), linear_impl)
             elif i in state_layers:  # a sliding window kept as state (GPT-OSS)
                 if cfg.mla is not None or cfg.attn_output_gate:
                     raise FTError(f"window_state: layer {i}'s attention kind keeps no window state; use window_state=False")
