@@ -45,6 +45,7 @@ def test_qwen35_anchor_tokens(tiny_ckpt):
             "main.py?<|im_end|>\n<|im_start|>assistant\n",  # before <think> (the header: < 8 ids before)
             "the tests.\n</think>\n\n<tool_call>\n",  # </think> and the call's open (< 8 ids apart)
             "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n",  # right before the tool output
-            "</tool_response>",  # right after it
+            "</tool_response><|im_end|>\n<|im_start|>assistant\n",  # before the opened <think>, kept next to the
+            # prompt end (a dropped or re-rendered thinking block parts there); serves the tool output's end too
             "</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n"]  # the prompt end: thinking opened
     assert len(ends) == len(want) and all(e.endswith(w) for e, w in zip(ends, want)) and pts[-1] == len(ids)

@@ -250,3 +250,25 @@ def test_kv_resize_keeps_checkpoint_tails(hybrid):
     assert_same(eng, off, a, b, rows_on, rows_off)
     assert a.cached_tokens > len(p) and a.cached_tokens % 7 != 0  # a tail restored from a renumbered page
     assert_pool_consistent(eng)
+
+
+def test_dropped_reasoning_resumes_right_before_think(tmp_path):
+    """Qwen3.5's generation prompt opens thinking ("assistant\\n<think>\\n"). The next turn renders that
+    answer without its reasoning, so it parts from turn 1's prompt right before <think>: the checkpoint
+    kept there (next to the prompt end) is restored and only what follows is prefilled."""
+    path = tiny_checkpoints.make_checkpoint("qwen3_5_moe", tmp_path / "qwen3_5_moe")
+    on = Engine.from_pretrained(path, page_size=S)
+    off = Engine.from_pretrained(path, page_size=S, prefix_cache=False)
+    rows_on, rows_off = sampled_logits(on), sampled_logits(off)
+    user = {"role": "user", "content": "What is in main.py?"}
+    first = chat(on, [SYSTEM, user])
+    think = on.tokenizer.token_to_id("<think>")
+    assert first[-2] == think  # the generation prompt opened the block
+    run(on, first), run(off, first)
+    turn2 = chat(on, [SYSTEM, user, {"role": "assistant", "content": "It prints hello.",
+                                     "reasoning_content": "Read the file."},
+                      {"role": "user", "content": "And util.py?"}])
+    assert turn2[: len(first) - 2] == first[:-2] and turn2[len(first) - 2] != think  # reasoning dropped
+    a, b = run(on, turn2), run(off, turn2)
+    assert_same(on, off, a, b, rows_on, rows_off)
+    assert a.cached_tokens == len(first) - 2

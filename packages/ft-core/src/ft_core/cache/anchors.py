@@ -9,7 +9,8 @@ open/close, end of turn) and right *before* (turn start, ``<think>``), keeping o
 template uses (or that end generation). ``CheckpointPolicy`` turns them into positions:
 
 - ``anchors`` (ours): every block boundary of a prompt, the prompt end (before an empty thinking
-  block that closes the generation prompt, which templates drop on re-rendering), and a fallback
+  block that closes the generation prompt, which templates drop on re-rendering; both before and
+  after a thinking block the generation prompt opens), and a fallback
   every ``interval`` tokens inside long blocks; boundaries fewer than ``MIN_GAP`` ids apart count once; during decode after each delimiter the model emits, and
   the final state of every finished request;
 - ``every_n`` (vLLM / SGLang style): every ``interval`` tokens;
@@ -121,6 +122,10 @@ class CheckpointPolicy:
         # that block when the turn is rendered again, so the prompt's lasting end is right before it.
         k = max((i for i in range(max(0, n - 2 * MIN_GAP), n) if ids[i] in t.think), default=None)
         end = k if k is not None and any(x in t.after for x in ids[k + 1 :]) else n
+        # A generation prompt that opens thinking (Qwen3.5: "assistant\n<think>\n"): when the harness drops
+        # the reasoning, or the block renders differently ("<think>\n\n</think>"), the next turn parts from
+        # this prompt right before <think>; that point stays even though it is a token or two from the end.
+        lasting = k if k is not None and end == n and k > 0 else None
         pts = {end}
         for i, x in enumerate(ids[:end]):
             if x in t.before and i > 0:
@@ -129,7 +134,7 @@ class CheckpointPolicy:
                 pts.add(min(end, i + 2 if i + 1 < n and ids[i + 1] in t.space else i + 1))
         kept: list[int] = []
         for p in sorted(pts, reverse=True):  # boundaries a token or two apart: the later one serves both
-            if not kept or kept[-1] - p >= MIN_GAP:
+            if not kept or kept[-1] - p >= MIN_GAP or p == lasting:
                 kept.append(p)
         out, last = [], 0
         for p in reversed(kept):  # fallback inside long blocks
