@@ -53,6 +53,13 @@ def served35(tmp_path_factory):
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def served_oss(tmp_path_factory):
+    s, eng, prompts = serve(tmp_path_factory, "gpt_oss")  # sliding windows kept as state (window_state auto)
+    yield s, eng, prompts
+    s.stop()
+
+
 def metric(server, name: str) -> float:
     text = httpx.get(server.url + "/metrics").text
     return float(re.search(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.MULTILINE).group(1))
@@ -157,3 +164,23 @@ def test_qwen35_forced_tool_call(served35, choice):
         assert isinstance(json.loads(c.message.tool_calls[0].function.arguments), dict)
     else:
         assert c.message.content.startswith(opening) and c.finish_reason in ("length", "stop")
+
+
+def test_gpt_oss_window_state_second_turn_reprefills_only_the_suffix(served_oss):
+    """GPT-OSS keeps its sliding windows as state: turn 2 (harmony) restores a window checkpoint and the
+    full layers' pages, and prefills only what follows it; /metrics counts the hit."""
+    server, eng, seqs = served_oss
+    assert eng.checkpoints is not None and eng.state_layout is not None  # windows are state, not paged KV
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "List the files in src."}]
+    r1 = client.chat.completions.create(model="ft-test", messages=msgs, max_tokens=8, temperature=0)
+    assert r1.usage.prompt_tokens_details.cached_tokens == 0
+    hits, prefilled = metric(server, "ft_prefix_checkpoint_hits_total"), metric(server, "ft_prefill_tokens_total")
+    msgs += [{"role": "assistant", "content": r1.choices[0].message.content or "ok"},
+             {"role": "user", "content": "Now open the first one."}]
+    r2 = client.chat.completions.create(model="ft-test", messages=msgs, max_tokens=4, temperature=0)
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    lcp = check_second_turn(seqs, cached, r2.usage.prompt_tokens)
+    assert cached > lcp - 8  # at most a few tokens before the first changed one (anchors closer than 8 merge)
+    assert metric(server, "ft_prefix_checkpoint_hits_total") == hits + 1
+    assert metric(server, "ft_prefill_tokens_total") == prefilled + r2.usage.prompt_tokens - cached
