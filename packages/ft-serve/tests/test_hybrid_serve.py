@@ -77,22 +77,30 @@ def check_second_turn(seqs, cached: int, prompt_tokens: int) -> int:
     return lcp
 
 
-def test_openai_second_turn_reprefills_only_the_suffix(served):
-    server, _, seqs = served
+def openai_two_turns(server, seqs) -> tuple[int, int]:
+    """Turn 1, then turn 2 = turn 1 + its answer + a new user message, through the OpenAI SDK. Checks that
+    turn 2 resumed where ``check_second_turn`` allows, one more checkpoint hit, and that exactly the
+    uncached tokens were prefilled (/metrics). Returns (cached tokens, first changed position)."""
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
     msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "List the files in src."}]
     r1 = client.chat.completions.create(model="ft-test", messages=msgs, max_tokens=8, temperature=0)
     assert r1.usage.prompt_tokens_details.cached_tokens == 0
     hits, prefilled = metric(server, "ft_prefix_checkpoint_hits_total"), metric(server, "ft_prefill_tokens_total")
-    msgs += [{"role": "assistant", "content": r1.choices[0].message.content or ""},
+    msgs += [{"role": "assistant", "content": r1.choices[0].message.content or "ok"},
              {"role": "user", "content": "Now open the first one."}]
     r2 = client.chat.completions.create(model="ft-test", messages=msgs, max_tokens=4, temperature=0)
     cached = r2.usage.prompt_tokens_details.cached_tokens
-    check_second_turn(seqs, cached, r2.usage.prompt_tokens)
-    assert seqs[-2].prompt_ids == seqs[-1].prompt_ids[: len(seqs[-2].prompt_ids)]  # thinking on: turn 1 kept
+    lcp = check_second_turn(seqs, cached, r2.usage.prompt_tokens)
     assert metric(server, "ft_prefix_checkpoint_hits_total") == hits + 1
     assert metric(server, "ft_prefill_tokens_total") == prefilled + r2.usage.prompt_tokens - cached
     assert metric(server, "ft_prefix_checkpoints") > 0
+    return cached, lcp
+
+
+def test_openai_second_turn_reprefills_only_the_suffix(served):
+    server, _, seqs = served
+    openai_two_turns(server, seqs)
+    assert seqs[-2].prompt_ids == seqs[-1].prompt_ids[: len(seqs[-2].prompt_ids)]  # thinking on: turn 1 kept
 
 
 def test_anthropic_second_turn_reprefills_only_the_suffix(served):
@@ -171,16 +179,5 @@ def test_gpt_oss_window_state_second_turn_reprefills_only_the_suffix(served_oss)
     full layers' pages, and prefills only what follows it; /metrics counts the hit."""
     server, eng, seqs = served_oss
     assert eng.checkpoints is not None and eng.state_layout is not None  # windows are state, not paged KV
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
-    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "List the files in src."}]
-    r1 = client.chat.completions.create(model="ft-test", messages=msgs, max_tokens=8, temperature=0)
-    assert r1.usage.prompt_tokens_details.cached_tokens == 0
-    hits, prefilled = metric(server, "ft_prefix_checkpoint_hits_total"), metric(server, "ft_prefill_tokens_total")
-    msgs += [{"role": "assistant", "content": r1.choices[0].message.content or "ok"},
-             {"role": "user", "content": "Now open the first one."}]
-    r2 = client.chat.completions.create(model="ft-test", messages=msgs, max_tokens=4, temperature=0)
-    cached = r2.usage.prompt_tokens_details.cached_tokens
-    lcp = check_second_turn(seqs, cached, r2.usage.prompt_tokens)
+    cached, lcp = openai_two_turns(server, seqs)
     assert cached > lcp - 8  # at most a few tokens before the first changed one (anchors closer than 8 merge)
-    assert metric(server, "ft_prefix_checkpoint_hits_total") == hits + 1
-    assert metric(server, "ft_prefill_tokens_total") == prefilled + r2.usage.prompt_tokens - cached
