@@ -112,3 +112,26 @@ def test_resume_at_a_window_checkpoint_equals_from_scratch(gpt_oss):
     assert st["checkpoint_hits"] == 2 and st["checkpoint_hit_tokens"] == b.cached_tokens + c.cached_tokens
     assert st["prefill_tokens"] == len(first) + len(turn2) + len(other) - st["checkpoint_hit_tokens"]
     assert not on.kv.tables and on.live_states.free_slots == on.live_states.num_slots
+
+
+def test_preemption_state_slots_and_resizes_keep_outputs(gpt_oss):
+    """Two live state slots for five requests, a KV pool that forces preemption (the window goes into a
+    checkpoint and comes back), and resizes of the KV pool and the checkpoint budget while they run:
+    every output equals an unconstrained engine's."""
+    big = Engine.from_pretrained(gpt_oss, page_size=S, prefix_cache=False)
+    per_page = S * big.model.kv_bytes_per_token(torch.float32)
+    small = Engine.from_pretrained(gpt_oss, page_size=S, state_slots=2, kv_cache_bytes=16 * per_page)
+    prompts = [IDS[20 * k : 20 * k + 10 + 7 * k] for k in range(5)]
+    want = [o.token_ids for o in big.generate(prompts, GREEDY)]
+    seqs = [small.add_request(p, GREEDY) for p in prompts]
+    steps = 0
+    while not all(s.finished for s in seqs):
+        small.step()
+        steps += 1
+        if steps == 6:
+            small.resize(states=3 * small.state_layout.bytes_per_slot)
+        if steps == 40:  # after the first preemptions
+            small.resize(kv=24 * per_page)
+    assert [s.output_ids for s in seqs] == want
+    assert sum(s.preemptions for s in seqs) > 0 and small.checkpoints.pool.num_slots == 3
+    assert small.live_states.free_slots == 2 and not small.kv.tables
