@@ -191,10 +191,12 @@ def test_queue_full_is_503():
         c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
         body = dict(model="m", messages=[{"role": "user", "content": "hold"}], max_tokens=400, extra_body={"ignore_eos": True})
         first = c.chat.completions.create(stream=True, **body)
-        next(iter(first))
+        next(iter(first))  # (the first chunk may come before the engine thread admitted the request)
+        deadline = time.time() + 10
+        while s.app.state.loop.running < 1 and time.time() < deadline:
+            time.sleep(0.01)
         waiter = threading.Thread(target=lambda: c.chat.completions.create(**body), daemon=True)
         waiter.start()
-        deadline = time.time() + 10
         while s.app.state.loop.waiting < 1 and time.time() < deadline:
             time.sleep(0.01)
         with pytest.raises(openai.InternalServerError) as e:
