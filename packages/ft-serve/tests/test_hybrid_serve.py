@@ -157,21 +157,95 @@ def test_qwen35_tool_turn_reprefills_only_the_suffix(served35):
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "list_files"}}])
 def test_qwen35_forced_tool_call(served35, choice):
     """tool_choice forces the call's opening (thinking off: an empty block, then ``<tool_call>`` and, when
-    named, ``<function=NAME>``); qwen3_coder calls have no grammar, so the random model's rest is free: a
-    call that closes is parsed and valid, one that does not comes back as content from the forced opening."""
+    named, ``<function=NAME>``) and the qwen3_coder grammar the rest: the random model's call closes and
+    parses (its path is raw text, at most max_tokens / 2 characters)."""
     server, eng, seqs = served35
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
     r = client.chat.completions.create(model="ft-test", messages=[{"role": "user", "content": "List src."}],
-                                       tools=TOOLS, tool_choice=choice, max_tokens=16, temperature=0)
+                                       tools=TOOLS, tool_choice=choice, max_tokens=64, temperature=0)
     opening = "<tool_call>\n" if choice == "required" else "<tool_call>\n<function=list_files>\n"
     prompt = eng.tokenizer.decode(seqs[-1].prompt_ids, skip_special_tokens=False)
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n" + opening)
     c = r.choices[0]
-    if c.message.tool_calls:
-        assert c.finish_reason == "tool_calls" and c.message.tool_calls[0].function.name == "list_files"
-        assert isinstance(json.loads(c.message.tool_calls[0].function.arguments), dict)
-    else:
-        assert c.message.content.startswith(opening) and c.finish_reason in ("length", "stop")
+    assert c.finish_reason == "tool_calls" and not c.message.content and len(c.message.tool_calls) == 1
+    call = c.message.tool_calls[0].function
+    args = json.loads(call.arguments)
+    assert call.name == "list_files" and list(args) == ["path"] and isinstance(args["path"], str)
+    assert len(args["path"]) <= 32
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The forecast of a city.",
+           "parameters": {"type": "object", "properties": {
+               "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14},
+               "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}, "alerts": {"type": "boolean"}},
+               "required": ["city", "days", "unit"]}}}
+
+
+def check_call(name: str, args) -> None:
+    """``args`` is a JSON object valid for the schema of tool ``name`` (WEATHER or TOOLS[0])."""
+    assert isinstance(args, dict)
+    if name == "list_files":
+        assert list(args) == ["path"] and isinstance(args["path"], str)
+        return
+    assert name == "get_weather" and list(args)[:3] == ["city", "days", "unit"] and set(args) <= {*list(args)[:3], "alerts"}
+    assert isinstance(args["city"], str) and type(args["days"]) is int and 1 <= args["days"] <= 14
+    assert args["unit"] in ("celsius", "fahrenheit") and isinstance(args.get("alerts", False), bool)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}],
+                         ids=["required", "named"])
+def test_qwen35_forced_call_follows_the_schema(served35, choice, stream):
+    """A random model under tool_choice required / named writes one complete qwen3_coder call (the grammar
+    allows only the tools' names, their declared parameters and values of each schema), parsed into a
+    tool call with JSON-object arguments valid for the schema; streamed the same."""
+    server, _, _ = served35
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    for seed in (1, 2, 3):
+        kw = dict(model="ft-test", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER, *TOOLS],
+                  tool_choice=choice, parallel_tool_calls=False, max_tokens=256, temperature=1.0, seed=seed)
+        if stream:
+            chunks = list(client.chat.completions.create(stream=True, **kw))
+            deltas = [d for ch in chunks if ch.choices for d in ch.choices[0].delta.tool_calls or []]
+            finish = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+            content = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+            assert {d.index for d in deltas} == {0}
+            name = "".join(d.function.name or "" for d in deltas)
+            arguments = "".join(d.function.arguments or "" for d in deltas)
+        else:
+            c = client.chat.completions.create(**kw).choices[0]
+            finish, content = [c.finish_reason], c.message.content or ""
+            assert len(c.message.tool_calls) == 1
+            name, arguments = c.message.tool_calls[0].function.name, c.message.tool_calls[0].function.arguments
+        assert finish == ["tool_calls"] and not content.strip()
+        if choice != "required":
+            assert name == "get_weather"
+        check_call(name, json.loads(arguments))
+
+
+def test_qwen35_forced_call_responses_and_anthropic(served35):
+    """The same grammar behind the Responses API (tool_choice required) and Anthropic Messages (tool_choice
+    {"type": "tool"}): a function_call item / a tool_use block whose input is valid for the schema."""
+    server, _, _ = served35
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    r = client.responses.create(model="ft-test", input="Weather in Paris?", max_output_tokens=256, temperature=1.0,
+                                tools=[{"type": "function", **WEATHER["function"]}], tool_choice="required")
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert calls and all(check_call(c.name, json.loads(c.arguments)) is None for c in calls)
+    ac = anthropic.Anthropic(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=120)
+    f = WEATHER["function"]
+    for stream in (False, True):
+        kw = dict(model="ft-test", max_tokens=256, messages=[{"role": "user", "content": "Weather in Paris?"}],
+                  tools=[{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}],
+                  tool_choice={"type": "tool", "name": "get_weather"})
+        if stream:
+            with ac.messages.stream(**kw) as s:
+                m = s.get_final_message()
+        else:
+            m = ac.messages.create(**kw)
+        uses = [b for b in m.content if b.type == "tool_use"]
+        assert m.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name == "get_weather"
+        check_call("get_weather", uses[0].input)
 
 
 def test_gpt_oss_window_state_second_turn_reprefills_only_the_suffix(served_oss):

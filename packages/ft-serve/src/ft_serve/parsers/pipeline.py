@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from .base import Event, OutputParser, PassStage, Stage
 from .tool_calls import ToolCallStage
-from .tool_formats import ToolFormat
+from .tool_formats import Strings, ToolFormat
 
 
 class StagedParser(OutputParser):
     """reasoning: the reasoning stage (``ThinkStage`` or ``PassStage``); tool_format: None for
-    no tool parsing (all content stays content)."""
+    no tool parsing (all content stays content); strings: the tools' string parameters."""
 
-    def __init__(self, reasoning: Stage, tool_format: ToolFormat | None) -> None:
+    def __init__(self, reasoning: Stage, tool_format: ToolFormat | None, strings: Strings = None) -> None:
         super().__init__()
         self._reasoning = reasoning
-        self._tools: Stage = ToolCallStage(tool_format, self.tool_calls) if tool_format else PassStage()
+        self._tools: Stage = ToolCallStage(tool_format, self.tool_calls, strings) if tool_format else PassStage()
 
     def feed(self, delta: str) -> list[Event]:
         return self._route(self._reasoning.feed(delta))

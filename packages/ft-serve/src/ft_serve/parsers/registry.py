@@ -7,7 +7,7 @@ from .base import OutputParser, PassStage
 from .harmony import HarmonyParser
 from .pipeline import StagedParser
 from .reasoning import ThinkStage
-from .tool_formats import TOOL_FORMATS
+from .tool_formats import TOOL_FORMATS, string_params
 
 PARSER_NAMES = {
     "tool": ("hermes", "qwen3_coder", "deepseek_v3", "glm45", "harmony", "none"),
@@ -24,13 +24,15 @@ MARKERS = frozenset({
 
 
 def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning: bool = False,
-                tools_enabled: bool = True) -> OutputParser:
+                tools_enabled: bool = True, tools: list[dict] | None = None) -> OutputParser:
     """A fresh parser for one response.
 
     tool_parser / reasoning_parser: concrete names from ``PARSER_NAMES`` ("auto" is resolved by
     the caller, e.g. with ``auto_parsers``); "harmony" in either means harmony for everything.
     starts_in_reasoning: the prompt already opened the reasoning block (``<think>``).
     tools_enabled: False for requests without tools: tool markers stay plain content.
+    tools: the request's tools (OpenAI Chat form): string-typed parameters stay text in the formats that
+    write values as text (qwen3_coder, glm45), even when they read as JSON.
     Raises ValueError for an unknown name.
     """
     if tool_parser not in PARSER_NAMES["tool"]:
@@ -38,11 +40,11 @@ def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning:
     if reasoning_parser not in PARSER_NAMES["reasoning"]:
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}; "
                          f"expected one of {PARSER_NAMES['reasoning']}")
-    tools = tools_enabled and tool_parser != "none"
+    calls = tools_enabled and tool_parser != "none"
     if "harmony" in (tool_parser, reasoning_parser):
-        return HarmonyParser(starts_in_reasoning=starts_in_reasoning, tools_enabled=tools)
+        return HarmonyParser(starts_in_reasoning=starts_in_reasoning, tools_enabled=calls)
     reasoning = ThinkStage(starts_in_reasoning) if reasoning_parser == "think" else PassStage()
-    return StagedParser(reasoning, TOOL_FORMATS[tool_parser] if tools else None)
+    return StagedParser(reasoning, TOOL_FORMATS[tool_parser] if calls else None, string_params(tools))
 
 
 def auto_parsers(model_type: str, chat_template: str | None) -> tuple[str, str]:

@@ -10,14 +10,15 @@ when a call in them works.
 from __future__ import annotations
 
 from .base import Event, Stage, call_events, emit, find_first, partial_len
-from .tool_formats import ToolFormat
+from .tool_formats import Strings, ToolFormat
 
 
 class ToolCallStage(Stage):
-    """Content text in; content and tool events out. Appends complete calls to ``calls``."""
+    """Content text in; content and tool events out. Appends complete calls to ``calls``; ``strings``:
+    the tools' string parameters (``tool_formats.string_params``), for the text-valued formats."""
 
-    def __init__(self, fmt: ToolFormat, calls: list[dict]) -> None:
-        self._fmt, self._calls = fmt, calls
+    def __init__(self, fmt: ToolFormat, calls: list[dict], strings: Strings = None) -> None:
+        self._fmt, self._calls, self._strings = fmt, calls, strings
         self._outside_markers = (fmt.open, *fmt.section)
         self._buf = ""
         self._inside = False
@@ -72,7 +73,7 @@ class ToolCallStage(Stage):
         if nested >= 0:  # an earlier open never closed: that part is content
             out += emit("content", self._prefix + body[:nested])
             self._prefix, body = self._fmt.open, body[nested + len(self._fmt.open):]
-        parsed = self._fmt.parse(body)
+        parsed = self._fmt.parse(body, self._strings)
         if parsed is None:
             out += emit("content", self._prefix + body + close)
         else:

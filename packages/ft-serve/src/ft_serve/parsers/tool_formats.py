@@ -1,13 +1,15 @@
 """How each model family writes one tool call: its markers and a parser for the text between.
 
 A body parser returns ``(name, arguments)`` or None when the call is malformed (the caller then
-gives the raw text back as content).
+gives the raw text back as content). Formats that write each value as text (qwen3_coder, glm45:
+strings raw, other values JSON) take ``strings``, tool name -> the parameters whose schema is a
+plain string (``string_params``); those values stay text even when they read as JSON ("123").
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -24,8 +26,36 @@ class ToolFormat:
 
     open: str
     close: str
-    parse: Callable[[str], tuple[str, dict] | None]
+    parse: Callable[[str, Mapping[str, frozenset[str]] | None], tuple[str, dict] | None]
     section: tuple[str, ...] = ()
+
+
+Strings = Mapping[str, frozenset[str]] | None
+
+
+def is_string_schema(schema: object) -> bool:
+    """A parameter schema whose values are always strings (written raw by the text-valued formats)."""
+    if not isinstance(schema, dict):
+        return False
+    if "type" in schema:
+        return schema["type"] == "string" or schema["type"] == ["string"]
+    values = schema["enum"] if isinstance(schema.get("enum"), list) else [schema["const"]] if "const" in schema else []
+    return bool(values) and all(isinstance(v, str) for v in values)
+
+
+def string_params(tools: list[dict] | None) -> dict[str, frozenset[str]]:
+    """Tool name -> names of its string-typed parameters, for tools in the OpenAI Chat form."""
+    out = {}
+    for t in tools or ():
+        f = t.get("function", t)
+        params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
+        props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        out[f.get("name")] = frozenset(k for k, v in props.items() if is_string_schema(v))
+    return out
+
+
+def _value(text: str, key: str, keep: frozenset[str]) -> object:
+    return text if key in keep else json_value(text)
 
 
 def _call(name: str, args: object) -> tuple[str, dict] | None:
@@ -35,7 +65,7 @@ def _call(name: str, args: object) -> tuple[str, dict] | None:
     return name, args
 
 
-def parse_hermes(body: str) -> tuple[str, dict] | None:
+def parse_hermes(body: str, strings: Strings = None) -> tuple[str, dict] | None:
     """``{"name": NAME, "arguments": {...}}`` (arguments may also be a JSON string)."""
     try:
         obj = loads_json(body.strip())
@@ -54,7 +84,7 @@ def _trim_newline(value: str) -> str:
     return value.removesuffix("\n")
 
 
-def parse_qwen3_coder(body: str) -> tuple[str, dict] | None:
+def parse_qwen3_coder(body: str, strings: Strings = None) -> tuple[str, dict] | None:
     """``<function=NAME><parameter=KEY>\\nVALUE\\n</parameter>...</function>``."""
     body = body.strip()
     if not body.startswith("<function="):
@@ -63,6 +93,7 @@ def parse_qwen3_coder(body: str) -> tuple[str, dict] | None:
     if not sep:
         return None
     rest = rest.removesuffix("</function>")
+    keep = (strings or {}).get(name.strip(), frozenset())
     head, *params = rest.split("<parameter=")
     if head.strip():
         return None
@@ -74,17 +105,18 @@ def parse_qwen3_coder(body: str) -> tuple[str, dict] | None:
         value, closed, tail = value.partition("</parameter>")
         if tail.strip():
             return None
-        args[key.strip()] = json_value(_trim_newline(value if closed else value.rstrip()))
+        args[key.strip()] = _value(_trim_newline(value if closed else value.rstrip()), key.strip(), keep)
     return _call(name, args)
 
 
 _GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
 
 
-def parse_glm45(body: str) -> tuple[str, dict] | None:
+def parse_glm45(body: str, strings: Strings = None) -> tuple[str, dict] | None:
     """``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``."""
     name, _, _ = body.partition("<arg_key>")
-    args = {m.group(1).strip(): json_value(m.group(2)) for m in _GLM_ARG.finditer(body)}
+    keep = (strings or {}).get(name.strip(), frozenset())
+    args = {m.group(1).strip(): _value(m.group(2), m.group(1).strip(), keep) for m in _GLM_ARG.finditer(body)}
     if _GLM_ARG.sub("", body[len(name):]).strip():
         return None
     return _call(name, args)
@@ -97,7 +129,7 @@ def _unfence(text: str) -> str:
     return text.removesuffix("```").strip()
 
 
-def parse_deepseek(body: str) -> tuple[str, dict] | None:
+def parse_deepseek(body: str, strings: Strings = None) -> tuple[str, dict] | None:
     """V3: ``function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n````; V3.1: ``NAME<｜tool▁sep｜>{...}``."""
     head, sep, rest = body.partition(DS_SEP)
     if not sep:

@@ -167,7 +167,8 @@ class Service:
             if pair is None:
                 raise bad_request(f"tool_choice {choice!r} needs a tool-call parser; this server runs "
                                   f"--tool-call-parser {self.tool_parser}", "tool_choice")
-            # hermes: the grammar (structured.py) forces the name and the arguments' schema after the opening
+            # hermes: the grammar (structured.py) forces the name and the arguments' schema after the opening;
+            # qwen3_coder, glm45, deepseek_v3: the grammar (tool_grammars.py) forces the rest of the call
             forced = pair[1].format(name=name) if name and self.tool_parser != "hermes" else pair[0]
             flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
         if req.json_schema is not None:
@@ -207,14 +208,18 @@ class Service:
         self.check_length(len(ids), "messages")
         tools_on = bool(req.tools) and req.tool_choice != "none"
         parser = make_parser(self.tool_parser if tools_on else "none", self.reasoning_parser,
-                             starts_in_reasoning=in_reasoning, tools_enabled=tools_on)
-        return Generation(self, ids, self._params(req.params), parser, forced, self._constraint(req, forced))
+                             starts_in_reasoning=in_reasoning, tools_enabled=tools_on, tools=req.tools if tools_on else None)
+        return Generation(self, ids, self._params(req.params), parser, forced, self._constraint(req, forced, len(ids)))
 
-    def _constraint(self, req: ChatRequest, forced: str):
-        """The structured-output constraint of ``req`` (JSON schema, forced hermes tool calls), or None."""
-        if forced and self.tool_parser == "hermes":
+    def _constraint(self, req: ChatRequest, forced: str, prompt_tokens: int):
+        """The structured-output constraint of ``req`` (JSON schema, the rest of a forced tool call in the
+        tool parser's format), or None."""
+        if forced:
             name = req.tool_choice.get("name") if isinstance(req.tool_choice, dict) else None
-            return self.grammars.tool_calls(req.tools, name, req.parallel_tool_calls)
+            budget = min(req.params.max_tokens, self.max_model_len - prompt_tokens)
+            c = self.grammars.forced_calls(self.tool_parser, req.tools, name, req.parallel_tool_calls, budget)
+            if c is not None:
+                return c
         if req.json_schema is not None:
             return self.grammars.json(req.json_schema or None)
         return None

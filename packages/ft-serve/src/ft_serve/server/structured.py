@@ -4,6 +4,7 @@ calls become per-request TokenConstraints that the engine applies before each sa
     g = Grammars(engine)
     c = g.json(schema)                                   # any JSON value of ``schema``
     c = g.tool_calls(tools, name=None, parallel=True)    # hermes ``<tool_call>{...}</tool_call>`` blocks
+    c = g.forced_calls("qwen3_coder", tools, name, parallel, budget)  # any format with a grammar
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import torch
 
 from ft_core.constraint import TokenConstraint
 
+from ft_serve.server import tool_grammars
 from ft_serve.server.errors import bad_request
 
 log = logging.getLogger("ft.serve")
 
-# Compact JSON, as models write it (and no runs of whitespace a sampler could wander into).
-_COMPACT = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
+_COMPACT = tool_grammars.COMPACT
+# The formats whose whole forced call is a grammar (hermes: ``tool_calls``; harmony: the opening only).
+FORCED_FORMATS = ("hermes", "qwen3_coder", "glm45", "deepseek_v3")
 
 
 class GrammarConstraint(TokenConstraint):
@@ -102,3 +105,42 @@ class Grammars:
             return self.tool_calls([{"function": {"name": v["properties"]["name"]["const"]}} for v in variants],
                                    None if name is None else name, parallel)
         return self._make(grammar, "the tools' parameter schemas", "tools")
+
+    def forced_calls(self, fmt: str, tools: list[dict], name: str | None, parallel: bool,
+                     budget: int) -> GrammarConstraint | None:
+        """The rest of a forced call in tool-call format ``fmt`` after its forced opening (``service._FORCED``:
+        for a named tool qwen3_coder and glm45 force its header too); None for a format without a grammar
+        or a tokenizer without its markers. ``budget``: the request's max tokens; one raw string value
+        gets at most budget / (the function's free string parameters + 1) characters, so the call
+        closes within it (JSON values of a schema are not bounded)."""
+        if fmt == "hermes":
+            return self.tool_calls(tools, name, parallel)
+        if fmt not in FORCED_FORMATS:
+            return None
+        added = {t.content: i for i, t in self.engine.tokenizer._tok.get_added_tokens_decoder().items()}
+        if fmt == "deepseek_v3" and tool_grammars.DS_SEP not in added:
+            return None
+        if fmt != "deepseek_v3" and "</tool_call>" not in added:
+            return None
+
+        def chars(f: dict) -> int:
+            n = sum(1 for _, s, _ in tool_grammars.props(f) if tool_grammars.free_string(s))
+            return max(1, budget // (n + 1))
+
+        def mark(text: str) -> str:
+            return f"<[{added[text]}]>" if text in added else tool_grammars.lit(text)
+
+        chosen = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
+        for loose in (False, True):
+            spec = tool_grammars.CallSpec(chosen, name is not None and fmt != "deepseek_v3", parallel and name is None,
+                                          chars, mark, loose)
+            if fmt == "deepseek_v3":
+                lark = tool_grammars.deepseek_v3(spec, "```json" in (self.engine.tokenizer.chat_template or ""))
+            else:
+                lark = tool_grammars.BUILDERS[fmt](spec)
+            grammar = llg.LLMatcher.grammar_from_lark(lark)
+            err = llg.LLMatcher.validate_grammar(grammar, self.tokenizer)
+            if not err:
+                return self._make(grammar, "the tools' parameter schemas", "tools")
+            log.warning("%s tool-call grammar not usable%s (%s)", fmt, "" if loose else "; arguments left free-form", err)
+        return None
