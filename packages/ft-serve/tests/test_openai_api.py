@@ -184,6 +184,29 @@ def test_second_turn_reuses_the_first_turns_prefix(client):
     assert r2.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens // 2
 
 
+def test_only_requests_count_as_waiting():
+    """The waiting limit counts queued requests, not the aborts of disconnected clients or admin calls
+    on their way to the engine thread (the loop thread is not started: nothing drains the queue)."""
+    from ft_core import SamplingParams
+    from ft_serve.server.engine_loop import EngineLoop, Request
+    from ft_serve.server.errors import ApiError
+
+    loop = EngineLoop(Engine.from_pretrained(None), max_running=1, max_waiting=1)
+
+    async def go():
+        for _ in range(3):
+            loop.abort(Request([1], SamplingParams(), asyncio.get_running_loop()))
+        loop.call(lambda eng: None)
+        assert loop.waiting == 0
+        loop.submit([1, 2], SamplingParams())
+        assert loop.waiting == 1
+        with pytest.raises(ApiError) as e:
+            loop.submit([1, 2], SamplingParams())
+        assert e.value.status == 503 and "1 requests waiting (limit 1)" in e.value.message
+
+    asyncio.run(go())
+
+
 def test_queue_full_is_503():
     eng = Engine.from_pretrained(None)
     s = start_server(eng, max_running_requests=1, max_waiting_requests=1)

@@ -53,6 +53,8 @@ class EngineLoop:
         self.engine = engine
         self.max_running, self.max_waiting = max_running, max_waiting
         self._cmds: queue.SimpleQueue = queue.SimpleQueue()
+        self._queued = 0  # "add" commands not yet drained (aborts and calls do not count as waiting)
+        self._queued_lock = threading.Lock()
         self._pending: deque[Request] = deque()  # accepted, not yet in the engine (over max_running)
         self._active: dict[int, Request] = {}  # seq_id -> request inside the engine
         self._stop = threading.Event()
@@ -68,6 +70,8 @@ class EngineLoop:
         if self.waiting >= self.max_waiting:
             raise ApiError(503, f"server busy: {self.waiting} requests waiting (limit {self.max_waiting}); retry later")
         req = Request(prompt_ids, params, asyncio.get_running_loop(), constraint=constraint)
+        with self._queued_lock:
+            self._queued += 1
         self._cmds.put(("add", req))
         return req
 
@@ -94,7 +98,7 @@ class EngineLoop:
 
     @property
     def waiting(self) -> int:
-        return len(self._pending) + self._cmds.qsize()
+        return len(self._pending) + self._queued
 
     # ---- the loop thread --------------------------------------------------------------------
     def _run(self) -> None:
@@ -127,6 +131,8 @@ class EngineLoop:
             kind, req = cmd
             if kind == "add":
                 self._pending.append(req)
+                with self._queued_lock:
+                    self._queued -= 1
             elif kind == "abort":
                 self._abort(req)
             elif kind == "call":
