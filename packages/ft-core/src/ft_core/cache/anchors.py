@@ -10,7 +10,7 @@ template uses (or that end generation). ``CheckpointPolicy`` turns them into pos
 
 - ``anchors`` (ours): every block boundary of a prompt, the prompt end (before an empty thinking
   block that closes the generation prompt, which templates drop on re-rendering; both before and
-  after a thinking block the generation prompt opens), and a fallback
+  after, as one point of the per-prompt count, a thinking block the generation prompt opens), and a fallback
   every ``interval`` tokens inside long blocks; boundaries fewer than ``MIN_GAP`` ids apart count once; during decode after each delimiter the model emits, and
   the final state of every finished request;
 - ``every_n`` (vLLM / SGLang style): every ``interval`` tokens;
@@ -112,20 +112,24 @@ class CheckpointPolicy:
             h = self.tokens.user_header
             pts = [i for i in range(1, n - len(h) + 1) if h and tuple(ids[i : i + len(h)]) == h] + [n]
         else:
-            pts = self._anchor_points(ids)
+            pts, extra = self._anchor_points(ids)
+            if extra is not None and start < extra and self.per_prompt > 0:  # a token or two past the lasting
+                # end: one more point, not counted (GreedyDual evicts it first: it saves those few tokens)
+                return sorted({p for p in pts if start < p < extra})[-self.per_prompt :] + [extra]
         pts = sorted({p for p in pts if start < p <= n})
         return pts[-self.per_prompt :] if self.per_prompt > 0 else []
 
-    def _anchor_points(self, ids: list[int]) -> list[int]:
+    def _anchor_points(self, ids: list[int]) -> tuple[list[int], int | None]:
+        """(block boundaries, the prompt end when it lies inside a thinking block the generation prompt
+        opened, else None)."""
         t, n = self.tokens, len(ids)
         # A generation prompt that opens and closes an empty thinking block (thinking off): templates drop
-        # that block when the turn is rendered again, so the prompt's lasting end is right before it.
+        # that block when the turn is rendered again, so the prompt's lasting end is right before it. One
+        # that opens thinking (Qwen3.5: "assistant\n<think>\n"): a harness that drops the reasoning, or a
+        # template that renders the block differently ("<think>\n\n</think>"), parts from this prompt right
+        # before <think> too; the prompt end itself is then an extra point (see prompt_points).
         k = max((i for i in range(max(0, n - 2 * MIN_GAP), n) if ids[i] in t.think), default=None)
-        end = k if k is not None and any(x in t.after for x in ids[k + 1 :]) else n
-        # A generation prompt that opens thinking (Qwen3.5: "assistant\n<think>\n"): when the harness drops
-        # the reasoning, or the block renders differently ("<think>\n\n</think>"), the next turn parts from
-        # this prompt right before <think>; that point stays even though it is a token or two from the end.
-        lasting = k if k is not None and end == n and k > 0 else None
+        end = k if k is not None and k > 0 else n
         pts = {end}
         for i, x in enumerate(ids[:end]):
             if x in t.before and i > 0:
@@ -134,14 +138,15 @@ class CheckpointPolicy:
                 pts.add(min(end, i + 2 if i + 1 < n and ids[i + 1] in t.space else i + 1))
         kept: list[int] = []
         for p in sorted(pts, reverse=True):  # boundaries a token or two apart: the later one serves both
-            if not kept or kept[-1] - p >= MIN_GAP or p == lasting:
+            if not kept or kept[-1] - p >= MIN_GAP:
                 kept.append(p)
         out, last = [], 0
         for p in reversed(kept):  # fallback inside long blocks
             out.extend(range(last + self.interval, p, self.interval))
             out.append(p)
             last = p
-        return out
+        opened = end < n and not any(x in t.after for x in ids[end + 1 :])
+        return out, (n if opened else None)
 
     def decode_point(self, ids: list[int], pos: int) -> bool:
         """During decode: snapshot the state after ``ids[:pos]`` (the token ids[pos-1] was just computed)?"""
