@@ -135,3 +135,17 @@ def test_preemption_state_slots_and_resizes_keep_outputs(gpt_oss):
     assert [s.output_ids for s in seqs] == want
     assert sum(s.preemptions for s in seqs) > 0 and small.checkpoints.pool.num_slots == 3
     assert small.live_states.free_slots == 2 and not small.kv.tables
+
+
+def test_every_layer_windowed_on_request(tmp_path):
+    """A model whose every layer is windowed (tiny Mixtral, window 16) keeps paged KV by default;
+    window_state=True makes every layer state (pages of 0 bytes): the same logits and tokens."""
+    path = tiny_checkpoints.make_checkpoint("mixtral", tmp_path / "mixtral")
+    paged = Engine.from_pretrained(path)
+    state = Engine.from_pretrained(path, window_state=True, max_batch_tokens=7)
+    assert paged.state_layout is None and state.model.kv_bytes_per_token(torch.float32) == 0
+    ids = IDS[:100]
+    torch.testing.assert_close(state.score(ids), paged.score(ids), rtol=0, atol=2e-5)
+    assert state.generate(ids[:40], GREEDY)[0].token_ids == paged.generate(ids[:40], GREEDY)[0].token_ids
+    state.resize(states=4 * state.state_layout.bytes_per_slot)  # no KV bytes to divide
+    assert state.memory.split()["state_slots"] == 4 and state.memory.split()["kv"] == 0

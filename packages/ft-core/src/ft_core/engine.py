@@ -36,7 +36,8 @@ class Engine:
         self.model_config, self.model, self.tokenizer = ckpt.model_config, ckpt.model, ckpt.tokenizer
         self.max_model_len = _context_limit(config.max_model_len, self.model_config.max_position)
         per_page = self.model.kv_bytes_per_token(config.torch_dtype) * config.page_size
-        pages = max(1, min(config.kv_cache_bytes // per_page, 4 * -(-self.max_model_len // config.page_size)))
+        pages = 4 * -(-self.max_model_len // config.page_size)  # (every layer keeping state: pages of 0 bytes)
+        pages = max(1, min(config.kv_cache_bytes // per_page, pages) if per_page else pages)
         self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
         self.max_model_len = min(self.max_model_len, pages * config.page_size)  # one sequence must fit the pool
         self.prefix = RadixCache(self.kv) if config.prefix_cache else None

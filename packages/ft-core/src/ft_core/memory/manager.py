@@ -116,7 +116,8 @@ class MemoryManager:
         """Apply a new split now (call between engine steps). Returns the history record."""
         before = self.split()
         target = self.plan(total, kv, experts, states)
-        pages = target["kv"] // self.page_bytes
+        # a model whose every layer keeps state has pages of 0 bytes: their number is not a memory matter
+        pages = target["kv"] // self.page_bytes if self.page_bytes else before["kv_pages"]
         ex = self._experts
         slots = target["experts"] // self.slot_bytes if ex else 0
         if target["experts"] and not ex:
