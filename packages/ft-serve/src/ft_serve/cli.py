@@ -26,7 +26,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-cache-size", default=None, metavar="BYTES", help="KV page pool (e.g. 4GiB; default 1GiB)")
     p.add_argument("--no-prefix-cache", action="store_true", help="do not share KV pages / states between requests")
     p.add_argument("--state-slots", type=int, default=None,
-                   help="hybrid models: sequences running at once, one live state slot each (default 16)")
+                   help="models with state layers (hybrids, GPT-OSS windows): sequences running at once, one live state "
+                        "slot each (default 16)")
     p.add_argument("--window-state", default="auto", choices=["auto", "on", "off"],
                    help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, "
                         "checkpointed like recurrent state (on), or paged KV of every token (off); "
@@ -35,10 +36,10 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; "
                         "pip install 'ft-core[fla]', CUDA only) or torch; auto: fla on CUDA when installed")
     p.add_argument("--state-checkpoints", type=int, default=None,
-                   help="hybrid models: recurrent-state checkpoint budget in slots (default 32)")
+                   help="models with state layers: prefix state checkpoint budget in slots (default 32)")
     p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
     p.add_argument("--checkpoint-policy", default="anchors", choices=["anchors", "every_n", "llama", "none"],
-                   help="hybrid models: where state checkpoints go (default: anchors = think/tool/turn/prompt ends)")
+                   help="models with state layers: where state checkpoints go (default: anchors = think/tool/turn/prompt ends)")
     p.add_argument("--record-routing", metavar="FILE", default=None,
                    help="append every forward's routed expert ids to FILE (JSON lines; see bench_cache_policies.py)")
 
