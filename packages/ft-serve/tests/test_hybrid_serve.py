@@ -24,10 +24,13 @@ import tiny_checkpoints  # noqa: E402
 SYSTEM = "You are a coding agent. Answer briefly. " * 4
 
 
-def serve(tmp_path_factory, arch: str):
-    """(server, engine, the sequences of every request so far) for the tiny ``arch``."""
+def serve(tmp_path_factory, arch: str, max_model_len: int | None = None):
+    """(server, engine, the sequences of every request so far) for the tiny ``arch``; ``max_model_len``
+    past the tiny config's 512 positions (a random model has no trained context to keep)."""
     path = tiny_checkpoints.make_checkpoint(arch, tmp_path_factory.mktemp(arch) / arch)
-    eng = Engine.from_pretrained(path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FT_ALLOW_LONG_MAX_MODEL_LEN", "1")
+        eng = Engine.from_pretrained(path, max_model_len=max_model_len)
     prompts, add = [], eng.add_request
 
     def record(prompt, *a, **k):  # the ids each request was admitted with (the engine itself runs them)
@@ -55,7 +58,7 @@ def served35(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served_oss(tmp_path_factory):
-    s, eng, prompts = serve(tmp_path_factory, "gpt_oss")  # sliding windows kept as state (window_state auto)
+    s, eng, prompts = serve(tmp_path_factory, "gpt_oss", 2048)  # sliding windows kept as state (window_state auto)
     yield s, eng, prompts
     s.stop()
 
@@ -195,11 +198,13 @@ def check_call(name: str, args) -> None:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}],
                          ids=["required", "named"])
-def test_qwen35_forced_call_follows_the_schema(served35, choice, stream):
-    """A random model under tool_choice required / named writes one complete qwen3_coder call (the grammar
-    allows only the tools' names, their declared parameters and values of each schema), parsed into a
-    tool call with JSON-object arguments valid for the schema; streamed the same."""
-    server, _, _ = served35
+@pytest.mark.parametrize("model", ["served35", "served_oss"], ids=["qwen3_coder", "harmony"])
+def test_forced_call_follows_the_schema(request, model, choice, stream):
+    """A random model under tool_choice required / named writes one complete call (qwen3_coder XML on
+    Qwen3.5, harmony on GPT-OSS: the grammar allows only the tools' names, their declared parameters and
+    values of each schema), parsed into a tool call with JSON-object arguments valid for the schema;
+    streamed the same."""
+    server, _, _ = request.getfixturevalue(model)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
     for seed in (1, 2, 3):
         kw = dict(model="ft-test", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER, *TOOLS],

@@ -1,4 +1,4 @@
-"""Forced-call grammars of the text-valued and DeepSeek formats (server/tool_grammars.py), token by token
+"""Forced-call grammars of the text-valued, DeepSeek and harmony formats (server/tool_grammars.py), token by token
 on each family's tiny tokenizer: a good call is accepted and parses to valid arguments; a wrong function
 name, an unknown parameter, a missing required one or an over-long string is refused."""
 
@@ -29,6 +29,8 @@ WANT = {"city": "123", "days": 3, "unit": "celsius"}  # "123" is a string parame
 Q = "<tool_call>\n"
 G = "<tool_call>"
 D = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+H = "<|channel|>commentary to=functions."
+HM = " <|constrain|>json<|message|>"
 CASES = {
     "qwen3_coder": ("qwen35", Q,
                     ("<function=get_weather>\n<parameter=city>\n123\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
@@ -43,6 +45,8 @@ CASES = {
                     ('get_weather<｜tool▁sep｜>{"city": "123", "days": 3, "unit": "celsius"}<｜tool▁call▁end｜>'
                      "<｜tool▁calls▁end｜>"),
                     "get_wether<｜tool▁sep｜>", 'get_weather<｜tool▁sep｜>{"town"', 'get_weather<｜tool▁sep｜>{"days"'),
+    "harmony": ("harmony", H, 'get_weather' + HM + '{"city": "123", "days": 3, "unit": "celsius"}<|call|>',
+                "get_wether ", 'get_weather' + HM + '{"town"', 'get_weather' + HM + '{"days"'),
 }
 
 
@@ -88,11 +92,13 @@ def test_named_tool_only(fmt):
     """A named tool (qwen3_coder, glm45: its header is in the forced opening): only its parameters, one call."""
     name, grammars, tok = fmt
     c = grammars.forced_calls(name, TOOLS, "noop", True, 256)
-    header = {"qwen3_coder": "", "glm45": "", "deepseek_v3": "noop<｜tool▁sep｜>{}<｜tool▁call▁end｜>"}[name]
-    end = {"qwen3_coder": "</function>\n</tool_call>", "glm45": "</tool_call>", "deepseek_v3": "<｜tool▁calls▁end｜>"}[name]
+    header = {"qwen3_coder": "", "glm45": "", "deepseek_v3": "noop<｜tool▁sep｜>{}<｜tool▁call▁end｜>", "harmony": "{}"}[name]
+    end = {"qwen3_coder": "</function>\n</tool_call>", "glm45": "</tool_call>", "deepseek_v3": "<｜tool▁calls▁end｜>",
+           "harmony": "<|call|>"}[name]
     assert accepted(c, tok, header + end) == 0 and c.m.is_accepting()
     c = grammars.forced_calls(name, TOOLS, "noop", True, 256)
-    other = {"qwen3_coder": "<parameter=city>", "glm45": "<arg_key>", "deepseek_v3": "get_weather"}[name]
+    other = {"qwen3_coder": "<parameter=city>", "glm45": "<arg_key>", "deepseek_v3": "get_weather",
+             "harmony": '{"city"'}[name]
     assert accepted(c, tok, other) < 0
 
 
@@ -101,7 +107,8 @@ def test_string_values_are_bounded(fmt):
     name, grammars, tok = fmt
     c = grammars.forced_calls(name, TOOLS, None, True, 40)  # city: 20 characters at most
     start = {"qwen3_coder": "<function=get_weather>\n<parameter=city>\n", "glm45": "get_weather\n<arg_key>city"
-             "</arg_key>\n<arg_value>", "deepseek_v3": 'get_weather<｜tool▁sep｜>{"city": "'}[name]
+             "</arg_key>\n<arg_value>", "deepseek_v3": 'get_weather<｜tool▁sep｜>{"city": "',
+             "harmony": 'get_weather' + HM + '{"city": "'}[name]
     assert accepted(c, tok, start + "x" * 20) == 0
     assert accepted(c, tok, "x") < 0
 
@@ -111,8 +118,10 @@ def test_parallel_calls_only_when_allowed(fmt, parallel):
     name, grammars, tok = fmt
     _, opening, good, *_ = CASES[name]
     two = {"qwen3_coder": good + "\n" + opening + good, "glm45": good + "\n" + opening + good,
-           "deepseek_v3": good.replace("<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>") + good}[name]
+           "deepseek_v3": good.replace("<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>") + good,
+           "harmony": good + opening + good}[name]
     c = grammars.forced_calls(name, TOOLS, None, parallel, 256)
+    parallel = parallel and name != "harmony"  # harmony: <|call|> ends the turn, one call per message
     assert (accepted(c, tok, two) == 0) == parallel
     if parallel:
         parser = make_parser(name, "none", tools=TOOLS)

@@ -168,7 +168,7 @@ class Service:
                 raise bad_request(f"tool_choice {choice!r} needs a tool-call parser; this server runs "
                                   f"--tool-call-parser {self.tool_parser}", "tool_choice")
             # hermes: the grammar (structured.py) forces the name and the arguments' schema after the opening;
-            # qwen3_coder, glm45, deepseek_v3: the grammar (tool_grammars.py) forces the rest of the call
+            # qwen3_coder, glm45, deepseek_v3, harmony: the grammar (tool_grammars.py) forces the rest of the call
             forced = pair[1].format(name=name) if name and self.tool_parser != "hermes" else pair[0]
             flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
         if req.json_schema is not None:

@@ -25,7 +25,8 @@ log = logging.getLogger("ft.serve")
 
 _COMPACT = tool_grammars.COMPACT
 # The formats whose whole forced call is a grammar (hermes: ``tool_calls``; harmony: the opening only).
-FORCED_FORMATS = ("hermes", "qwen3_coder", "glm45", "deepseek_v3")
+FORCED_FORMATS = ("hermes", "qwen3_coder", "glm45", "deepseek_v3", "harmony")
+_END_MARK = {"deepseek_v3": tool_grammars.DS_SEP, "harmony": "<|call|>"}  # the format's marker (else </tool_call>)
 
 
 class GrammarConstraint(TokenConstraint):
@@ -118,9 +119,7 @@ class Grammars:
         if fmt not in FORCED_FORMATS:
             return None
         added = {t.content: i for i, t in self.engine.tokenizer._tok.get_added_tokens_decoder().items()}
-        if fmt == "deepseek_v3" and tool_grammars.DS_SEP not in added:
-            return None
-        if fmt != "deepseek_v3" and "</tool_call>" not in added:
+        if _END_MARK.get(fmt, "</tool_call>") not in added:
             return None
 
         def chars(f: dict) -> int:
@@ -132,8 +131,8 @@ class Grammars:
 
         chosen = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
         for loose in (False, True):
-            spec = tool_grammars.CallSpec(chosen, name is not None and fmt != "deepseek_v3", parallel and name is None,
-                                          chars, mark, loose)
+            spec = tool_grammars.CallSpec(chosen, name is not None and fmt != "deepseek_v3",
+                                          parallel and name is None and fmt != "harmony", chars, mark, loose)
             if fmt == "deepseek_v3":
                 lark = tool_grammars.deepseek_v3(spec, "```json" in (self.engine.tokenizer.chat_template or ""))
             else:

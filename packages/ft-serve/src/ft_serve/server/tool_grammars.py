@@ -1,4 +1,4 @@
-"""Lark grammars (llguidance) of forced tool calls in the text-valued and DeepSeek call formats.
+"""Lark grammars (llguidance) of forced tool calls in the text-valued, DeepSeek and harmony call formats.
 
 Each builder returns the grammar of what follows the forced opening (``service._FORCED``): only the
 offered tools' names (or the named one, whose header is already forced), for each function only its
@@ -156,6 +156,18 @@ def deepseek_v3(spec: CallSpec, fenced: bool) -> str:
     return g.calls(fns, m(DS_CALL_BEGIN), m(DS_CALL_END), "", m(DS_CALLS_END))
 
 
+def harmony(spec: CallSpec) -> str:
+    """GPT-OSS: ``NAME <|constrain|>json<|message|>{...}<|call|>`` after ``<|channel|>commentary to=functions.``
+    (a named tool's whole header is forced). One call: ``<|call|>`` ends the turn."""
+    m = spec.mark
+    g = _Lark(spec, ())
+    fns = []
+    for f in spec.functions:
+        header = [] if spec.header_forced else [f"{lit(f['name'] + ' ')} {m('<|constrain|>')} {lit('json')} {m('<|message|>')}"]
+        fns.append(" ".join([*header, g.json(_bounded(f, spec.chars(f)))]))
+    return g.calls(fns, "", m("<|call|>"), "")
+
+
 def _bounded(f: dict, chars: int) -> dict:
     """The parameters schema of ``f`` with a maxLength of ``chars`` on each free string property and, unless
     it says otherwise, no undeclared properties."""
@@ -165,4 +177,4 @@ def _bounded(f: dict, chars: int) -> dict:
     return {"additionalProperties": False, **params, "properties": bound}
 
 
-BUILDERS = {"qwen3_coder": qwen3_coder, "glm45": glm45}
+BUILDERS = {"qwen3_coder": qwen3_coder, "glm45": glm45, "harmony": harmony}
