@@ -41,20 +41,25 @@ class Exchange:
         except ValueError:
             return {}
 
+    def events(self) -> list[dict]:
+        """The JSON ``data:`` payloads of a streamed (text/event-stream) response, in order; [] otherwise."""
+        if "text/event-stream" not in self.content_type:
+            return []
+        events = []
+        for line in bytes(self.response).decode("utf-8", "replace").splitlines():
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                try:
+                    events.append(json.loads(line[5:]))
+                except ValueError:
+                    pass
+        return events
+
     def generated_text(self) -> str:
         """The text (and reasoning) the model produced in this response, streamed or not, any API."""
-        body = bytes(self.response).decode("utf-8", "replace")
         if "text/event-stream" in self.content_type:
-            events = []
-            for line in body.splitlines():
-                if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
-                    try:
-                        events.append(json.loads(line[5:]))
-                    except ValueError:
-                        pass
-            return "".join(_delta_text(e) for e in events)
+            return "".join(_delta_text(e) for e in self.events())
         try:
-            return _final_text(json.loads(body))
+            return _final_text(json.loads(bytes(self.response).decode("utf-8", "replace")))
         except ValueError:
             return ""
 

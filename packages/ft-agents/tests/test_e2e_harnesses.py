@@ -8,13 +8,15 @@ harness fails the test; locally it skips with the command that installs it.
 The model is a copy of the demo checkpoint with a 64k context (harness prompts are 20-30k tokens with its
 1k-token vocabulary; the demo's own max_position_embeddings is 4096) and ~2 % of its vocabulary as
 extra EOS ids, so that its random replies end after ~70 tokens instead of running to max_tokens (Claude
-Code treats a reply cut by max_tokens as an error)."""
+Code treats a reply cut by max_tokens as an error). A second copy whose generation prompt opens ``<think>``
+answers with reasoning, for the test that Codex sends the model's signed reasoning back on its next turn."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +27,8 @@ import pytest
 from recorder import Recorder
 
 from ft_agents import harnesses, install, paths
+from ft_agents.env import child_env
+from ft_agents.harnesses.base import KEY_ENV, LOCAL_KEY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -53,11 +57,27 @@ def long_demo(tmp_path_factory) -> Path:
     return path
 
 
+_NO_THINKING = "{%- if enable_thinking is defined and not enable_thinking -%}{{- '<think>\n\n</think>\n\n' -}}"
+
+
 @pytest.fixture(scope="module")
-def ft_server(long_demo, tmp_path_factory):
-    log = tmp_path_factory.mktemp("serve") / "ft-serve.log"
+def thinking_demo(long_demo, tmp_path_factory) -> Path:
+    """long_demo whose generation prompt opens ``<think>`` unless ``enable_thinking`` is false (as Qwen3.5's
+    template does): every reply starts inside reasoning, so /v1/responses answers with reasoning items (all
+    reasoning unless the model happens to write ``</think>``)."""
+    path = tmp_path_factory.mktemp("model") / "ft-demo-64k-thinking"
+    shutil.copytree(long_demo, path)
+    cfg = json.loads((path / "tokenizer_config.json").read_text())
+    assert cfg["chat_template"].count(_NO_THINKING + "{%- endif -%}") == 1, "the demo template changed"
+    cfg["chat_template"] = cfg["chat_template"].replace(
+        _NO_THINKING + "{%- endif -%}", _NO_THINKING + "{%- else -%}{{- '<think>\n' -}}{%- endif -%}")
+    (path / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+def _serve(model: Path, log: Path):
     with open(log, "w") as f:
-        p = subprocess.Popen([sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(long_demo), "--port", "0",
+        p = subprocess.Popen([sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(model), "--port", "0",
                               "--served-model-name", "ft-demo", "--max-model-len", str(CONTEXT)],
                              stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.time() + 180
@@ -70,6 +90,16 @@ def ft_server(long_demo, tmp_path_factory):
         p.wait(30)
     except subprocess.TimeoutExpired:
         p.kill()
+
+
+@pytest.fixture(scope="module")
+def ft_server(long_demo, tmp_path_factory):
+    yield from _serve(long_demo, tmp_path_factory.mktemp("serve") / "ft-serve.log")
+
+
+@pytest.fixture(scope="module")
+def thinking_server(thinking_demo, tmp_path_factory):
+    yield from _serve(thinking_demo, tmp_path_factory.mktemp("serve") / "ft-serve-thinking.log")
 
 
 _TOTALS = ("ft_prompt_tokens_total", "ft_generation_tokens_total", "ft_time_to_first_token_seconds_sum",
@@ -118,7 +148,8 @@ def _need(name: str) -> None:
     pytest.skip(why)
 
 
-def _run_once(name: str, server: str, tmp_path: Path, attempt: int):
+def _workspace(tmp_path: Path, attempt: int) -> tuple[Path, dict]:
+    """(work folder, environment) for one run."""
     work, home = tmp_path / f"work{attempt}", tmp_path / f"home{attempt}"
     work.mkdir()
     home.mkdir()
@@ -127,22 +158,35 @@ def _run_once(name: str, server: str, tmp_path: Path, attempt: int):
            "FT_AGENTS_HOME": str(paths.data_home()), "FT_AGENTS_STATE_DIR": str(tmp_path / "state"),
            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
            "XDG_STATE_HOME": str(home / ".local/state"), "NO_COLOR": "1"}
+    return work, env
+
+
+def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tuple[int, str, str]:
+    p = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=TIME_BOUND_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        pytest.fail(f"{name} ran past {TIME_BOUND_S} s\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}")
+    return p.returncode, out, err
+
+
+def _launch_argv(name: str, rec: Recorder, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "ft_agents", "launch", name, "--server", rec.url, "--max-output-tokens", "1024",
+            "--", *args]
+
+
+def _run_once(name: str, server: str, tmp_path: Path, attempt: int):
+    work, env = _workspace(tmp_path, attempt)
     with Recorder(server) as rec:
         before = _metrics(server)
-        argv = [sys.executable, "-m", "ft_agents", "launch", name, "--server", rec.url, "--max-output-tokens", "1024",
-                "--", *RUNS[name]]
         t0 = time.monotonic()
-        p = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            out, err = p.communicate(timeout=TIME_BOUND_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            pytest.fail(f"{name} ran past {TIME_BOUND_S} s\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}")
+        rc, out, err = _run(name, _launch_argv(name, rec, RUNS[name]), work, env, rec)
         wall = time.monotonic() - t0
         after = _metrics(server)
-    return p.returncode, out, err, wall, rec, {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    return rc, out, err, wall, rec, {k: after.get(k, 0) - before.get(k, 0) for k in after}
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -181,3 +225,68 @@ def test_harness_end_to_end(name, ft_server, tmp_path):
     tails = [t[-12:] for t in texts if t]
     assert tails, f"the model generated only empty replies twice{info}"
     assert any(t in printed for t in tails), f"{name} did not print the text the server generated {tails}{info}"
+
+
+def _reasoning_items(items) -> list[str]:
+    """The ``encrypted_content`` of the reasoning items among Responses items."""
+    return [i["encrypted_content"] for i in items
+            if isinstance(i, dict) and i.get("type") == "reasoning" and i.get("encrypted_content")]
+
+
+def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
+    """Codex keeps the model's reasoning across turns: it asks /v1/responses for ``reasoning`` with
+    ``include: ["reasoning.encrypted_content"]``, and sends the signed reasoning items it got back in the
+    ``input`` of the next turn, which the server accepts (the signature checks out).
+
+    Turn 1 is ``ft-agents launch codex -- exec``; turn 2 is ``codex exec resume --last`` in that launch's
+    private CODEX_HOME (where Codex keeps its sessions), through the same recording proxy."""
+    _need("codex")
+    h = harnesses.get("codex")
+    exe = install.find_harness(h)
+    for attempt in range(2):  # a second try only when turn 1 returned no reasoning (an immediately ended reply)
+        work, env = _workspace(tmp_path, attempt)
+        with Recorder(thinking_server) as rec:
+            before = _metrics(thinking_server)
+            t0 = time.monotonic()
+            rc1, out1, err1 = _run("codex", _launch_argv("codex", rec, RUNS["codex"]), work, env, rec)
+            turn1 = len(rec.exchanges)
+            sent = [c for e in rec.calls(h.endpoint) for ev in e.events()
+                    if ev.get("type") == "response.output_item.done" for c in _reasoning_items([ev.get("item")])]
+            rc2, out2, err2 = 0, "", ""
+            if rc1 == 0 and sent:
+                m = re.search(r"config in (\S+?)(?:;|$)", err1, re.M)
+                assert m, f"the launch did not say where its config is:\n{err1[-3000:]}"
+                resume = ["--no-daemon", "exec", "--skip-git-repo-check", "--strict-config", "resume", "--last",
+                          "Say it once more."]
+                env2, _ = child_env(env, {"CODEX_HOME": str(Path(m.group(1)) / "codex"), KEY_ENV: LOCAL_KEY})
+                rc2, out2, err2 = _run("codex", install.command(h, exe, None) + resume, work, env2, rec)
+            wall = time.monotonic() - t0
+            after = _metrics(thinking_server)
+        if rc1 != 0 or sent:
+            break
+    posts = [e for e in rec.calls(h.endpoint) if e.method == "POST"]
+    later = [e for e in rec.exchanges[turn1:] if e.endpoint == h.endpoint and e.method == "POST"]
+    echoed = [c for e in later for c in _reasoning_items(e.request_json().get("input") or [])]
+    info = (f"\n--- requests\n{rec.summary()}\n--- turn 1 stderr\n{err1[-3000:]}\n--- turn 2 stdout\n{out2[-1500:]}"
+            f"\n--- turn 2 stderr\n{err2[-3000:]}")
+    line = {"harness": "codex", "test": "reasoning round trip", "wall_s": round(wall, 1), "exit": [rc1, rc2],
+            "requests": rec.summary().splitlines(), "reasoning_items_returned": len(sent),
+            "reasoning_items_sent_back": len(echoed),
+            "request_fields": [{k: e.request_json().get(k) for k in ("reasoning", "include")} for e in posts]}
+    print(json.dumps(line))
+    if REPORT:
+        with open(REPORT, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    assert rc1 == 0 and rc2 == 0, f"codex exited {rc1} (turn 1), {rc2} (turn 2){info}"
+    assert posts and all(200 <= e.status < 300 for e in rec.exchanges), f"the server rejected a request{info}"
+    for e in posts:
+        body = e.request_json()
+        assert isinstance(body.get("reasoning"), dict), f"reasoning: {body.get('reasoning')!r}{info}"
+        assert "reasoning.encrypted_content" in (body.get("include") or []), f"include: {body.get('include')!r}{info}"
+    assert sent, f"the thinking model returned no reasoning item twice{info}"
+    assert later, f"turn 2 sent no request{info}"
+    assert set(sent) & set(echoed), f"turn 2 did not send back the reasoning item of turn 1{info}"
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    served = {k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")}
+    assert served.get((h.endpoint, "200"), 0) >= len(posts) and all(k[1].startswith("2") for k in served), served
