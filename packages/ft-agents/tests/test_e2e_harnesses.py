@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,8 +28,6 @@ import pytest
 from recorder import Recorder
 
 from ft_agents import harnesses, install, paths
-from ft_agents.env import child_env
-from ft_agents.harnesses.base import KEY_ENV, LOCAL_KEY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -40,6 +39,11 @@ RUNS = {  # harness -> arguments after `--`: one non-interactive turn
     "opencode": ["run", PROMPT],
     "openclaw": ["agent", "exec", PROMPT, "--json", "--timeout", "500"],
 }
+AGAIN = "Say it once more."
+# The second launch (own folder, own config) continues the first's session from the kept sessions/<harness>;
+# Codex's `exec resume --last` is in test_codex_round_trips_encrypted_reasoning.
+CONTINUE = {"claude": ["-c", "-p", AGAIN]}
+RESUME_CODEX = ["exec", "--skip-git-repo-check", "--strict-config", "resume", "--last", AGAIN]
 TIME_BOUND_S = 540
 REPORT = os.environ.get("FT_AGENTS_E2E_REPORT")  # append one JSON line per run (wall time, requests) here
 
@@ -151,8 +155,8 @@ def _need(name: str) -> None:
 def _workspace(tmp_path: Path, attempt: int) -> tuple[Path, dict]:
     """(work folder, environment) for one run."""
     work, home = tmp_path / f"work{attempt}", tmp_path / f"home{attempt}"
-    work.mkdir()
-    home.mkdir()
+    work.mkdir(exist_ok=True)
+    home.mkdir(exist_ok=True)
     env = {**os.environ, "HOME": str(home),  # harness state goes to a throwaway home ...
            "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),  # ... caches stay
            "FT_AGENTS_HOME": str(paths.data_home()), "FT_AGENTS_STATE_DIR": str(tmp_path / "state"),
@@ -171,6 +175,11 @@ def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tu
         out, err = p.communicate()
         pytest.fail(f"{name} ran past {TIME_BOUND_S} s\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}")
     return p.returncode, out, err
+
+
+def _launch_dirs(stderr: str) -> list[str]:
+    """The launch folders that ``ft-agents launch`` said it wrote the config in."""
+    return re.findall(r"config in (\S+?)(?:;|$)", stderr, re.M)
 
 
 def _launch_argv(name: str, rec: Recorder, args: list[str]) -> list[str]:
@@ -225,6 +234,30 @@ def test_harness_end_to_end(name, ft_server, tmp_path):
     tails = [t[-12:] for t in texts if t]
     assert tails, f"the model generated only empty replies twice{info}"
     assert any(t in printed for t in tails), f"{name} did not print the text the server generated {tails}{info}"
+    if name in CONTINUE:
+        _check_continues(name, ft_server, tmp_path, attempt, err)
+
+
+def _check_continues(name: str, server: str, tmp_path: Path, attempt: int, err1: str) -> None:
+    """A second launch in the same work folder continues the first launch's conversation: its request
+    carries the first turn's user message."""
+    h = harnesses.get(name)
+    work, env = _workspace(tmp_path, attempt)
+    with Recorder(server) as rec:
+        t0 = time.monotonic()
+        rc, out, err = _run(name, _launch_argv(name, rec, CONTINUE[name]), work, env, rec)
+        wall = time.monotonic() - t0
+    posts = [e for e in rec.calls(h.endpoint) if e.method == "POST"]
+    carried = [e for e in posts if PROMPT in json.dumps(e.request_json()) and AGAIN in json.dumps(e.request_json())]
+    print(json.dumps({"harness": name, "test": "continue in the next launch", "wall_s": round(wall, 1), "exit": rc,
+                      "requests": rec.summary().splitlines(), "carried": len(carried)}))
+    info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}"
+    assert rc == 0, f"{name} {shlex.join(CONTINUE[name])} exited {rc}{info}"
+    assert len(set(_launch_dirs(err1 + '\n' + err))) == 2, f"the second run was not a launch of its own{info}"
+    assert all(200 <= e.status < 300 for e in rec.exchanges), f"the server rejected a request{info}"
+    assert carried, f"the second launch did not carry the first's user message {PROMPT!r}{info}"
+    kept = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / name
+    assert any(p.is_file() for p in kept.rglob("*")), f"nothing kept in {kept}{info}"
 
 
 def _reasoning_items(items) -> list[str]:
@@ -238,11 +271,11 @@ def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
     ``include: ["reasoning.encrypted_content"]``, and sends the signed reasoning items it got back in the
     ``input`` of the next turn, which the server accepts (the signature checks out).
 
-    Turn 1 is ``ft-agents launch codex -- exec``; turn 2 is ``codex exec resume --last`` in that launch's
-    private CODEX_HOME (where Codex keeps its sessions), through the same recording proxy."""
+    Turn 1 is ``ft-agents launch codex -- exec``; turn 2 is a second launch (its own folder and config)
+    ``-- exec resume --last``, which finds turn 1's session among the kept ones (``sessions/codex``) and
+    sends its user message again; both through the same recording proxy."""
     _need("codex")
     h = harnesses.get("codex")
-    exe = install.find_harness(h)
     for attempt in range(2):  # a second try only when turn 1 returned no reasoning (an immediately ended reply)
         work, env = _workspace(tmp_path, attempt)
         with Recorder(thinking_server) as rec:
@@ -254,12 +287,7 @@ def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
                     if ev.get("type") == "response.output_item.done" for c in _reasoning_items([ev.get("item")])]
             rc2, out2, err2 = 0, "", ""
             if rc1 == 0 and sent:
-                m = re.search(r"config in (\S+?)(?:;|$)", err1, re.M)
-                assert m, f"the launch did not say where its config is:\n{err1[-3000:]}"
-                resume = ["--no-daemon", "exec", "--skip-git-repo-check", "--strict-config", "resume", "--last",
-                          "Say it once more."]
-                env2, _ = child_env(env, {"CODEX_HOME": str(Path(m.group(1)) / "codex"), KEY_ENV: LOCAL_KEY})
-                rc2, out2, err2 = _run("codex", install.command(h, exe, None) + resume, work, env2, rec)
+                rc2, out2, err2 = _run("codex", _launch_argv("codex", rec, RESUME_CODEX), work, env, rec)
             wall = time.monotonic() - t0
             after = _metrics(thinking_server)
         if rc1 != 0 or sent:
@@ -287,6 +315,8 @@ def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
     assert sent, f"the thinking model returned no reasoning item twice{info}"
     assert later, f"turn 2 sent no request{info}"
     assert set(sent) & set(echoed), f"turn 2 did not send back the reasoning item of turn 1{info}"
+    assert len(set(_launch_dirs(err1 + '\n' + err2))) == 2, f"turn 2 was not a launch of its own{info}"
+    assert all(PROMPT in json.dumps(e.request_json().get("input")) for e in later), f"turn 1 not resumed{info}"
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     served = {k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")}
     assert served.get((h.endpoint, "200"), 0) >= len(posts) and all(k[1].startswith("2") for k in served), served

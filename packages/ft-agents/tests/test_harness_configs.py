@@ -16,7 +16,8 @@ KEY = "sk-very-secret-123"
 
 
 def _setup(tmp_path, ctx=65536, out=4096, url="http://10.0.0.5:8001") -> Setup:
-    return Setup(ServerInfo(url, "qwen3-30b", ctx), tmp_path / "launch", tmp_path / "work", KEY, out)
+    return Setup(ServerInfo(url, "qwen3-30b", ctx), tmp_path / "launch", tmp_path / "work", KEY, out,
+                 tmp_path / "sessions")
 
 
 @pytest.mark.parametrize("name", list(harnesses.HARNESSES))
@@ -69,7 +70,8 @@ def test_codex(tmp_path):
 
 
 def test_codex_toml_quotes_odd_names(tmp_path):
-    s = Setup(ServerInfo("http://h:1", 'org/model "x"\\v2', 8192), tmp_path / "l", tmp_path / 'we"ird dir', KEY, 512)
+    s = Setup(ServerInfo("http://h:1", 'org/model "x"\\v2', 8192), tmp_path / "l", tmp_path / 'we"ird dir', KEY, 512,
+              tmp_path / "s")
     plan = harnesses.get("codex").plan(s, [])
     cfg = tomllib.loads(next(iter(plan.files.values())))
     assert cfg["model"] == 'org/model "x"\\v2' and str(s.cwd) in cfg["projects"]
@@ -118,3 +120,22 @@ def test_unknown_harness_names_the_choices():
     with pytest.raises(harnesses.AgentsError, match="claude, codex, opencode, openclaw"):
         harnesses.get("cursor")
     assert harnesses.get("Claude-Code").name == "claude"
+
+
+@pytest.mark.parametrize("name, home_env, kept", [
+    ("codex", "CODEX_HOME", {"sessions", "archived_sessions"}),
+    ("claude", "CLAUDE_CONFIG_DIR", {"projects", "file-history", "todos", "plans"}),
+    ("openclaw", "OPENCLAW_STATE_DIR", {"agents", "state", "workspace"}),
+])
+def test_session_folders_of_the_home_link_to_the_kept_store(tmp_path, name, home_env, kept):
+    s = _setup(tmp_path)
+    plan = harnesses.get(name).plan(s, [])
+    home = Path(plan.env[home_env])
+    assert home.is_relative_to(s.config_dir)
+    assert plan.links == {home / p: s.sessions_dir / p for p in kept}
+    assert not set(plan.links) & set(plan.files)
+
+
+def test_opencode_keeps_sessions_in_its_own_data_folder(tmp_path):
+    plan = harnesses.get("opencode").plan(_setup(tmp_path), [])
+    assert not plan.links and not {"XDG_DATA_HOME", "OPENCODE_DATA_DIR"} & set(plan.env)

@@ -4,6 +4,7 @@ for --model and stopped afterwards."""
 
 import json
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -82,8 +83,28 @@ def test_dry_run_prints_env_files_and_command_and_creates_nothing(agents_env, fa
     assert "environment removed: ANTHROPIC_API_KEY" in out
     assert '"api": "openai-completions"' in out and '"contextWindow": 65536' in out
     assert "command: " in out and "agent exec hi --json --config" in out
+    sessions = agents_env / "agents-state" / "sessions" / "openclaw"
+    assert f"sessions: {sessions} (kept across launches)" in out
+    assert re.search(rf"^link \S+/openclaw/state/agents -> {re.escape(str(sessions))}/agents$", out, re.M)
     assert not (agents_env / "agents-state").exists()
     assert fake_server.requests[0][1]["Authorization"] == "Bearer sk-local-secret"
+
+
+def test_sessions_written_in_one_launch_are_seen_by_the_next(agents_env, fake_server, tmp_path):
+    env = _env(tmp_path, "claude")
+    homes = []
+    for _ in range(2):
+        r = run_agents("launch", "claude", "--server", fake_server.url, "--", "-c", env=env)
+        assert r.returncode == 0, r.stderr
+        homes.append(Path(_ran(tmp_path)["env"]["CLAUDE_CONFIG_DIR"]))
+        if len(homes) == 1:
+            (homes[0] / "projects" / "-work").mkdir()
+            (homes[0] / "projects" / "-work" / "s1.jsonl").write_text("turn 1\n")
+    assert homes[0] != homes[1]  # each launch its own config ...
+    assert (homes[1] / "projects" / "-work" / "s1.jsonl").read_text() == "turn 1\n"  # ... one session store
+    store = agents_env / "agents-state" / "sessions" / "claude"
+    assert (homes[1] / "projects").resolve() == store / "projects"
+    assert f"sessions in {store}" in r.stderr
 
 
 def test_dry_run_without_the_harness_says_so(agents_env, fake_server):

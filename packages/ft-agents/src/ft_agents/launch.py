@@ -101,10 +101,14 @@ def _print_plan(h: Harness, cmd: list[str], plan: Plan, env_removed: list[str], 
     unreported = "" if s.server.context_reported else " (not reported by the server)"
     p(f"model:   {s.model}, context {s.context} tokens{unreported}, output limit {s.output_limit} tokens")
     p(f"config:  {config_dir} (private to this launch)")
+    if plan.links:
+        p(f"sessions: {s.sessions_dir} (kept across launches)")
     p("environment set:")
     for k, v in sorted(plan.env.items()):
         p(f"  {k}={shown(k, v)}")
     p(f"environment removed: {', '.join(env_removed) or '(none)'}")
+    for link, target in plan.links.items():
+        p(f"link {link} -> {target}")
     for path, text in plan.files.items():
         p(f"file {path}:")
         for line in text.rstrip("\n").splitlines():
@@ -123,7 +127,7 @@ def launch(o: LaunchOptions, out=sys.stdout, err=sys.stderr) -> int:
         info, where = _server(o, stack, launch_dir, err)
         config_dir = launch_dir or paths.planned_launch_dir(h.name)
         s = Setup(info, config_dir, o.cwd.resolve(), o.api_key or LOCAL_KEY,
-                  o.max_output_tokens or default_output_limit(info.context_length))
+                  o.max_output_tokens or default_output_limit(info.context_length), paths.sessions_dir(h.name))
         plan = h.plan(s, list(o.harness_args))
         env_set = dict(plan.env)
         if node:
@@ -140,8 +144,10 @@ def launch(o: LaunchOptions, out=sys.stdout, err=sys.stderr) -> int:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             path.write_text(text)
             path.chmod(0o600)
+        paths.link_sessions(s.sessions_dir, plan.links)
         print(f"ft-agents: {h.title} -> {info.url} (model {s.model}, context {s.context}, output {s.output_limit}); "
-              f"config in {config_dir}" + (f"; removed from its environment: {', '.join(removed)}" if removed else ""),
+              f"config in {config_dir}" + (f"; sessions in {s.sessions_dir}" if plan.links else "")
+              + (f"; removed from its environment: {', '.join(removed)}" if removed else ""),
               file=err, flush=True)
         return _run_foreground(cmd + plan.args, env, o.cwd)
 

@@ -1,7 +1,9 @@
 """Where ft-agents keeps its files; never inside a harness's own configuration folders.
 
 - data home ($FT_AGENTS_HOME, else $XDG_DATA_HOME/ft-agents): the managed npm prefix and Node.
-- state home ($FT_AGENTS_STATE_DIR, else $XDG_STATE_HOME/ft-agents): one private folder per launch.
+- state home ($FT_AGENTS_STATE_DIR, else $XDG_STATE_HOME/ft-agents): one private folder per launch
+  (launches/), and each harness's conversations, kept across launches (sessions/<harness>/, linked from
+  the launch folders; pruning a launch folder removes the links, never what they point to).
 """
 
 from __future__ import annotations
@@ -41,6 +43,22 @@ def node_prefix() -> Path:
     return data_home() / "node"
 
 
+def sessions_dir(harness: str) -> Path:
+    """Where a harness's conversations are kept across launches (made 0700 by ``link_sessions``)."""
+    return state_home() / "sessions" / harness
+
+
+def link_sessions(store: Path, links: dict[Path, Path]) -> None:
+    """Make ``store`` (0700, as is its parent) and each target folder in it, and a symlink to each target at
+    its link path (in a launch folder)."""
+    store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    store.mkdir(exist_ok=True, mode=0o700)
+    for link, target in links.items():
+        target.mkdir(parents=True, exist_ok=True, mode=0o700)
+        link.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        link.symlink_to(target, target_is_directory=True)
+
+
 def new_launch_dir(harness: str) -> Path:
     """Make a private (0700) folder for one launch and prune the oldest beyond ``KEEP_LAUNCHES``."""
     root = state_home() / "launches"
@@ -48,7 +66,7 @@ def new_launch_dir(harness: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{harness}-", dir=root))  # 0700
     old = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)[:-KEEP_LAUNCHES]
     for p in old:
-        shutil.rmtree(p, ignore_errors=True)
+        shutil.rmtree(p, ignore_errors=True)  # removes symlinks, never follows them
     return path
 
 

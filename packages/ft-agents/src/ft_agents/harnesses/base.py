@@ -1,5 +1,5 @@
 """What every harness adapter provides: its npm package and binary, the API it speaks, and a ``plan``
-(environment, private config files, arguments) made from the server's numbers."""
+(environment, private config files, arguments, links to its kept sessions) made from the server's numbers."""
 
 from __future__ import annotations
 
@@ -22,13 +22,15 @@ def default_output_limit(context_length: int) -> int:
 
 @dataclass(frozen=True)
 class Setup:
-    """Everything a harness adapter may use. ``config_dir`` is private to this launch."""
+    """Everything a harness adapter may use. ``config_dir`` is private to this launch; ``sessions_dir`` is
+    the harness's conversation store, kept across launches."""
 
     server: ServerInfo
     config_dir: Path
     cwd: Path
     api_key: str  # the server's key, or LOCAL_KEY
     output_limit: int
+    sessions_dir: Path
 
     @property
     def model(self) -> str:
@@ -45,6 +47,7 @@ class Plan:
     files: dict[Path, str]  # written (0600) before the harness starts
     args: list[str]  # the harness's arguments (after its executable)
     notes: list[str] = field(default_factory=list)  # told to the user (limits a harness cannot take, ...)
+    links: dict[Path, Path] = field(default_factory=dict)  # symlink in the launch folder -> folder kept across launches
 
 
 class Harness(ABC):
@@ -58,6 +61,9 @@ class Harness(ABC):
     min_context: int = 32768
     node_min: tuple[int, int] | None = None  # a Node version it needs beyond what npm needs
     default_args: tuple[str, ...] = ()  # with no harness arguments: the interactive session
+    # Folders of its home (relative to it) where it keeps conversations: linked into the launch's private home
+    # from ``Setup.sessions_dir``, so that resume/continue find earlier launches' sessions.
+    session_paths: tuple[str, ...] = ()
 
     @abstractmethod
     def plan(self, s: Setup, args: list[str]) -> Plan:
@@ -65,3 +71,7 @@ class Harness(ABC):
 
     def args_or_default(self, args: list[str]) -> list[str]:
         return list(args) if args else list(self.default_args)
+
+    def session_links(self, home: Path, s: Setup) -> dict[Path, Path]:
+        """``home/<p>`` -> ``s.sessions_dir/<p>`` for each of ``session_paths``."""
+        return {home / p: s.sessions_dir / p for p in self.session_paths}

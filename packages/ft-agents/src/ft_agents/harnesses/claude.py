@@ -10,6 +10,8 @@ from ft_agents.harnesses.base import REQUEST_TIMEOUT_S, Harness, Plan, Setup
 
 class ClaudeCode(Harness):
     name, title, package, endpoint = "claude", "Claude Code", "@anthropic-ai/claude-code", "/v1/messages"
+    # projects/<cwd>/<session>.jsonl is what --continue and --resume read; the others are kept per session id.
+    session_paths = ("projects", "file-history", "todos", "plans")
 
     def plan(self, s: Setup, args: list[str]) -> Plan:
         home, m = s.config_dir / "claude", s.model
@@ -28,4 +30,5 @@ class ClaudeCode(Harness):
         }
         state = {"hasCompletedOnboarding": True, "theme": "dark", "autoUpdates": False,
                  "projects": {str(s.cwd): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}
-        return Plan(env, {home / ".claude.json": json.dumps(state, indent=2) + "\n"}, self.args_or_default(args))
+        return Plan(env, {home / ".claude.json": json.dumps(state, indent=2) + "\n"}, self.args_or_default(args),
+                    links=self.session_links(home, s))

@@ -24,6 +24,9 @@ def _s(v: str) -> str:
 
 class Codex(Harness):
     name, title, package, endpoint = "codex", "Codex", "@openai/codex", "/v1/responses"
+    # Rollout files (the conversations); the sqlite state db is rebuilt from them by each launch, so that
+    # `resume --last` and the picker see earlier launches' sessions (its paths point into this launch).
+    session_paths = ("sessions", "archived_sessions")
 
     def plan(self, s: Setup, args: list[str]) -> Plan:
         home = s.config_dir / "codex"
@@ -54,4 +57,4 @@ class Codex(Harness):
             # The TUI otherwise starts a shared app-server daemon tied to this launch's CODEX_HOME,
             # which outlives the session.
             args = ["--no-daemon", *args]
-        return Plan(env, {home / "config.toml": toml}, args, notes)
+        return Plan(env, {home / "config.toml": toml}, args, notes, self.session_links(home, s))

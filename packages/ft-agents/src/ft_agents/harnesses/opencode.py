@@ -1,5 +1,7 @@
 """OpenCode: Chat Completions through an ``@ai-sdk/openai-compatible`` provider, in a private config file
-named by ``OPENCODE_CONFIG``; the key is read from the environment (``{env:...}``), never written."""
+named by ``OPENCODE_CONFIG``; the key is read from the environment (``{env:...}``), never written.
+Its sessions live in its own data folder (``$XDG_DATA_HOME/opencode/opencode.db``), which the launch leaves
+alone, so ``--continue`` already spans launches: no session links."""
 
 from __future__ import annotations
 
