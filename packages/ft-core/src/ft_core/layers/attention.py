@@ -1,8 +1,8 @@
 """Attention over a paged KV cache for a packed batch; GQA without repeating KV, optional sinks.
 
 ``attend`` is the core both layouts share (paged KV here, window rings in ``attn_window.py``): prefill
-(and mixed) batches without sinks run torch's fused scaled_dot_product_attention (GQA without
-repeating KV, flash kernel on CPU); decode and sink models run the blocked form.
+(and mixed) batches run torch's fused flash kernel (GQA without repeating KV; sinks by rescaling
+each row with its log-sum-exp); decode runs ``attend_blocked``, the reference form.
 
 Legend: T = packed tokens, B = sequences, Lq/Lk = padded query/key lengths, K = KV heads,
 G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
@@ -22,16 +22,47 @@ def attend(
     q: torch.Tensor,  # [B, K, G, Lq, D] float32
     k: torch.Tensor,  # [B, K, Lk, D] float32
     v: torch.Tensor,  # [B, K, Lk, Dv] float32
-    mask: torch.Tensor,  # [B, Lq, Lk] bool: key visible to query
+    mask: torch.Tensor,  # [B, Lq, Lk] bool: key visible to query (every query sees at least one key)
     scale: float,
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [B, K, G, Lq, Dv] float32
     B, K, G, Lq, D = q.shape
-    if sinks is None and v.shape[-1] == D and Lq > 1:
-        # Fused (flash) attention: no [Lq, Lk] score tensor in memory, which bounds long prefills.
-        o = F.scaled_dot_product_attention(q.reshape(B, K * G, Lq, D), k, v, attn_mask=mask[:, None],
-                                           scale=scale, enable_gqa=G > 1)  # B N Lq D
-        return o.view(B, K, G, Lq, D)
+    if Lq > 1 and v.shape[-1] == D:
+        if sinks is None:
+            # Fused (flash) attention: no [Lq, Lk] score tensor in memory, which bounds long prefills.
+            o = F.scaled_dot_product_attention(q.reshape(B, K * G, Lq, D), k, v, attn_mask=mask[:, None],
+                                               scale=scale, enable_gqa=G > 1)  # B N Lq D
+            return o.view(B, K, G, Lq, D)
+        if q.device.type == "cpu" and _FLASH_CPU is not None:
+            return _attend_sinks_fused(q, k, v, mask, scale, sinks)
+    return attend_blocked(q, k, v, mask, scale, sinks)
+
+
+# torch's CPU flash kernel, which also returns the log-sum-exp of each query row (a private aten op:
+# absent in some torch builds, then sink models keep the blocked form).
+_FLASH_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def _attend_sinks_fused(q, k, v, mask, scale, sinks) -> torch.Tensor:
+    """Sinks on the fused kernel: softmax over [scores, sink] = the plain softmax times
+    Z / (Z + e^sink) = sigmoid(lse - sink), with lse = log Z of the row. One call per KV head, its keys
+    broadcast (stride 0) to the G query heads that share them. Shapes as ``attend``."""
+    B, K, G, Lq, D = q.shape
+    Lk = k.shape[2]
+    bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))[:, None]  # B 1 Lq Lk
+    sk = sinks.float().view(K, G, 1)
+    out = []
+    for h in range(K):
+        o, lse = _FLASH_CPU(q[:, h], k[:, h : h + 1].expand(B, G, Lk, D), v[:, h : h + 1].expand(B, G, Lk, D),
+                            0.0, False, attn_mask=bias, scale=scale)  # B G Lq Dv, B G Lq
+        out.append(o * torch.sigmoid(lse - sk[h])[..., None])
+    return torch.stack(out, dim=1)
+
+
+def attend_blocked(q, k, v, mask, scale, sinks=None) -> torch.Tensor:
+    """The reference form of ``attend`` (same shapes): scores per query block of Q_BLOCK, softmax with
+    the sink as one more logit per head; decode runs it (one query row)."""
+    B, K, G, Lq, D = q.shape
     kt, vb = k.transpose(-1, -2)[:, :, None], v[:, :, None]  # B K 1 D Lk, B K 1 Lk Dv
     m = mask[:, None, None]  # B 1 1 Lq Lk
     sk = None if sinks is None else sinks.float().view(1, K, G, 1, 1)
