@@ -149,3 +149,15 @@ def test_every_layer_windowed_on_request(tmp_path):
     assert state.generate(ids[:40], GREEDY)[0].token_ids == paged.generate(ids[:40], GREEDY)[0].token_ids
     state.resize(states=4 * state.state_layout.bytes_per_slot)  # no KV bytes to divide
     assert state.memory.split()["state_slots"] == 4 and state.memory.split()["kv"] == 0
+
+
+def test_default_checkpoint_budget_grows_for_small_slots(gpt_oss):
+    """Without a budget, 32 checkpoint slots, or as many small ones as fit in 256 MiB (at most 256):
+    GPT-OSS-20B's window checkpoint (~3 MB) gets 85, Qwen3-Next-80B's (74 MiB) 32; a given budget wins."""
+    from ft_core.config import EngineConfig
+
+    cfg = EngineConfig(model=str(gpt_oss))
+    assert cfg.checkpoint_slots(3 << 20) == 85 and cfg.checkpoint_slots(74 << 20) == 32 and cfg.checkpoint_slots(64) == 256
+    assert EngineConfig(model="x", state_checkpoints=5).checkpoint_slots(64) == 5
+    assert EngineConfig(model="x", state_checkpoint_bytes=640).checkpoint_slots(64) == 10
+    assert Engine.from_pretrained(gpt_oss).prefix_stats()["checkpoint_slots"] == 256  # tiny slots

@@ -24,7 +24,8 @@ class EngineConfig:
     prefix_cache: bool = True  # reuse the KV pages of cached prefixes (radix tree over token ids)
     # Hybrid models (linear-attention layers, DESIGN §4): live recurrent states and prefix state checkpoints.
     state_slots: int = 16  # sequences admitted at once (one live recurrent state each)
-    state_checkpoints: int = 32  # checkpoint budget in slots (one slot = the state of every linear layer) ...
+    state_checkpoints: int | None = None  # checkpoint budget in slots (one slot = the state of every state layer;
+    # None: ``default_checkpoint_slots``) ...
     state_checkpoint_bytes: int | None = None  # ... or in bytes (whole slots that fit); separate from the KV pool
     checkpoint_policy: str = "anchors"  # anchors | every_n | llama | none (cache/anchors.py)
     checkpoint_interval: int = 1024  # every_n spacing; anchors: fallback spacing inside long blocks
@@ -57,7 +58,7 @@ class EngineConfig:
             )
         if self.page_size < 1 or self.max_batch_tokens < 1:
             raise FTError("page_size and max_batch_tokens must be >= 1")
-        if self.state_slots < 1 or self.state_checkpoints < 0 or self.checkpoint_interval < 1:
+        if self.state_slots < 1 or (self.state_checkpoints or 0) < 0 or self.checkpoint_interval < 1:
             raise FTError("state_slots and checkpoint_interval must be >= 1, state_checkpoints >= 0")
         if self.checkpoint_policy not in ("anchors", "every_n", "llama", "none"):
             raise FTError(f"checkpoint_policy {self.checkpoint_policy!r} is not one of anchors, every_n, llama, none")
@@ -73,6 +74,16 @@ class EngineConfig:
             raise FTError(f"moe_cache_slots={self.moe_cache_slots} must be >= 1")
         if self.resolved_moe_backend == "hybrid" and not (self.moe_bandwidth_ratio or 0) > 0:
             raise FTError("moe_backend 'hybrid' needs moe_bandwidth_ratio = B_P / B_H > 0")
+
+    def checkpoint_slots(self, bytes_per_slot: int) -> int:
+        """The checkpoint budget in slots: ``state_checkpoint_bytes`` (whole slots), else ``state_checkpoints``,
+        else 32 slots, or more when slots are small (GPT-OSS windows: ~3 MB): as many as fit in 256 MiB, at
+        most 256 (Qwen3-Next-80B: 74 MiB a slot, 32 slots)."""
+        if self.state_checkpoint_bytes is not None:
+            return self.state_checkpoint_bytes // bytes_per_slot
+        if self.state_checkpoints is not None:
+            return self.state_checkpoints
+        return max(32, min(256, (256 << 20) // bytes_per_slot))
 
     @property
     def resolved_moe_backend(self) -> str:

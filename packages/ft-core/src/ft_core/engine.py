@@ -45,9 +45,7 @@ class Engine:
         self.live_states = self.checkpoints = hybrid = None
         if self.state_layout is not None:  # recurrent layers / windows: live states, checkpoints, anchors
             self.live_states = StatePool(self.state_layout, config.state_slots, config.device)
-            slots = config.state_checkpoints
-            if config.state_checkpoint_bytes is not None:
-                slots = config.state_checkpoint_bytes // self.state_layout.bytes_per_slot
+            slots = config.checkpoint_slots(self.state_layout.bytes_per_slot)
             if self.prefix is not None and slots > 0 and config.checkpoint_policy != "none":
                 pool = StatePool(self.state_layout, slots, config.device)
                 self.checkpoints = StateCheckpoints(self.prefix, self.kv, pool)

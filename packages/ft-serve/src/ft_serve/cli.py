@@ -36,7 +36,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; "
                         "pip install 'ft-core[fla]', CUDA only) or torch; auto: fla on CUDA when installed")
     p.add_argument("--state-checkpoints", type=int, default=None,
-                   help="models with state layers: prefix state checkpoint budget in slots (default 32)")
+                   help="models with state layers: prefix state checkpoint budget in slots (default 32, or as many small "
+                        "slots as fit in 256 MiB, up to 256)")
     p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
     p.add_argument("--checkpoint-policy", default="anchors", choices=["anchors", "every_n", "llama", "none"],
                    help="models with state layers: where state checkpoints go (default: anchors = think/tool/turn/prompt ends)")
