@@ -24,6 +24,32 @@ from ft_core.layers.attention import Q_BLOCK, attend, pad_queries, unpad
 from ft_core.layers.batch import ForwardBatch
 
 
+class _Plan:
+    """What every windowed layer of one forward shares (built once per batch and window): the ring rows
+    of the unrolled window, key positions, the band mask of each query block, the rows the last W
+    tokens go to. Legend as the module's."""
+
+    def __init__(self, batch: ForwardBatch, W: int):
+        B, Lq = batch.batch_size, batch.Lq
+        self.slots = torch.tensor(batch.state.slots)
+        self.qlen = torch.tensor(batch.q_lens)
+        self.start = torch.tensor(batch.ctx_lens) - self.qlen  # [B] position of each chunk's first token
+        self.back = torch.arange(W) - W  # offsets -W .. -1
+        self.rows = (self.start[:, None] + self.back) % W  # ring rows of positions start-W .. start-1
+        kpos = torch.cat([self.start[:, None] + self.back, batch.q_pos], dim=1)  # [B, W + Lq]
+        kvalid = torch.cat([kpos[:, :W] >= 0, torch.arange(Lq)[None] < self.qlen[:, None]], dim=1)
+        qvalid = torch.arange(Lq)[None] < self.qlen[:, None]  # [B, Lq]
+        self.blocks = []  # (s0, e, mask [B, e - s0, e - s0 + W]): query block [s0, e) reads keys [s0, e + W)
+        for s0 in range(0, Lq, Q_BLOCK):
+            e = min(Lq, s0 + Q_BLOCK)
+            kp, qp = kpos[:, s0 : e + W], batch.q_pos[:, s0:e]
+            m = (kp[:, None] <= qp[:, :, None]) & (kp[:, None] > qp[:, :, None] - W) & kvalid[:, None, s0 : e + W]
+            m[:, :, 0] |= ~qvalid[:, s0:e]  # padding query rows see one key (no all-masked rows); discarded
+            self.blocks.append((s0, e, m))
+        self.last = self.qlen[:, None] + torch.arange(W)  # [B, W]: key indices of the last W tokens
+        self.last_rows = (self.start[:, None] + self.last - W) % W
+
+
 def window_attention(
     q: torch.Tensor,  # [T, N, D] new queries
     k: torch.Tensor,  # [T, K, D] new keys (rotary applied)
@@ -37,28 +63,20 @@ def window_attention(
     ring_k, ring_v = st.live.layer(j)  # [slots, W, K, D]
     W, K = ring_k.shape[1], ring_k.shape[2]
     B, Lq = batch.batch_size, batch.Lq
-    slots = torch.tensor(st.slots)
-    qlen = torch.tensor(batch.q_lens)
-    start = torch.tensor(batch.ctx_lens) - qlen  # [B] position of each chunk's first token
-    back = torch.arange(W) - W  # offsets -W .. -1
-    rows = (start[:, None] + back) % W  # ring rows of positions start-W .. start-1
+    plan = batch.memo.get(("ring", W))
+    if plan is None:
+        plan = batch.memo[("ring", W)] = _Plan(batch, W)
+    slots = plan.slots
 
     def keys_of(ring: torch.Tensor, new: torch.Tensor) -> torch.Tensor:  # -> [B, W + Lq, K, D] in ring dtype
         pad = ring.new_zeros(B * Lq, *new.shape[1:])
         pad[batch.dest] = new.to(ring.dtype)
-        return torch.cat([ring[slots[:, None], rows], pad.view(B, Lq, *new.shape[1:])], dim=1)
+        return torch.cat([ring[slots[:, None], plan.rows], pad.view(B, Lq, *new.shape[1:])], dim=1)
 
     keys, vals = keys_of(ring_k, k), keys_of(ring_v, v)
-    kpos = torch.cat([start[:, None] + back, batch.q_pos], dim=1)  # [B, W + Lq]
-    kvalid = torch.cat([kpos[:, :W] >= 0, torch.arange(Lq)[None] < qlen[:, None]], dim=1)
-    qvalid = torch.arange(Lq)[None] < qlen[:, None]  # [B, Lq]
     qb = pad_queries(q, batch, K)
     out = []
-    for s0 in range(0, Lq, Q_BLOCK):  # query block [s0, e) reads keys [s0, e + W) only
-        e = min(Lq, s0 + Q_BLOCK)
-        kp, qp = kpos[:, s0 : e + W], batch.q_pos[:, s0:e]
-        m = (kp[:, None] <= qp[:, :, None]) & (kp[:, None] > qp[:, :, None] - W) & kvalid[:, None, s0 : e + W]
-        m[:, :, 0] |= ~qvalid[:, s0:e]  # padding query rows see one key (no all-masked rows); discarded
+    for s0, e, m in plan.blocks:
         ks = keys[:, s0 : e + W].transpose(1, 2).float()
         vs = vals[:, s0 : e + W].transpose(1, 2).float()
         out.append(attend(qb[:, :, :, s0:e], ks, vs, m, scale, sinks))
@@ -68,11 +86,9 @@ def window_attention(
     for b, snaps in enumerate(st.snaps or []):  # the window after the first n new tokens: keys n .. n+W-1
         for n, cslot in snaps:
             ck_k, ck_v = st.ckpt.layer(j)
-            r = (start[b] + n + back) % W
+            r = (plan.start[b] + n + plan.back) % W
             ck_k[cslot, r], ck_v[cslot, r] = keys[b, n + ar], vals[b, n + ar]
-    last = qlen[:, None] + ar  # [B, W]: the last W tokens of each sequence
-    r = (start[:, None] + last - W) % W
     b_idx = torch.arange(B)[:, None]
-    ring_k[slots[:, None], r] = keys[b_idx, last]
-    ring_v[slots[:, None], r] = vals[b_idx, last]
+    ring_k[slots[:, None], plan.last_rows] = keys[b_idx, plan.last]
+    ring_v[slots[:, None], plan.last_rows] = vals[b_idx, plan.last]
     return unpad(o, batch, q.dtype)

@@ -25,7 +25,7 @@ class ForwardBatch:
     state: Any = None  # StateBatch (cache/state_store.py) for models with linear-attention layers
     dest: torch.Tensor = field(init=False)  # [T] index into the padded [B * Lq] query rows
     q_pos: torch.Tensor = field(init=False)  # [B, Lq] position of each padded query row
-    _masks: dict = field(init=False, default_factory=dict)
+    memo: dict = field(init=False, default_factory=dict)  # values every layer of this forward shares (masks, ...)
 
     def __post_init__(self):
         B, Lq = len(self.q_lens), max(self.q_lens)
@@ -43,7 +43,7 @@ class ForwardBatch:
 
     def mask(self, window: int | None) -> torch.Tensor:
         """[B, Lq, Lk] bool: key visible to query (causal, inside the context, inside the window)."""
-        m = self._masks.get(window)
+        m = self.memo.get(("mask", window))
         if m is None:
             Lk = self.page_table.shape[1] * self.page_size
             kpos = torch.arange(Lk)[None, None, :]
@@ -52,7 +52,7 @@ class ForwardBatch:
             m = (kpos <= q) & (kpos < ctx)
             if window is not None:
                 m &= kpos > q - window
-            self._masks[window] = m
+            self.memo[("mask", window)] = m
         return m
 
     def last_token_index(self) -> torch.Tensor:
