@@ -32,70 +32,15 @@ import tempfile
 import time
 from pathlib import Path
 
-H, I, E, TOPK, VOCAB, HEADS, KV_HEADS, HEAD_DIM = 2048, 768, 128, 8, 32000, 32, 4, 128
-
-
-def layer_bytes() -> int:
-    attn = (HEADS * HEAD_DIM * H * 2 + KV_HEADS * HEAD_DIM * H * 2) * 2
-    return E * 3 * I * H * 2 + attn + E * H * 2
+from random_ckpt import Shape, write_checkpoint as write_random_checkpoint
 
 
 def write_checkpoint(out: Path, size_gb: float) -> int:
-    """A random qwen3_moe checkpoint of about ``size_gb`` GB; returns its number of layers."""
-    import torch
-    from safetensors.torch import save_file
-
-    from ft_core.demo import CHAT_TEMPLATE, SPECIAL
-    from ft_core.tokenizer.build import train_bpe, write_tokenizer_files
-
-    L = max(1, round((size_gb * 1e9 - 2 * VOCAB * H * 2) / layer_bytes()))
-    out.mkdir(parents=True)
-    g = torch.Generator().manual_seed(0)
-    rnd = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(torch.bfloat16)  # noqa: E731
-    weight_map, shard, n = {}, {}, 0
-
-    def flush():
-        nonlocal shard, n
-        if shard:
-            name = f"model-{n + 1:05d}.safetensors"
-            save_file(shard, str(out / name), metadata={"format": "pt"})
-            weight_map.update({k: name for k in shard})
-            shard, n = {}, n + 1
-
-    def add(name, t):
-        shard[name] = t
-        if sum(x.numel() * 2 for x in shard.values()) >= 1e9:
-            flush()
-
-    add("model.embed_tokens.weight", rnd(VOCAB, H))
-    add("lm_head.weight", rnd(VOCAB, H))
-    add("model.norm.weight", torch.ones(H, dtype=torch.bfloat16))
-    for l in range(L):
-        p = f"model.layers.{l}"
-        for k, shape in (("q_proj", (HEADS * HEAD_DIM, H)), ("k_proj", (KV_HEADS * HEAD_DIM, H)),
-                         ("v_proj", (KV_HEADS * HEAD_DIM, H)), ("o_proj", (H, HEADS * HEAD_DIM))):
-            add(f"{p}.self_attn.{k}.weight", rnd(*shape))
-        for k in ("q_norm", "k_norm"):
-            add(f"{p}.self_attn.{k}.weight", torch.ones(HEAD_DIM, dtype=torch.bfloat16))
-        for k in ("input_layernorm", "post_attention_layernorm"):
-            add(f"{p}.{k}.weight", torch.ones(H, dtype=torch.bfloat16))
-        add(f"{p}.mlp.gate.weight", rnd(E, H))
-        for e in range(E):
-            for k, shape in (("gate_proj", (I, H)), ("up_proj", (I, H)), ("down_proj", (H, I))):
-                add(f"{p}.mlp.experts.{e}.{k}.weight", rnd(*shape))
-    flush()
-    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    tok = train_bpe(1024, SPECIAL)
-    eos = tok.token_to_id("<|im_end|>")
-    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": VOCAB,
-              "hidden_size": H, "intermediate_size": 6144, "moe_intermediate_size": I, "num_hidden_layers": L,
-              "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM,
-              "num_experts": E, "num_experts_per_tok": TOPK, "norm_topk_prob": True, "decoder_sparse_step": 1,
-              "mlp_only_layers": [], "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
-              "rope_theta": 1e6, "tie_word_embeddings": False, "eos_token_id": eos, "torch_dtype": "bfloat16"}
-    (out / "config.json").write_text(json.dumps(config, indent=1))
-    write_tokenizer_files(tok, out, chat_template=CHAT_TEMPLATE, bos_token=None, eos_token="<|im_end|>",
-                          pad_token="<|endoftext|>")
+    """A random qwen3_moe checkpoint of about ``size_gb`` GB (Qwen3-30B-A3B expert shapes, 32 query
+    heads, vocab 32000, ft's small BPE tokenizer); returns its number of layers."""
+    one = Shape(layers=1)
+    L = max(1, round((size_gb * 1e9 - one.vocab_bytes()) / one.layer_bytes()))
+    write_random_checkpoint(out, Shape(layers=L))
     return L
 
 
