@@ -1,0 +1,72 @@
+"""Error bounds of the CPU kernels' fp32 arithmetic, derived from the arithmetic (not from one machine).
+
+A float32 sum of n products, in any order and with or without FMA, differs from the exact sum by at
+most gamma(n) * sum |w_i x_i| with gamma(n) = n u / (1 - n u), u = 2^-24 (Higham, Accuracy and
+Stability of Numerical Algorithms, §3.1). The kernels' results are compared with a float64 evaluation
+of the same dequantised weights; the bounds below follow the kernel's stages and are elementwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from ft_kernels import reference as R
+
+U = 2.0**-24
+
+
+def gamma(n: int) -> float:
+    return n * U / (1 - n * U)
+
+
+def linear_bound(x, w, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``."""
+    W = (w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double())
+    xd = x.double()
+    y = xd @ W.T
+    mag = xd.abs() @ W.abs().T
+    err = gamma(W.shape[1]) * mag + U * y.abs()  # the sum, then rounding to fp32
+    if bias is not None:
+        y = y + bias.double()
+        err = err + U * (y.abs() + err)  # one more rounded addition
+    return y, err
+
+
+def _act(gu: torch.Tensor, act: str, alpha: float, limit: float) -> torch.Tensor:
+    return R.expert_act(gu, act, alpha, limit)
+
+
+def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact y [T, H] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.moe_experts``.
+    Stage by stage: gu = W13 x (+ b13); h = act(gu), its error bounded by the act's change over the corners of
+    gu's error box plus 8 ulps for the fp32 exp/division; o = W2 h (+ b2); y = sum of gate * o over routes."""
+    xd = x.double()
+    W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
+    H, I = xd.shape[1], W2.shape[2]
+    y = torch.zeros(xd.shape, dtype=torch.float64)
+    err, mag = torch.zeros_like(y), torch.zeros_like(y)
+    routes = [0] * xd.shape[0]
+    for t, e, g in zip(tok.tolist(), eid.tolist(), gate.tolist()):
+        routes[t] += 1
+        gu = W13[e] @ xd[t]
+        e_gu = gamma(H) * (W13[e].abs() @ xd[t].abs()) + U * gu.abs()
+        if w13.bias is not None:
+            gu = gu + w13.bias[e].double()
+            e_gu = e_gu + U * (gu.abs() + e_gu)
+        h = _act(gu, act, alpha, limit)
+        e_h = torch.zeros_like(h)
+        for sg, su in itertools.product((-1, 1), repeat=2):  # corners of the error box of (gate, up)
+            d = torch.cat([sg * e_gu[:I], su * e_gu[I:]])
+            e_h = torch.maximum(e_h, (_act(gu + d, act, alpha, limit) - h).abs())
+        e_h = e_h + 8 * U * h.abs()
+        o = W2[e] @ h
+        e_o = W2[e].abs() @ e_h + gamma(I) * (W2[e].abs() @ (h.abs() + e_h)) + U * o.abs()
+        if w2.bias is not None:
+            o = o + w2.bias[e].double()
+            e_o = e_o + U * (o.abs() + e_o)
+        y[t] += g * o
+        err[t] += abs(g) * e_o + U * abs(g * o)  # the gate product's rounding
+        mag[t] += abs(g) * (o.abs() + e_o)
+    return y, err + gamma(max(routes, default=1)) * mag  # the sum over a token's routes
