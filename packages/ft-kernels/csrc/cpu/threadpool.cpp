@@ -1,6 +1,7 @@
 #include "cpu/threadpool.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -42,6 +43,16 @@ std::vector<int> physical_core_cpus() {
 
 namespace {
 
+// How long an idle worker (and a caller waiting for the last worker) spins before sleeping:
+// FT_SPIN_US microseconds, default 300; 0 sleeps at once.
+int64_t spin_microseconds() {
+  if (const char* e = std::getenv("FT_SPIN_US")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 0) return v;
+  }
+  return 300;
+}
+
 void pin_to(int cpu) {
 #if defined(__linux__)
   cpu_set_t set;
@@ -61,7 +72,7 @@ class Pool final : public ThreadPool {
   ~Pool() override {
     {
       std::lock_guard<std::mutex> g(m_);
-      stop_ = true;
+      stop_.store(true);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -80,19 +91,47 @@ class Pool final : public ThreadPool {
       fn_ = &fn;
       n_ = n;
       next_.store(0);
-      pending_ = static_cast<int>(workers_.size());
+      pending_.store(static_cast<int>(workers_.size()));
       error_ = nullptr;
-      ++gen_;
+      gen_.fetch_add(1, std::memory_order_release);  // spinning workers start here, sleeping ones below
     }
     cv_.notify_all();
     work();
-    std::unique_lock<std::mutex> g(m_);
-    done_cv_.wait(g, [this] { return pending_ == 0; });
+    // The last worker is usually a few microseconds behind: spin for it before sleeping.
+    if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> g(m_);
+      done_cv_.wait(g, [this] { return pending_.load() == 0; });
+    }
+    std::lock_guard<std::mutex> g(m_);
     fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  // Busy-wait (with pause) until pred() or spin_us_ microseconds have passed; true if pred() held.
+  // Decode steps call the pool tens of times per token with ~0.1 ms of Python between calls: a worker
+  // that spins through such gaps starts in ~1 us instead of a futex wake-up (~20-100 us on VMs).
+  template <class P>
+  bool spin_until(P pred) const {
+    if (pred()) return true;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    for (;;) {
+      for (int k = 0; k < 64; ++k) {
+        if (pred()) return true;
+        cpu_relax();
+      }
+      if (std::chrono::steady_clock::now() >= end) return pred();
+    }
+  }
+
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(_M_X64)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   void work() {
     for (int64_t i; (i = next_.fetch_add(1)) < n_;) {
       try {
@@ -108,16 +147,17 @@ class Pool final : public ThreadPool {
     if (!cpus_.empty()) pin_to(cpus_[idx % cpus_.size()]);
     uint64_t seen = 0;
     for (;;) {
-      {
+      if (!spin_until([&] { return stop_.load(std::memory_order_acquire) ||
+                                   gen_.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock<std::mutex> g(m_);
-        cv_.wait(g, [&] { return stop_ || gen_ != seen; });
-        if (stop_) return;
-        seen = gen_;
+        cv_.wait(g, [&] { return stop_.load() || gen_.load() != seen; });
       }
+      if (stop_.load()) return;
+      seen = gen_.load(std::memory_order_acquire);
       work();
-      {
-        std::lock_guard<std::mutex> g(m_);
-        if (--pending_ == 0) done_cv_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> g(m_);  // the caller may be asleep on done_cv_
+        done_cv_.notify_one();
       }
     }
   }
@@ -129,9 +169,10 @@ class Pool final : public ThreadPool {
   const std::function<void(int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};
-  int pending_ = 0;
-  uint64_t gen_ = 0;
-  bool stop_ = false;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<bool> stop_{false};
+  int64_t spin_us_ = spin_microseconds();
   std::exception_ptr error_;
 };
 
