@@ -97,6 +97,82 @@ inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float*
   for (; r < r1; ++r) dense_tile<I, D, 1, NT>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
 }
 
+// Paired dense decoders (D::kPair): decode(row, c, w0, w1) yields the 2L columns c.. in even / odd order
+// (lane i of w0 = column c + 2i, of w1 = column c + 2i + 1), x permuted to match once per call (perm_x).
+// Columns past the last whole chunk (cv..cols) use the scalar decoder on the original x.
+template <class I, class D, int NR, int NT>
+inline void pair_tile(const uint8_t* q, int64_t qs, int64_t cv, int64_t cols, const float* Xp, int64_t ldp,
+                      const float* X, int64_t ldx, float* Y, int64_t ldy) {
+  using V = typename I::V;
+  constexpr int L = I::L, C = 2 * L;
+  V acc0[NR][NT], acc1[NR][NT];  // two independent FMA chains per (row, token)
+  FT_UNROLL for (int r = 0; r < NR; ++r)
+    FT_UNROLL for (int t = 0; t < NT; ++t) acc0[r][t] = acc1[r][t] = I::zero();
+  for (int64_t c = 0; c < cv; c += C) {
+    V x0[NT], x1[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      x0[t] = I::loadx(Xp + t * ldp + c);
+      x1[t] = I::loadx(Xp + t * ldp + c + L);
+    }
+    FT_UNROLL for (int r = 0; r < NR; ++r) {
+      V w0, w1;
+      D::decode(q + r * qs, c, w0, w1);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        acc0[r][t] = I::fma(w0, x0[t], acc0[r][t]);
+        acc1[r][t] = I::fma(w1, x1[t], acc1[r][t]);
+      }
+    }
+  }
+  FT_UNROLL for (int r = 0; r < NR; ++r)
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      float tail = 0.f;
+      for (int64_t c = cv; c < cols; ++c) tail += D::scalar(q + r * qs, c) * X[t * ldx + c];
+      Y[t * ldy + r] = I::hsum(I::add(acc0[r][t], acc1[r][t])) + tail;
+    }
+}
+
+// x rows in the paired decoders' order: per chunk of C = 2L columns, the even columns then the odd ones.
+template <int L>
+inline void perm_x(const float* x, float* d, int64_t cv) {
+  for (int64_t c = 0; c < cv; c += 2 * L)
+    FT_UNROLL for (int i = 0; i < L; ++i) {
+      d[c + i] = x[c + 2 * i];
+      d[c + L + i] = x[c + 2 * i + 1];
+    }
+}
+
+template <class I, class D, int NT>
+inline void pair_block(const WeightMat& m, int64_t r0, int64_t r1, int64_t cv, const float* Xp, int64_t ldp,
+                       const float* X, int64_t ldx, float* Y, int64_t ldy) {
+  constexpr int NR = I::kPairNR[NT];
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR)
+    pair_tile<I, D, NR, NT>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
+  for (; r < r1; ++r)
+    pair_tile<I, D, 1, NT>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
+}
+
+template <class I, class D>
+inline void pair_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                      int64_t ldy) {
+  constexpr int L = I::L;
+  const int64_t cv = m.cols / (2 * L) * (2 * L), ldp = cv + 16;  // pad: token rows do not alias one 4 KiB set
+  thread_local FloatBuf xbuf;
+  float* xp = xbuf.get(kTokBlock * ldp);
+  for (int64_t t = 0; t < ntok; t += kTokBlock) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t));
+    for (int j = 0; j < nt; ++j) perm_x<L>(X + (t + j) * ldx, xp + j * ldp, cv);
+    const float* Xt = X + t * ldx;
+    float* Yt = Y + t * ldy;
+    switch (nt) {
+      case 4: pair_block<I, D, 4>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
+      case 3: pair_block<I, D, 3>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
+      case 2: pair_block<I, D, 2>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
+      default: pair_block<I, D, 1>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
+    }
+  }
+}
+
 // Token blocks outside, rows inside: in prefill the (<= 64) rows stay in L1/L2 while x streams once.
 template <class I, class D>
 inline void dense_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,

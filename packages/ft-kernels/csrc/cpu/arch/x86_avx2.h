@@ -13,6 +13,7 @@ struct Avx2 {
   // Rows per tile for NT tokens (index NT): 16 ymm registers hold NR*NT accumulators plus decode temporaries.
   static constexpr int kDenseNR[5] = {0, 4, 4, 2, 2};
   static constexpr int kGroupNR[5] = {0, 4, 2, 1, 1};
+  static constexpr int kPairNR[5] = {0, 4, 2, 1, 1};  // paired decoders: 2 vectors per row and token
   static V zero() { return _mm256_setzero_ps(); }
   static V loadx(const float* p) { return _mm256_loadu_ps(p); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
