@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cpu/dispatch.h"
+#include "cpu/linear.h"
 #include "cpu/moe_ffn.h"
 #include "cpu/threadpool.h"
 
@@ -143,6 +144,38 @@ void moe_experts(Arr x, Arr tok, Arr eid, Arr gate,                             
   if (!err.empty()) throw nb::value_error(err.c_str());
 }
 
+void linear(Arr x, int w_fmt, Arr w_q, OptArr w_scale, OptArr w_zero, int w_group, float w_gscale, int64_t cols,
+            OptArr bias, Arr y) {
+  bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16);
+  expect(x.ndim() == 2 && (x.dtype() == nb::dtype<float>() || xb), "x must be float32 or bfloat16 [T, K], got " + shape_of(x));
+  expect(int64_t(x.shape(1)) == cols, "x has " + std::to_string(x.shape(1)) + " columns, w has K=" + std::to_string(cols));
+  ft::ExpertBankRef b = bank("w", w_fmt, w_q, w_scale, w_zero, w_group, w_gscale, cols, std::nullopt);
+  expect(b.n_experts == 1, "w must hold one matrix [1, N, row bytes], got " + shape_of(w_q));
+  const int64_t T = x.shape(0), N = b.mat.rows;
+  expect(y.ndim() == 2 && y.dtype() == nb::dtype<float>() && int64_t(y.shape(0)) == T && int64_t(y.shape(1)) == N,
+         "y must be float32 [T, N] = [" + std::to_string(T) + ", " + std::to_string(N) + "], got " + shape_of(y));
+  if (bias)
+    expect(bias->ndim() == 1 && int64_t(bias->shape(0)) == N && bias->dtype() == nb::dtype<float>(),
+           "bias must be float32 [N=" + std::to_string(N) + "], got " + shape_of(*bias));
+  ft::LinearArgs a;
+  a.x = x.data();
+  a.x_bf16 = xb;
+  a.T = T;
+  a.w = b.mat;
+  a.bias = bias ? static_cast<const float*>(bias->data()) : nullptr;
+  a.y = static_cast<float*>(y.data());
+  std::string err;
+  {
+    nb::gil_scoped_release release;
+    try {
+      ft::linear(a);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  if (!err.empty()) throw nb::value_error(err.c_str());
+}
+
 std::string isa() {
   try {
     return ft::active_isa();
@@ -161,6 +194,9 @@ NB_MODULE(_C, m) {
         nb::arg("w2_scale").none(), nb::arg("w2_zero").none(), nb::arg("w2_group"), nb::arg("w2_gscale"),
         nb::arg("w2_bias").none(), nb::arg("act"), nb::arg("alpha"), nb::arg("limit"), nb::arg("y"),
         "y[T,H] = sum of gate * expert(x) over routes, weights dequantised in-kernel, fp32 math. GIL released.");
+  m.def("linear", &linear, nb::arg("x"), nb::arg("w_fmt"), nb::arg("w_q"), nb::arg("w_scale").none(),
+        nb::arg("w_zero").none(), nb::arg("w_group"), nb::arg("w_gscale"), nb::arg("cols"), nb::arg("bias").none(),
+        nb::arg("y"), "y[T,N] = x W^T + b, W dequantised in-kernel, fp32 math, on the pool. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_num_threads", [](int n) {

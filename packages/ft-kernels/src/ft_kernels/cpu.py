@@ -60,6 +60,29 @@ def moe_experts(
     return out
 
 
+def linear(
+    x: torch.Tensor,  # [T, K] float32 or bfloat16
+    w: ExpertWeights | torch.Tensor,  # one matrix [1, N, K] in any kernel format, or a [N, K] bf16/f16 tensor
+    bias: torch.Tensor | None = None,  # [N] float32
+    out: torch.Tensor | None = None,  # [T, N] float32, overwritten
+) -> torch.Tensor:
+    """Dense ``x @ W.T + bias`` on the kernel pool, W dequantised inside the kernel, fp32 accumulation.
+
+    Returns [T, N] float32. Twin: ``ft_kernels.reference.linear``. Raises ValueError naming a bad argument.
+    """
+    if isinstance(w, torch.Tensor):
+        if w.dim() != 2 or w.dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"w must be a [N, K] bfloat16 or float16 tensor, got {w.dtype} {list(w.shape)}")
+        w = ExpertWeights("bf16" if w.dtype == torch.bfloat16 else "f16", w[None], w.shape[1])
+    if w.fmt not in FORMATS:
+        raise ValueError(f"w.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
+    if out is None:
+        out = torch.empty(x.shape[0] if x.dim() == 2 else 0, w.rows, dtype=torch.float32)
+    _C.linear(x, FORMATS[w.fmt], w.q, w.scale, w.zero, w.group, w.global_scale, w.cols,
+              None if bias is None else bias.float().contiguous(), out)
+    return out
+
+
 def moe_swiglu(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor, out=None) -> torch.Tensor:
     """Shorthand for bf16 banks: w13 [N, 2I, H], w2 [N, H, I] bfloat16 tensors."""
     if w13.dtype != torch.bfloat16 or w2.dtype != torch.bfloat16:

@@ -39,6 +39,13 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
 
 
+def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Reference for ``ft_kernels.linear``: x [T, K] @ dequantised W [N, K] ^T (+ bias) in float32 -> [T, N]."""
+    W = w.float() if isinstance(w, torch.Tensor) else dequantize(w)[0]
+    y = x.float() @ W.T
+    return y if bias is None else y + bias.float()
+
+
 def expert_act(gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
     """[..., 2I] gate-then-up pre-activations -> [..., I]."""
     i = gu.shape[-1] // 2

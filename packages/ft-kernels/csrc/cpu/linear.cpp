@@ -1,0 +1,44 @@
+#include "cpu/linear.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu/dispatch.h"
+#include "cpu/threadpool.h"
+
+namespace ft {
+
+void linear(const LinearArgs& a) {
+  if (const char* why = check_mat(a.w)) throw std::invalid_argument(std::string("w: ") + why);
+  const int64_t T = a.T, K = a.w.cols, N = a.w.rows;
+  if (T == 0 || N == 0) return;
+  const RowsFn k = rows_kernel(a.w.fmt);
+  std::vector<float> xf;
+  const float* X = static_cast<const float*>(a.x);
+  if (a.x_bf16) {
+    xf.resize(T * K);
+    const uint16_t* src = static_cast<const uint16_t*>(a.x);
+    for (int64_t i = 0; i < T * K; ++i) xf[i] = bf16_to_f32(src[i]);
+    X = xf.data();
+  }
+  // Blocks of ~64 KiB of weights (a multiple of 8 rows): enough tasks to balance the pool, long enough
+  // runs of contiguous rows for the prefetchers.
+  const int64_t row_bytes = std::max<int64_t>(a.w.q_stride, 1);
+  const int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / 8 * 8, 8, 512), nb = (N + rb - 1) / rb;
+  auto task = [&](int64_t b) {
+    const int64_t r0 = b * rb, r1 = std::min(N, r0 + rb);
+    k(a.w, r0, r1, X, T, K, a.y + r0, N);
+    if (a.bias)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t r = r0; r < r1; ++r) a.y[t * N + r] += a.bias[r];
+  };
+  if (N * row_bytes < (1 << 20)) {  // small: waking the pool would cost more than the work
+    for (int64_t b = 0; b < nb; ++b) task(b);
+  } else {
+    ThreadPool::get().run(nb, task);
+  }
+}
+
+}  // namespace ft

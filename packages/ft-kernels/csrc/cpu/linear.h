@@ -1,0 +1,23 @@
+// Dense y = x W^T + b on the CPU thread pool, for weights of any kernel format. Python-free.
+#pragma once
+#include <cstdint>
+
+#include "cpu/formats.h"
+
+namespace ft {
+
+struct LinearArgs {
+  const void* x = nullptr;  // [T, K] fp32, or bf16 when x_bf16 (row stride K)
+  bool x_bf16 = false;
+  int64_t T = 0;
+  WeightMat w;                  // [N, K]
+  const float* bias = nullptr;  // [N] or nullptr
+  float* y = nullptr;           // [T, N] fp32, overwritten
+};
+
+// y[t, r] = sum_c W[r, c] x[t, c] (+ bias[r]), fp32 accumulation. Rows are split into blocks across the
+// pool (each weight byte read once per call; a block's rows are re-read from L1/L2 per 4 tokens).
+// Throws std::invalid_argument naming the offending argument.
+void linear(const LinearArgs& a);
+
+}  // namespace ft

@@ -1,0 +1,101 @@
+"""ft_kernels.linear (dense x W^T + b on the kernel pool) against its twins: every format, ragged shapes,
+T = 1..64, bias, x in fp32 and bf16, the pool and the calling-thread paths, the ISAs this CPU has.
+Bound: elementwise, the fp32 arithmetic's own (``fp32_bounds.linear_bound``) against float64."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ft_kernels as fk
+from fp32_bounds import linear_bound
+from ft_kernels import reference as R
+
+# (N, K): ragged against vector widths (8/16), the paired chunks (16/32) and groups (32)
+SHAPES = {"any": [(37, 72), (300, 130), (9, 34)], "mxfp4": [(37, 96), (70, 64)], "nvfp4": [(37, 80), (70, 48)]}
+
+
+def _check(y, x, w, b=None):
+    exact, bound = linear_bound(x, w, b)
+    assert y.dtype == torch.float32 and y.shape == exact.shape
+    over = ((y.double() - exact).abs() - bound).max().item()
+    assert over <= 0, f"error exceeds the fp32 bound by {over:.3g}"
+
+
+def _weights(fmt, N, K, seed, bias=False):
+    g = torch.Generator().manual_seed(seed)
+    w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=32)
+    return w, (torch.randn(N, generator=g) if bias else None), g
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 17, 64])
+@pytest.mark.parametrize("fmt", list(fk.FORMATS))
+def test_matches_bound(fmt, T):
+    for N, K in SHAPES.get(fmt, SHAPES["any"]):
+        w, b, g = _weights(fmt, N, K, seed=N + K + T, bias=T % 2 == 1)
+        x = torch.randn(T, K, generator=g)
+        _check(fk.linear(x, w, b), x, w, b)
+        assert torch.allclose(fk.linear(x, w, b), R.linear(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_plain_tensors_bf16_input_and_the_pool(dtype):
+    """A [N, K] tensor of > 1 MiB (the pool runs it), x in bf16: the same bound."""
+    g = torch.Generator().manual_seed(3)
+    w = (torch.randn(700, 1040, generator=g) * 0.05).to(dtype)
+    for T in (1, 4, 7):
+        x = torch.randn(T, 1040, generator=g).bfloat16()
+        _check(fk.linear(x, w), x.float(), w.float())
+    out = torch.empty(2, 700)
+    x = torch.randn(2, 1040, generator=g)
+    assert fk.linear(x, w, out=out) is out
+    _check(out, x, w.float())
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda w: fk.linear(torch.randn(2, 63), w), "x has 63 columns, w has K=64"),
+        (lambda w: fk.linear(torch.randn(2, 64).double(), w), "x must be float32 or bfloat16"),
+        (lambda w: fk.linear(torch.randn(2, 64), w, bias=torch.zeros(5)), r"bias must be float32 \[N=32\]"),
+        (lambda w: fk.linear(torch.randn(2, 64), w, out=torch.empty(2, 31)), r"y must be float32 \[T, N\] = \[2, 32\]"),
+        (lambda w: fk.linear(torch.randn(2, 64), w.float()), "w must be a \\[N, K\\] bfloat16 or float16 tensor"),
+        (lambda w: fk.linear(torch.randn(2, 64), fk.ExpertWeights("bf16", w[None].expand(2, 32, 64).contiguous(), 64)),
+         "w must hold one matrix"),
+    ],
+)
+def test_bad_arguments_raise_naming_them(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(torch.randn(32, 64).bfloat16())
+
+
+def _isas():
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    have = ["scalar"]
+    if " avx2" in flags and " fma" in flags and " f16c" in flags:
+        have.append("avx2")
+    if all(f" {f}" in flags for f in ("avx512f", "avx512bw", "avx512vl")):
+        have.append("avx512")
+    return have
+
+
+@pytest.mark.parametrize("isa", _isas())
+def test_each_isa(isa):
+    code = f"""
+import sys, torch, ft_kernels as fk
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from fp32_bounds import linear_bound
+assert fk.active_isa() == {isa!r}
+for fmt in fk.FORMATS:
+    for T in (1, 3, 8, 20):
+        g = torch.Generator().manual_seed(T)
+        w = fk.quantize(torch.randn(1, 45, 96, generator=g) * .1, fmt, group=32)
+        x = torch.randn(T, 96, generator=g); b = torch.randn(45, generator=g)
+        exact, bound = linear_bound(x, w, b)
+        assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
+"""
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
