@@ -103,7 +103,7 @@ void moe_experts(Arr x, Arr tok, Arr eid, Arr gate,                             
                  int w13_fmt, Arr w13_q, OptArr w13_scale, OptArr w13_zero, int w13_group, float w13_gscale,  //
                  OptArr w13_bias,                                                                          //
                  int w2_fmt, Arr w2_q, OptArr w2_scale, OptArr w2_zero, int w2_group, float w2_gscale,       //
-                 OptArr w2_bias, int act, float alpha, float limit, Arr y) {
+                 OptArr w2_bias, int act, float alpha, float limit, Arr y, bool act_int8) {
   bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16);
   expect(x.ndim() == 2 && (x.dtype() == nb::dtype<float>() || xb), "x must be float32 or bfloat16 [T, H], got " + shape_of(x));
   int64_t T = x.shape(0), H = x.shape(1);
@@ -131,6 +131,7 @@ void moe_experts(Arr x, Arr tok, Arr eid, Arr gate,                             
   a.act = static_cast<ft::Act>(act);
   a.alpha = alpha;
   a.limit = limit;
+  a.act_int8 = act_int8;
   a.y = static_cast<float*>(y.data());
   std::string err;
   {
@@ -145,7 +146,7 @@ void moe_experts(Arr x, Arr tok, Arr eid, Arr gate,                             
 }
 
 void linear(Arr x, int w_fmt, Arr w_q, OptArr w_scale, OptArr w_zero, int w_group, float w_gscale, int64_t cols,
-            OptArr bias, Arr y) {
+            OptArr bias, Arr y, bool act_int8) {
   bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16);
   expect(x.ndim() == 2 && (x.dtype() == nb::dtype<float>() || xb), "x must be float32 or bfloat16 [T, K], got " + shape_of(x));
   expect(int64_t(x.shape(1)) == cols, "x has " + std::to_string(x.shape(1)) + " columns, w has K=" + std::to_string(cols));
@@ -164,6 +165,7 @@ void linear(Arr x, int w_fmt, Arr w_q, OptArr w_scale, OptArr w_zero, int w_grou
   a.w = b.mat;
   a.bias = bias ? static_cast<const float*>(bias->data()) : nullptr;
   a.y = static_cast<float*>(y.data());
+  a.act_int8 = act_int8;
   std::string err;
   {
     nb::gil_scoped_release release;
@@ -193,10 +195,11 @@ NB_MODULE(_C, m) {
         nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(), nb::arg("w2_fmt"), nb::arg("w2_q"),
         nb::arg("w2_scale").none(), nb::arg("w2_zero").none(), nb::arg("w2_group"), nb::arg("w2_gscale"),
         nb::arg("w2_bias").none(), nb::arg("act"), nb::arg("alpha"), nb::arg("limit"), nb::arg("y"),
+        nb::arg("act_int8") = false,
         "y[T,H] = sum of gate * expert(x) over routes, weights dequantised in-kernel, fp32 math. GIL released.");
   m.def("linear", &linear, nb::arg("x"), nb::arg("w_fmt"), nb::arg("w_q"), nb::arg("w_scale").none(),
         nb::arg("w_zero").none(), nb::arg("w_group"), nb::arg("w_gscale"), nb::arg("cols"), nb::arg("bias").none(),
-        nb::arg("y"), "y[T,N] = x W^T + b, W dequantised in-kernel, fp32 math, on the pool. GIL released.");
+        nb::arg("y"), nb::arg("act_int8") = false, "y[T,N] = x W^T + b, W dequantised in-kernel, fp32 math, on the pool. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_num_threads", [](int n) {

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 
 import torch
-
 from ft_kernels import reference as R
 
 U = 2.0**-24

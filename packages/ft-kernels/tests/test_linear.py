@@ -6,10 +6,9 @@ import os
 import subprocess
 import sys
 
+import ft_kernels as fk
 import pytest
 import torch
-
-import ft_kernels as fk
 from fp32_bounds import linear_bound
 from ft_kernels import reference as R
 

@@ -13,10 +13,9 @@ import subprocess
 import sys
 import threading
 
+import ft_kernels as fk
 import pytest
 import torch
-
-import ft_kernels as fk
 from fp32_bounds import moe_bound
 from ft_kernels import reference as R
 

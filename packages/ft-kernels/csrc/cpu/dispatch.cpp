@@ -12,8 +12,13 @@
 #define FT_DECL_ALL(isa) \
   FT_DECL(bf16, isa) FT_DECL(f16, isa) FT_DECL(fp8, isa) FT_DECL(mxfp4, isa) FT_DECL(nvfp4, isa) FT_DECL(int4, isa)
 
+#define FT_DECL_Q8(fmt, isa) \
+  void rows_q8_##fmt##_##isa(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t) __attribute__((weak));
+
 namespace ft {
 
+void rows_q8_scalar(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t);
+FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -69,6 +74,21 @@ RowsFn rows_kernel(Fmt fmt) {
     case Fmt::INT4_SYM:
     case Fmt::INT4_ASYM: FT_PICK(int4)
     default: return rows_scalar;
+  }
+}
+
+#define FT_PICK_Q8(fmt)                                                                         \
+  if ((isa == "avx512" || isa == "avx2") && rows_q8_##fmt##_avx2) return rows_q8_##fmt##_avx2; \
+  return rows_q8_scalar;
+
+RowsQ8Fn rows_q8_kernel(Fmt fmt) {
+  const std::string isa = active_isa();
+  switch (fmt) {
+    case Fmt::MXFP4: FT_PICK_Q8(mxfp4)
+    case Fmt::NVFP4: FT_PICK_Q8(nvfp4)
+    case Fmt::INT4_SYM:
+    case Fmt::INT4_ASYM: FT_PICK_Q8(int4)
+    default: return rows_q8_scalar;
   }
 }
 

@@ -1,6 +1,7 @@
 // Run-time choice of instruction set and of the row kernel for each weight format.
 #pragma once
 #include "cpu/formats.h"
+#include "cpu/q8.h"
 
 namespace ft {
 
@@ -10,5 +11,8 @@ const char* active_isa();
 
 // The fastest kernel for `fmt` on the active ISA (the scalar one where an ISA lacks that format).
 RowsFn rows_kernel(Fmt fmt);
+
+// The int8-activation kernel for a 4-bit `fmt` (cpu/q8.h) on the active ISA (scalar where it has none).
+RowsQ8Fn rows_q8_kernel(Fmt fmt);
 
 }  // namespace ft

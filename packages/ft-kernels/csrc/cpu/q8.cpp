@@ -1,0 +1,63 @@
+#include "cpu/q8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+namespace ft {
+
+void quantize_q8(const float* x, int64_t cols, int8_t* q, float* d, float* sd) {
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    d[b] = amax / 127.f;
+    int s0 = 0, s1 = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int v = static_cast<int>(std::nearbyint(xb[i] * inv));  // ties to even (default rounding mode)
+      const int c = std::clamp(v, -127, 127);
+      q[32 * b + (i % 2) * 16 + i / 2] = static_cast<int8_t>(c);  // even columns first, then odd
+      (i < 16 ? s0 : s1) += c;
+    }
+    sd[2 * b] = d[b] * static_cast<float>(s0);
+    sd[2 * b + 1] = d[b] * static_cast<float>(s1);
+  }
+}
+
+bool q8_supported(const WeightMat& w) {
+  if (w.cols % 32) return false;
+  switch (w.fmt) {
+    case Fmt::MXFP4:
+    case Fmt::NVFP4: return true;
+    case Fmt::INT4_SYM:
+    case Fmt::INT4_ASYM: return w.group % 32 == 0;
+    default: return false;
+  }
+}
+
+const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols) {
+  const int64_t nb = cols / 32;
+  if (ntok * cols > cap_q) {
+    std::free(q);
+    q = static_cast<int8_t*>(std::malloc(std::max<int64_t>(ntok * cols, 1)));
+    cap_q = q ? ntok * cols : 0;
+  }
+  if (ntok * nb * 3 > cap_f) {
+    std::free(f);
+    f = static_cast<float*>(std::malloc(sizeof(float) * std::max<int64_t>(ntok * nb * 3, 1)));
+    cap_f = f ? ntok * nb * 3 : 0;
+  }
+  if (!q || !f) throw std::bad_alloc();
+  for (int64_t t = 0; t < ntok; ++t) quantize_q8(X + t * ldx, cols, q + t * cols, f + t * nb, f + ntok * nb + t * 2 * nb);
+  view = Q8Act{q, f, f + ntok * nb, ntok, cols, nb};
+  return view;
+}
+
+Q8Rows::~Q8Rows() {
+  std::free(q);
+  std::free(f);
+}
+
+}  // namespace ft

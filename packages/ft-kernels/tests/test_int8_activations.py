@@ -1,0 +1,111 @@
+"""Int8 activations (``act_int8``, opt-in) for the 4-bit formats against their twins.
+
+Two bounds, both from the arithmetic:
+- against the reference that quantises x the same way (``reference.quantize_act_int8``): the integer
+  dot products are exact, so ``ft_kernels.linear`` differs from float64 of (W, quantised x) by at most
+  the fp32 bound of ``fp32_bounds.linear_bound`` (the kernel's own rounding, nothing else);
+- against exact activations: |W x - W xhat| <= sum over blocks of (d_b / 2) * sum |W| over the block,
+  d_b = max|x_b| / 127 (each quantised value is within half a step), plus that fp32 bound.
+The MoE call quantises x and the activation h; its result is checked against the reference twin that does
+the same. The kernel's h differs from the twin's by fp32 rounding, so an element of h whose scaled value
+lies at a rounding midpoint may quantise one step (d_h) the other way; the bound allows one step for every
+element: |y - ref| <= sum over routes of |gate| * sum_j d_h(block of j) * |W2[:, j]| (+ 1e-5 of max |y|).
+The integer dot products themselves are held to the fp32 bound by the linear tests above.
+"""
+
+import os
+import subprocess
+import sys
+
+import ft_kernels as fk
+import pytest
+import torch
+from fp32_bounds import linear_bound
+from ft_kernels import reference as R
+
+Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
+@pytest.mark.parametrize("fmt", Q4)
+def test_linear_int8_matches_quantised_reference(fmt, T):
+    for N, K, group in ((37, 64, 32), (70, 96, 32), (9, 256, 128)):
+        g = torch.Generator().manual_seed(N + K + T)
+        w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=group)
+        x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)  # magnitudes vary inside a block
+        y = fk.linear(x, w, act_int8=True)
+        xhat = R.quantize_act_int8(x)
+        exact, bound = linear_bound(xhat, w)
+        over = ((y.double() - exact).abs() - bound).max().item()
+        assert over <= 0, f"{fmt} T={T}: beyond the fp32 bound by {over:.3g}"
+        # against exact x: half a quantisation step per element
+        W = R.dequantize(w)[0].double()
+        d = x.double().reshape(T, -1, 32).abs().amax(-1) / 127
+        step = (d[:, None, :] * W.abs().reshape(N, -1, 32).sum(-1)[None]).sum(-1) / 2  # [T, N]
+        err = (y.double() - x.double() @ W.T).abs()
+        assert (err <= step + bound + 1e-12).all()
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])
+def test_other_formats_ignore_int8(fmt):
+    w = fk.quantize(torch.randn(1, 40, 64) * 0.1, fmt, group=32)
+    x = torch.randn(3, 64)
+    assert torch.equal(fk.linear(x, w, act_int8=True), fk.linear(x, w))
+
+
+def test_columns_not_a_multiple_of_32_keep_fp32():
+    w = fk.quantize(torch.randn(1, 40, 48) * 0.1, "int4_sym", group=16)
+    x = torch.randn(2, 48)
+    assert torch.equal(fk.linear(x, w, act_int8=True), fk.linear(x, w))
+
+
+@pytest.mark.parametrize("T", [1, 4, 7, 40])
+@pytest.mark.parametrize("fmt", Q4)
+def test_moe_int8_matches_quantised_reference(fmt, T):
+    g = torch.Generator().manual_seed(T)
+    H, I, N = 128, 96, 5
+    w13 = fk.quantize(torch.randn(N, 2 * I, H, generator=g) * 0.1, fmt, group=32)
+    w2 = fk.quantize(torch.randn(N, H, I, generator=g) * 0.1, fmt, group=32)
+    x = torch.randn(T, H, generator=g)
+    R_ = 2 * T + 3
+    tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
+    eid = torch.randint(0, N, (R_,), generator=g, dtype=torch.int32)
+    gate = torch.rand(R_, generator=g)
+    W13, W2 = R.dequantize(w13), R.dequantize(w2)
+    xhat = R.quantize_act_int8(x).float()
+    for act in ("swiglu", "gptoss"):
+        y = fk.moe_experts(x, tok, eid, gate, w13, w2, act=act, act_int8=True)
+        ref = R.moe_experts(x, tok, eid, gate, w13, w2, act=act, act_int8=True)
+        bound = torch.zeros_like(ref)
+        for t, e, gw in zip(tok.tolist(), eid.tolist(), gate.tolist()):
+            h = R.expert_act(W13[e] @ xhat[t], act)
+            d = h.abs().reshape(-1, 32).amax(-1).repeat_interleave(32) * 1.001 / 127
+            bound[t] += abs(gw) * (W2[e].abs() @ d)
+        assert ((y - ref).abs() <= bound + 1e-5 * ref.abs().max()).all()
+        exact = R.moe_experts(x, tok, eid, gate, w13, w2, act=act)
+        assert not torch.equal(y, exact)  # the opt-in really quantised
+
+
+def _isas():
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    return ["scalar"] + (["avx2"] if " avx2" in flags and " fma" in flags and " f16c" in flags else [])
+
+
+@pytest.mark.parametrize("isa", _isas())
+def test_each_isa(isa):
+    """The linear checks above on each ISA this CPU has (FT_CPU_ISA in a fresh process); AVX-512 CPUs run the
+    AVX2 q8 kernels."""
+    code = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import ft_kernels as fk
+assert fk.active_isa() == {isa!r}
+import test_int8_activations as t
+for fmt in t.Q4:
+    for T in (1, 3, 8):
+        t.test_linear_int8_matches_quantised_reference(fmt, T)
+    t.test_moe_int8_matches_quantised_reference(fmt, 4)
+"""
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
