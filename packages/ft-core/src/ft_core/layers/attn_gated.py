@@ -7,11 +7,11 @@ Legend: T = packed tokens, H = hidden, N = query heads, K = KV heads, D = head d
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.layers.attention import paged_attention
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.dense import linear
 from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
@@ -38,7 +38,7 @@ class GatedAttention:
     def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
         """x [T, H] -> [T, H]; writes this layer's K/V of the new tokens."""
         c, T, D = self.cfg, x.shape[0], self.cfg.head_dim
-        qg, k, v = F.linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
+        qg, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
         q, gate = qg.view(T, -1, 2 * D).split(D, dim=-1)  # [T, N, D] each
         q = offset_rms_norm(q, self.q_norm, c.rms_eps)
         k = offset_rms_norm(k.view(T, -1, D), self.k_norm, c.rms_eps)
@@ -48,4 +48,4 @@ class GatedAttention:
         kc, vc = kv.gather(self.layer, batch.page_table)
         o = paged_attention(q, kc, vc, batch, D**-0.5)
         o = o.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1))
-        return F.linear(o, self.wo, self.bo)
+        return linear(o, self.wo, self.bo)

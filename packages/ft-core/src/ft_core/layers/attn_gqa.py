@@ -7,13 +7,13 @@ Legend: T = packed tokens, H = hidden, N = query heads, K = KV heads, D = head d
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.layers.attention import paged_attention
 from ft_core.layers.attn_window import window_attention
 from ft_core.layers.basic import rms_norm
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.dense import linear
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 
@@ -50,7 +50,7 @@ class GQAttention:
     def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
         c = self.cfg
         T = x.shape[0]
-        q, k, v = F.linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
+        q, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
         if c.qk_norm == "full":
             q, k = rms_norm(q, self.q_norm, c.rms_eps), rms_norm(k, self.k_norm, c.rms_eps)
         if c.clip_qkv is not None:
@@ -66,4 +66,4 @@ class GQAttention:
             kv.write(self.layer, batch.slots, k, v)
             kc, vc = kv.gather(self.layer, batch.page_table)
             o = paged_attention(q, kc, vc, batch, c.attn_scale, self.window, self.sinks)
-        return F.linear(o.reshape(T, -1), self.wo, self.bo)
+        return linear(o.reshape(T, -1), self.wo, self.bo)

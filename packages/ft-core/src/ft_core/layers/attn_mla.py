@@ -7,12 +7,12 @@ Legend: T = packed tokens, N = heads, C = kv_lora_rank, Rd = rope dims, Dn = nop
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.layers.attention import paged_attention
 from ft_core.layers.basic import rms_norm
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.dense import linear
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 
@@ -41,11 +41,11 @@ class MLAttention:
         c, m = self.cfg, self.cfg.mla
         T, N = x.shape[0], c.num_heads
         if m.q_lora_rank:
-            q = F.linear(rms_norm(F.linear(x, self.wqa, self.bqa), self.q_a_norm, c.rms_eps), self.wqb)
+            q = linear(rms_norm(linear(x, self.wqa, self.bqa), self.q_a_norm, c.rms_eps), self.wqb)
         else:
-            q = F.linear(x, self.wq)
+            q = linear(x, self.wq)
         q = q.view(T, N, m.qk_head_dim)
-        ckv = F.linear(x, self.wkva, self.bkva)
+        ckv = linear(x, self.wkva, self.bkva)
         latent, k_rot = ckv[:, : m.kv_lora_rank], ckv[:, m.kv_lora_rank :]
         latent = rms_norm(latent, self.kv_a_norm, c.rms_eps)
         cos, sin = cos_sin
@@ -55,8 +55,8 @@ class MLAttention:
         kv.write(self.layer, batch.slots, torch.cat([latent, k_rot], dim=-1)[:, None, :], None)
         lat, _ = kv.gather(self.layer, batch.page_table)  # [B, Lk, 1, C + Rd]
         B, Lk = lat.shape[:2]
-        kvb = F.linear(lat[:, :, 0, : m.kv_lora_rank], self.wkvb).view(B, Lk, N, m.qk_nope_dim + m.v_head_dim)
+        kvb = linear(lat[:, :, 0, : m.kv_lora_rank], self.wkvb).view(B, Lk, N, m.qk_nope_dim + m.v_head_dim)
         k_nope, v = kvb[..., : m.qk_nope_dim], kvb[..., m.qk_nope_dim :]
         k = torch.cat([k_nope, lat[:, :, :, m.kv_lora_rank :].expand(B, Lk, N, m.qk_rope_dim)], dim=-1)
         o = paged_attention(q, k, v, batch, c.attn_scale, None, None)
-        return F.linear(o.reshape(T, -1), self.wo, self.bo)
+        return linear(o.reshape(T, -1), self.wo, self.bo)

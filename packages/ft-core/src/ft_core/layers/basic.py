@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ft_core.layers.dense import linear
+
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """x [..., D] normalised in float32, scaled by w [D]; result in x's dtype."""
@@ -24,4 +26,4 @@ class DenseMLP:
         self.down, _ = r.linear(f"{prefix}.down_proj", hidden, inter)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(F.silu(F.linear(x, self.gate)) * F.linear(x, self.up), self.down)
+        return linear(F.silu(linear(x, self.gate)) * linear(x, self.up), self.down)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.layers import gated_delta, gated_delta_fla
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.dense import linear
 from ft_core.layers.gated_delta import causal_conv, causal_conv_step
 from ft_core.layers.norm_offset import gated_rms_norm
 from ft_core.model_config import ModelConfig
@@ -72,7 +73,7 @@ class GatedDeltaNet:
         """x [T, H] -> [T, H]. Advances every sequence's live state (and fills requested checkpoints)."""
         st, j, lin = batch.state, self.index, self.cfg.linear
         T = x.shape[0]
-        mixed, z, b, a = F.linear(x, self.w_in).split(self.split, dim=-1)
+        mixed, z, b, a = linear(x, self.w_in).split(self.split, dim=-1)
         beta = b.sigmoid()
         g = self.neg_A * F.softplus(a.float() + self.dt_bias)  # [T, Hv] float32
         core = torch.empty(T, lin.v_heads, lin.v_dim)
@@ -98,7 +99,7 @@ class GatedDeltaNet:
                 s0 = starts[i]
                 core[s0 : s0 + n] = self._prefill(mixed[s0 : s0 + n], g[s0 : s0 + n], beta[s0 : s0 + n], st, i, snaps[i])
         y = gated_rms_norm(core.to(x.dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps)
-        return F.linear(y.reshape(T, -1), self.w_out)
+        return linear(y.reshape(T, -1), self.w_out)
 
     def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:
         """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""

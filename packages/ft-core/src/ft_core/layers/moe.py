@@ -7,10 +7,10 @@ Legend: T = tokens, H = hidden, k = experts per token.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ft_core.experts import ExpertBackend, ExpertBank
 from ft_core.layers.basic import DenseMLP
+from ft_core.layers.dense import linear
 from ft_core.layers.router import Router
 from ft_core.model_config import ModelConfig
 
@@ -43,6 +43,6 @@ class MoELayer:
         if self.shared is not None:
             s = self.shared(x)
             if self.shared_gate is not None:
-                s = torch.sigmoid(F.linear(x, self.shared_gate)) * s
+                s = torch.sigmoid(linear(x, self.shared_gate)) * s
             y = y + s
         return y

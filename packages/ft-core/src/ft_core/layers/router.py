@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ft_core.layers.dense import linear
 from ft_core.model_config import MoEConfig
 
 
@@ -21,16 +22,16 @@ class Router:
         """x [T, H] -> ids [T, k] int64, weights [T, k] float32."""
         m = self.m
         if m.router == "softmax":
-            probs = F.softmax(F.linear(x, self.weight.to(x.dtype)).float(), dim=-1)
+            probs = F.softmax(linear(x, self.weight.to(x.dtype)).float(), dim=-1)
             w, ids = probs.topk(m.top_k, dim=-1)
             if m.norm_topk_prob:
                 w = w / w.sum(-1, keepdim=True)
             return ids, w
         if m.router == "topk_softmax":
-            logits = F.linear(x, self.weight.to(x.dtype), self.bias.to(x.dtype))
+            logits = linear(x, self.weight.to(x.dtype), self.bias.to(x.dtype))
             top, ids = logits.topk(m.top_k, dim=-1)
             return ids, F.softmax(top.float(), dim=-1)
-        scores = F.linear(x.float(), self.weight.float()).sigmoid()
+        scores = linear(x.float(), self.weight.float()).sigmoid()
         choice = scores + self.correction
         T, E, G = x.shape[0], m.num_experts, m.n_group
         group_scores = choice.view(T, G, E // G).topk(2, dim=-1)[0].sum(-1)

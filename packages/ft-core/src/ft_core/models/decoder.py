@@ -24,6 +24,7 @@ from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
 from ft_core.layers.basic import DenseMLP, rms_norm
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.dense import linear, small_forward
 from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
 from ft_core.layers.norm_offset import offset_rms_norm
@@ -128,14 +129,16 @@ class Decoder:
     def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None) -> torch.Tensor:
         """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
         ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order."""
-        x = F.embedding(batch.input_ids, self.embed)
-        cos_sin = self.rotary.cos_sin(batch.positions)
-        for ln1, attn, ln2, mlp in self.layers:
-            x = x + attn(self._rms_norm(x, ln1), batch, kv, cos_sin)
-            h = self._rms_norm(x, ln2)
-            x = x + (mlp(h, routing_log) if isinstance(mlp, MoELayer) else mlp(h))
-        return self._rms_norm(x, self.norm)
+        with small_forward(batch.input_ids.shape[0], self.embed.dtype, self.embed.device):
+            x = F.embedding(batch.input_ids, self.embed)
+            cos_sin = self.rotary.cos_sin(batch.positions)
+            for ln1, attn, ln2, mlp in self.layers:
+                x = x + attn(self._rms_norm(x, ln1), batch, kv, cos_sin)
+                h = self._rms_norm(x, ln2)
+                x = x + (mlp(h, routing_log) if isinstance(mlp, MoELayer) else mlp(h))
+            return self._rms_norm(x, self.norm)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [n, H] -> float32 logits [n, V]."""
-        return F.linear(h, self.lm_head).float()
+        with small_forward(h.shape[0], self.lm_head.dtype, self.lm_head.device):
+            return linear(h, self.lm_head, dtype=torch.float32)
