@@ -112,7 +112,7 @@ class ExpertBank:
         E, H, I = m.num_experts, cfg.hidden_size, m.intermediate
         L = len(prefixes)
         probe = _first_weight_name(r, cfg, prefixes[0])
-        stored = r.raw(probe).dtype
+        stored = r.stored_dtype(probe)
         fmt = "mxfp4" if probe.endswith("_blocks") else "fp8" if stored == torch.float8_e4m3fn else "dense"
         bank = cls(fmt, E, H, I, m.act, fp8_block=cfg.quant.block[1] if fmt == "fp8" else 0)
         alloc = _Alloc(bank, L * E, H, I, stored, cfg)
@@ -174,38 +174,48 @@ def _deinterleave(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _load_per_expert(r, bank, p, base, E, H, I, names):
+    """Each expert matrix read straight into its rows of the bank (one pass over the layer, file order)."""
     g, u, d = names
     t = bank.tensors
+    jobs = []
     for e in range(E):
         q = f"{p}.experts.{e}"
         for rows, name, shape in ((slice(0, I), g, (I, H)), (slice(I, 2 * I), u, (I, H)), (None, d, (H, I))):
-            w = r.raw(f"{q}.{name}.weight", shape)
             dst = "w13" if rows is not None else "w2"
-            view = t[dst][base + e] if rows is None else t[dst][base + e, rows]
-            view.copy_(w)
+            jobs.append((f"{q}.{name}.weight", t[dst][base + e] if rows is None else t[dst][base + e, rows]))
             if bank.fmt == "fp8":
                 b0, b1 = r.quant.block
                 s = r.raw(f"{q}.{name}.weight_scale_inv", (-(-shape[0] // b0), -(-shape[1] // b1)))
                 sv = t[f"{dst}_scale"][base + e] if rows is None else t[f"{dst}_scale"][base + e, rows]
                 sv.copy_(fp8_row_scales(s, shape[0], b0))
+    r.read_into(jobs)
 
 
 def _load_fused(r, bank, p, base, E, H, I, interleaved: bool):
     t = bank.tensors
     if interleaved:  # GPT-OSS bf16: gate_up_proj [E, H, 2I] (in, out), interleaved; down_proj [E, I, H]
-        gu = r.raw(f"{p}.experts.gate_up_proj", (E, H, 2 * I))
-        t["w13"][base : base + E] = _deinterleave(gu.transpose(1, 2), dim=1)
+        gu = r.raw(f"{p}.experts.gate_up_proj", (E, H, 2 * I))  # one layer's temporary
+        _deinterleave_into(gu.transpose(1, 2), t["w13"][base : base + E], dim=1)
+        del gu
         t["w2"][base : base + E] = r.raw(f"{p}.experts.down_proj", (E, I, H)).transpose(1, 2)
-    else:  # Qwen3.5-style: gate_up_proj [E, 2I, H] gate rows first; down_proj [E, H, I]
-        t["w13"][base : base + E] = r.raw(f"{p}.experts.gate_up_proj", (E, 2 * I, H))
-        t["w2"][base : base + E] = r.raw(f"{p}.experts.down_proj", (E, H, I))
+    else:  # Qwen3.5-style: gate_up_proj [E, 2I, H] gate rows first; down_proj [E, H, I]: read in place
+        r.read_into([(f"{p}.experts.gate_up_proj", t["w13"][base : base + E]),
+                     (f"{p}.experts.down_proj", t["w2"][base : base + E])])
 
 
 def _load_mxfp4(r, bank, p, base, E, H, I):
     t = bank.tensors
-    gb = r.raw(f"{p}.experts.gate_up_proj_blocks", (E, 2 * I, H // 32, 16))
-    gs = r.raw(f"{p}.experts.gate_up_proj_scales", (E, 2 * I, H // 32))
-    t["w13_blocks"][base : base + E] = _deinterleave(gb, dim=1)
-    t["w13_scales"][base : base + E] = _deinterleave(gs, dim=1)
-    t["w2_blocks"][base : base + E] = r.raw(f"{p}.experts.down_proj_blocks", (E, H, I // 32, 16))
-    t["w2_scales"][base : base + E] = r.raw(f"{p}.experts.down_proj_scales", (E, H, I // 32))
+    for src, dst in (("gate_up_proj_blocks", "w13_blocks"), ("gate_up_proj_scales", "w13_scales")):
+        x = r.raw(f"{p}.experts.{src}", (E, *t[dst].shape[1:]))  # one layer's temporary
+        _deinterleave_into(x, t[dst][base : base + E], dim=1)
+        del x
+    r.read_into([(f"{p}.experts.down_proj_blocks", t["w2_blocks"][base : base + E]),
+                 (f"{p}.experts.down_proj_scales", t["w2_scales"][base : base + E])])
+
+
+def _deinterleave_into(x: torch.Tensor, out: torch.Tensor, dim: int) -> None:
+    """``out`` (mutated) = ``_deinterleave(x, dim)``, written in place (no second temporary)."""
+    pick = lambda start: x[(slice(None),) * dim + (slice(start, None, 2),)]  # noqa: E731
+    even, odd = pick(0), pick(1)
+    out.narrow(dim, 0, even.shape[dim]).copy_(even)
+    out.narrow(dim, even.shape[dim], odd.shape[dim]).copy_(odd)

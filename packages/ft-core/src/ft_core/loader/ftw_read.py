@@ -51,6 +51,13 @@ class FTWTensors:
                                   f"expected {list(shape)} from config.json")
         return t
 
+    def dtype(self, name: str) -> torch.dtype:
+        return self.get(name).dtype
+
+    def read_into(self, jobs: list[tuple[str, torch.Tensor]]) -> None:
+        for name, dest in jobs:
+            dest.copy_(self.get(name, tuple(dest.shape)))
+
     def close(self) -> None:
         self.tensors.clear()
 

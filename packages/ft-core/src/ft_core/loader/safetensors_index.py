@@ -1,20 +1,27 @@
 """Index of the tensors in a checkpoint directory (single or sharded safetensors).
 
 Headers are parsed and checked here (JSON, dtypes, offsets, file length) so that a truncated or
-corrupt file is named in a clear error before any tensor is read. Tensors are then read one at a
-time from a memory map, so loading never holds a second full copy of the checkpoint.
+corrupt file is named in a clear error before any tensor is read. Tensors are read with ``pread``
+into memory of their own (``get``) or straight into a preallocated destination such as a slice of an
+expert bank (``read_into``, on a thread pool). No memory map: a tensor handed out by a map keeps the
+whole shard mapped, and every page another tensor's copy touched stays resident beside its copy
+(peak RSS ~2x the checkpoint). Page-cache pages of the reads are the kernel's to drop, not the
+process's RSS.
+
+Threads of ``read_into``: ``FT_LOAD_THREADS`` (default 8, as FTW loading).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from ft_core.errors import CheckpointError
 
@@ -27,11 +34,16 @@ _SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
           "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 
 
+_CHUNK = 16 << 20  # bytes of one read job of ``read_into``
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     file: Path
     dtype: torch.dtype
     shape: tuple[int, ...]
+    offset: int = 0  # of the first byte in the file
+    nbytes: int = 0
 
 
 def _read_header(path: Path) -> dict[str, TensorInfo]:
@@ -64,7 +76,7 @@ def _read_header(path: Path) -> dict[str, TensorInfo]:
                 f"{path}: truncated safetensors file: tensor {name!r} ends at byte {end} of the data section, "
                 f"but the file holds only {data_len} bytes of data"
             )
-        out[name] = TensorInfo(path, _DTYPES[dt], shape)
+        out[name] = TensorInfo(path, _DTYPES[dt], shape, 8 + n + begin, end - begin)
     return out
 
 
@@ -90,7 +102,7 @@ class SafetensorsIndex:
         self.tensors: dict[str, TensorInfo] = {}
         for f in files:
             self.tensors.update(_read_header(f))
-        self._handles: dict[Path, object] = {}
+        self._fds: dict[Path, int] = {}
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -98,8 +110,8 @@ class SafetensorsIndex:
     def names(self) -> list[str]:
         return list(self.tensors)
 
-    def get(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
-        """Read one tensor (a fresh CPU tensor in its stored dtype); check ``shape`` when given."""
+    def info(self, name: str, shape: tuple[int, ...] | None = None) -> TensorInfo:
+        """The tensor's record; CheckpointError naming it when missing or not of ``shape`` (when given)."""
         info = self.tensors.get(name)
         if info is None:
             raise CheckpointError(f"{self.dir}: tensor {name!r} is missing from the checkpoint")
@@ -107,10 +119,69 @@ class SafetensorsIndex:
             raise CheckpointError(
                 f"{info.file}: tensor {name!r} has shape {list(info.shape)}, expected {list(shape)} from config.json"
             )
-        handle = self._handles.get(info.file)
-        if handle is None:
-            handle = self._handles[info.file] = safe_open(str(info.file), framework="pt")
-        return handle.get_tensor(name)
+        return info
+
+    def dtype(self, name: str) -> torch.dtype:
+        return self.info(name).dtype
+
+    def get(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        """Read one tensor (a fresh CPU tensor in its stored dtype); check ``shape`` when given."""
+        info = self.info(name, shape)
+        out = torch.empty(info.shape, dtype=info.dtype)
+        _pread(self._fd(info.file), info, name, _bytes(out), 0, info.nbytes)
+        return out
+
+    def read_into(self, jobs: list[tuple[str, torch.Tensor]], threads: int | None = None) -> None:
+        """Read each tensor ``name`` into ``dest`` (mutated; its shape must be the stored one) for every
+        ``(name, dest)`` of ``jobs``, in file order on a thread pool. A contiguous ``dest`` of the stored
+        dtype is read into directly; any other is filled through a temporary of the stored tensor."""
+        chunks = []  # (fd, info, name, dest bytes, lo, hi): bytes [lo, hi) of one tensor
+        for name, dest in jobs:
+            info = self.info(name, tuple(dest.shape))
+            if dest.is_contiguous() and dest.dtype == info.dtype:
+                fd, buf = self._fd(info.file), _bytes(dest)
+                chunks += [(fd, info, name, buf, lo, min(info.nbytes, lo + _CHUNK))
+                           for lo in range(0, info.nbytes, _CHUNK)]
+            else:
+                dest.copy_(self.get(name))
+        chunks.sort(key=lambda c: (c[1].file, c[1].offset + c[4]))
+        threads = threads or int(os.environ.get("FT_LOAD_THREADS", "8"))
+        if threads <= 1 or len(chunks) <= 1:
+            for c in chunks:
+                _pread(*c)
+            return
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="st-read")
+        try:
+            for f in [pool.submit(_pread, *c) for c in chunks]:
+                f.result()  # the first error is raised; the reads not yet started are cancelled
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _fd(self, path: Path) -> int:
+        fd = self._fds.get(path)
+        if fd is None:
+            fd = self._fds[path] = os.open(path, os.O_RDONLY)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        return fd
 
     def close(self) -> None:
-        self._handles.clear()
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _pread(fd: int, info: TensorInfo, name: str, buf: memoryview, lo: int, hi: int) -> None:
+    """Bytes ``[lo, hi)`` of the tensor into ``buf[lo:hi]`` (the tensor's bytes; mutated)."""
+    done = lo
+    while done < hi:
+        n = os.preadv(fd, [buf[done:hi]], info.offset + done)
+        if n == 0:
+            raise CheckpointError(f"{info.file}: truncated while reading tensor {name!r} (the file ends before "
+                                  f"byte {info.offset + hi}; was it changed during loading?)")
+        done += n
+
+
+def _bytes(t: torch.Tensor) -> memoryview:
+    """A writable byte view of a contiguous tensor's data (no copy)."""
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy())

@@ -32,6 +32,14 @@ class WeightReader:
     def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         return self.index.get(name, shape)
 
+    def stored_dtype(self, name: str) -> torch.dtype:
+        return self.index.dtype(name)
+
+    def read_into(self, jobs: list[tuple[str, torch.Tensor]]) -> None:
+        """Each stored tensor ``name`` into ``dest`` (mutated; the stored shape) for ``(name, dest)`` in
+        ``jobs``, as stored (no dtype conversion beyond ``dest``'s): straight into place where it can."""
+        self.index.read_into(jobs)
+
     def linear(self, prefix: str, out_f: int, in_f: int, bias: bool = False):
         """Weight [out, in] (and bias [out] or None) of ``prefix``.weight in the engine dtype."""
         name = f"{prefix}.weight"
