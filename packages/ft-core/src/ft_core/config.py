@@ -48,6 +48,12 @@ class EngineConfig:
     moe_prefill_overlap: bool = True  # prefill: load layer l+1's experts while layer l computes
     device_expert_impl: str = "auto"  # routes on cache slots: auto (= expert_impl on device="cpu") | triton | kernel | torch
     record_routing: str | None = None  # write every forward's routed expert ids to this JSON-lines file
+    # Dense projections (attention, dense / shared-expert MLPs, LM head) re-quantised at load to this kernel
+    # format (models/dense_quant.py): int4_sym | int4_asym | mxfp4 | nvfp4 | fp8_e4m3 | bf16 | f16; None keeps them.
+    dense_format: str | None = None
+    # Opt-in, not exact: int8 activations (q8_0: per 32 columns, scale max|x| / 127) into the integer dot
+    # products of 4-bit expert banks and 4-bit dense projections (ft_kernels.reference.quantize_act_int8).
+    int8_activations: bool = False
 
     def __post_init__(self):
         if self.dtype not in _DTYPES:
@@ -56,6 +62,14 @@ class EngineConfig:
             raise FTError(
                 f"device {self.device!r}: this build runs on 'cpu' only; GPU execution arrives with the expert cache"
             )
+        if self.dense_format is not None:
+            import ft_kernels
+
+            if self.dense_format not in ft_kernels.FORMATS:
+                raise FTError(f"dense_format {self.dense_format!r} is not one of {', '.join(ft_kernels.FORMATS)}")
+        if self.int8_activations and self.moe_backend not in ("auto", "cpu"):
+            raise FTError(f"int8_activations runs on the CPU kernels only; moe_backend {self.moe_backend!r} would "
+                          "give experts on the cache different numerics from the misses (use moe_backend cpu)")
         if self.page_size < 1 or self.max_batch_tokens < 1:
             raise FTError("page_size and max_batch_tokens must be >= 1")
         if self.state_slots < 1 or (self.state_checkpoints or 0) < 0 or self.checkpoint_interval < 1:

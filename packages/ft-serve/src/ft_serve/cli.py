@@ -41,6 +41,13 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
     p.add_argument("--checkpoint-policy", default="anchors", choices=["anchors", "every_n", "llama", "none"],
                    help="models with state layers: where state checkpoints go (default: anchors = think/tool/turn/prompt ends)")
+    p.add_argument("--dense-format", default=None,
+                   choices=["int4_sym", "int4_asym", "mxfp4", "nvfp4", "fp8_e4m3", "bf16", "f16"],
+                   help="re-quantise the dense projections (attention, dense and shared-expert MLPs, LM head) at load "
+                        "to this kernel format, as llama.cpp's quantised files do (default: keep them as stored)")
+    p.add_argument("--int8-activations", action="store_true",
+                   help="opt-in, not exact: int8 activations (q8_0, per 32 columns) into the integer dot products of "
+                        "4-bit experts and 4-bit dense projections (faster on CPUs; error ~0.5%% of a product's size)")
     p.add_argument("--record-routing", metavar="FILE", default=None,
                    help="append every forward's routed expert ids to FILE (JSON lines; see bench_cache_policies.py)")
 
@@ -173,7 +180,8 @@ def _engine(args):
                                   max_model_len=args.max_model_len, moe_backend=args.moe_backend,
                                   moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction,
                                   moe_cache_bytes=args.moe_cache_size, moe_bandwidth_ratio=args.moe_bandwidth_ratio,
-                                  record_routing=args.record_routing)
+                                  record_routing=args.record_routing, dense_format=args.dense_format,
+                                  int8_activations=args.int8_activations)
 
 
 def _serve(args) -> int:

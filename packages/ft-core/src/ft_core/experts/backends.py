@@ -73,8 +73,8 @@ class CpuKernelBackend(ExpertBackend):
 
     name = "kernel"
 
-    def __init__(self, alpha: float = 1.702, limit: float = 7.0):
-        self.alpha, self.limit = alpha, limit
+    def __init__(self, alpha: float = 1.702, limit: float = 7.0, int8: bool = False):
+        self.alpha, self.limit, self.int8 = alpha, limit, int8  # int8: EngineConfig.int8_activations
 
     def supports(self, bank: ExpertBank) -> bool:
         return bank.kernel_weights() is not None
@@ -86,7 +86,7 @@ class CpuKernelBackend(ExpertBackend):
         xin = x if x.dtype in (torch.float32, torch.bfloat16) else x.float()
         return ft_kernels.moe_experts(
             xin.contiguous(), tok.to(torch.int32), eid.to(torch.int32), gate.float().contiguous(), w13, w2,
-            act=bank.act, alpha=self.alpha, limit=self.limit,
+            act=bank.act, alpha=self.alpha, limit=self.limit, act_int8=self.int8,
         )
 
 
@@ -113,13 +113,23 @@ class TritonBackend(ExpertBackend):
 BACKENDS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend, "triton": TritonBackend}
 
 
-def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float) -> ExpertBackend:
-    """``auto`` takes the C++ kernel where it supports the bank, else the torch reference."""
+def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float, int8: bool = False) -> ExpertBackend:
+    """``auto`` takes the C++ kernel where it supports the bank, else the torch reference. ``int8``
+    (EngineConfig.int8_activations) needs the kernel."""
     from ft_core.errors import FTError
 
+    if int8 and name not in ("auto", "kernel"):
+        raise FTError(f"int8_activations runs on the C++ kernels; expert implementation {name!r} has none")
     if name == "auto":
-        k = CpuKernelBackend(alpha, limit)
+        k = CpuKernelBackend(alpha, limit, int8)
+        if int8 and not k.supports(bank):
+            raise FTError(f"int8_activations needs the C++ kernels, which do not take this {bank.fmt} bank")
         return k if k.supports(bank) else TorchBackend(alpha, limit)
+    if name == "kernel":
+        b = CpuKernelBackend(alpha, limit, int8)
+        if not b.supports(bank):
+            raise FTError(f"expert implementation 'kernel' does not support {bank.fmt} {bank.act} banks; use auto or torch")
+        return b
     if name not in BACKENDS:
         raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(BACKENDS)}")
     b = BACKENDS[name](alpha, limit)

@@ -10,32 +10,59 @@ Legend: T = tokens, K = in features, N = out features.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import ft_kernels
 import torch
 import torch.nn.functional as F
+from ft_kernels import ExpertWeights
 
 KERNEL_MAX_TOKENS = 16  # above this, torch's multi-threaded GEMM (compute-bound prefill) is the better choice
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 
 
-def uses_kernel(x: torch.Tensor, w: torch.Tensor) -> bool:
-    """True if ``linear(x, w)`` runs on the CPU kernel: 2-D x of <= KERNEL_MAX_TOKENS rows on the CPU,
-    contiguous bf16/f16 weights."""
+@dataclass(frozen=True)
+class QuantDense:
+    """A dense projection's weight [N, K] held in a kernel format (``EngineConfig.dense_format``): one
+    ExpertWeights matrix; every product with it runs on the CPU kernel. ``int8``: int8 activations
+    (``EngineConfig.int8_activations``, 4-bit formats only)."""
+
+    w: ExpertWeights
+    int8: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.w.rows, self.w.cols)
+
+    def nbytes(self) -> int:
+        return self.w.nbytes_per_expert()
+
+
+def uses_kernel(x: torch.Tensor, w) -> bool:
+    """True if ``linear(x, w)`` runs on the CPU kernel: always for a QuantDense; else 2-D x of
+    <= KERNEL_MAX_TOKENS rows on the CPU and contiguous bf16/f16 weights."""
+    if isinstance(w, QuantDense):
+        return True
     return (x.dim() == 2 and x.shape[0] <= KERNEL_MAX_TOKENS and x.device.type == "cpu" and w.dtype in _KERNEL_DTYPES
             and w.is_contiguous() and x.dtype in (torch.float32, torch.bfloat16, torch.float16))
 
 
-def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
-           dtype: torch.dtype | None = None) -> torch.Tensor:
-    """x [..., K] @ w [N, K]^T (+ b [N]) -> [..., N] in ``dtype`` (default x's). On the kernel path the
-    products accumulate in float32 and are rounded once to ``dtype``, as torch's bf16 GEMM does. Twin: F.linear."""
+def linear(x: torch.Tensor, w, b: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """x [..., K] @ w [N, K]^T (+ b [N]) -> [..., N] in ``dtype`` (default x's); w a tensor or a QuantDense.
+    On the kernel path the products accumulate in float32 and are rounded once to ``dtype``, as torch's
+    bf16 GEMM does. Twins: F.linear; for a QuantDense, ft_kernels.reference.linear."""
     if not uses_kernel(x, w):
         y = F.linear(x, w, b)
         return y if dtype is None else y.to(dtype)
-    xin = x if x.dtype != torch.float16 else x.float()
-    y = ft_kernels.linear(xin.contiguous(), w, None if b is None else b.float())
-    return y.to(dtype or x.dtype)
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    xin = (x2 if x2.dtype in (torch.float32, torch.bfloat16) else x2.float()).contiguous()
+    bias = None if b is None else b.float()
+    if isinstance(w, QuantDense):
+        y = ft_kernels.linear(xin, w.w, bias, act_int8=w.int8)
+    else:
+        y = ft_kernels.linear(xin, w, bias)
+    return y.to(dtype or x.dtype).reshape(*lead, y.shape[-1])
 
 
 @contextlib.contextmanager

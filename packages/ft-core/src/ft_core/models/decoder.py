@@ -31,6 +31,7 @@ from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
+from ft_core.models.dense_quant import quantize_dense
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
 _MLP_NAME = {"mixtral": "block_sparse_moe"}
@@ -80,6 +81,8 @@ class Decoder:
         embed_bytes = self.embed.numel() * self.embed.element_size()
         # Weight bytes one decode token reads outside the routed experts (one embedding row: ~0).
         self.dense_bytes_per_token = r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
+        if engine.dense_format is not None:
+            self.dense_bytes_per_token -= quantize_dense(self, engine.dense_format, engine.int8_activations)
 
     def _norm_weight(self, r: WeightReader, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
@@ -99,7 +102,7 @@ class Decoder:
 
     def _expert_backend(self, engine: EngineConfig, n_moe_layers: int):
         m = self.cfg.moe
-        host = select_backend(engine.expert_impl, self.bank, m.swiglu_alpha, m.swiglu_limit)
+        host = select_backend(engine.expert_impl, self.bank, m.swiglu_alpha, m.swiglu_limit, engine.int8_activations)
         policy = engine.resolved_moe_backend
         if policy == "cpu":
             return host
@@ -140,5 +143,5 @@ class Decoder:
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [n, H] -> float32 logits [n, V]."""
-        with small_forward(h.shape[0], self.lm_head.dtype, self.lm_head.device):
+        with small_forward(h.shape[0], self.embed.dtype, self.embed.device):
             return linear(h, self.lm_head, dtype=torch.float32)

@@ -1,0 +1,53 @@
+"""Dense projections in a kernel format (``EngineConfig.dense_format``): after loading, every dense
+projection that a decode token reads (attention q/k/v/o, linear-attention in/out, dense and shared-expert
+MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kernels.quantize`` and held as a
+``QuantDense``; routers (tiny, and their top-k decides the routing) and embeddings stay as loaded.
+
+llama.cpp's quantised files do the same to every non-expert tensor; with dense weights in bf16 a 4-bit
+Qwen3-30B-A3B-shaped model reads more bytes per token for attention than for its routed experts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+import ft_kernels as fk
+from ft_core.layers.dense import QuantDense
+
+ROWS_PER_CHUNK = 2048  # the quantisers' temporaries are ~8x a chunk's fp32 weights: bound them
+_ATTRS = ("wqkv", "wo", "wq", "wqa", "wqb", "wkva", "w_in", "w_out", "gate", "up", "down")
+
+
+def quantize_matrix(w: torch.Tensor, fmt: str, int8: bool) -> QuantDense:
+    """[N, K] float weights -> QuantDense in ``fmt``, quantised ROWS_PER_CHUNK rows at a time."""
+    parts = [fk.quantize(w[r : r + ROWS_PER_CHUNK][None].float(), fmt, group=32) for r in range(0, w.shape[0], ROWS_PER_CHUNK)]
+    cat = lambda f: None if getattr(parts[0], f) is None else torch.cat([getattr(p, f) for p in parts], dim=1)  # noqa: E731
+    return QuantDense(dataclasses.replace(parts[0], q=cat("q"), scale=cat("scale"), zero=cat("zero")), int8)
+
+
+def quantize_dense(model, fmt: str, int8: bool) -> int:
+    """Replace ``model``'s dense projection weights by QuantDense in place; returns the bytes a decode
+    token reads less (old - new weight bytes of the replaced projections)."""
+    saved = 0
+
+    def conv(obj) -> None:
+        nonlocal saved
+        for a in _ATTRS:
+            w = getattr(obj, a, None)
+            if isinstance(w, torch.Tensor) and w.dim() == 2 and w.is_floating_point() and w.shape[1] % 32 == 0:
+                q = quantize_matrix(w, fmt, int8)
+                saved += w.numel() * w.element_size() - q.nbytes()
+                setattr(obj, a, q)
+
+    for _, attn, _, mlp in model.layers:
+        conv(attn)
+        conv(mlp)
+        if getattr(mlp, "shared", None) is not None:
+            conv(mlp.shared)
+    if model.lm_head is not model.embed and model.lm_head.shape[1] % 32 == 0:
+        q = quantize_matrix(model.lm_head, fmt, int8)
+        saved += model.lm_head.numel() * model.lm_head.element_size() - q.nbytes()
+        model.lm_head = q
+    return saved
