@@ -8,6 +8,7 @@ a few), measured again right before each format's rows since shared hosts drift,
 experts) and T = 512 (prefill), a bank of N expert slots totalling >= 1 GiB (a few quantised experts
 copied into N distinct slots) so the weights come from DRAM, timed over several calls with fresh
 routes (prefill routes use the bf16 bank's N for every format, so tokens per expert match torch's). ``--quick`` runs the T=1 rows only.
+The 4-bit formats also run with int8 activations (rows ``<format>/q8``: ``act_int8=True``, opt-in, not exact).
 
 Columns: ``weight_gbps`` = bytes of the distinct experts read (w13 + w2, ``nbytes_per_expert``) / time;
 ``ratio`` = weight_gbps / read_gbps, the fraction of the machine's bandwidth the kernel turns into
@@ -115,7 +116,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     print(f"isa {fk.active_isa()}, {threads} threads, read bandwidth {read / 1e9:.1f} GB/s "
           f"(1 GiB fp32 sum, {cores} threads)")
-    print(f"{'shape':14} {'format':10} {'T':>4} {'N':>5} {'GB/s':>7} {'ratio':>6} {'torch GB/s':>10} {'x_torch':>7}")
+    print(f"{'shape':14} {'format':13} {'T':>4} {'N':>5} {'GB/s':>7} {'ratio':>6} {'torch GB/s':>10} {'x_torch':>7}")
     records = []
     for shape, (H, I) in SHAPES.items():
         ref13, ref2 = make_bank("bf16", H, I)  # the torch engine's bank (bf16, same shapes)
@@ -138,22 +139,25 @@ def main() -> None:
         for fmt in fk.FORMATS:
             w13, w2 = (ref13, ref2) if fmt == "bf16" else make_bank(fmt, H, I)
             n, per = w13.num_experts, w13.nbytes_per_expert() + w2.nbytes_per_expert()
-            read = read_bandwidth(buf, cores, reps=3)  # this host's bandwidth drifts: measure next to each group
-            for T in Ts:
-                x = torch.randn(T, H)
-                reps = 2 if T >= 512 else 8
-                out = torch.empty(T, H)
-                nr = min(n, nt) if T >= 512 else n  # prefill routes among torch's N: same tokens per expert
-                gbps, secs = time_calls(lambda tok, eid, gate, a=w13, b=w2: fk.moe_experts(x, tok, eid, gate, a, b, out=out),
-                                        T, nr, per, reps, gen)
-                t_gbps, t_secs = torch_fig[T]
-                # Prefill: same tokens and routes, so per-call times; decode: distinct experts per second.
-                x_torch = t_secs / secs if T >= 512 else (gbps / per) / (t_gbps / per_bf16)
-                print(f"{shape:14} {fmt:10} {T:>4} {nr:>5} {gbps / 1e9:>7.2f} {gbps / read:>6.2f} "
-                      f"{t_gbps / 1e9:>10.2f} {x_torch:>7.2f}", flush=True)
-                records.append(dict(format=fmt, H=H, I=I, T=T, threads=threads, weight_gbps=round(gbps / 1e9, 3),
-                                    read_gbps=round(read / 1e9, 3), ratio=round(gbps / read, 4),
-                                    torch_gbps=round(t_gbps / 1e9, 3)))
+            for q8 in (False, True) if fmt in fk.reference.INT8_FORMATS else (False,):
+                read = read_bandwidth(buf, cores, reps=3)  # this host's bandwidth drifts: measure next to each group
+                for T in Ts:
+                    x = torch.randn(T, H)
+                    reps = 2 if T >= 512 else 8
+                    out = torch.empty(T, H)
+                    nr = min(n, nt) if T >= 512 else n  # prefill routes among torch's N: same tokens per expert
+                    run = lambda tok, eid, gate, a=w13, b=w2: fk.moe_experts(x, tok, eid, gate, a, b, out=out,  # noqa: E731
+                                                                             act_int8=q8)
+                    gbps, secs = time_calls(run, T, nr, per, reps, gen)
+                    t_gbps, t_secs = torch_fig[T]
+                    # Prefill: same tokens and routes, so per-call times; decode: distinct experts per second.
+                    x_torch = t_secs / secs if T >= 512 else (gbps / per) / (t_gbps / per_bf16)
+                    label = f"{fmt}/q8" if q8 else fmt
+                    print(f"{shape:14} {label:13} {T:>4} {nr:>5} {gbps / 1e9:>7.2f} {gbps / read:>6.2f} "
+                          f"{t_gbps / 1e9:>10.2f} {x_torch:>7.2f}", flush=True)
+                    records.append(dict(format=fmt, act_int8=q8, H=H, I=I, T=T, threads=threads,
+                                        weight_gbps=round(gbps / 1e9, 3), read_gbps=round(read / 1e9, 3),
+                                        ratio=round(gbps / read, 4), torch_gbps=round(t_gbps / 1e9, 3)))
             del w13, w2
     if args.json:
         with open(args.json, "w") as f:

@@ -1,6 +1,7 @@
 """Prefill and decode speed of ft_core.Engine on the CPU, with decode set against memory bandwidth.
 
-    uv run python benchmarks/bench_decode.py [--model PATH] [--prompt-len 256] [--decode-tokens 64] [--json FILE]
+    uv run python benchmarks/bench_decode.py [--model PATH] [--dtype float32|bfloat16] [--prompt-len 256]
+        [--decode-tokens 64] [--dense-format FMT] [--int8-activations] [--json FILE]
 
 Prints prefill tok/s, decode tok/s (batch 1, greedy), the weight bytes one decode token reads
 (dense weights + top-k experts of every MoE layer), and that traffic over the machine's read
@@ -26,10 +27,13 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--dense-format", default=None, help="EngineConfig.dense_format (e.g. int4_sym, mxfp4)")
+    ap.add_argument("--int8-activations", action="store_true", help="EngineConfig.int8_activations (opt-in)")
     ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
     args = ap.parse_args()
 
-    eng = Engine.from_pretrained(args.model, dtype=args.dtype)
+    eng = Engine.from_pretrained(args.model, dtype=args.dtype, dense_format=args.dense_format,
+                                 int8_activations=args.int8_activations)
     vocab = eng.model_config.vocab_size
     prompt = [(i * 7919 + 13) % (vocab - 10) + 5 for i in range(args.prompt_len)]
     eng.score(prompt[:16])  # warm-up
@@ -53,6 +57,8 @@ def main() -> None:
     res = {
         "model": str(eng.config.model),
         "dtype": args.dtype,
+        "dense_format": args.dense_format,
+        "int8_activations": args.int8_activations,
         "expert_backend": eng.model.backend.name if eng.model.backend else None,
         "prefill_tokens": args.prompt_len,
         "prefill_tok_s": args.prompt_len / prefill_s,
