@@ -13,7 +13,8 @@ least any loader does; on VMs whose balloon hands free memory back to the host, 
 memory is itself slow); ``Engine.from_pretrained`` on the HF directory and on the FTW directory,
 each in a fresh process (the order alternates between rounds). Time to ready is measured inside
 the child around ``from_pretrained`` (bfloat16, a small KV pool), so interpreter start and imports
-are excluded alike. The best round of each is reported (shared machines are noisy).
+are excluded alike. The best round of each is reported (shared machines are noisy). The child also
+reports its peak RSS (VmHWM) and (VmHWM - RSS before loading) / checkpoint bytes (target <= 1.15).
 
 Cold cache: ``echo 3 > /proc/sys/vm/drop_caches`` when allowed (root), else ``posix_fadvise(DONTNEED)``
 on every checkpoint file; the method used is printed. Ratios: FTW GB/s over disk GB/s (target
@@ -81,8 +82,19 @@ def sequential_read(files: list[Path], fresh: bool = False, direct: bool = False
     return n, time.perf_counter() - t0
 
 
+def _proc_status() -> dict:
+    """VmRSS, VmHWM (peak RSS), RssAnon, RssFile of this process, bytes (Linux; {} elsewhere)."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    keys = ("VmRSS", "VmHWM", "RssAnon", "RssFile")
+    return {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in lines) if k in keys}
+
+
 def child(path: str) -> None:
-    """Runs in a fresh process: time Engine.from_pretrained and print one JSON line."""
+    """Runs in a fresh process: time Engine.from_pretrained and print one JSON line, with peak RSS:
+    ``peak_rss_over_bytes`` = (VmHWM after loading - VmRSS before it, imports done) / checkpoint bytes."""
     import logging
 
     from ft_core import Engine
@@ -92,10 +104,17 @@ def child(path: str) -> None:
     handler.emit = lambda r: records.append(r.getMessage())
     logging.getLogger("ft_core.loader").addHandler(handler)
     logging.getLogger("ft_core.loader").setLevel(logging.INFO)
+    nbytes = sum(f.stat().st_size for f in Path(path).iterdir() if f.suffix in (".safetensors", ".ftw"))
+    base = _proc_status()
     t0 = time.perf_counter()
     eng = Engine.from_pretrained(path, dtype="bfloat16", kv_cache_bytes=16 << 20)
     dt = time.perf_counter() - t0
-    print(json.dumps({"seconds": dt, "num_ids": eng.model.bank.num_ids, "log": records}))
+    after = _proc_status()
+    mem = {}
+    if after:
+        mem = {"base_rss": base["VmRSS"], "peak_rss": after["VmHWM"], "rss_anon": after["RssAnon"],
+               "rss_file": after["RssFile"], "peak_rss_over_bytes": (after["VmHWM"] - base["VmRSS"]) / nbytes}
+    print(json.dumps({"seconds": dt, "num_ids": eng.model.bank.num_ids, "bytes": nbytes, **mem, "log": records}))
 
 
 def timed_load(path: Path, files: list[Path], threads: int | None) -> dict:
@@ -120,13 +139,19 @@ def print_table(out: dict, best: dict, rounds: int) -> None:
     ftw_bytes, hf_bytes, disk_gbps = out["ftw_bytes"], out["hf_bytes"], out["disk_gbps"]
     hf_gbps, ftw_gbps = out["hf_gbps"], out["ftw_gbps"]
     print(f"\ncold page cache via {out['cache_method']}; best of {rounds} round(s)")
-    print(f"{'':28s}{'GB':>7s}{'seconds':>10s}{'GB/s':>8s}")
+    print(f"{'':28s}{'GB':>7s}{'seconds':>10s}{'GB/s':>8s}{'peak RSS GB':>13s}{'x bytes':>9s}")
     for key, label in (("disk", "disk seq. read (dd bs=8M)"), ("disk_direct", "  the same, iflag=direct")):
         print(f"{label:28s}{ftw_bytes / 1e9:7.2f}{best[key]['seconds']:10.2f}{best[key]['gbps']:8.2f}")
     print(f"{'dd into fresh memory':28s}{ftw_bytes / 1e9:7.2f}{best['fresh']['seconds']:10.2f}"
           f"{best['fresh']['gbps']:8.2f}")
-    print(f"{'HF safetensors -> ready':28s}{hf_bytes / 1e9:7.2f}{best['hf']['seconds']:10.2f}{hf_gbps:8.2f}")
-    print(f"{'FTW -> ready':28s}{ftw_bytes / 1e9:7.2f}{best['ftw']['seconds']:10.2f}{ftw_gbps:8.2f}")
+    for key, label, nbytes, gbps in (("hf", "HF safetensors -> ready", hf_bytes, hf_gbps),
+                                     ("ftw", "FTW -> ready", ftw_bytes, ftw_gbps)):
+        r = best[key]
+        peak = f"{r['peak_rss'] / 1e9:13.2f}{r['peak_rss_over_bytes']:9.2f}" if "peak_rss" in r else ""
+        print(f"{label:28s}{nbytes / 1e9:7.2f}{r['seconds']:10.2f}{gbps:8.2f}{peak}")
+    if "peak_rss" in best["hf"]:
+        print("  peak RSS: VmHWM of the loading process; x bytes = (VmHWM - RSS before loading) / checkpoint "
+              "bytes (target <= 1.15)")
     print(f"FTW GB/s / disk GB/s = {out['ftw_over_disk']:.2f} (target >= 0.80; disk = the faster dd)")
     per = sorted(out["ftw_over_disk_per_round"])
     print(f"  per round (same-round disk): {', '.join(f'{x:.2f}' for x in out['ftw_over_disk_per_round'])}; "
@@ -184,6 +209,8 @@ def main() -> None:
                "disk_direct_gbps": best["disk_direct"]["gbps"], "fresh_memory_read_gbps": best["fresh"]["gbps"],
                "hf_seconds": best["hf"]["seconds"], "hf_gbps": hf_gbps,
                "ftw_seconds": best["ftw"]["seconds"], "ftw_gbps": ftw_gbps, "ftw_log": best["ftw"]["log"],
+               **{f"{k}_{m}": best[k][m] for k in ("hf", "ftw") for m in ("peak_rss", "peak_rss_over_bytes")
+                  if m in best[k]},
                "ftw_over_disk": ftw_gbps / disk_gbps, "ftw_over_fresh_read": ftw_gbps / best["fresh"]["gbps"],
                "ftw_time_over_hf": best["ftw"]["seconds"] / best["hf"]["seconds"],
                "ftw_over_disk_per_round": [min(r["disk"]["seconds"], r["disk_direct"]["seconds"]) / r["ftw"]["seconds"]
