@@ -202,6 +202,8 @@ NB_MODULE(_C, m) {
         nb::arg("y"), nb::arg("act_int8") = false, "y[T,N] = x W^T + b, W dequantised in-kernel, fp32 math, on the pool. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
+  m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),
+        "Idle pool workers spin this many microseconds before sleeping (0: sleep at once; FT_SPIN_US overrides).");
   m.def("set_num_threads", [](int n) {
     expect(n >= 1, "set_num_threads needs n >= 1");
     ft::ThreadPool::set_num_threads(n);

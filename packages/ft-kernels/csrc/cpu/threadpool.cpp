@@ -43,15 +43,16 @@ std::vector<int> physical_core_cpus() {
 
 namespace {
 
-// How long an idle worker (and a caller waiting for the last worker) spins before sleeping:
-// FT_SPIN_US microseconds, default 300; 0 sleeps at once.
-int64_t spin_microseconds() {
+// FT_SPIN_US (microseconds) when set, else -1: set_spin_us decides.
+int64_t env_spin_us() {
   if (const char* e = std::getenv("FT_SPIN_US")) {
     const long v = std::strtol(e, nullptr, 10);
     if (v >= 0) return v;
   }
-  return 300;
+  return -1;
 }
+const int64_t g_env_spin = env_spin_us();
+std::atomic<int64_t> g_spin_us{g_env_spin >= 0 ? g_env_spin : 0};
 
 void pin_to(int cpu) {
 #if defined(__linux__)
@@ -108,13 +109,15 @@ class Pool final : public ThreadPool {
   }
 
  private:
-  // Busy-wait (with pause) until pred() or spin_us_ microseconds have passed; true if pred() held.
+  // Busy-wait (with pause) until pred() or the spin time (set_spin_us) has passed; true if pred() held.
   // Decode steps call the pool tens of times per token with ~0.1 ms of Python between calls: a worker
   // that spins through such gaps starts in ~1 us instead of a futex wake-up (~20-100 us on VMs).
   template <class P>
   bool spin_until(P pred) const {
     if (pred()) return true;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    const int64_t us = g_spin_us.load(std::memory_order_relaxed);
+    if (us <= 0) return false;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     for (;;) {
       for (int k = 0; k < 64; ++k) {
         if (pred()) return true;
@@ -172,7 +175,6 @@ class Pool final : public ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<uint64_t> gen_{0};
   std::atomic<bool> stop_{false};
-  int64_t spin_us_ = spin_microseconds();
   std::exception_ptr error_;
 };
 
@@ -202,5 +204,9 @@ void ThreadPool::set_num_threads(int n) {
 }
 
 int ThreadPool::num_threads() { return get().size(); }
+
+void ThreadPool::set_spin_us(int64_t us) {
+  if (g_env_spin < 0) g_spin_us.store(us < 0 ? 0 : us);
+}
 
 }  // namespace ft

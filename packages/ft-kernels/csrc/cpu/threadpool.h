@@ -15,6 +15,11 @@ class ThreadPool {
   // Resize (joins the old workers, starts new ones pinned to physical cores). n >= 1.
   static void set_num_threads(int n);
   static int num_threads();
+  // How long idle workers (and a caller waiting for the last worker) spin before sleeping, in
+  // microseconds; 0 sleeps at once (the default). Worth it only while the caller issues many short jobs
+  // and nothing else needs the cores (a decode step with torch on one thread): the engine turns it on
+  // around such steps. FT_SPIN_US, when set, fixes it for the process.
+  static void set_spin_us(int64_t us);
 
   // Run fn(i) for i in [0, n) on the pool (the calling thread takes part); returns when all are done.
   // Exceptions from tasks are rethrown in the caller (the first one).

@@ -28,6 +28,12 @@ def set_num_threads(n: int) -> None:
     _C.set_num_threads(n)
 
 
+def set_spin_us(us: int) -> None:
+    """Idle pool workers spin ``us`` microseconds before sleeping (0, the default: sleep at once). Worth it
+    while a caller issues many short kernel calls and nothing else needs the cores; ``FT_SPIN_US`` overrides."""
+    _C.set_spin_us(int(us))
+
+
 def moe_experts(
     x: torch.Tensor,  # [T, H] float32 or bfloat16
     tok: torch.Tensor,  # [R] int32 token of each route

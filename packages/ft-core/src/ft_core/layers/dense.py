@@ -3,7 +3,7 @@ kernel (weights streamed at memory bandwidth on the kernel pool), everything els
 
 Decode reads every dense weight once per step for a handful of tokens; torch's bf16 GEMV there runs
 well below bandwidth and its OpenMP threads contend with the kernel pool for the same cores, so
-``small_forward`` also runs the step's remaining torch ops on one thread (``torch_threads``).
+``small_forward`` also runs the step's remaining torch ops on one thread and lets the pool spin.
 Legend: T = tokens, K = in features, N = out features.
 """
 
@@ -65,22 +65,23 @@ def linear(x: torch.Tensor, w, b: torch.Tensor | None = None, dtype: torch.dtype
     return y.to(dtype or x.dtype).reshape(*lead, y.shape[-1])
 
 
+SPIN_US = 300  # pool workers spin this long between the kernel calls of a small forward
+
+
 @contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run the block with ``n`` torch intra-op threads (None: leave them as they are)."""
-    if n is None or n == torch.get_num_threads():
+def small_forward(tokens: int, device: torch.device):
+    """The context a forward of ``tokens`` packed tokens runs in. A decode-sized forward on the CPU
+    (<= KERNEL_MAX_TOKENS) gives the cores to the kernel pool: torch runs its (small) ops on one thread and
+    the pool's workers spin between its calls instead of sleeping. Otherwise nothing changes: torch keeps
+    its threads for prefill GEMMs and the workers sleep at once, so neither steals the other's cores."""
+    if device.type != "cpu" or tokens > KERNEL_MAX_TOKENS:
         yield
         return
     prev = torch.get_num_threads()
-    torch.set_num_threads(n)
+    torch.set_num_threads(1)
+    ft_kernels.set_spin_us(SPIN_US)
     try:
         yield
     finally:
+        ft_kernels.set_spin_us(0)
         torch.set_num_threads(prev)
-
-
-def small_forward(tokens: int, dense_dtype: torch.dtype, device: torch.device):
-    """The context a forward of ``tokens`` packed tokens runs in: one torch thread when its projections
-    go to the kernel pool (the pool owns the cores; torch's leftover ops are tiny), else unchanged."""
-    kernel = device.type == "cpu" and dense_dtype in _KERNEL_DTYPES and tokens <= KERNEL_MAX_TOKENS
-    return torch_threads(1 if kernel else None)

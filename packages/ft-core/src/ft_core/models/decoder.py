@@ -132,7 +132,7 @@ class Decoder:
     def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None) -> torch.Tensor:
         """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
         ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order."""
-        with small_forward(batch.input_ids.shape[0], self.embed.dtype, self.embed.device):
+        with small_forward(batch.input_ids.shape[0], self.embed.device):
             x = F.embedding(batch.input_ids, self.embed)
             cos_sin = self.rotary.cos_sin(batch.positions)
             for ln1, attn, ln2, mlp in self.layers:
@@ -143,5 +143,5 @@ class Decoder:
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [n, H] -> float32 logits [n, V]."""
-        with small_forward(h.shape[0], self.embed.dtype, self.embed.device):
+        with small_forward(h.shape[0], self.embed.device):
             return linear(h, self.lm_head, dtype=torch.float32)
