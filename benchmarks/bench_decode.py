@@ -1,9 +1,10 @@
 """Prefill and decode speed of ft_core.Engine on the CPU, with decode set against memory bandwidth.
 
     uv run python benchmarks/bench_decode.py [--model PATH] [--dtype float32|bfloat16] [--prompt-len 256]
-        [--decode-tokens 64] [--dense-format FMT] [--int8-activations] [--json FILE]
+        [--decode-tokens 64] [--concurrent 4] [--dense-format FMT] [--int8-activations] [--json FILE]
 
-Prints prefill tok/s, decode tok/s (batch 1, greedy), the weight bytes one decode token reads
+Prints prefill tok/s, decode tok/s (batch 1, greedy; and of ``--concurrent`` sequences at once, with
+its ratio to one), the weight bytes one decode token reads
 (dense weights + top-k experts of every MoE layer), and that traffic over the machine's read
 bandwidth measured in this same process (a torch sum over a buffer far larger than the caches).
 A tiny model fits in the CPU caches, so its ratio can exceed 1: it says nothing about DRAM there.
@@ -27,6 +28,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--concurrent", type=int, default=4, help="also decode this many sequences at once (1: skip)")
     ap.add_argument("--dense-format", default=None, help="EngineConfig.dense_format (e.g. int4_sym, mxfp4)")
     ap.add_argument("--int8-activations", action="store_true", help="EngineConfig.int8_activations (opt-in)")
     ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
@@ -42,15 +44,20 @@ def main() -> None:
     eng.generate([prompt], SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))
     prefill_s = time.perf_counter() - t
 
-    p = SamplingParams(max_tokens=args.decode_tokens + 1, temperature=0, ignore_eos=True)
-    seq = eng.add_request(prompt[:32], p)
-    while not seq.output_ids:  # prefill and first token
-        eng.step()
-    t = time.perf_counter()
-    while not seq.finished:
-        eng.step()
-    decode_s = time.perf_counter() - t
-    decode_tps = args.decode_tokens / decode_s
+    def decode(n: int) -> float:
+        """tok/s of n greedy sequences decoding together through Engine.step (distinct 32-token prompts)."""
+        p = SamplingParams(max_tokens=args.decode_tokens + 1, temperature=0, ignore_eos=True)
+        seqs = [eng.add_request([(t + 101 * i) % (vocab - 10) + 5 for t in prompt[:32]], p) for i in range(n)]
+        while not all(s.output_ids for s in seqs):  # prefills and first tokens
+            eng.step()
+        t = time.perf_counter()
+        while not all(s.finished for s in seqs):
+            eng.step()
+        return n * args.decode_tokens / (time.perf_counter() - t)
+
+    decode_tps = decode(1)
+    decode_s = args.decode_tokens / decode_tps
+    batch_tps = decode(args.concurrent) if args.concurrent > 1 else None
 
     bw = read_bandwidth()
     bpt = eng.model.weight_bytes_per_token()
@@ -65,6 +72,9 @@ def main() -> None:
         "decode_tokens": args.decode_tokens,
         "decode_tok_s": decode_tps,
         "decode_ms_per_token": 1000 * decode_s / args.decode_tokens,
+        "concurrent": args.concurrent,
+        "concurrent_tok_s": batch_tps,
+        "concurrent_over_one": batch_tps / decode_tps if batch_tps else None,
         "weight_bytes_per_decode_token": bpt,
         "read_bandwidth_GBs": bw / 1e9,
         "decode_bytes_over_read_bandwidth": decode_tps * bpt / bw,
