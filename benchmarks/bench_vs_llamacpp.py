@@ -2,13 +2,15 @@
 
     uv run python benchmarks/bench_vs_llamacpp.py [--shape mid|deep] [--formats bf16,mxfp4,int4]
         [--threads 1,2] [--rounds 3] [--prompt 128,512] [--decode 64] [--model DIR] [--llama-cpp DIR]
-        [--work DIR] [--vocab gpt-2|qwen2] [--json FILE]
+        [--work DIR] [--vocab gpt-2|qwen2] [--ft-dense-format FMT] [--ft-int8] [--json FILE]
 
 What: one random bf16 ``qwen3_moe`` checkpoint (Hugging Face safetensors, ``random_ckpt.py``), run by
 both engines in three weight formats: ``bf16`` (ft: the HF directory; llama.cpp: BF16 GGUF),
 ``mxfp4`` (ft: ``ft convert --format mxfp4``; llama.cpp: ``llama-quantize MXFP4_MOE``) and ``int4``
 (ft: ``ft convert --format int4``; llama.cpp: ``Q4_0``). ft's converted files keep the dense weights
 in bf16, llama.cpp's quantised files quantise them too: the bytes-per-token column shows it.
+``--ft-dense-format int4_sym`` gives ft the same choice for the 4-bit formats (``EngineConfig.dense_format``),
+``--ft-int8`` adds int8 activations (``EngineConfig.int8_activations``, opt-in, llama.cpp's q8_0 scheme).
 
 Shapes (``--shape``): ``mid`` = hidden 2048, moe_intermediate 768, 128 experts top-8, 16 query / 4 KV
 heads of 128 (Qwen3-30B-A3B's expert and attention sizes), 6 layers (~7.8 GB); ``deep`` = 48 layers
@@ -330,9 +332,9 @@ def thread_env(n: int) -> dict:
     return dict(os.environ, FT_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
 
 
-def measure_ft(path: Path, threads: int, prompts: list[int], decode: int) -> dict:
+def measure_ft(path: Path, threads: int, prompts: list[int], decode: int, options: list[str] = ()) -> dict:
     cmd = [sys.executable, __file__, "--child", path, "--threads", threads,
-           "--prompt", ",".join(map(str, prompts)), "--decode", decode]
+           "--prompt", ",".join(map(str, prompts)), "--decode", decode, *options]
     t0 = time.perf_counter()
     out, _, rss = run_child(cmd, thread_env(threads))
     res = json.loads(out.strip().splitlines()[-1])
@@ -362,7 +364,8 @@ def child(args) -> None:
     from ft_core import Engine, SamplingParams
 
     t0 = time.perf_counter()
-    eng = Engine.from_pretrained(args.child, dtype="bfloat16", prefix_cache=False, kv_cache_bytes=256 << 20)
+    eng = Engine.from_pretrained(args.child, dtype="bfloat16", prefix_cache=False, kv_cache_bytes=256 << 20,
+                                 dense_format=args.ft_dense_format, int8_activations=args.ft_int8)
     load_s = time.perf_counter() - t0
     n_ids = min(eng.tokenizer.vocab_size, eng.model_config.vocab_size)  # prompts of random token ids
 
@@ -391,7 +394,8 @@ def child(args) -> None:
                       "bytes_per_token": eng.model.weight_bytes_per_token(),
                       "expert_backend": eng.model.backend.name if eng.model.backend else None,
                       "torch_threads": torch.get_num_threads(), "kernel_threads": ft_kernels.num_threads(),
-                      "isa": ft_kernels.active_isa(), "vm_hwm_bytes": vm_hwm()}))
+                      "isa": ft_kernels.active_isa(), "vm_hwm_bytes": vm_hwm(),
+                      "dense_format": args.ft_dense_format, "int8_activations": args.ft_int8}))
 
 
 def vm_hwm() -> int:
@@ -475,6 +479,10 @@ def main() -> None:
     ap.add_argument("--llama-cpp", default=None, help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize)")
     ap.add_argument("--work", default=None, help="where the generated files go (default: ft's cache dir)")
     ap.add_argument("--vocab", default="gpt-2", choices=VOCABS, help="tokenizer of the generated checkpoint")
+    ap.add_argument("--ft-dense-format", default=None,
+                    help="4-bit formats only: ft re-quantises its dense projections to this kernel format (e.g. "
+                         "int4_sym), as llama.cpp's MXFP4_MOE / Q4_0 files quantise theirs (default: kept bf16)")
+    ap.add_argument("--ft-int8", action="store_true", help="4-bit formats only: ft with --int8-activations (opt-in)")
     ap.add_argument("--json", default=None, help="also write everything to this file as one JSON object")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -516,7 +524,11 @@ def main() -> None:
             ft_path, gguf_path = paths[fmt]
             for n in args.threads:
                 bw = read_bandwidth(buf, threads=n)
-                ft = measure_ft(ft_path, n, args.prompt, args.decode)
+                opts = []
+                if fmt != "bf16":
+                    opts += ["--ft-dense-format", args.ft_dense_format] if args.ft_dense_format else []
+                    opts += ["--ft-int8"] if args.ft_int8 else []
+                ft = measure_ft(ft_path, n, args.prompt, args.decode, opts)
                 ll = measure_llama(llama_dir, gguf_path, n, args.prompt, args.decode, gguf_info[fmt]["bytes_per_token"])
                 pairs.append({"round": rnd, "format": fmt, "threads": n, "read_bandwidth_Bps": bw,
                               "ft": ft, "llama.cpp": ll})
@@ -534,6 +546,7 @@ def main() -> None:
                "vocab": args.vocab if shape else None, "model": str(paths[args.formats[0]][0]),
                "work": str(work), "llama_cpp": str(llama_dir),
                "formats": {f: [str(p) for p in paths[f]] for f in paths},
+               "ft_dense_format": args.ft_dense_format, "ft_int8": args.ft_int8,
                "threads": args.threads, "rounds": args.rounds, "prompt": args.prompt, "decode": args.decode,
                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "stages_s": stages, "gguf": gguf_info,
                "summary": rows, "pairs": pairs}
