@@ -1,8 +1,9 @@
 """Attention over a paged KV cache for a packed batch; GQA without repeating KV, optional sinks.
 
-``attend`` is the core both layouts share (paged KV here, window rings in ``attn_window.py``): prefill
-(and mixed) batches run torch's fused flash kernel (GQA without repeating KV; sinks by rescaling
-each row with its log-sum-exp); decode runs ``attend_blocked``, the reference form.
+``attend`` is the core both layouts share (paged KV here, window rings in ``attn_window.py``): torch's
+fused flash kernel (GQA without repeating KV; sinks by rescaling each row with its log-sum-exp), for
+prefill and decode alike; ``attend_blocked`` is the reference form (and the path where key and value
+widths differ, or a torch build lacks the flash op).
 
 Legend: T = packed tokens, B = sequences, Lq/Lk = padded query/key lengths, K = KV heads,
 G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
@@ -27,7 +28,7 @@ def attend(
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [B, K, G, Lq, Dv] float32
     B, K, G, Lq, D = q.shape
-    if Lq > 1 and v.shape[-1] == D:
+    if v.shape[-1] == D:
         if sinks is None:
             # Fused (flash) attention: no [Lq, Lk] score tensor in memory, which bounds long prefills.
             o = F.scaled_dot_product_attention(q.reshape(B, K * G, Lq, D), k, v, attn_mask=mask[:, None],
@@ -61,20 +62,24 @@ def _attend_sinks_fused(q, k, v, mask, scale, sinks) -> torch.Tensor:
 
 def attend_blocked(q, k, v, mask, scale, sinks=None) -> torch.Tensor:
     """The reference form of ``attend`` (same shapes): scores per query block of Q_BLOCK, softmax with
-    the sink as one more logit per head; decode runs it (one query row)."""
+    the sink as one more logit per head. The G query heads of a KV head and the block's queries share
+    one [G * q, D] @ [D, Lk] product per KV head (4-D matmuls: a 5-D broadcast over G ran ~6x slower)."""
     B, K, G, Lq, D = q.shape
-    kt, vb = k.transpose(-1, -2)[:, :, None], v[:, :, None]  # B K 1 D Lk, B K 1 Lk Dv
+    Lk, Dv = k.shape[2], v.shape[-1]
+    kt = k.transpose(-1, -2)  # B K D Lk
     m = mask[:, None, None]  # B 1 1 Lq Lk
     sk = None if sinks is None else sinks.float().view(1, K, G, 1, 1)
     out = []
     for s0 in range(0, Lq, Q_BLOCK):  # query blocks bound the score tensor to [B, N, Q_BLOCK, Lk]
-        s = (q[:, :, :, s0 : s0 + Q_BLOCK] @ kt) * scale  # B K G q Lk
+        qb = q[:, :, :, s0 : s0 + Q_BLOCK]
+        n = qb.shape[3]
+        s = (qb.reshape(B, K, G * n, D) @ kt).view(B, K, G, n, Lk) * scale
         s = s.masked_fill(~m[:, :, :, s0 : s0 + Q_BLOCK], float("-inf"))
         if sk is not None:
             p = torch.softmax(torch.cat([s, sk.expand(*s.shape[:-1], 1)], dim=-1), dim=-1)[..., :-1]
         else:
             p = torch.softmax(s, dim=-1)
-        out.append(p @ vb)  # B K G q Dv
+        out.append((p.reshape(B, K, G * n, Lk) @ v).view(B, K, G, n, Dv))
     return torch.cat(out, dim=3) if len(out) > 1 else out[0]
 
 
