@@ -20,10 +20,12 @@ struct Group {
   int64_t e, start, k;  // expert, first position in the expert-sorted route order, routes
 };
 
-// Rows per task: keep one task's weight rows within ~256 KiB (L2) so prefill token blocks reuse them.
-int64_t row_block(const WeightMat& m) {
+// Rows per task. Prefill: one task's weight rows within ~256 KiB (L2) so token blocks reuse them. Decode
+// (every expert's routes fit one register tile): long runs of contiguous rows (~256 KiB) for the prefetchers.
+int64_t row_block(const WeightMat& m, bool decode) {
   int64_t row_bytes = std::max<int64_t>(m.q_stride, 1);
-  return std::clamp<int64_t>((256 << 10) / row_bytes, 8, 64);
+  return decode ? std::clamp<int64_t>((256 << 10) / row_bytes / 8 * 8, 8, 1024)
+                : std::clamp<int64_t>((256 << 10) / row_bytes, 8, 64);
 }
 
 void check(const MoeArgs& a) {
@@ -68,6 +70,9 @@ void moe_experts(const MoeArgs& a) {
     groups.push_back({e, s, k});
     s += k;
   }
+  int64_t kmax = 0;
+  for (const Group& g : groups) kmax = std::max(kmax, g.k);
+  const bool decode = kmax <= 4;  // every expert's routes fit one token tile of the row kernels
   // Calls that read little (tiny models, a few experts) run on the calling thread: waking the pool
   // would cost more than the work.
   const int64_t bytes = static_cast<int64_t>(groups.size()) *
@@ -95,7 +100,7 @@ void moe_experts(const MoeArgs& a) {
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
   {
-    const int64_t rb = row_block(a.w13.mat), nb = (I + rb - 1) / rb;
+    const int64_t rb = row_block(a.w13.mat, decode) / (decode ? 2 : 1), nb = (I + rb - 1) / rb;  // gate + up rows
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
       const Group& g = groups[task / nb];
       const int64_t i0 = (task % nb) * rb, i1 = std::min(I, i0 + rb);
@@ -130,26 +135,40 @@ void moe_experts(const MoeArgs& a) {
 
   if (q8) hq.set(h.data(), R, I, I);
 
-  // Phase 2, tasks = (block of H) over every group: W2 rows of the block, then the gate-weighted sum
+  // Phase 2. Decode: tasks = (group, block of H), each streaming one expert's contiguous W2 rows into that
+  // group's rows of out; then the gate-weighted sum into y on the calling thread (R x H adds).
+  // Prefill: tasks = (block of H) over every group: W2 rows of the block, then the gate-weighted sum
   // (+ w2 bias) into those columns of y. A task owns its columns of y, so no two write the same element.
-  {
-    const int64_t rb = row_block(a.w2.mat), nb = (H + rb - 1) / rb;
+  auto w2_rows = [&](const Group& g, int64_t c0, int64_t c1) {
+    float* og = &out[g.start * H];
+    if (q8)
+      k2q(a.w2.expert(g.e), c0, c1, hq.view.rows(g.start, g.k), og + c0, H);
+    else
+      k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
+  };
+  auto add_routes = [&](const Group& g, int64_t c0, int64_t c1) {
+    const float* b = a.w2.bias ? a.w2.bias + g.e * H : nullptr;
+    for (int64_t j = 0; j < g.k; ++j) {
+      const int64_t r = order[g.start + j];
+      const float gw = a.gate[r];
+      float* yt = a.y + int64_t(a.tok[r]) * H;
+      const float* o = &out[(g.start + j) * H];
+      for (int64_t c = c0; c < c1; ++c) yt[c] += gw * (o[c] + (b ? b[c] : 0.f));
+    }
+  };
+  const int64_t rb = row_block(a.w2.mat, decode), nb = (H + rb - 1) / rb;
+  if (decode) {
+    run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
+      const int64_t c0 = (task % nb) * rb;
+      w2_rows(groups[task / nb], c0, std::min(H, c0 + rb));
+    });
+    for (const Group& g : groups) add_routes(g, 0, H);
+  } else {
     run(nb, [&](int64_t task) {
       const int64_t c0 = task * rb, c1 = std::min(H, c0 + rb);
       for (const Group& g : groups) {
-        float* og = &out[g.start * H];
-        if (q8)
-          k2q(a.w2.expert(g.e), c0, c1, hq.view.rows(g.start, g.k), og + c0, H);
-        else
-          k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
-        const float* b = a.w2.bias ? a.w2.bias + g.e * H : nullptr;
-        for (int64_t j = 0; j < g.k; ++j) {
-          const int64_t r = order[g.start + j];
-          const float gw = a.gate[r];
-          float* yt = a.y + int64_t(a.tok[r]) * H;
-          const float* o = og + j * H;
-          for (int64_t c = c0; c < c1; ++c) yt[c] += gw * (o[c] + (b ? b[c] : 0.f));
-        }
+        w2_rows(g, c0, c1);
+        add_routes(g, c0, c1);
       }
     });
   }
