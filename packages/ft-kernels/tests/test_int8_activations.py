@@ -20,6 +20,7 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
+from cpu_isas import available_isas
 from fp32_bounds import linear_bound
 from ft_kernels import reference as R
 
@@ -86,12 +87,7 @@ def test_moe_int8_matches_quantised_reference(fmt, T):
         assert not torch.equal(y, exact)  # the opt-in really quantised
 
 
-def _isas():
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    return ["scalar"] + (["avx2"] if " avx2" in flags and " fma" in flags and " f16c" in flags else [])
-
-
-@pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("isa", available_isas())
 def test_each_isa(isa):
     """The linear checks above on each ISA this CPU has (FT_CPU_ISA in a fresh process); AVX-512 CPUs run the
     AVX2 q8 kernels."""

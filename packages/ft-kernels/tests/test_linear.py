@@ -9,6 +9,7 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
+from cpu_isas import available_isas
 from fp32_bounds import linear_bound
 from ft_kernels import reference as R
 
@@ -70,17 +71,7 @@ def test_bad_arguments_raise_naming_them(call, match):
         call(torch.randn(32, 64).bfloat16())
 
 
-def _isas():
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    have = ["scalar"]
-    if " avx2" in flags and " fma" in flags and " f16c" in flags:
-        have.append("avx2")
-    if all(f" {f}" in flags for f in ("avx512f", "avx512bw", "avx512vl")):
-        have.append("avx512")
-    return have
-
-
-@pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("isa", available_isas())
 def test_each_isa(isa):
     code = f"""
 import sys, torch, ft_kernels as fk

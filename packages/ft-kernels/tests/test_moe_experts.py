@@ -16,6 +16,7 @@ import threading
 import ft_kernels as fk
 import pytest
 import torch
+from cpu_isas import available_isas
 from fp32_bounds import moe_bound
 from ft_kernels import reference as R
 
@@ -133,17 +134,7 @@ def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
         _check(r, args)
 
 
-def _isas():
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    have = ["scalar"]
-    if " avx2" in flags and " fma" in flags and " f16c" in flags:
-        have.append("avx2")
-    if all(f" {f}" in flags for f in ("avx512f", "avx512bw", "avx512vl")):
-        have.append("avx512")
-    return have
-
-
-@pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("isa", available_isas())
 def test_each_isa_matches_reference(isa):
     """Every format on each ISA this CPU has, forced by FT_CPU_ISA in a fresh process (read once per process)."""
     code = f"""
