@@ -87,6 +87,8 @@ def pad_queries(q: torch.Tensor, batch: ForwardBatch, K: int) -> torch.Tensor:
     """Packed q [T, N, D] -> padded [B, K, G, Lq, D] float32 (rows past a sequence's q_len are zero)."""
     B, Lq = batch.batch_size, batch.Lq
     T, N, D = q.shape
+    if Lq == 1:  # every sequence decodes one token: T == B, rows already in order, nothing to pad
+        return q.view(B, K, N // K, 1, D).float()
     qb = q.new_zeros(B * Lq, N, D)
     qb[batch.dest] = q
     return qb.view(B, Lq, K, N // K, D).permute(0, 2, 3, 1, 4).float()
@@ -95,6 +97,8 @@ def pad_queries(q: torch.Tensor, batch: ForwardBatch, K: int) -> torch.Tensor:
 def unpad(o: torch.Tensor, batch: ForwardBatch, dtype: torch.dtype) -> torch.Tensor:
     """Padded [B, K, G, Lq, Dv] -> packed [T, N, Dv] in ``dtype``."""
     B, K, G, Lq, Dv = o.shape
+    if Lq == 1:
+        return o.reshape(B, K * G, Dv).to(dtype)
     return o.permute(0, 3, 1, 2, 4).reshape(B * Lq, K * G, Dv)[batch.dest].to(dtype)
 
 
