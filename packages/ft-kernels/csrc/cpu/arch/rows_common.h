@@ -48,7 +48,7 @@ struct FloatBuf {
 
 // ---------------------------------------------------------------------------------------------------
 // Dense formats (BF16, F16): Y[t, r] = sum_c decode(W[r, c]) * X[t, c]; NR rows x NT tokens per tile.
-template <class I, class D, int NR, int NT>
+template <class I, class D, int NR, int NT, int PF = 0>  // PF: as pair_tile
 inline void dense_tile(const uint8_t* q, int64_t qs, int64_t cols, const float* X, int64_t ldx, float* Y,
                        int64_t ldy) {
   using V = typename I::V;
@@ -59,6 +59,7 @@ inline void dense_tile(const uint8_t* q, int64_t qs, int64_t cols, const float* 
       FT_UNROLL for (int t = 0; t < NT; ++t) acc[u][r][t] = I::zero();
   int64_t c = 0;
   for (; c + U * L <= cols; c += U * L) {
+    if (PF) __builtin_prefetch(q + 2 * c + PF);  // NR == 1 when PF is set
     FT_UNROLL for (int u = 0; u < U; ++u) {
       V w[NR];
       FT_UNROLL for (int r = 0; r < NR; ++r) w[r] = D::load(q + r * qs, c + u * L);
@@ -92,6 +93,11 @@ template <class I, class D, int NT>
 inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ldx, float* Y,
                         int64_t ldy) {
   constexpr int NR = I::kDenseNR[NT];
+  if (NT == 1 && m.q_stride < 4096) {  // one token, rows shorter than a page: one row at a time (see pair_block)
+    for (int64_t r = r0; r < r1; ++r)
+      dense_tile<I, D, 1, 1, 2048>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
+    return;
+  }
   int64_t r = r0;
   for (; r + NR <= r1; r += NR) dense_tile<I, D, NR, NT>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
   for (; r < r1; ++r) dense_tile<I, D, 1, NT>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
