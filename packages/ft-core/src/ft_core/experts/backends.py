@@ -125,14 +125,9 @@ def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float, int8
         if int8 and not k.supports(bank):
             raise FTError(f"int8_activations needs the C++ kernels, which do not take this {bank.fmt} bank")
         return k if k.supports(bank) else TorchBackend(alpha, limit)
-    if name == "kernel":
-        b = CpuKernelBackend(alpha, limit, int8)
-        if not b.supports(bank):
-            raise FTError(f"expert implementation 'kernel' does not support {bank.fmt} {bank.act} banks; use auto or torch")
-        return b
     if name not in BACKENDS:
         raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(BACKENDS)}")
-    b = BACKENDS[name](alpha, limit)
+    b = CpuKernelBackend(alpha, limit, int8) if name == "kernel" else BACKENDS[name](alpha, limit)
     if not b.supports(bank):
         raise FTError(f"expert implementation {name!r} does not support {bank.fmt} {bank.act} banks; use auto or torch")
     return b
