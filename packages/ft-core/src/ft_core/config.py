@@ -67,7 +67,7 @@ class EngineConfig:
 
             if self.dense_format not in ft_kernels.FORMATS:
                 raise FTError(f"dense_format {self.dense_format!r} is not one of {', '.join(ft_kernels.FORMATS)}")
-        if self.int8_activations and self.moe_backend not in ("auto", "cpu"):
+        if self.int8_activations and self.resolved_moe_backend != "cpu":
             raise FTError(f"int8_activations runs on the CPU kernels only; moe_backend {self.moe_backend!r} would "
                           "give experts on the cache different numerics from the misses (use moe_backend cpu)")
         if self.page_size < 1 or self.max_batch_tokens < 1:
