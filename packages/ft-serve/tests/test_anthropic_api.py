@@ -179,7 +179,8 @@ def test_thinking_signatures(client, server):
     assert m.usage.output_tokens > 0
     redacted = client.messages.create(model=MODEL, max_tokens=2, messages=turn({"type": "redacted_thinking", "data": "x"}))
     assert redacted.usage.output_tokens > 0
-    for forged in ({**good, "thinking": "Something else."}, {**good, "signature": "AAAA"}):
+    # altered: it names this server's key id but does not match (foreign ones: test_foreign_reasoning.py)
+    for forged in ({**good, "thinking": "Something else."}, {**good, "signature": sign_thinking(secret, "x")}):
         with pytest.raises(anthropic.BadRequestError) as e:
             client.messages.create(model=MODEL, max_tokens=2, messages=turn(forged))
         assert e.value.body["error"]["type"] == "invalid_request_error"

@@ -3,8 +3,9 @@
 One ``BlockWriter`` serves both forms, so a streamed message and an unstreamed one are built by
 the same steps. A block opens when the kind of output changes (thinking -> text -> tool_use ...)
 and indexes increase; a thinking block is signed when it closes (``signature_delta`` just before
-its ``content_block_stop``). Stream: message_start, ping, the block events, message_delta (stop
-reason, cumulative usage), message_stop; an engine failure ends it with an ``error`` event.
+its ``content_block_stop``; the signature names the secret's key id, api/signing.py). Stream:
+message_start, ping, the block events, message_delta (stop reason, cumulative usage), message_stop;
+an engine failure ends it with an ``error`` event.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import hmac
 import logging
 
+from ft_serve.api.signing import key_id
 from ft_serve.api.sse import sse_event
 from ft_serve.server.errors import ApiError, anthropic_body
 from ft_serve.server.service import parse_arguments
@@ -25,14 +27,24 @@ PING_EVERY = 10.0  # seconds without output (a long prefill) before a keep-alive
 _SIG_DOMAIN = b"ft/anthropic-thinking/v1\n"
 
 
+def _mac(secret: bytes, text: str) -> str:
+    mac = hmac.new(secret, _SIG_DOMAIN + text.encode(errors="surrogatepass"), hashlib.sha256)
+    return base64.b64encode(mac.digest()).decode()
+
+
 def sign_thinking(secret: bytes, text: str) -> str:
-    """The signature of a thinking block: base64 HMAC-SHA256 of its text under the server secret."""
-    mac = hmac.new(secret, _SIG_DOMAIN + text.encode(), hashlib.sha256).digest()
-    return base64.b64encode(mac).decode()
+    """The signature of a thinking block: ``ft2.<key id>.<base64 HMAC-SHA256 of its text>``."""
+    return f"ft2.{key_id(secret)}.{_mac(secret, text)}"
 
 
-def thinking_signed(secret: bytes, text: str, signature: str) -> bool:
-    return hmac.compare_digest(sign_thinking(secret, text).encode(), signature.encode())
+def thinking_origin(secret: bytes, text: str, signature: str) -> str:
+    """"ours" (signed by this secret; also the bare-HMAC signatures of servers before key ids),
+    "altered" (it names this secret's key id but does not match ``text``) or "foreign" (anything
+    else: Anthropic's, another server's, a former secret's)."""
+    sig = signature.encode(errors="replace")
+    if signature.startswith(f"ft2.{key_id(secret)}."):
+        return "ours" if hmac.compare_digest(sign_thinking(secret, text).encode(), sig) else "altered"
+    return "ours" if hmac.compare_digest(_mac(secret, text).encode(), sig) else "foreign"
 
 
 def tool_use_id(call_id: str) -> str:

@@ -5,8 +5,11 @@ Request -> one ChatRequest:
   (a block starting ``x-anthropic-billing-header:`` is dropped: it changes per conversation and would
   break prefix reuse); later system messages stay in place. User blocks: text (and text documents) ->
   one user message after the ``tool`` messages its tool_result blocks become, in order. Assistant
-  blocks: thinking -> reasoning_content (the signature must be ours, else 400), redacted_thinking
-  dropped, tool_use -> tool_calls. Images and other media -> 400 (text-only models).
+  blocks: thinking -> reasoning_content, tool_use -> tool_calls. A thinking block signed elsewhere
+  (Anthropic, another server, a former secret: a session moved here) is foreign: its text is kept
+  the same way, and counted (``ft_foreign_reasoning_total``); redacted_thinking (Anthropic's
+  encrypted thinking) is dropped and counted; a signature that names this server's key id but does
+  not match its text (altered) -> 400. Images and other media -> 400 (text-only models).
   tools: custom tools (no ``type`` or ``"custom"``); server tools (web_search_*, code_execution_*, ...)
   are ignored: this server cannot run them and Claude Code sends some unasked.
   tool_choice auto|any|tool|none (+ disable_parallel_tool_use). stop_sequences, temperature, top_p,
@@ -25,7 +28,7 @@ import uuid
 from ft_core import SamplingParams
 from ft_core.errors import RequestError
 
-from ft_serve.api.anthropic_blocks import BlockWriter, message_body, stream_message, thinking_signed
+from ft_serve.api.anthropic_blocks import BlockWriter, message_body, stream_message, thinking_origin
 from ft_serve.api.fields import choice, field, number, stop_list
 from ft_serve.api.sse import run_to_end, stream
 from ft_serve.server.errors import ApiError, bad_request
@@ -68,7 +71,9 @@ async def count_tokens(app, request, body: dict):
 
 def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
     """(the ChatRequest, keep only the first tool call). Raises a 400 naming the bad field."""
-    msgs = convert_messages(body.get("messages"), svc.config.secret)
+    foreign = None if count_only or svc.metrics is None else \
+        lambda kind: svc.metrics.foreign("anthropic", kind)
+    msgs = convert_messages(body.get("messages"), svc.config.secret, foreign)
     system = system_text(body.get("system"))
     lead = []
     while msgs and msgs[0]["role"] == "system":
@@ -148,7 +153,9 @@ def blocks_text(v, p: str, allowed: tuple[str, ...] = ("text", "document"), sep:
     return sep.join(block_text(b, f"{p}[{i}]", allowed) for i, b in enumerate(v))
 
 
-def convert_messages(msgs, secret: bytes) -> list[dict]:
+def convert_messages(msgs, secret: bytes, foreign=None) -> list[dict]:
+    """Anthropic messages -> template messages. ``foreign(kind)`` is called for each thinking block
+    signed elsewhere ("thinking") and each redacted_thinking block ("redacted_thinking")."""
     if not isinstance(msgs, list) or not msgs:
         raise bad_request("'messages' must be a non-empty array", "messages")
     out: list[dict] = []
@@ -169,7 +176,7 @@ def convert_messages(msgs, secret: bytes) -> list[dict]:
         elif role == "user":
             out += _user(blocks, f"{p}.content", names)
         else:
-            out.append(_assistant(blocks, f"{p}.content", secret, names))
+            out.append(_assistant(blocks, f"{p}.content", secret, names, foreign or _ignore))
     return out
 
 
@@ -189,7 +196,11 @@ def _user(blocks: list, p: str, names: dict) -> list[dict]:
     return tools + ([{"role": "user", "content": "\n".join(texts)}] if texts or not tools else [])
 
 
-def _assistant(blocks: list, p: str, secret: bytes, names: dict) -> dict:
+def _ignore(kind: str) -> None:
+    pass
+
+
+def _assistant(blocks: list, p: str, secret: bytes, names: dict, foreign) -> dict:
     texts, reasoning, calls = [], [], []
     for j, b in enumerate(blocks):
         q = f"{p}[{j}]"
@@ -197,12 +208,17 @@ def _assistant(blocks: list, p: str, secret: bytes, names: dict) -> dict:
         if t == "thinking":
             text = field(b, "thinking", str, required=True, path=f"{q}.thinking")
             sig = field(b, "signature", str, required=True, path=f"{q}.signature")
-            if not thinking_signed(secret, text, sig):
+            origin = thinking_origin(secret, text, sig)
+            if origin == "altered":
                 raise bad_request(f"'{q}.signature': invalid signature in thinking block (thinking blocks must be "
                                   "passed back exactly as this server returned them)", f"{q}.signature")
-            reasoning.append(text)
+            if origin == "foreign":
+                foreign("thinking")
+            if text:
+                reasoning.append(text)
         elif t == "redacted_thinking":
             field(b, "data", str, required=True, path=f"{q}.data")
+            foreign("redacted_thinking")
         elif t == "tool_use":
             tid = field(b, "id", str, required=True, path=f"{q}.id")
             name = field(b, "name", str, required=True, path=f"{q}.name")

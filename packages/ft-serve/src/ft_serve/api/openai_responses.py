@@ -74,7 +74,8 @@ def parse(svc, body: dict, *, compaction: bool = False) -> Parsed:
     text = field(body, "text", dict, {}) or {}
     fmt = field(text, "format", dict, {"type": "text"}, path="text.format") or {"type": "text"}
     choice(fmt, "type", ("text", "json_object", "json_schema"), "text", "text.format.type")
-    messages = convert_input(body, svc.config.secret)
+    foreign = None if svc.metrics is None else lambda kind: svc.metrics.foreign("responses", kind)
+    messages = convert_input(body, svc.config.secret, foreign)
     if fmt.get("type") != "text":
         _format_note(messages, fmt)
     kwargs = {"reasoning_effort": effort} if effort else {}

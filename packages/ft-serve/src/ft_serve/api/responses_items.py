@@ -9,9 +9,15 @@ come back as ``custom_tool_call``; ``local_shell`` becomes a function ``local_sh
 as ``local_shell_call``. Hosted tools this server cannot run (web_search, file_search, image_generation,
 code_interpreter, computer_use, mcp, tool_search, ...) are dropped from the prompt (echoed only).
 
-Tokens. ``encrypted_content`` is ``ft1.<base64 JSON {"k": kind, "t": text}>.<base64 HMAC-SHA256>``
-keyed by the server secret: opaque to clients, verifiable here, not secret (it is signed, not
-encrypted). Kinds: "reasoning" (a reasoning item's text), "compaction" (a conversation summary).
+Tokens. ``encrypted_content`` is ``ft2.<key id>.<base64 JSON {"k": kind, "t": text}>.<base64
+HMAC-SHA256>`` keyed by the server secret (key id: api/signing.py): opaque to clients, verifiable
+here, not secret (it is signed, not encrypted). Kinds: "reasoning" (a reasoning item's text),
+"compaction" (a conversation summary). The ``ft1.<payload>.<mac>`` tokens of servers before key
+ids still verify. A token this server cannot verify and that does not name its key id is foreign
+(OpenAI's encrypted reasoning, another server's, a former secret's: a session moved here): a
+reasoning item then gives its plain ``content`` or ``summary`` text instead, a compaction item is
+dropped (its summary cannot be read), and each is counted (``ft_foreign_reasoning_total``). A token
+that names this server's key id but does not verify (altered), or is of the wrong kind, is a 400.
 """
 
 from __future__ import annotations
@@ -20,16 +26,19 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 
 from ft_serve.api.fields import field
+from ft_serve.api.signing import key_id
 from ft_serve.server.errors import bad_request
 from ft_serve.server.service import parse_arguments
 
 # Input items that carry nothing a text model can read (results of hosted tools): skipped.
 SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call", "code_interpreter_call",
                  "tool_search_call", "tool_search_output", "mcp_list_tools", "ghost_snapshot", "other")
+log = logging.getLogger("ft.serve")
 SUMMARY_PREFIX = "A summary of the earlier part of this conversation, which was compacted:\n\n"
 _IMAGE_NOTE = "[an image was attached here; this model reads only text]"
 _LOCAL_SHELL = {"type": "object", "properties": {
@@ -47,26 +56,40 @@ def _unb64(s: str) -> bytes:
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
 
+def _hmac(secret: bytes, msg: str) -> bytes:
+    return hmac.new(secret, msg.encode(), hashlib.sha256).digest()
+
+
 def seal(secret: bytes, kind: str, text: str) -> str:
     """An opaque token carrying ``text`` that only this server (its ``secret``) can verify."""
     payload = _b64(json.dumps({"k": kind, "t": text}, ensure_ascii=False).encode())
-    return f"ft1.{payload}.{_b64(hmac.new(secret, payload.encode(), hashlib.sha256).digest())}"
+    head = f"ft2.{key_id(secret)}.{payload}"
+    return f"{head}.{_b64(_hmac(secret, head))}"
 
 
-def unseal(secret: bytes, token, kind: str, path: str) -> str:
-    """The text inside a token from ``seal``; 400 naming ``path`` when it is not one of ours."""
+def unseal(secret: bytes, token, kind: str, path: str) -> str | None:
+    """The text inside a token from ``seal``, or None when the token is foreign (see the module
+    docstring); 400 naming ``path`` when it is missing, not a string, altered or of another kind."""
     if not token:
         raise bad_request(f"'{path}' is required", path)
-    parts = token.split(".") if isinstance(token, str) else []
+    if not isinstance(token, str):
+        raise bad_request(f"'{path}' must be a string", path)
+    parts = token.split(".")
+    ours = len(parts) == 4 and parts[0] == "ft2" and parts[1] == key_id(secret)
     try:
-        ok = len(parts) == 3 and parts[0] == "ft1" and hmac.compare_digest(
-            _unb64(parts[2]), hmac.new(secret, parts[1].encode(), hashlib.sha256).digest())
-        data = json.loads(_unb64(parts[1])) if ok else None
-    except (ValueError, UnicodeDecodeError):
+        if ours:
+            ok = hmac.compare_digest(_unb64(parts[3]), _hmac(secret, ".".join(parts[:3])))
+        else:  # ft1: the tokens of servers before key ids, verified under this secret
+            ok = len(parts) == 3 and parts[0] == "ft1" and hmac.compare_digest(
+                _unb64(parts[2]), _hmac(secret, parts[1]))
+        data = json.loads(_unb64(parts[-2])) if ok else None
+    except (ValueError, UnicodeError):
         data = None
+    if data is None and not ours:
+        return None
     if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("t"), str):
-        raise bad_request(f"'{path}' was not issued by this server or was altered (a restarted server without a "
-                          "fixed secret cannot read older ones): drop the item or send its text instead", path,
+        raise bad_request(f"'{path}' names this server's key but was altered, or is not a {kind} "
+                          "token: send back the items exactly as this server returned them", path,
                           "invalid_encrypted_content")
     return data["t"]
 
@@ -174,9 +197,10 @@ def content_text(content, path: str, images_ok: bool = False) -> str:
 class _Messages:
     """Accumulates template messages; consecutive assistant-side items merge into one assistant turn."""
 
-    def __init__(self):
+    def __init__(self, foreign=None):
         self.out: list[dict] = []
         self.reasoning: list[str] = []  # reasoning waiting for the assistant output that follows it
+        self.foreign = foreign or (lambda kind: None)  # called with "reasoning" | "compaction"
 
     def add(self, role: str, content: str, **extra) -> None:
         self.reasoning = []  # reasoning followed by no assistant output is dropped
@@ -205,9 +229,11 @@ class _Messages:
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
 
 
-def convert_input(body: dict, secret: bytes) -> list[dict]:
-    """``instructions`` + ``input`` as chat-template messages (leading system/developer text merged)."""
-    m = _Messages()
+def convert_input(body: dict, secret: bytes, foreign=None) -> list[dict]:
+    """``instructions`` + ``input`` as chat-template messages (leading system/developer text
+    merged). ``foreign(kind)`` is called for each reasoning or compaction item whose token is
+    foreign."""
+    m = _Messages(foreign)
     instructions = field(body, "instructions", str, "")
     if instructions:
         m.add("system", instructions)
@@ -245,9 +271,12 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
         else:
             m.add("system" if role == "developer" else role, text)
     elif t == "reasoning":
+        text = None
         if item.get("encrypted_content"):
             text = unseal(secret, item["encrypted_content"], "reasoning", f"{p}.encrypted_content")
-        else:
+            if text is None:  # OpenAI's or another server's: its plain text stands in, if any
+                m.foreign("reasoning")
+        if text is None:
             text = content_text(item.get("content"), f"{p}.content") or content_text(item.get("summary"), f"{p}.summary")
         if text:
             m.reasoning.append(text)
@@ -278,7 +307,12 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
         m.add("tool", content_text(output, f"{p}.output", images_ok=True), tool_call_id=call_id)
     elif t in ("compaction", "compaction_summary"):
         text = unseal(secret, item.get("encrypted_content"), "compaction", f"{p}.encrypted_content")
-        m.add("user", SUMMARY_PREFIX + text)
+        if text is None:
+            m.foreign("compaction")
+            log.info("%s: a compaction item this server did not issue; its summary cannot be "
+                     "read and is left out of the prompt", p)
+        else:
+            m.add("user", SUMMARY_PREFIX + text)
     elif t == "compaction_trigger":
         raise bad_request(f"'{p}': a compaction_trigger must be the last input item", p)
     elif t == "item_reference":

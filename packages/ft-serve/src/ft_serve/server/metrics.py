@@ -1,5 +1,5 @@
 """Prometheus metrics (``GET /metrics``), one registry per server: requests, TTFT and per-token
-latency, tokens in/out, queue depth, running requests, prefix-cache hits, expert-cache counters."""
+latency, tokens in/out, queue depth, running requests, prefix-cache hits, expert-cache counters, reasoning from elsewhere (``ft_foreign_reasoning_total``)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,20 @@ class Metrics:
         self.prompt_tokens = Counter("ft_prompt_tokens", "prompt tokens processed", lbl, registry=r).labels(model_name)
         self.generation_tokens = Counter("ft_generation_tokens", "tokens generated", lbl, registry=r).labels(model_name)
         self.finished_requests = Counter("ft_request_finished", "finished generations by reason", ["model", "reason"], registry=r)
+        self.foreign_reasoning = Counter(
+            "ft_foreign_reasoning", "history items whose signed reasoning this server did not issue (another "
+            "server or model, or an older secret): their plain text is kept as history, their blob dropped",
+            ["model", "api", "kind"], registry=r)
         self.model = model_name
         r.register(_EngineCollector(self))
 
     def request(self, endpoint: str, status: int) -> None:
         self.requests.labels(self.model, endpoint, str(status)).inc()
+
+    def foreign(self, api: str, kind: str) -> None:
+        """One foreign item: ``api`` "anthropic" | "responses", ``kind`` "thinking" | "redacted_thinking" |
+        "reasoning" | "compaction"."""
+        self.foreign_reasoning.labels(self.model, api, kind).inc()
 
     def finished(self, g) -> None:
         self.prompt_tokens.inc(g.prompt_tokens)
