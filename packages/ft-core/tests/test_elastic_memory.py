@@ -11,8 +11,11 @@ GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
 
 
 def engine(**kw):
+    """The demo model with an expert cache; a context of 128 tokens (8 pages) so that small KV pools
+    are still above the minimum (one request of max_model_len)."""
     kw.setdefault("moe_backend", "fill")
     kw.setdefault("moe_cache_slots", 32)
+    kw.setdefault("max_model_len", 128)
     return Engine.from_pretrained(None, **kw)
 
 
@@ -84,7 +87,7 @@ def test_refused_shrinks_change_nothing():
 
 
 def test_shrink_evicts_lru_prefix_pages_and_keeps_shared_ones():
-    eng = Engine.from_pretrained(None)
+    eng = Engine.from_pretrained(None, max_model_len=64)  # 4 pages: the smallest KV pool
     for p in PROMPTS:
         eng.generate(p * 5, SamplingParams(max_tokens=4, temperature=0.0))
     cached = eng.prefix.num_pages
@@ -101,9 +104,33 @@ def test_shrink_evicts_lru_prefix_pages_and_keeps_shared_ones():
 def test_parse_bytes():
     assert parse_bytes("512MiB") == 512 << 20 and parse_bytes("2GB") == 2 * 10**9 and parse_bytes(4096) == 4096
     assert parse_bytes("1.5g") == 3 << 29
-    for bad in ("lots", "-1", True):
-        with pytest.raises(ResizeRefused):
+    assert parse_bytes(1.5) == 1 and parse_bytes(float(1 << 40)) == 1 << 40
+    for bad in ("lots", "-1", True, -5, float("nan"), float("inf"), 10**30, "1" * 400 + "TiB", None,
+                [1], {"a": 1}, "9000000PiB", 2**60):
+        with pytest.raises(ResizeRefused) as e:
             parse_bytes(bad, "kv")
+        assert e.value.field == "kv" and str(e.value).startswith("kv: ")
+
+
+def test_resizes_below_the_working_minimum_are_refused_naming_it():
+    """The KV pool keeps one request of max_model_len tokens: kv=0 or a fraction of a byte, or a
+    total that would squeeze it below, are refused with the minimum; nothing changes."""
+    eng = engine()
+    mm = eng.memory
+    before, least = mm.split(), 8 * mm.page_bytes
+    assert mm.minimum() == {"kv": least, "experts": mm.slot_bytes, "states": 0}
+    for kv in (0, 1.5, least - 1):
+        with pytest.raises(ResizeRefused, match=f"below the minimum of {least} bytes") as e:
+            eng.resize(kv=kv)
+        assert e.value.field == "kv" and e.value.minimum == least
+    with pytest.raises(ResizeRefused, match="max_model_len=128") as e:
+        eng.resize(total=least)
+    assert e.value.field == "total" and e.value.minimum == least + mm.slot_bytes == mm.min_total
+    assert mm.split() == before
+    rec = eng.resize(total=mm.min_total)  # exactly the minimum is fine, and still serves a request
+    assert rec["after"]["kv_pages"] == 8 and rec["after"]["expert_slots"] == 1
+    out = eng.generate("word " * 30, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
+    assert len(out[0].token_ids) == 8
 
 
 def test_elastic_policy_hysteresis(tmp_path):

@@ -8,11 +8,13 @@ cache slots and state checkpoint slots, and its resize at a scheduler safe point
 
 Shrinking keeps the most recently used entries that fit (LRU prefix pages, most recently used
 experts); growing keeps everything; KV pages held by requests are never dropped: a shrink that
-cannot hold them is refused (ResizeRefused says why) and changes nothing.
+cannot hold them is refused (ResizeRefused says why) and changes nothing, and so is one that leaves
+less than ``minimum()``: the KV pool must hold one request of ``max_model_len`` tokens.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -23,24 +25,45 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20,
           "g": 1 << 30, "gb": 1000**3, "gib": 1 << 30, "t": 1 << 40, "tb": 1000**4, "tib": 1 << 40}
 
 
+MAX_BYTES = 1 << 53  # 8 PiB: more than any machine holds; every count up to it is exact in a float
+
+
 class ResizeRefused(FTError):
-    """A resize that cannot be applied (it names the pool and the limit); nothing was changed."""
+    """A resize that cannot be applied (it names the pool and the limit); nothing was changed.
+    ``field``: the part or argument at fault (None: the request as a whole); ``minimum``: the
+    smallest size in bytes that would have been accepted, when a floor refused it."""
+
+    def __init__(self, message: str, field: str | None = None, minimum: int | None = None):
+        super().__init__(message)
+        self.field, self.minimum = field, minimum
+
+
+def _shown(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def parse_bytes(v, name: str = "size") -> int:
-    """Bytes from an int or a string such as "512MiB", "2GB", "1.5g"."""
-    if isinstance(v, bool):
-        raise ResizeRefused(f"{name}: expected a byte count, got {v!r}")
-    if isinstance(v, (int, float)):
-        n = int(v)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(v))
+    """Bytes from an int, a float (rounded down) or a string such as "512MiB", "2GB", "1.5g".
+    Raises ResizeRefused (``field`` = ``name``) for other types, NaN / infinity, negative sizes
+    and sizes over MAX_BYTES."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ResizeRefused(f"{name}: expected a byte count or a size such as '512MiB', got "
+                            f"{type(v).__name__} {_shown(v)}", name)
+    num, unit = v, 1
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", v)
         if not m or m.group(2).lower() not in _UNITS:
-            raise ResizeRefused(f"{name}: {v!r} is not a size (e.g. 1073741824, 512MiB, 2GB)")
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if n < 0:
-        raise ResizeRefused(f"{name}: {v!r} is negative")
-    return n
+            raise ResizeRefused(f"{name}: {_shown(v)} is not a size (e.g. 1073741824, 512MiB, 2GB)", name)
+        num, unit = float(m.group(1)), _UNITS[m.group(2).lower()]
+    if isinstance(num, float) and not math.isfinite(num):
+        raise ResizeRefused(f"{name}: {_shown(v)} is not a finite number of bytes", name)
+    if num < 0:
+        raise ResizeRefused(f"{name}: {_shown(v)} is negative", name)
+    if num * unit > MAX_BYTES:
+        raise ResizeRefused(f"{name}: {_shown(v)} is more than {MAX_BYTES} bytes (8 PiB), more "
+                            "than any machine has", name)
+    return int(num * unit)
 
 
 class MemoryManager:
@@ -80,6 +103,25 @@ class MemoryManager:
                 "expert_slots": ex.cache.num_slots if ex else 0, "slot_bytes": self.slot_bytes,
                 "state_slots": st.num_slots if st is not None else 0}
 
+    @property
+    def min_kv_pages(self) -> int:
+        """Pages one request of ``max_model_len`` tokens needs: a smaller pool fails every long
+        request (0 when pages hold no bytes: every layer keeps state)."""
+        e = self.engine
+        return -(-e.max_model_len // e.kv.page_size) if self.page_bytes else 0
+
+    def minimum(self) -> dict:
+        """The smallest bytes per pool a resize may leave: one request of ``max_model_len`` in the
+        KV pool, one expert slot (when there is an expert cache), no state checkpoint."""
+        return {"kv": self.min_kv_pages * self.page_bytes,
+                "experts": self.slot_bytes if self._experts else 0, "states": 0}
+
+    @property
+    def min_total(self) -> int:
+        """The smallest ``total`` a resize may ask for now (states keep their size under ``total``)."""
+        m = self.minimum()
+        return m["kv"] + m["experts"] + self.split()["states"]
+
     def _pages_in_use(self) -> int:
         return len({p for t in self.engine.kv.tables.values() for p in t})
 
@@ -97,7 +139,8 @@ class MemoryManager:
         over = sum(out.values()) - want["total"]
         ex = self._experts
         ceiling = {"experts": ex.cache.bank.num_ids * self.slot_bytes if ex else 0, "kv": None}
-        for part, floor in (("experts", self.slot_bytes if ex else 0), ("kv", self.page_bytes)):
+        floors = self.minimum()
+        for part, floor in (("experts", floors["experts"]), ("kv", floors["kv"])):
             if part in fixed or over == 0 or (part == "experts" and not ex):
                 continue
             if over > 0:  # shrink this part down to its floor
@@ -108,9 +151,16 @@ class MemoryManager:
             out[part] -= take
             over -= take
         if over > 0:
+            least = sum(out[k] if k in fixed or k == "states" else floors[k] for k in out)
             raise ResizeRefused(f"total={want['total']} bytes cannot hold kv={out['kv']} + experts={out['experts']} + "
-                                f"states={out['states']} bytes")
+                                f"states={out['states']} bytes; the smallest total is {least} bytes "
+                                f"({self._kv_floor_text()})", "total", least)
         return out
+
+    def _kv_floor_text(self) -> str:
+        e = self.engine
+        return (f"the KV pool holds at least one request of max_model_len={e.max_model_len} tokens: "
+                f"{self.min_kv_pages} pages of {self.page_bytes} bytes")
 
     def resize(self, total=None, kv=None, experts=None, states=None, reason: str = "request") -> dict:
         """Apply a new split now (call between engine steps). Returns the history record."""
@@ -122,16 +172,22 @@ class MemoryManager:
         slots = target["experts"] // self.slot_bytes if ex else 0
         if target["experts"] and not ex:
             raise ResizeRefused("experts: this engine has no expert cache (moe_backend 'cpu' or a dense model); "
-                                "start it with a cache policy (fill, hybrid, static) to size one")
+                                "start it with a cache policy (fill, hybrid, static) to size one", "experts")
         if ex and slots < 1:
-            raise ResizeRefused(f"experts={target['experts']} bytes holds no expert slot ({self.slot_bytes} bytes each)")
+            raise ResizeRefused(f"experts={target['experts']} bytes holds no expert slot ({self.slot_bytes} bytes each)",
+                                "experts", self.slot_bytes)
         st = self._states
         if target["states"] and st is None:
-            raise ResizeRefused("states: this model keeps no recurrent-state checkpoints")
+            raise ResizeRefused("states: this model keeps no recurrent-state checkpoints", "states")
         need = self._pages_in_use()
         if pages < need:
             raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages but running requests hold {need} pages "
-                                f"({need * self.page_bytes} bytes): wait for them to finish or shrink less")
+                                f"({need * self.page_bytes} bytes): wait for them to finish or shrink less",
+                                "kv", need * self.page_bytes)
+        if pages < self.min_kv_pages:
+            least = self.min_kv_pages * self.page_bytes
+            raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages, below the minimum of {least} "
+                                f"bytes ({self._kv_floor_text()})", "kv", least)
         t0 = time.perf_counter()
         kv_out = resize_kv(self.engine, pages) if pages != before["kv_pages"] else {}
         ex_out = ex.resize(slots) if ex and slots != before["expert_slots"] else {}

@@ -35,7 +35,7 @@ class ElasticLoop:
             self.source = make_source(config.elastic_source, loop.engine.config.device)
             total = loop.engine.memory.split()["total"]
             self.policy = ElasticPolicy(max_total=total, reserve=config.elastic_reserve,
-                                        min_total=loop.engine.memory.page_bytes + loop.engine.memory.slot_bytes)
+                                        min_total=loop.engine.memory.min_total)
         elif config.elastic != "off":
             raise FTError(f"--elastic {config.elastic!r}: expected off or auto")
 
