@@ -16,8 +16,10 @@ here, not secret (it is signed, not encrypted). Kinds: "reasoning" (a reasoning 
 ids still verify. A token this server cannot verify and that does not name its key id is foreign
 (OpenAI's encrypted reasoning, another server's, a former secret's: a session moved here): a
 reasoning item then gives its plain ``content`` or ``summary`` text instead, a compaction item is
-dropped (its summary cannot be read), and each is counted (``ft_foreign_reasoning_total``). A token
-that names this server's key id but does not verify (altered), or is of the wrong kind, is a 400.
+dropped (its summary cannot be read), and each is counted (``ft_foreign_reasoning_total``). An ft
+token under another key (another ft server's, a former secret's) still gives the text it carries:
+its payload is readable, only not verifiable. A token that names this server's key id but does
+not verify (altered), or is of the wrong kind, is a 400.
 """
 
 from __future__ import annotations
@@ -92,6 +94,20 @@ def unseal(secret: bytes, token, kind: str, path: str) -> str | None:
                           "token: send back the items exactly as this server returned them", path,
                           "invalid_encrypted_content")
     return data["t"]
+
+
+def foreign_text(token: str, kind: str) -> str | None:
+    """The text of another ft server's token of ``kind`` (its payload is readable, only not
+    verifiable here), or None for a blob this server cannot read (OpenAI's, anything else)."""
+    parts = token.split(".")
+    if not ((len(parts) == 3 and parts[0] == "ft1") or (len(parts) == 4 and parts[0] == "ft2")):
+        return None
+    try:
+        data = json.loads(_unb64(parts[-2]))
+    except (ValueError, UnicodeError):
+        return None
+    ok = isinstance(data, dict) and data.get("k") == kind and isinstance(data.get("t"), str)
+    return data["t"] if ok else None
 
 
 # ---- tools ------------------------------------------------------------------------------------
@@ -276,6 +292,7 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
             text = unseal(secret, item["encrypted_content"], "reasoning", f"{p}.encrypted_content")
             if text is None:  # OpenAI's or another server's: its plain text stands in, if any
                 m.foreign("reasoning")
+                text = foreign_text(item["encrypted_content"], "reasoning")
         if text is None:
             text = content_text(item.get("content"), f"{p}.content") or content_text(item.get("summary"), f"{p}.summary")
         if text:
@@ -306,9 +323,12 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
             raise bad_request(f"'{p}.output' must be a string or an array of content parts", f"{p}.output")
         m.add("tool", content_text(output, f"{p}.output", images_ok=True), tool_call_id=call_id)
     elif t in ("compaction", "compaction_summary"):
-        text = unseal(secret, item.get("encrypted_content"), "compaction", f"{p}.encrypted_content")
+        token = item.get("encrypted_content")
+        text = unseal(secret, token, "compaction", f"{p}.encrypted_content")
         if text is None:
             m.foreign("compaction")
+            text = foreign_text(token, "compaction")  # another ft server's summary is readable
+        if text is None:
             log.info("%s: a compaction item this server did not issue; its summary cannot be "
                      "read and is left out of the prompt", p)
         else:
