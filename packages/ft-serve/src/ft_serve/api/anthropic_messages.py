@@ -29,7 +29,8 @@ from ft_core import SamplingParams
 from ft_core.errors import RequestError
 
 from ft_serve.api.anthropic_blocks import BlockWriter, message_body, stream_message, thinking_origin
-from ft_serve.api.fields import choice, field, number, stop_list
+from ft_serve.api.fields import choice, field, name_of, number, object_schema, stop_list
+from ft_serve.api.openai_chat import sampling_error
 from ft_serve.api.sse import run_to_end, stream
 from ft_serve.server.errors import ApiError, bad_request
 from ft_serve.server.service import ChatRequest, check_api_error
@@ -71,6 +72,7 @@ async def count_tokens(app, request, body: dict):
 
 def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
     """(the ChatRequest, keep only the first tool call). Raises a 400 naming the bad field."""
+    field(body, "model", str, required=True)  # any name is served (README: Serving)
     foreign = None if count_only or svc.metrics is None else \
         lambda kind: svc.metrics.foreign("anthropic", kind)
     msgs = convert_messages(body.get("messages"), svc.config.secret, foreign)
@@ -82,7 +84,7 @@ def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
     if system:
         msgs.insert(0, {"role": "system", "content": system})
     tc, one_call = tool_choice_of(body.get("tool_choice"))
-    thinking = thinking_of(body.get("thinking"))
+    thinking = thinking_of(body.get("thinking"), None if count_only else body.get("max_tokens"))
     kwargs = {}
     oc = field(body, "output_config", dict, {})
     schema = None
@@ -94,22 +96,29 @@ def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
     if effort in _EFFORT:  # an effort level this server does not know is ignored
         kwargs["reasoning_effort"] = _EFFORT[effort]
     field(body, "metadata", dict, None)
-    params = SamplingParams() if count_only else sampling(body)
+    params = SamplingParams() if count_only else sampling(body, svc.max_model_len)
     return ChatRequest(msgs, params, convert_tools(body.get("tools")), tc, thinking, kwargs, json_schema=schema,
                        parallel_tool_calls=not one_call), one_call
 
 
-def sampling(body: dict) -> SamplingParams:
+def sampling(body: dict, limit: int) -> SamplingParams:
+    """``limit``: the context length, the most ``max_tokens`` may be (a prompt plus ``max_tokens``
+    past it is accepted, as by Anthropic's newer models: the output stops at the context's end)."""
+    mx = number(body, "max_tokens", None, 1, integer=True) or _missing("max_tokens")
+    if mx > limit:
+        raise bad_request(f"max_tokens: {mx} > {limit}, the most this model can generate (its context "
+                          "length)", "max_tokens")
     try:
         return SamplingParams(
-            max_tokens=number(body, "max_tokens", None, 1, integer=True) or _missing("max_tokens"),
+            max_tokens=mx,
             temperature=number(body, "temperature", 1.0, 0, 1),
             top_p=number(body, "top_p", 1.0, 0, 1) or 1e-9,
             top_k=number(body, "top_k", 0, 0, integer=True),
-            stop=stop_list(body, "stop_sequences"),
+            stop=stop_list(body, "stop_sequences", one_string=False),
+            ignore_eos=bool(field(body, "ignore_eos", bool, False)),
         )
     except RequestError as e:
-        raise bad_request(str(e)) from None
+        raise sampling_error(e) from None
 
 
 def _missing(name: str):
@@ -170,6 +179,9 @@ def convert_messages(msgs, secret: bytes, foreign=None) -> list[dict]:
             _missing(f"{p}.content")
         if not isinstance(content, (str, list)):
             raise bad_request(f"'{p}.content' must be a string or an array of content blocks", f"{p}.content")
+        if not content and role != "assistant":  # (an empty assistant turn is let through: README)
+            raise bad_request(f"{p}.content: user and system messages must have non-empty content",
+                              f"{p}.content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if role == "system":
             out.append({"role": "system", "content": blocks_text(content, f"{p}.content", ("text",), "\n\n")})
@@ -247,11 +259,11 @@ def convert_tools(tools) -> list[dict] | None:
             raise bad_request(f"'{p}' must be an object", p)
         if t.get("type") not in (None, "custom"):
             continue  # a server tool (web_search_20250305, ...): not available here, ignored
-        name = field(t, "name", str, required=True, path=f"{p}.name")
+        name = name_of(t, "name", f"{p}.name", 128)
         if name in seen:
             raise bad_request(f"'{p}.name': tool names must be unique, {name!r} repeats", f"{p}.name")
         seen.add(name)
-        fn = {"name": name, "parameters": field(t, "input_schema", dict, required=True, path=f"{p}.input_schema")}
+        fn = {"name": name, "parameters": object_schema(t, "input_schema", f"{p}.input_schema", typed=True)}
         desc = field(t, "description", str, None, path=f"{p}.description")
         if desc is not None:
             fn = {"name": name, "description": desc, "parameters": fn["parameters"]}
@@ -272,13 +284,19 @@ def tool_choice_of(tc) -> tuple[str | dict, bool]:
     return {"auto": "auto", "any": "required", "none": "none"}[t], one
 
 
-def thinking_of(v) -> bool:
-    """enabled / adaptive -> True; disabled or absent -> False (Anthropic thinks only when asked)."""
+def thinking_of(v, max_tokens=None) -> bool:
+    """enabled / adaptive -> True; disabled or absent -> False (Anthropic thinks only when asked).
+    An enabled budget is >= 1024 and below ``max_tokens`` (when known), as Anthropic requires."""
     if v is None:
         return False
     if not isinstance(v, dict):
         raise bad_request("'thinking' must be an object such as {\"type\": \"adaptive\"}", "thinking")
     t = choice(v, "type", ("enabled", "adaptive", "disabled"), path="thinking.type") or _missing("thinking.type")
     if t == "enabled":
-        number(v, "budget_tokens", None, 1, integer=True, path="thinking.budget_tokens") or _missing("thinking.budget_tokens")
+        b = number(v, "budget_tokens", None, 1024, integer=True, path="thinking.budget_tokens")
+        if b is None:
+            _missing("thinking.budget_tokens")
+        if isinstance(max_tokens, int) and b >= max_tokens:
+            raise bad_request(f"thinking.budget_tokens: {b} must be less than max_tokens ({max_tokens})",
+                              "thinking.budget_tokens")
     return t != "disabled"

@@ -9,24 +9,31 @@ chat_template_kwargs (e.g. {"enable_thinking": false}), top_k / min_p / repetiti
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
 from ft_core import SamplingParams
 from ft_core.errors import RequestError
 
-from ft_serve.api.fields import choice, field, number, stop_list
+from ft_serve.api.fields import INT64, choice, field, logit_bias, name_of, number, object_schema, stop_list
 from ft_serve.api.sse import run_to_end, sse_data, stream
 from ft_serve.parsers import collect
 from ft_serve.server.errors import bad_request
 from ft_serve.server.service import ChatRequest, check_api_error, parse_arguments
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # OpenAI's reasoning efforts
+# names the server gives the chat template itself (service.render, tokenizer.apply_chat_template)
+_RESERVED_KWARGS = ("messages", "tools", "add_generation_prompt", "source")
 
 
-def text_of(content, path: str) -> str:
-    """Message content as text: a string, or an array of text parts (other part types are refused)."""
+def text_of(content, path: str, required: bool = False) -> str:
+    """Message content as text: a string, or an array of text parts (other part types are refused);
+    ``required``: null or absent content is a 400 (only assistant messages may leave it out)."""
     if content is None:
+        if required:
+            raise bad_request(f"'{path}' is required for this message role", path)
         return ""
     if isinstance(content, str):
         return content
@@ -42,7 +49,7 @@ def text_of(content, path: str) -> str:
             raise bad_request(f"'{p}' must be a content part object", p)
         t = part.get("type")
         if t in ("text", "input_text", "output_text"):
-            out.append(field(part, "text", str, "", path=f"{p}.text"))
+            out.append(field(part, "text", str, required=True, path=f"{p}.text"))
         elif t in ("image_url", "input_image", "image", "input_audio", "file", "input_file"):
             raise bad_request(f"'{p}': content of type {t!r} is not supported by this text-only model", p)
         else:
@@ -62,7 +69,7 @@ def convert_messages(msgs) -> list[dict]:
         if role is None:
             raise bad_request(f"'{p}.role' is required", f"{p}.role")
         msg = {"role": "system" if role == "developer" else ("tool" if role == "function" else role),
-               "content": text_of(m.get("content"), f"{p}.content")}
+               "content": text_of(m.get("content"), f"{p}.content", role != "assistant")}
         if role == "assistant":
             r = m.get("reasoning_content", m.get("reasoning"))
             if isinstance(r, str) and r:
@@ -71,7 +78,8 @@ def convert_messages(msgs) -> list[dict]:
             if calls:
                 msg["tool_calls"] = [_tool_call(c, f"{p}.tool_calls[{j}]") for j, c in enumerate(calls)]
         if role in ("tool", "function"):
-            msg["tool_call_id"] = field(m, "tool_call_id", str, "", path=f"{p}.tool_call_id")
+            msg["tool_call_id"] = field(m, "tool_call_id", str, "", required=role == "tool",
+                                        path=f"{p}.tool_call_id")
             if m.get("name"):
                 msg["name"] = m["name"]
         out.append(msg)
@@ -92,14 +100,21 @@ def convert_tools(tools, path: str = "tools") -> list[dict] | None:
         return None
     if not isinstance(tools, list):
         raise bad_request(f"'{path}' must be an array", path)
-    out = []
+    out, seen = [], set()
     for i, t in enumerate(tools):
         p = f"{path}[{i}]"
         if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(t.get("function"), dict):
             raise bad_request(f"'{p}' must be {{\"type\": \"function\", \"function\": {{...}}}}", p)
         f = t["function"]
-        field(f, "name", str, required=True, path=f"{p}.function.name")
-        out.append({"type": "function", "function": {k: f[k] for k in ("name", "description", "parameters", "strict") if k in f}})
+        name = name_of(f, "name", f"{p}.function.name")
+        if name in seen:
+            raise bad_request(f"'{p}.function.name': tool names must be unique, {name!r} repeats",
+                              f"{p}.function.name")
+        seen.add(name)
+        object_schema(f, "parameters", f"{p}.function.parameters")
+        field(f, "description", str, None, path=f"{p}.function.description")
+        out.append({"type": "function", "function": {k: f[k] for k in ("name", "description", "parameters", "strict")
+                                                     if f.get(k) is not None}})
     return out
 
 
@@ -119,10 +134,15 @@ def tool_choice_of(body: dict):
                       "tool_choice")
 
 
-def sampling(body: dict, max_key: tuple[str, ...], default_max: int) -> SamplingParams:
+def sampling(body: dict, max_key: tuple[str, ...], default_max: int, limit: int | None = None) -> SamplingParams:
+    """The SamplingParams of an OpenAI request; ``limit``: the context length no ``max_key`` may pass."""
     mx = None
     for k in max_key:
-        mx = number(body, k, None, 1, integer=True) if mx is None else mx
+        v = number(body, k, None, 1, integer=True)
+        if v is not None and limit is not None and v > limit:
+            raise bad_request(f"'{k}' is {v}, more than this model's context length ({limit} tokens, "
+                              "the prompt included)", k)
+        mx = v if mx is None else mx
     try:
         return SamplingParams(
             max_tokens=mx or default_max,
@@ -133,13 +153,19 @@ def sampling(body: dict, max_key: tuple[str, ...], default_max: int) -> Sampling
             presence_penalty=number(body, "presence_penalty", 0.0, -2, 2),
             frequency_penalty=number(body, "frequency_penalty", 0.0, -2, 2),
             repetition_penalty=number(body, "repetition_penalty", 1.0, 0),
-            seed=number(body, "seed", None, integer=True),
-            stop=stop_list(body, "stop"),
+            seed=number(body, "seed", None, *INT64, integer=True),
+            stop=stop_list(body, "stop", 4),
             ignore_eos=bool(field(body, "ignore_eos", bool, False)),
             min_tokens=number(body, "min_tokens", 0, 0, integer=True),
         )
     except RequestError as e:  # a combination SamplingParams refuses (it names the field)
-        raise bad_request(str(e)) from None
+        raise sampling_error(e) from None
+
+
+def sampling_error(e: RequestError):
+    """The 400 of a SamplingParams refusal ("sampling parameter NAME=... must ..."), naming NAME."""
+    m = re.match(r"sampling parameter (\w+)=", str(e))
+    return bad_request(str(e), m.group(1) if m else None)
 
 
 def response_schema(body: dict) -> dict | None:
@@ -148,32 +174,61 @@ def response_schema(body: dict) -> dict | None:
     kind = choice(rf, "type", ("text", "json_object", "json_schema"), "text", path="response_format.type") if rf else "text"
     if kind == "json_schema":
         js = field(rf, "json_schema", dict, required=True, path="response_format.json_schema")
+        name_of(js, "name", "response_format.json_schema.name")
         return field(js, "schema", dict, {}, path="response_format.json_schema.schema")
     return {} if kind == "json_object" else None
 
 
-def common_checks(body: dict) -> None:
+def common_checks(body: dict, vocab_size: int) -> None:
+    """The checks Chat Completions and Completions share (n, logprobs, logit_bias, streaming)."""
     if number(body, "n", 1, 1, integer=True) != 1:
         raise bad_request("'n' > 1 is not supported; send one request per completion", "n")
     if field(body, "logprobs", (bool, int), False):
         raise bad_request("'logprobs' is not supported by this server", "logprobs")
+    logit_bias(body, vocab_size)
+    if field(body, "stream_options", dict, None) is not None and not field(body, "stream", bool, False):
+        raise bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options")
+
+
+def template_kwargs(body: dict) -> dict:
+    """``chat_template_kwargs``: extra template variables, none of the names the server sets itself."""
+    kw = dict(field(body, "chat_template_kwargs", dict, {}) or {})
+    for k in kw:
+        if k in _RESERVED_KWARGS or k.endswith("_token"):
+            p = f"chat_template_kwargs.{k}"
+            raise bad_request(f"'{p}' cannot be set: the server passes {k!r} to the template itself", p)
+    return kw
+
+
+def check_room(gen, body: dict, keys: tuple[str, ...], context: int) -> None:
+    """400 when the prompt of ``gen`` plus the output limit the client named passes ``context``
+    (nothing was submitted yet: the Generation starts on first iteration)."""
+    for k in keys:
+        if (v := body.get(k)) is not None and gen.prompt_tokens + v > context:
+            raise bad_request(f"'{k}' is {v}, but the prompt has {gen.prompt_tokens} tokens and this model's "
+                              f"context length is {context}: at most {context - gen.prompt_tokens} output "
+                              "tokens fit", k, "context_length_exceeded")
 
 
 async def chat_completions(app, request, body: dict):
     svc = app.state.service
-    common_checks(body)
-    model = field(body, "model", str, svc.config.model_name)
-    kwargs = dict(field(body, "chat_template_kwargs", dict, {}))
-    if (effort := field(body, "reasoning_effort", str, None)) is not None:
+    common_checks(body, svc.engine.model_config.vocab_size)
+    if number(body, "top_logprobs", None, 0, 20, integer=True) is not None and not body.get("logprobs"):
+        raise bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+    model = field(body, "model", str, required=True)  # any name is served (README: Serving)
+    kwargs = template_kwargs(body)
+    if (effort := choice(body, "reasoning_effort", EFFORTS, None)) is not None:
         kwargs.setdefault("reasoning_effort", effort)
     thinking = kwargs.pop("enable_thinking", None)
     if effort == "none" and thinking is None:
         thinking = False
-    req = ChatRequest(convert_messages(body.get("messages")), sampling(body, ("max_completion_tokens", "max_tokens"),
-                      svc.default_max_tokens), convert_tools(body.get("tools")), tool_choice_of(body), thinking, kwargs)
+    max_keys = ("max_completion_tokens", "max_tokens")
+    req = ChatRequest(convert_messages(body.get("messages")), sampling(body, max_keys, svc.default_max_tokens,
+                      svc.max_model_len), convert_tools(body.get("tools")), tool_choice_of(body), thinking, kwargs)
     parallel = field(body, "parallel_tool_calls", bool, True)
     req.json_schema, req.parallel_tool_calls = response_schema(body), parallel
     gen = svc.start_chat(req)
+    check_room(gen, body, max_keys, svc.max_model_len)
     rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if field(body, "stream", bool, False):
         usage = bool((field(body, "stream_options", dict, {}) or {}).get("include_usage"))

@@ -9,11 +9,13 @@ import time
 import uuid
 
 from ft_serve.api.fields import field
-from ft_serve.api.openai_chat import common_checks, sampling
+from ft_serve.api.openai_chat import check_room, common_checks, sampling
 from ft_serve.api.sse import run_to_end, sse_data, stream
 from ft_serve.parsers import collect
-from ft_serve.server.errors import bad_request
+from ft_serve.server.errors import ApiError, bad_request, openai_body
 from ft_serve.server.service import check_api_error
+
+_FAILED = object()  # queued after the error event of a prompt that failed
 
 
 def _prompts(svc, body: dict) -> list[list[int]]:
@@ -38,28 +40,41 @@ def _prompts(svc, body: dict) -> list[list[int]]:
     if p is None:
         raise bad_request("'prompt' is required", "prompt")
     if isinstance(p, list) and p and all(isinstance(x, (str, list)) for x in p):
+        most = svc.config.max_waiting_requests  # a larger batch could never be queued whole
+        if len(p) > most:
+            raise bad_request(f"'prompt' holds {len(p)} prompts; at most {most} fit in one request "
+                              "(--max-waiting-requests)", "prompt", "too_many_prompts")
         return [one(x, f"prompt[{i}]") for i, x in enumerate(p)]
     return [one(p, "prompt")]
 
 
 async def completions(app, request, body: dict):
     svc = app.state.service
-    common_checks(body)
+    common_checks(body, svc.engine.model_config.vocab_size)
     if body.get("suffix"):
         raise bad_request("'suffix' (insertion) is not supported by this server", "suffix")
     if body.get("best_of") not in (None, 1):
         raise bad_request("'best_of' > 1 is not supported by this server", "best_of")
-    model = field(body, "model", str, svc.config.model_name)
-    params = sampling(body, ("max_tokens",), 16)
+    model = field(body, "model", str, required=True)  # any name is served (README: Serving)
+    params = sampling(body, ("max_tokens",), 16, svc.max_model_len)
     echo = field(body, "echo", bool, False)
     prompts = _prompts(svc, body)
     gens = [svc.start_completion(ids, params) for ids in prompts]
+    for g in gens:
+        check_room(g, body, ("max_tokens",), svc.max_model_len)
     rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     tok = svc.engine.tokenizer
     if field(body, "stream", bool, False):
         usage = bool((field(body, "stream_options", dict, {}) or {}).get("include_usage"))
         return stream(_stream(gens, rid, created, model, usage, echo, tok))
-    results = await asyncio.gather(*(run_to_end(g, request) for g in gens))
+    tasks = [asyncio.create_task(run_to_end(g, request)) for g in gens]
+    try:
+        results = await asyncio.gather(*tasks)
+    except BaseException:  # one prompt failed (e.g. the queue filled up): stop all the others too
+        _abort(gens, tasks)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        _abort(gens, [])  # any that its (uncancelled) inner consumer submitted meanwhile
+        raise
     for g in gens:
         check_api_error(g)
     choices = []
@@ -68,6 +83,14 @@ async def completions(app, request, body: dict):
         choices.append({"index": i, "text": text, "logprobs": None, "finish_reason": "length" if g.finish_reason == "length" else "stop"})
     return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": choices,
             "usage": _usage(gens)}
+
+
+def _abort(gens, tasks) -> None:
+    """Stop every prompt of a batch: cancel their tasks and abort the engine requests submitted."""
+    for t in tasks:
+        t.cancel()
+    for g in gens:
+        g.cancel()
 
 
 def _usage(gens) -> dict:
@@ -89,6 +112,10 @@ async def _stream(gens, rid, created, model, include_usage, echo, tok):
                 if ev.kind == "content" and ev.text:
                     await queue.put(chunk(i, ev.text))
             await queue.put(chunk(i, "", "length" if g.finish_reason == "length" else "stop"))
+        except Exception as e:  # e.g. the queue filled up: the stream ends with an error event
+            err = e if isinstance(e, ApiError) else ApiError(500, f"generation failed: {type(e).__name__}")
+            await queue.put(sse_data(openai_body(err)))
+            await queue.put(_FAILED)
         finally:
             await queue.put(None)
 
@@ -100,13 +127,17 @@ async def _stream(gens, rid, created, model, include_usage, echo, tok):
         left = len(tasks)
         while left:
             item = await queue.get()
+            if item is _FAILED:
+                break
             if item is None:
                 left -= 1
             else:
                 yield item
-    finally:
-        for t in tasks:
-            t.cancel()
+    finally:  # a failure or a client gone: the other prompts stop (their pumps abort them)
+        _abort(gens, tasks)
+    if item is _FAILED:
+        yield "data: [DONE]\n\n"
+        return
     if include_usage:
         yield sse_data({"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [],
                         "usage": _usage(gens)})

@@ -20,8 +20,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from ft_serve.api.fields import choice, field, number
-from ft_serve.api.openai_chat import sampling
+from ft_serve.api.fields import choice, field, name_of, number
+from ft_serve.api.openai_chat import EFFORTS, check_room, sampling
 from ft_serve.api.responses_items import ToolMap, build_tools, content_text, convert_input, flat_name, seal
 from ft_serve.api.responses_output import OutputBuilder, new_id
 from ft_serve.api.sse import run_to_end, stream
@@ -30,6 +30,10 @@ from ft_serve.server.errors import ApiError, bad_request
 from ft_serve.server.service import ChatRequest, check_api_error
 
 COMPACT_MAX_TOKENS = 4096
+# the values of ``include`` (openai-python ``ResponseIncludable``)
+INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+              "message.input_image.image_url", "computer_call_output.output.image_url",
+              "code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs")
 COMPACT_PROMPT = (
     "Context compaction: the conversation above will be replaced by a summary so that the work can continue in a "
     "fresh context window. Write that summary now for whoever continues the task: the user's goals, requirements "
@@ -63,29 +67,32 @@ def parse(svc, body: dict, *, compaction: bool = False) -> Parsed:
     tools = build_tools(body.get("tools"))
     tc = tool_choice_of(body.get("tool_choice"))
     reasoning = field(body, "reasoning", dict, {}) or {}
-    effort = field(reasoning, "effort", str, None, path="reasoning.effort")
+    effort = choice(reasoning, "effort", EFFORTS, None, "reasoning.effort")
     summary = choice(reasoning, "summary", ("auto", "concise", "detailed", "none"), None, "reasoning.summary") \
         or choice(reasoning, "generate_summary", ("auto", "concise", "detailed", "none"), None, "reasoning.generate_summary")
     include = field(body, "include", list, []) or []
     for i, v in enumerate(include):
-        if not isinstance(v, str):
-            raise bad_request(f"'include[{i}]' must be a string", f"include[{i}]")
+        if v not in INCLUDABLE:
+            raise bad_request(f"'include[{i}]' must be one of {', '.join(INCLUDABLE)}, got {v!r}", f"include[{i}]")
     metadata = field(body, "metadata", dict, {}) or {}
     text = field(body, "text", dict, {}) or {}
     fmt = field(text, "format", dict, {"type": "text"}, path="text.format") or {"type": "text"}
     choice(fmt, "type", ("text", "json_object", "json_schema"), "text", "text.format.type")
+    schema = schema_of(fmt)  # checked for compaction too, which answers in plain text
     foreign = None if svc.metrics is None else lambda kind: svc.metrics.foreign("responses", kind)
     messages = convert_input(body, svc.config.secret, foreign)
     if fmt.get("type") != "text":
         _format_note(messages, fmt)
     kwargs = {"reasoning_effort": effort} if effort else {}
+    number(body, "max_output_tokens", None, 16, integer=True)  # OpenAI's least
     params = sampling(body, ("max_output_tokens",), min(svc.default_max_tokens, COMPACT_MAX_TOKENS)
-                      if compaction else svc.default_max_tokens)
+                      if compaction else svc.default_max_tokens, svc.max_model_len)
     if compaction:
+        _check_choice(tc, tools)  # checked as for a response, then not used:
         messages = messages + [{"role": "user", "content": COMPACT_PROMPT}]
         tc = "auto"  # the same tools as the turns before, so the prompt's prefix stays cached
     chat = ChatRequest(messages, params, tools.template or None, tc, False if effort == "none" or compaction else None,
-                       kwargs, json_schema=schema_of(fmt) if not compaction else None,
+                       kwargs, json_schema=schema if not compaction else None,
                        parallel_tool_calls=field(body, "parallel_tool_calls", bool, True))
     max_calls = number(body, "max_tool_calls", None, 0, integer=True)
     parallel = field(body, "parallel_tool_calls", bool, True)
@@ -119,9 +126,19 @@ def tool_choice_of(tc):
                       "{\"type\": \"allowed_tools\", \"mode\": ...}; hosted tools do not run on this server", "tool_choice")
 
 
+def _check_choice(tc, tools: ToolMap) -> None:
+    """The checks the service makes of a response's ``tool_choice``, for a compaction (which then
+    lets the model answer in text)."""
+    if tc not in ("auto", "none") and not tools.template:
+        raise bad_request("tool_choice requires tools", "tool_choice")
+    if isinstance(tc, dict) and tc["name"] not in tools.kinds:
+        raise bad_request(f"tool_choice names {tc['name']!r}, which is not among the tools", "tool_choice")
+
+
 def schema_of(fmt: dict) -> dict | None:
     """The JSON schema a ``text.format`` asks for ({} = any JSON object), or None for plain text."""
     if fmt.get("type") == "json_schema":
+        name_of(fmt, "name", "text.format.name")
         sch = fmt.get("schema")
         if not isinstance(sch, dict):
             raise bad_request("'text.format.schema' must be a JSON schema object", "text.format.schema")
@@ -177,6 +194,7 @@ async def responses(app, request, body: dict):
     svc = app.state.service
     p = parse(svc, body)
     gen = _start(svc, p.chat)
+    check_room(gen, body, ("max_output_tokens",), svc.max_model_len)
     shell = _shell(new_id("resp"), int(time.time()), p.echo)
     b = OutputBuilder(p.tools, svc.config.secret, **p.builder_opts)
     if p.compaction:
@@ -244,8 +262,11 @@ async def compact(app, request, body: dict):
     """POST /v1/responses/compact: {model, input, instructions, tools?} -> {object: "response.compaction",
     output: [the user messages kept, newest within a quarter of the context] + [one compaction item], usage}."""
     svc = app.state.service
+    field(body, "model", str, required=True)  # any name is served (README: Serving)
+    field(body, "stream", bool, False)  # checked; the compaction is answered whole either way
     p = parse(svc, {**body, "stream": False}, compaction=True)
     gen = _start(svc, p.chat)
+    check_room(gen, body, ("max_output_tokens",), svc.max_model_len)
     events = await run_to_end(gen, request)
     check_api_error(gen)
     kept = _kept_user_messages(svc, body.get("input"), svc.max_model_len // 4)

@@ -7,7 +7,8 @@ and the model's calls to them come back as ``function_call`` items with ``name``
 split again. ``custom`` (free-form) tools become functions with one string parameter ``input`` and
 come back as ``custom_tool_call``; ``local_shell`` becomes a function ``local_shell`` and comes back
 as ``local_shell_call``. Hosted tools this server cannot run (web_search, file_search, image_generation,
-code_interpreter, computer_use, mcp, tool_search, ...) are dropped from the prompt (echoed only).
+code_interpreter, computer_use, mcp, tool_search, ...) are dropped from the prompt (echoed only);
+a type the Responses API does not have is a 400.
 
 Tokens. ``encrypted_content`` is ``ft2.<key id>.<base64 JSON {"k": kind, "t": text}>.<base64
 HMAC-SHA256>`` keyed by the server secret (key id: api/signing.py): opaque to clients, verifiable
@@ -32,12 +33,16 @@ import logging
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 
-from ft_serve.api.fields import field
+from ft_serve.api.fields import field, name_of, object_schema
 from ft_serve.api.signing import key_id
 from ft_serve.server.errors import bad_request
 from ft_serve.server.service import parse_arguments
 
 # Input items that carry nothing a text model can read (results of hosted tools): skipped.
+# Tool types of the Responses API that run on OpenAI's side (openai-python ``ToolParam``).
+HOSTED_TOOLS = ("file_search", "computer", "computer_use_preview", "web_search", "web_search_2025_08_26",
+                "web_search_preview", "web_search_preview_2025_03_11", "mcp", "code_interpreter",
+                "programmatic_tool_calling", "image_generation", "shell", "tool_search", "apply_patch")
 SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call", "code_interpreter_call",
                  "tool_search_call", "tool_search_output", "mcp_list_tools", "ghost_snapshot", "other")
 log = logging.getLogger("ft.serve")
@@ -168,7 +173,9 @@ def build_tools(tools) -> ToolMap:
         elif kind == "local_shell":
             m.add("local_shell", None, "local_shell", "Run a command on the user's machine and read its output.",
                   _LOCAL_SHELL, p)
-        # hosted and unknown tool types: this server cannot run them; they are left out of the prompt
+        elif kind not in HOSTED_TOOLS:
+            raise bad_request(f"'{p}.type' {kind!r} is not a Responses tool type", f"{p}.type")
+        # hosted tools: this server cannot run them; they are left out of the prompt
     return m
 
 
@@ -176,10 +183,10 @@ def _add_one(m: ToolMap, t, ns: str | None, p: str, ns_description: str) -> None
     if not isinstance(t, dict):
         raise bad_request(f"'{p}' must be an object", p)
     kind = field(t, "type", str, "function", path=f"{p}.type")
-    name = field(t, "name", str, required=True, path=f"{p}.name")
+    name = name_of(t, "name", f"{p}.name")
     if kind == "function":
         desc = field(t, "description", str, "", path=f"{p}.description") or ns_description
-        m.add("function", ns, name, desc, field(t, "parameters", dict, None, path=f"{p}.parameters"), p)
+        m.add("function", ns, name, desc, object_schema(t, "parameters", f"{p}.parameters"), p)
     elif kind == "custom":
         m.add("custom", ns, name, *_custom_parameters(t, p), p)
     else:
