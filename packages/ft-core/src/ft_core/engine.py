@@ -23,6 +23,7 @@ from ft_core.constraint import TokenConstraint, mask_logits
 from ft_core.errors import FTError, RequestError
 from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
+from ft_core.nonfinite import split_non_finite
 from ft_core.sampling import SamplingParams, sample_one
 from ft_core.scheduler import ScheduledBatch, Scheduler
 from ft_core.scheduler_state import HybridState
@@ -173,13 +174,21 @@ class Engine:
 
     def step(self) -> list[Sequence]:
         """One scheduler step: schedule -> run -> postprocess. Runs every running sequence's next token and
-        prompt chunks of waiting ones in one forward. Returns the sequences that advanced."""
+        prompt chunks of waiting ones in one forward. Returns the sequences that advanced.
+        NaN/inf logits finish their sequences with finish_reason "error" and raise NonFiniteError after
+        the rest of the step (its ``advanced``: the sequences that did advance)."""
         batch = self.scheduler.schedule()
         if batch is None:
             return []
         logits = self._forward(batch)
+        error = None
+        if not bool(torch.isfinite(logits).all()):  # one check a step; the diagnosis only when it fails
+            batch, logits, error = split_non_finite(self, batch, logits)
         self._postprocess(batch, logits)
         self.scheduler.after_step(batch)
+        if error is not None:  # the failed sequences are finished; the others advanced
+            error.advanced = batch.seqs
+            raise error
         return batch.seqs
 
     # ---- internals --------------------------------------------------------------------------
@@ -189,9 +198,11 @@ class Engine:
             gen = torch.Generator().manual_seed(params.seed)
         return Sequence(next(self._ids), ids, params, generator=gen)
 
-    def _forward(self, b: ScheduledBatch, live: StatePool | None = None) -> torch.Tensor:
+    def _forward(self, b: ScheduledBatch, live: StatePool | None = None,
+                 finite_log: list | None = None) -> torch.Tensor:
         """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk.
-        ``live``: the pool of the sequences' recurrent states (default: the engine's)."""
+        ``live``: the pool of the sequences' recurrent states (default: the engine's); ``finite_log``:
+        see ``Decoder.forward`` (the non-finite diagnosis)."""
         ids, pos, slots = [], [], []
         for seq, n in zip(b.seqs, b.chunk):
             start = seq.num_computed
@@ -209,8 +220,8 @@ class Engine:
                                self.checkpoints.pool if self.checkpoints else None)
         fb = ForwardBatch(torch.cat(ids), torch.cat(pos), torch.cat(slots), page_table, list(b.chunk),
                           [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size, state)
-        log = [] if self.config.record_routing else None
-        h = self.model.forward(fb, self.kv, log)
+        log = [] if self.config.record_routing and finite_log is None else None
+        h = self.model.forward(fb, self.kv, log, finite_log)
         if log is not None:
             self._record(b, log)
         if len(b.seqs) == 1 and b.seqs[0].want_all_logits:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ft_core.loader.quant import fp8_row_scales
-from ft_core.loader.weights import WeightReader
+from ft_core.loader.weights import FLOAT, FP8, WeightReader
 from ft_core.model_config import ModelConfig
 
 _PER_EXPERT_NAMES = {"mixtral": ("w1", "w3", "w2")}
@@ -112,6 +112,7 @@ class ExpertBank:
         E, H, I = m.num_experts, cfg.hidden_size, m.intermediate
         L = len(prefixes)
         probe = _first_weight_name(r, cfg, prefixes[0])
+        _check_dtypes(r, prefixes)
         stored = r.stored_dtype(probe)
         fmt = "mxfp4" if probe.endswith("_blocks") else "fp8" if stored == torch.float8_e4m3fn else "dense"
         bank = cls(fmt, E, H, I, m.act, fp8_block=cfg.quant.block[1] if fmt == "fp8" else 0)
@@ -129,6 +130,17 @@ class ExpertBank:
                 bank.tensors["w2_bias"][li * E : (li + 1) * E] = r.tensor(f"{p}.experts.down_proj_bias", (E, H), torch.float32)
         del alloc
         return bank
+
+
+def _check_dtypes(r: WeightReader, prefixes: list[str]) -> None:
+    """Every stored expert tensor: MXFP4 ``*_blocks``/``*_scales`` uint8, weights floating or fp8,
+    scales and biases floating (an int32 bank would otherwise be converted silently)."""
+    heads = tuple(f"{p}.experts." for p in prefixes)
+    for name in r.index.names():
+        if name.startswith(heads):
+            mx = name.endswith(("_blocks", "_scales"))
+            plain = not mx and not name.endswith(("_scale_inv", "_bias"))
+            r.check_dtype(name, (torch.uint8,) if mx else FLOAT + FP8 if plain else FLOAT)
 
 
 def _first_weight_name(r: WeightReader, cfg: ModelConfig, p: str) -> str:

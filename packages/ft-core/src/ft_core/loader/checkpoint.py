@@ -32,9 +32,12 @@ def read_json(path: Path, required: bool) -> dict:
             raise CheckpointError(f"{path}: missing (is {path.parent} a Hugging Face checkpoint directory?)")
         return {}
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+        d = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path}: invalid JSON ({e})") from e
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{path}: must be a JSON object, got a {type(d).__name__}")
+    return d
 
 
 def load_checkpoint(cfg: EngineConfig) -> Checkpoint:

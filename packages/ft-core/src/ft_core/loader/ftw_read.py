@@ -54,6 +54,10 @@ class FTWTensors:
     def dtype(self, name: str) -> torch.dtype:
         return self.get(name).dtype
 
+    def file_of(self, name: str) -> Path:
+        self.get(name)
+        return self.dir / self.files[name]
+
     def read_into(self, jobs: list[tuple[str, torch.Tensor]]) -> None:
         for name, dest in jobs:
             dest.copy_(self.get(name, tuple(dest.shape)))

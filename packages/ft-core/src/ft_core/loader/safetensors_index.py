@@ -124,6 +124,9 @@ class SafetensorsIndex:
     def dtype(self, name: str) -> torch.dtype:
         return self.info(name).dtype
 
+    def file_of(self, name: str) -> Path:
+        return self.info(name).file
+
     def get(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         """Read one tensor (a fresh CPU tensor in its stored dtype); check ``shape`` when given."""
         info = self.info(name, shape)

@@ -1,4 +1,9 @@
-"""Read named dense weights from a checkpoint into the engine dtype, dequantising stored formats."""
+"""Read named dense weights from a checkpoint into the engine dtype, dequantising stored formats.
+
+Stored dtypes are checked against what each kind of weight may be: norms, embeddings, biases and
+routers are floating point; linear weights floating point or fp8 (block-scaled, beside their
+``weight_scale_inv``); expert banks are checked in ``experts/bank.py`` (also uint8 MXFP4 blocks).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,14 @@ from ft_core.errors import CheckpointError
 from ft_core.loader.quant import fp8_block_dequant
 from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.model_config import QuantConfig
+
+
+FLOAT = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")
 
 
 class WeightReader:
@@ -25,9 +38,32 @@ class WeightReader:
     def has(self, name: str) -> bool:
         return name in self.index
 
-    def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> torch.Tensor:
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None,
+               finite: bool = False) -> torch.Tensor:
+        """A floating-point tensor of ``shape`` in ``dtype`` (default: the engine's). ``finite``: also
+        refuse NaN/inf values (one read pass; for the embedding and norms, whose corruption every
+        token meets)."""
+        self.check_dtype(name, FLOAT)
         t = self.index.get(name, shape)
+        if finite:
+            self.check_finite(name, t)
         return self._count(t.to(dtype or self.dtype))
+
+    def check_dtype(self, name: str, allowed: tuple[torch.dtype, ...]) -> torch.dtype:
+        """The stored dtype of ``name``; CheckpointError naming file, tensor and dtype if not ``allowed``."""
+        dt = self.index.dtype(name)
+        if dt not in allowed:
+            raise CheckpointError(
+                f"{self.index.file_of(name)}: tensor {name!r} is stored as {dtype_name(dt)}; this weight must "
+                f"be one of {', '.join(dtype_name(a) for a in allowed)}")
+        return dt
+
+    def check_finite(self, name: str, t: torch.Tensor) -> None:
+        """CheckpointError naming file and tensor when ``t`` holds a NaN or an infinity."""
+        if not bool(torch.isfinite(t).all()):
+            n = int((~torch.isfinite(t)).sum())
+            raise CheckpointError(f"{self.index.file_of(name)}: tensor {name!r} holds {n} NaN/inf values of "
+                                  f"{t.numel()} (corrupt weights)")
 
     def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         return self.index.get(name, shape)
@@ -40,13 +76,17 @@ class WeightReader:
         ``jobs``, as stored (no dtype conversion beyond ``dest``'s): straight into place where it can."""
         self.index.read_into(jobs)
 
-    def linear(self, prefix: str, out_f: int, in_f: int, bias: bool = False):
-        """Weight [out, in] (and bias [out] or None) of ``prefix``.weight in the engine dtype."""
+    def linear(self, prefix: str, out_f: int, in_f: int, bias: bool = False, finite: bool = False):
+        """Weight [out, in] (and bias [out] or None) of ``prefix``.weight in the engine dtype.
+        ``finite``: refuse NaN/inf in the weight (as ``tensor``; for the LM head)."""
         name = f"{prefix}.weight"
+        self.check_dtype(name, FLOAT + FP8)
         w = self.raw(name, (out_f, in_f))
         if w.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
             w = self.fp8_dequant(prefix, w)
         w = self._count(w.to(self.dtype))
+        if finite:
+            self.check_finite(name, w)
         b = self.tensor(f"{prefix}.bias", (out_f,)) if bias else None
         return w, b
 

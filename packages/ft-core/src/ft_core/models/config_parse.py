@@ -1,7 +1,8 @@
 """config.json -> ModelConfig for every supported architecture (real hub field names).
 
 Both the transformers-5 layout (``rope_parameters``) and the older hub layout (``rope_theta`` +
-``rope_scaling``) are accepted. A missing required field is named in the error.
+``rope_scaling``) are accepted. A missing required field, or one of the wrong type or range
+(``config_fields.py``), is named in the error with the file.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
+from ft_core.models.config_fields import KINDS, check_field, check_model
 from ft_core.model_config import LinearAttnConfig, MLAConfig, ModelConfig, MoEConfig, QuantConfig, RopeConfig
 
 
@@ -28,10 +30,19 @@ class _Cfg:
         self.d, self.path = d, path
 
     def _find(self, key: str) -> Any:
+        """The value of ``key`` (or an alias) checked against its kind in ``config_fields.KINDS``."""
         for k in (key, *_ALIASES.get(key, ())):
             if self.d.get(k) is not None:
-                return self.d[k]
+                return check_field(self.path, k, self.d[k], KINDS.get(k))
         return None
+
+    def key_of(self, *keys: str) -> str:
+        """The first of ``keys`` (or their aliases) config.json holds; else the first (for messages)."""
+        for key in keys:
+            for k in (key, *_ALIASES.get(key, ())):
+                if self.d.get(k) is not None:
+                    return k
+        return keys[0]
 
     def req(self, key: str) -> Any:
         v = self._find(key)
@@ -245,7 +256,7 @@ def _text_part(d: dict) -> dict:
     for k, v in d.items():
         if k not in ("text_config", "vision_config") and text.get(k) is None:
             text[k] = v
-    text["model_type"] = d["model_type"]
+    text["model_type"] = d.get("model_type")
     return text
 
 
@@ -264,12 +275,20 @@ PARSERS: dict[str, Callable[[_Cfg], ModelConfig]] = {
 
 
 def parse_config(d: dict, path: Path) -> ModelConfig:
-    if d.get("text_config"):
+    """config.json (already a dict) -> ModelConfig; CheckpointError naming ``path`` and the field."""
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{path}: must be a JSON object, got a {type(d).__name__}")
+    if d.get("text_config") is not None:
+        check_field(path, "text_config", d["text_config"], "dict")
         d = _text_part(d)
     c = _Cfg(d, path)
     mt = d.get("model_type")
-    if mt not in PARSERS:
+    if not isinstance(mt, str) or mt not in PARSERS:
         raise UnsupportedArchitectureError(
             f"{path}: model_type {mt!r} is not supported; supported: {', '.join(sorted(PARSERS))}"
         )
-    return PARSERS[mt](c)
+    try:
+        mc = PARSERS[mt](c)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:  # nested fields (rope, quant)
+        raise CheckpointError(f"{path}: malformed field ({type(e).__name__}: {e})") from e
+    return check_model(mc, path, c.key_of)

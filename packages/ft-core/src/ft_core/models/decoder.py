@@ -43,7 +43,7 @@ class Decoder:
         self.cfg = cfg
         H, V = cfg.hidden_size, cfg.vocab_size
         m = "model.language_model." if r.has("model.language_model.embed_tokens.weight") else "model."
-        self.embed = r.tensor(f"{m}embed_tokens.weight", (V, H))
+        self.embed = r.tensor(f"{m}embed_tokens.weight", (V, H), finite=True)
         self.rotary = Rotary(cfg.rope)
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
         moe_prefixes = [f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
@@ -77,7 +77,7 @@ class Decoder:
         if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
             self.lm_head = self.embed
         else:
-            self.lm_head, _ = r.linear("lm_head", V, H)
+            self.lm_head, _ = r.linear("lm_head", V, H, finite=True)
         embed_bytes = self.embed.numel() * self.embed.element_size()
         # Weight bytes one decode token reads outside the routed experts (one embedding row: ~0).
         self.dense_bytes_per_token = r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
@@ -87,8 +87,8 @@ class Decoder:
     def _norm_weight(self, r: WeightReader, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
         if self.cfg.norm_offset:
-            return 1 + r.tensor(name, (self.cfg.hidden_size,), torch.float32)
-        return r.tensor(name, (self.cfg.hidden_size,))
+            return 1 + r.tensor(name, (self.cfg.hidden_size,), torch.float32, finite=True)
+        return r.tensor(name, (self.cfg.hidden_size,), finite=True)
 
     def _rms_norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return (offset_rms_norm if self.cfg.norm_offset else rms_norm)(x, w, self.cfg.rms_eps)
@@ -129,17 +129,30 @@ class Decoder:
         return sum(l.kv_heads * (l.k_dim + l.v_dim) * size for l in self.kv_layouts(1, 1, dtype))
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None) -> torch.Tensor:
+    def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None,
+                finite_log: list | None = None) -> torch.Tensor:
         """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
-        ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order."""
+        ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order.
+        ``finite_log`` (if given; a diagnosis, not the serving path) receives ``(where, all finite)`` after
+        the embedding and each layer's attention and MLP, e.g. ``("layer 3 attention", False)``."""
+
+        def trace(where: str, x: torch.Tensor) -> None:
+            if finite_log is not None:
+                finite_log.append((where, bool(torch.isfinite(x).all())))
+
         with small_forward(batch.input_ids.shape[0], self.embed.device):
             x = F.embedding(batch.input_ids, self.embed)
+            trace("the embedding", x)
             cos_sin = self.rotary.cos_sin(batch.positions)
-            for ln1, attn, ln2, mlp in self.layers:
+            for i, (ln1, attn, ln2, mlp) in enumerate(self.layers):
                 x = x + attn(self._rms_norm(x, ln1), batch, kv, cos_sin)
+                trace(f"layer {i} attention", x)
                 h = self._rms_norm(x, ln2)
                 x = x + (mlp(h, routing_log) if isinstance(mlp, MoELayer) else mlp(h))
-            return self._rms_norm(x, self.norm)
+                trace(f"layer {i} mlp", x)
+            x = self._rms_norm(x, self.norm)
+            trace("the final norm", x)
+            return x
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [n, H] -> float32 logits [n, V]."""
