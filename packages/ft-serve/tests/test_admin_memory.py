@@ -21,7 +21,8 @@ ADMIN = "admin-key"
 
 @pytest.fixture(scope="module")
 def srv():
-    eng = Engine.from_pretrained(None, moe_backend="fill", moe_cache_slots=32)
+    # a context of 384 tokens (24 pages): the KV pool may shrink to 24 pages (one request must fit)
+    eng = Engine.from_pretrained(None, moe_backend="fill", moe_cache_slots=32, max_model_len=384)
     s = start_server(eng, api_key="api-key", admin_key=ADMIN)
     yield s
     s.stop()
@@ -86,13 +87,14 @@ def test_resize_during_a_stream_keeps_its_output(srv):
     assert after["split"]["expert_slots"] == 6 and after["split"]["kv_pages"] == 24
     assert after["history"][-1]["reason"] == "admin"
     assert admin(srv, "POST", experts=split["slot_bytes"] * 32, kv=split["kv"]).status_code == 200  # grow back
-    assert 'ft_memory_bytes{model="ft-test",pool="experts"}' in httpx.get(srv.url + "/metrics").text
+    metrics = httpx.get(srv.url + "/metrics", headers={"authorization": "Bearer api-key"}).text
+    assert 'ft_memory_bytes{model="ft-test",pool="experts"}' in metrics
 
 
 def test_refused_and_malformed_resizes(srv):
     before = admin(srv).json()["split"]
     body = {"model": "m", "messages": [{"role": "user", "content": "hold pages " * 40}], "stream": True,
-            "max_tokens": 3000, "ignore_eos": True}
+            "max_tokens": 200, "ignore_eos": True}
     stop = threading.Event()
 
     def reader():  # keeps reading (a client that stops reading is one that left)
@@ -110,7 +112,9 @@ def test_refused_and_malformed_resizes(srv):
     r409 = admin(srv, "POST", kv=before["page_bytes"])  # one page: the stream holds more
     stop.set()
     t.join(30)
-    assert r409.status_code == 409 and "running requests hold" in r409.json()["error"]["message"]
+    msg = r409.json()["error"]["message"]  # held pages, or below one request of max_model_len
+    assert r409.status_code == 409 and r409.json()["error"]["param"] == "kv", msg
+    assert "running requests hold" in msg or "below the minimum of 786432 bytes" in msg
     assert admin(srv).json()["split"]["kv_pages"] == before["kv_pages"]
     r = admin(srv, "POST", kv="lots")
     assert r.status_code == 400 and r.json()["error"]["param"] == "kv"

@@ -64,7 +64,7 @@ def served_oss(tmp_path_factory):
 
 
 def metric(server, name: str) -> float:
-    text = httpx.get(server.url + "/metrics").text
+    text = httpx.get(server.url + "/metrics", headers={"authorization": f"Bearer {API_KEY}"}).text
     return float(re.search(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.MULTILINE).group(1))
 
 

@@ -113,7 +113,8 @@ def test_bad_requests_name_the_field(server, body, param):
 
 def test_errors_in_openai_schema(client, server):
     h = {"authorization": f"Bearer {API_KEY}"}
-    r = httpx.post(server.url + "/v1/chat/completions", content=b"{not json", headers=h)
+    r = httpx.post(server.url + "/v1/chat/completions", content=b"{not json",
+                   headers={**h, "content-type": "application/json"})
     assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
     r = httpx.get(server.url + "/v1/nothing-here", headers=h)
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
@@ -129,7 +130,7 @@ def test_health_root_and_metrics(server, client):
     assert httpx.head(server.url + "/").status_code == 200
     assert httpx.get(server.url + "/").status_code == 200
     assert httpx.get(server.url + "/health").json()["status"] == "ok"
-    text = httpx.get(server.url + "/metrics").text
+    text = httpx.get(server.url + "/metrics", headers={"authorization": f"Bearer {API_KEY}"}).text
     for name in ("ft_requests_total", "ft_time_to_first_token_seconds_bucket", "ft_time_per_output_token_seconds_bucket",
                  "ft_prompt_tokens_total", "ft_generation_tokens_total", "ft_num_requests_waiting",
                  "ft_num_requests_running", "ft_prefix_cache_hit_tokens_total", "ft_expert_cache_hits_total"):

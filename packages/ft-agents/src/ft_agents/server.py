@@ -123,7 +123,8 @@ def ft_serve_command() -> list[str]:
 
 
 class ManagedServer:
-    """``ft serve --model PATH --port 0`` in its own process group; its log goes to ``log_path``.
+    """``ft serve --model PATH --port 0`` in its own process group; its log goes to ``log_path``; the
+    API key reaches it as ``$FT_API_KEY`` (never on its command line).
 
     ``start()`` returns the URL from the ready line; ``stop()`` sends SIGTERM (the server drains)
     and kills it if it has not exited after ``grace`` seconds."""
@@ -133,7 +134,10 @@ class ManagedServer:
     def __init__(self, model: str, log_path: Path, api_key: str | None = None, extra_args: list[str] = (),
                  timeout: float = 1800.0, grace: float = 30.0):
         self.argv = [*ft_serve_command(), "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-                     *(["--api-key", api_key] if api_key else []), *extra_args]
+                     *extra_args]
+        self.env = {k: v for k, v in os.environ.items() if k != "FT_API_KEY"}
+        if api_key:  # through the environment: a key on the command line is visible in `ps`
+            self.env["FT_API_KEY"] = api_key
         self.log_path, self.timeout, self.grace = log_path, timeout, grace
         self.proc: subprocess.Popen | None = None
 
@@ -143,8 +147,9 @@ class ManagedServer:
 
     def start(self) -> str:
         log = open(self.log_path, "w", buffering=1)
+        # in its own session: a Ctrl-C in the harness does not reach it
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)  # a Ctrl-C in the harness does not reach it
+                                     text=True, env=self.env, start_new_session=True)
         found: list[str] = []
 
         def pump():  # copy stderr to the log for the server's whole life; note the ready line

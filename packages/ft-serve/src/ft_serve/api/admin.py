@@ -1,8 +1,11 @@
 """/v1/admin/memory: read and change the memory split at run time (DESIGN §5).
 
-    GET  /v1/admin/memory                      -> {"split": {...}, "history": [...], "elastic": {...}}
+    GET  /v1/admin/memory  -> {"split": {...}, "minimum": {...}, "history": [...], "elastic": {...}}
     POST /v1/admin/memory {"total"|"kv"|"experts"|"states": bytes or "512MiB", ...}
-         -> the applied record; 409 with the reason when it cannot be held (nothing changes)
+         -> the applied record; 400 naming the field for a value that is not a size (wrong type,
+            NaN, negative, over 8 PiB); 409 naming the part and its minimum when it cannot be held
+            (below one request of max_model_len in the KV pool, or pages running requests hold):
+            nothing changes
 
 Access: the admin key or the API key (Bearer / x-api-key); with neither configured, loopback callers
 only. Non-loopback callers get 403 unless the server was started with --admin-allow-remote.
@@ -42,7 +45,8 @@ async def _view(app) -> dict:
     def read(eng):
         hist = [{k: h[k] for k in ("time", "reason", "before", "after", "kv", "experts", "states", "seconds")}
                 for h in eng.memory.history]
-        return {"split": eng.memory.split(), "history": hist, "resizes": eng.memory.count}
+        mm = eng.memory
+        return {"split": mm.split(), "minimum": mm.minimum(), "history": hist, "resizes": mm.count}
 
     return {**await app.state.loop.call(read), "elastic": app.state.elastic_view()}
 
@@ -51,22 +55,33 @@ async def get_memory(app, request, body: dict):
     return await _view(app)
 
 
-async def post_memory(app, request, body: dict):
-    want = {k: body[k] for k in _PARTS if body.get(k) is not None}
+def _sizes(body: dict) -> dict[str, int]:
+    """The parts asked for, in bytes; 400 naming the field for an unknown field, a value that is not
+    a size (wrong type, NaN, negative, over 8 PiB) or a reason that is not a short string."""
     unknown = sorted(set(body) - set(_PARTS) - {"reason"})
     if unknown:
         raise bad_request(f"unknown field '{unknown[0]}'; send any of {', '.join(_PARTS)}", unknown[0])
+    reason = body.get("reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 200):
+        raise bad_request("reason: expected a string of at most 200 characters", "reason")
+    want = {}
+    for k in _PARTS:
+        if body.get(k) is not None:
+            try:
+                want[k] = parse_bytes(body[k], k)
+            except ResizeRefused as e:
+                raise bad_request(str(e), k) from None
     if not want:
         raise bad_request(f"send at least one of {', '.join(_PARTS)} (bytes, or a string such as '512MiB')")
-    for k, v in want.items():
-        try:
-            parse_bytes(v, k)
-        except ResizeRefused as e:
-            raise bad_request(str(e), k) from None
-    reason = str(body.get("reason") or "admin")
+    return want
+
+
+async def post_memory(app, request, body: dict):
+    want = _sizes(body)
+    reason = body.get("reason") or "admin"
     try:
         rec = await app.state.loop.call(lambda eng: eng.memory.resize(**want, reason=reason))
-    except ResizeRefused as e:
-        raise ApiError(409, f"resize refused: {e}") from None
+    except ResizeRefused as e:  # below a floor, or pages held by running requests: nothing changed
+        raise ApiError(409, f"resize refused: {e}", e.field, "resize_refused") from None
     return {"applied": {k: rec[k] for k in ("reason", "before", "after", "kv", "experts", "states", "seconds")},
             **await _view(app)}

@@ -12,6 +12,7 @@ import os
 import secrets
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -25,6 +26,7 @@ from ft_serve.server.config import ServerConfig
 from ft_serve.server.elastic_loop import ElasticLoop
 from ft_serve.server.engine_loop import EngineLoop
 from ft_serve.server.errors import ApiError, error_response
+from ft_serve.server.guard import Guard, GuardRules
 from ft_serve.server.metrics import Metrics
 from ft_serve.server.service import Service
 
@@ -87,8 +89,17 @@ async def _health(request: Request):
 
 
 async def _metrics(request: Request):
+    """Prometheus text; behind the API key (or the admin key) when one is set, unless
+    --metrics-public (scrapers send it as a bearer token: ``authorization.credentials_file``)."""
     from prometheus_client import CONTENT_TYPE_LATEST
 
+    config = request.app.state.config
+    keys = [k for k in (config.api_key, config.admin_key) if k]
+    if config.api_key and not config.metrics_public:
+        try:
+            require_key(request, keys, "API key (or --metrics-public on the server)")
+        except ApiError as e:
+            return error_response(e, "openai")
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -165,7 +176,8 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         _api_route("/v1/admin/memory", "admin:get_memory", auth="admin", method="GET"),
         _api_route("/v1/admin/memory", "admin:post_memory", auth="admin"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    guard = Middleware(Guard, rules=GuardRules.from_config(config))  # browser rules: server/guard.py
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
                     exception_handlers={404: _not_found, 405: _method_not_allowed})
     app.state.config, app.state.loop, app.state.metrics = config, loop, metrics
     app.state.elastic_view = elastic.view

@@ -1,8 +1,14 @@
-"""Key checks shared by the API and admin endpoints: ``Authorization: Bearer KEY`` or ``x-api-key: KEY``."""
+"""Key checks shared by the API and admin endpoints: ``Authorization: Bearer KEY`` or ``x-api-key: KEY``;
+where ``ft serve`` finds its keys (a flag, a file, an environment variable)."""
 
 from __future__ import annotations
 
 import hmac
+import os
+import sys
+from pathlib import Path
+
+from ft_core.errors import FTError
 
 from ft_serve.server.errors import ApiError
 
@@ -17,3 +23,25 @@ def require_key(request, keys: list[str], what: str) -> None:
         raise ApiError(401, f"missing {what}: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'")
     if not any(hmac.compare_digest(got.encode(), k.encode()) for k in keys):
         raise ApiError(401, f"invalid {what}")
+
+
+def load_key(value: str | None, path: str | None, env: str, flag: str) -> str | None:
+    """The key from ``flag`` (``value``), else the file ``path`` (``flag``-file: its text without
+    surrounding whitespace), else ``$env``; None when none is set. A file or the environment keeps
+    the key out of ``ps``; a key given as ``flag`` gets a note saying so."""
+    if value and path:
+        raise FTError(f"give {flag} or {flag}-file, not both")
+    if value:
+        print(f"ft serve: note: {flag} on the command line is visible to other users (ps); "
+              f"prefer {flag}-file PATH or ${env}", file=sys.stderr)
+        return value
+    if path:
+        try:
+            key = Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise FTError(f"{flag}-file {path}: cannot read it ({e})") from None
+        if not key or "\n" in key:
+            raise FTError(f"{flag}-file {path}: expected the key on one line, found "
+                          f"{'nothing' if not key else 'several lines'}")
+        return key
+    return os.environ.get(env) or None

@@ -20,6 +20,11 @@ class ServerConfig:
     secret: bytes = b""  # signs thinking blocks / reasoning items handed to clients (set at start-up)
     admin_key: str | None = None  # /v1/admin/*: this key or api_key; with neither, loopback callers only
     admin_allow_remote: bool = False  # /v1/admin/* from non-loopback addresses
+    # browser rules (server/guard.py): pages of these origins may call (CORS); "*" any page
+    allowed_origins: tuple[str, ...] = ()
+    # Host names answered besides loopback, IP literals and --host ("*": any; DNS rebinding)
+    allowed_hosts: tuple[str, ...] = ()
+    metrics_public: bool = False  # /metrics without the API key
     elastic: str = "off"  # off | auto: follow the device's free memory
     elastic_source: str = "cuda"  # where free memory is read: cuda | file:PATH (a byte count; simulation)
     elastic_reserve: int = 1 << 30  # bytes auto mode leaves free for other programs

@@ -17,6 +17,7 @@ _TYPES = {
     405: ("invalid_request_error", "invalid_request_error"),
     409: ("conflict_error", "invalid_request_error"),
     413: ("invalid_request_error", "request_too_large"),
+    415: ("invalid_request_error", "invalid_request_error"),
     429: ("rate_limit_error", "rate_limit_error"),
     500: ("server_error", "api_error"),
     503: ("overloaded_error", "overloaded_error"),
