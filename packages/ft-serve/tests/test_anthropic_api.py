@@ -114,8 +114,9 @@ def test_claude_code_shaped_request(client, server):
     kinds = [e.type for e in client.beta.messages.create(**body, betas=["interleaved-thinking-2025-05-14"],
                                                          extra_body=extra)]
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
-    m = client.beta.messages.create(**{**body, "stream": False, "thinking": {"type": "enabled", "budget_tokens": 1024}},
-                                    extra_body=extra)
+    # an enabled budget is >= 1024 and below max_tokens (as Anthropic requires)
+    m = client.beta.messages.create(**{**body, "stream": False, "max_tokens": 1025,
+                                       "thinking": {"type": "enabled", "budget_tokens": 1024}}, extra_body=extra)
     assert m.usage.output_tokens > 0
     r = httpx.post(server.url + "/v1/messages?beta=true", json={**body, **extra, "stream": False},
                    headers={"authorization": f"Bearer {API_KEY}", "anthropic-beta": "x"}, timeout=60)

@@ -43,7 +43,7 @@ def secret(server):
 def _bad(client, param: str, **kw) -> openai.BadRequestError:
     kw.setdefault("input", "hi")
     with pytest.raises(openai.BadRequestError) as e:
-        client.responses.create(model=M, max_output_tokens=4, **kw)
+        client.responses.create(model=M, max_output_tokens=16, **kw)
     assert e.value.body["param"] == param, e.value.body
     return e.value
 
@@ -55,9 +55,9 @@ def _check_usage(u) -> None:
 
 # ---- the wire -----------------------------------------------------------------------------------
 def test_non_streaming_response(client):
-    r = client.responses.create(model=M, input="Hello there", max_output_tokens=8, temperature=0)
+    r = client.responses.create(model=M, input="Hello there", max_output_tokens=16, temperature=0)
     assert r.object == "response" and r.id.startswith("resp_") and r.model == M and r.error is None
-    assert r.status in ("completed", "incomplete") and r.max_output_tokens == 8 and r.store is True
+    assert r.status in ("completed", "incomplete") and r.max_output_tokens == 16 and r.store is True
     if r.status == "incomplete":
         assert r.incomplete_details.reason == "max_output_tokens"
     assert r.output and {o.type for o in r.output} <= {"message", "reasoning", "function_call"}
@@ -65,11 +65,11 @@ def test_non_streaming_response(client):
         if o.type == "message":
             assert o.role == "assistant" and o.id.startswith("msg_") and o.content[0].type == "output_text"
     _check_usage(r.usage)
-    assert 1 <= r.usage.output_tokens <= 8
+    assert 1 <= r.usage.output_tokens <= 16
 
 
 def test_streaming_events_in_order(client):
-    events = list(client.responses.create(model=M, input="Hello there", max_output_tokens=8, temperature=0,
+    events = list(client.responses.create(model=M, input="Hello there", max_output_tokens=16, temperature=0,
                                           stream=True))
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
@@ -86,7 +86,7 @@ def test_streaming_events_in_order(client):
             deltas = "".join(e.delta for e in mine if e.type == "response.output_text.delta")
             assert deltas == item.content[0].text
     # greedy streaming and non-streaming produce the same text
-    again = client.responses.create(model=M, input="Hello there", max_output_tokens=8, temperature=0)
+    again = client.responses.create(model=M, input="Hello there", max_output_tokens=16, temperature=0)
     assert again.output_text == final.response.output_text
 
 
@@ -105,7 +105,7 @@ def test_codex_shaped_request(client):
         model=M, instructions="You are Codex.", input=input_items, tools=NS_TOOLS, tool_choice="auto",
         parallel_tool_calls=False, reasoning={"effort": "medium", "summary": "auto"}, store=False, stream=True,
         include=["reasoning.encrypted_content"], prompt_cache_key="thread-1", text={"verbosity": "low"},
-        max_output_tokens=8, metadata={"k": "v"}, service_tier="auto", user="u1", truncation="disabled"))
+        max_output_tokens=16, metadata={"k": "v"}, service_tier="auto", user="u1", truncation="disabled"))
     r = events[-1].response
     assert events[-1].type in ("response.completed", "response.incomplete")
     assert r.store is False and r.prompt_cache_key == "thread-1" and r.metadata == {"k": "v"}
@@ -136,7 +136,7 @@ def test_tool_round_trip_and_reasoning_accepted(client, secret):
          "output": [{"type": "input_text", "text": "a.txt"}, {"type": "input_image", "image_url": "data:,"}]},
         {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}},
     ]
-    r = client.responses.create(model=M, input=items, tools=NS_TOOLS, max_output_tokens=4,
+    r = client.responses.create(model=M, input=items, tools=NS_TOOLS, max_output_tokens=16,
                                 tool_choice={"type": "function", "name": "create_issue", "namespace": "mcp__github__"})
     assert r.status in ("completed", "incomplete")
     _check_usage(r.usage)
@@ -156,8 +156,8 @@ def test_tampered_encrypted_content_is_refused(client, secret):
 
 def test_cached_tokens_on_a_repeated_prefix(client):
     long_input = [{"role": "user", "content": " ".join(f"word{i}" for i in range(300))}]
-    first = client.responses.create(model=M, input=long_input, max_output_tokens=2, prompt_cache_key="k")
-    second = client.responses.create(model=M, input=long_input, max_output_tokens=2, prompt_cache_key="k")
+    first = client.responses.create(model=M, input=long_input, max_output_tokens=16, prompt_cache_key="k")
+    second = client.responses.create(model=M, input=long_input, max_output_tokens=16, prompt_cache_key="k")
     assert second.usage.input_tokens == first.usage.input_tokens
     assert second.usage.input_tokens_details.cached_tokens > 0
 
@@ -165,7 +165,7 @@ def test_cached_tokens_on_a_repeated_prefix(client):
 def test_bad_key_is_an_authentication_error(server):
     bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
-        bad.responses.create(model=M, input="hi", max_output_tokens=2)
+        bad.responses.create(model=M, input="hi", max_output_tokens=16)
 
 
 def test_malformed_requests_name_the_field(client):
@@ -188,7 +188,7 @@ def test_malformed_requests_name_the_field(client):
 
 
 def test_json_schema_format_is_accepted(client):
-    r = client.responses.create(model=M, input="Give me JSON", max_output_tokens=4, text={"format": {
+    r = client.responses.create(model=M, input="Give me JSON", max_output_tokens=16, text={"format": {
         "type": "json_schema", "name": "out", "schema": {"type": "object"}, "strict": True}})
     assert r.text.format.type == "json_schema"
 
@@ -219,7 +219,7 @@ def test_compact_endpoint(client, secret):
     _check_usage(r.usage)
     # the compacted history is the next turn's input
     nxt = [o.model_dump(exclude_none=True, warnings=False) for o in r.output] + [{"role": "user", "content": "continue"}]
-    r2 = client.responses.create(model=M, input=nxt, max_output_tokens=2, tools=NS_TOOLS)
+    r2 = client.responses.create(model=M, input=nxt, max_output_tokens=16, tools=NS_TOOLS)
     assert r2.status in ("completed", "incomplete")
     nxt[-2]["encrypted_content"] = seal(secret, "reasoning", "not a summary")
     _bad(client, f"input[{len(nxt) - 2}].encrypted_content", input=nxt)
