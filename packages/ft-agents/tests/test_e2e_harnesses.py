@@ -9,12 +9,16 @@ The model is a copy of the demo checkpoint with a 64k context (harness prompts a
 1k-token vocabulary; the demo's own max_position_embeddings is 4096) and ~2 % of its vocabulary as
 extra EOS ids, so that its random replies end after ~70 tokens instead of running to max_tokens (Claude
 Code treats a reply cut by max_tokens as an error). A second copy whose generation prompt opens ``<think>``
-answers with reasoning, for the test that Codex sends the model's signed reasoning back on its next turn."""
+answers with reasoning, for the test that Codex sends the model's signed reasoning back on its next turn.
+Sessions begun elsewhere (issue 14): Claude Code resumes a session file holding an Anthropic-signed
+thinking block, Codex resumes a rollout whose reasoning carries OpenAI's encrypted_content."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -22,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -320,3 +325,149 @@ def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     served = {k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")}
     assert served.get((h.endpoint, "200"), 0) >= len(posts) and all(k[1].startswith("2") for k in served), served
+
+
+# ---- sessions begun elsewhere (issue 14, defect 5) -----------------------------------------
+# What Anthropic's API hands out as a thinking block's signature: base64 of ~1 kB that only
+# Anthropic can check. A session carrying one continues on ft (foreign: text kept, not verified).
+ANTHROPIC_SIGNATURE = base64.b64encode(b"\x12\xaa\x0a" + random.Random(1).randbytes(900)).decode()
+FOREIGN_THOUGHT = "The user greets me; one friendly sentence answers that."
+
+
+def _foreign_counts(url: str) -> dict[tuple[str, str], float]:
+    """{(api, kind): value} of ft_foreign_reasoning_total."""
+    import urllib.request
+
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    return {(lb["api"], lb["kind"]): float(m.group(2))
+            for m in re.finditer(r"^ft_foreign_reasoning_total\{([^}]*)\} (\S+)$", text, re.M)
+            for lb in [dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))]}
+
+
+def _claude_session_from_anthropic(work: Path, env: dict) -> str:
+    """Writes, where ft-agents keeps Claude Code's sessions (``sessions/claude/projects/<cwd with
+    every non-alphanumeric character as '-'>/<session id>.jsonl``), a session that ran on
+    Anthropic's API: the user's prompt, then Claude's reply as Claude Code records it, one line per
+    content block of the message (a signed thinking block, then text), chained by ``parentUuid``.
+    Its model is the served name: Claude Code drops the thinking blocks of another model on resume
+    (tried: with "claude-sonnet-4-5" it sends none), so this is a session on an endpoint that served
+    the same name (Anthropic behind a proxy, another server, ft before its secret changed).
+    Returns the session id."""
+    sid, ids = str(uuid.uuid4()), [str(uuid.uuid4()) for _ in range(3)]
+    cwd = str(work.resolve())
+    projects = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / "claude" / "projects"
+    folder = projects / re.sub(r"[^A-Za-z0-9]", "-", cwd)
+    folder.mkdir(parents=True)
+    common = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": sid,
+              "version": "2.0.14", "gitBranch": ""}
+    usage = {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 11808,
+             "output_tokens": 41, "service_tier": "standard"}
+    message = {"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+               "model": "ft-demo", "stop_sequence": None, "usage": usage}
+    blocks = [{"type": "thinking", "thinking": FOREIGN_THOUGHT, "signature": ANTHROPIC_SIGNATURE},
+              {"type": "text", "text": "Hello! How can I help you today?"}]
+    lines = [{"parentUuid": None, **common, "type": "user",
+              "message": {"role": "user", "content": PROMPT}, "uuid": ids[0],
+              "timestamp": "2025-10-06T09:14:02.120Z"}]
+    for i, block in enumerate(blocks):
+        lines.append({"parentUuid": ids[i], **common, "type": "assistant",
+                      "requestId": "req_011CTqa7uAnWpb6Hds",
+                      "message": {**message, "content": [block],
+                                  "stop_reason": "end_turn" if i else None},
+                      "uuid": ids[i + 1], "timestamp": f"2025-10-06T09:14:0{5 + i}.480Z"})
+    (folder / f"{sid}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return sid
+
+
+def test_claude_resumes_a_session_begun_on_anthropic(ft_server, tmp_path):
+    """``claude --resume <id> -p ...`` of a session whose history holds a thinking block signed by
+    Anthropic: Claude Code sends the block back as it was, ft answers 200 (the signature is
+    foreign, its text kept as history) and counts it, and Claude Code prints the reply."""
+    _need("claude")
+    work, env = _workspace(tmp_path, 0)
+    sid = _claude_session_from_anthropic(work, env)
+    with Recorder(ft_server) as rec:
+        before = _foreign_counts(ft_server)
+        t0 = time.monotonic()
+        argv = _launch_argv("claude", rec, ["--resume", sid, "-p", AGAIN])
+        rc, out, err = _run("claude", argv, work, env, rec)
+        wall = time.monotonic() - t0
+        after = _foreign_counts(ft_server)
+    posts = [e for e in rec.calls("/v1/messages") if e.method == "POST"]
+    carried = [e for e in posts if ANTHROPIC_SIGNATURE in json.dumps(e.request_json())]
+    counted = after.get(("anthropic", "thinking"), 0) - before.get(("anthropic", "thinking"), 0)
+    print(json.dumps({"harness": "claude", "test": "resume a session begun on Anthropic",
+                      "wall_s": round(wall, 1), "exit": rc, "requests": rec.summary().splitlines(),
+                      "carried": len(carried),
+                      "foreign_counted": counted}))
+    info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}"
+    assert rc == 0, f"claude --resume exited {rc}{info}"
+    assert posts and all(200 <= e.status < 300 for e in rec.exchanges), f"rejected{info}"
+    assert carried, f"Claude Code did not send the Anthropic-signed thinking block back{info}"
+    assert all(PROMPT in json.dumps(e.request_json()) for e in carried), f"not resumed{info}"
+    assert counted >= len(carried), f"ft_foreign_reasoning_total counted {counted}{info}"
+    texts = [_norm(e.generated_text()) for e in carried]
+    printed = _norm(out)
+    assert not any(texts) or any(t[-12:] in printed for t in texts if t), f"reply not printed{info}"
+
+
+# What OpenAI's Responses API hands out as a reasoning item's encrypted_content: a Fernet token.
+OPENAI_ENCRYPTED = base64.urlsafe_b64encode(b"\x80\x00\x00\x00\x00h\x9a\x1b"
+                                            + random.Random(2).randbytes(1200)).decode()
+
+
+def _reencrypt_elsewhere(sessions: Path) -> int:
+    """Rewrites the kept Codex rollouts as if their reasoning had come from OpenAI: each reasoning
+    item's ``encrypted_content`` becomes an OpenAI-style blob. Returns how many were replaced."""
+    n = 0
+    for f in sessions.rglob("rollout-*.jsonl"):
+        lines = []
+        for line in f.read_text().splitlines():
+            d = json.loads(line)
+            p = d.get("payload") if isinstance(d, dict) else None
+            if d.get("type") == "response_item" and isinstance(p, dict) \
+                    and p.get("type") == "reasoning" and p.get("encrypted_content"):
+                p["encrypted_content"], n = OPENAI_ENCRYPTED, n + 1
+                line = json.dumps(d)
+            lines.append(line)
+        f.write_text("\n".join(lines) + "\n")
+    return n
+
+
+def test_codex_resumes_reasoning_encrypted_elsewhere(thinking_server, tmp_path):
+    """``codex exec resume --last`` of a session whose reasoning items carry OpenAI's
+    encrypted_content (turn 1 ran here; its kept rollout is then rewritten as if it had run on
+    OpenAI): ft answers 200 (the blob is foreign and dropped, the item's summary kept) and counts
+    each such item."""
+    _need("codex")
+    for attempt in range(2):  # a second try only when turn 1 returned no reasoning item
+        work, env = _workspace(tmp_path, attempt)
+        with Recorder(thinking_server) as rec:
+            rc1, out1, err1 = _run("codex", _launch_argv("codex", rec, RUNS["codex"]), work, env,
+                                   rec)
+        kept = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / "codex"
+        replaced = _reencrypt_elsewhere(kept) if rc1 == 0 else 0
+        if rc1 != 0 or replaced:
+            break
+    assert rc1 == 0, f"codex turn 1 exited {rc1}\n{err1[-3000:]}"
+    assert replaced, "turn 1 left no reasoning item in the rollout twice"
+    with Recorder(thinking_server) as rec:
+        before = _foreign_counts(thinking_server)
+        t0 = time.monotonic()
+        rc, out, err = _run("codex", _launch_argv("codex", rec, RESUME_CODEX), work, env, rec)
+        wall = time.monotonic() - t0
+        after = _foreign_counts(thinking_server)
+    posts = [e for e in rec.calls("/v1/responses") if e.method == "POST"]
+    carried = [e for e in posts if OPENAI_ENCRYPTED in json.dumps(e.request_json().get("input"))]
+    counted = after.get(("responses", "reasoning"), 0) - before.get(("responses", "reasoning"), 0)
+    print(json.dumps({"harness": "codex", "test": "resume reasoning encrypted elsewhere",
+                      "wall_s": round(wall, 1), "exit": rc, "requests": rec.summary().splitlines(),
+                      "replaced": replaced,
+                      "carried": len(carried), "foreign_counted": counted}))
+    info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}"
+    assert rc == 0, f"codex exec resume exited {rc}{info}"
+    assert posts and all(200 <= e.status < 300 for e in rec.exchanges), f"rejected{info}"
+    assert carried, f"Codex did not send the OpenAI-encrypted reasoning back{info}"
+    assert all(PROMPT in json.dumps(e.request_json().get("input")) for e in carried), \
+        f"not resumed{info}"
+    assert counted >= len(carried), f"ft_foreign_reasoning_total counted {counted}{info}"
