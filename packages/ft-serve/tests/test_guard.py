@@ -1,5 +1,5 @@
-"""Browser rules (server/guard.py), keys out of `ps`, /metrics behind the key, admin 400 / 409: a real
-server on loopback, requests forging what a hostile web page's browser would send."""
+"""Browser rules (server/guard.py), keys out of `ps`, /metrics behind the key, admin 400 / 409: a
+real server on loopback, requests forging what a hostile web page's browser would send."""
 
 import json
 import os
@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from ft_core import Engine
+from ft_core.errors import FTError
 from ft_serve.server.config import ServerConfig
 from ft_serve.server.guard import GuardRules
 from serve_helpers import start_server
@@ -54,9 +55,10 @@ def test_a_page_cannot_post_text_plain_or_from_its_origin(srv):
     assert r.status_code == 415 and r.json()["error"]["type"] == "invalid_request_error"
     r = post_admin(srv, b'{"kv": 1.5}', "application/x-www-form-urlencoded", origin=APP)
     assert r.status_code == 415  # even a listed origin: a body must be JSON
-    r = httpx.post(srv.url + "/v1/messages", content=b"{}", headers={"x-api-key": KEY, "origin": EVIL})
+    anthropic_h = {"x-api-key": KEY, "content-type": "application/json"}
+    r = httpx.post(srv.url + "/v1/messages", content=b"{}", headers={**anthropic_h, "origin": EVIL})
     assert r.status_code == 403 and r.json()["type"] == "error"  # Anthropic's schema there
-    r = httpx.post(srv.url + "/v1/messages", content=b"{}", headers={"x-api-key": KEY})
+    r = httpx.post(srv.url + "/v1/messages", content=b"{}", headers={"x-api-key": KEY})  # no type
     assert r.status_code == 415 and r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(srv.url + "/v1/chat/completions", headers=auth(origin="http://localhost:3000"),
                    json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
@@ -81,7 +83,8 @@ def test_refusals_come_before_the_body_is_read(srv):
 
 def test_dns_rebinding_hosts_are_refused(srv):
     port = srv.url.rsplit(":", 1)[1]
-    for host in ("evil.example", f"evil.example:{port}", "localhost.evil.example", "127.0.0.1.nip.io"):
+    for host in ("evil.example", f"evil.example:{port}", "localhost.evil.example",
+                 "127.0.0.1.nip.io"):
         r = httpx.get(srv.url + "/v1/models", headers=auth(host=host))
         assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed", host
         assert "--allowed-hosts" in r.json()["error"]["message"]
@@ -98,10 +101,11 @@ def test_preflight_and_cors_for_a_listed_origin(srv):
     r = httpx.options(srv.url + "/v1/chat/completions", headers=pre)
     assert r.status_code == 204 and r.headers["access-control-allow-origin"] == APP
     assert "POST" in r.headers["access-control-allow-methods"]
-    assert r.headers["access-control-allow-headers"] == "authorization, content-type, x-stainless-os"
+    assert r.headers["access-control-allow-headers"] == pre["access-control-request-headers"]
     assert r.headers["access-control-allow-private-network"] == "true"
     assert "access-control-allow-credentials" not in r.headers
-    assert httpx.options(srv.url + "/v1/chat/completions", headers={**pre, "origin": EVIL}).status_code == 403
+    r = httpx.options(srv.url + "/v1/chat/completions", headers={**pre, "origin": EVIL})
+    assert r.status_code == 403
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     r = httpx.post(srv.url + "/v1/chat/completions", json=body, headers=auth(origin=APP))
     assert r.status_code == 200 and r.headers["access-control-allow-origin"] == APP
@@ -116,23 +120,28 @@ def test_rules_from_the_config():
     rules = GuardRules.from_config(ServerConfig(
         model_name="m", host="gpu-box.lan", allowed_hosts=("Proxy.Example",),
         allowed_origins=("http://localhost:*", "chrome-extension://*")))
-    assert rules.host_ok("gpu-box.lan:8000") and rules.host_ok("proxy.example") and rules.host_ok(None)
+    assert rules.host_ok("gpu-box.lan:8000") and rules.host_ok("proxy.example")
+    assert rules.host_ok(None)  # HTTP/1.0: not a browser
     assert not rules.host_ok("evil.example") and not rules.host_ok("box.lan")
     assert rules.listed("http://localhost:3000") and rules.listed("chrome-extension://abc")
-    assert not rules.listed("http://localhost.evil.example") and not rules.listed("https://localhost:1")
+    assert not rules.listed("http://localhost.evil.example")
+    assert not rules.listed("https://localhost:1")
     wide = GuardRules.from_config(ServerConfig(model_name="m", host="0.0.0.0", allowed_hosts=("*",),
                                                allowed_origins=("*",)))
     assert wide.host_ok("anything.example") and wide.listed("null") and wide.listed(EVIL)
     bound = GuardRules.from_config(ServerConfig(model_name="m", host="0.0.0.0"))
     assert bound.host_ok("192.168.1.20:8000") and not bound.host_ok("my-laptop")
+    with pytest.raises(FTError, match="scheme://host"):
+        GuardRules.from_config(ServerConfig(model_name="m", allowed_origins=("localhost:3000",)))
 
 
 def test_admin_values_that_are_not_sizes_are_400_naming_the_field(srv):
     before = split(srv)
-    for raw, field in ((b'{"kv": 1000000000000000000000000000000}', "kv"), (b'{"total": NaN}', "total"),
-                       (b'{"total": Infinity}', "total"), (b'{"kv": -1}', "kv"), (b'{"kv": [1]}', "kv"),
-                       (b'{"experts": "lots"}', "experts"), (b'{"kv": true}', "kv"),
-                       (b'{"kv": "1MiB", "reason": {"a": 1}}', "reason")):
+    cases = ((b'{"kv": 1000000000000000000000000000000}', "kv"), (b'{"total": NaN}', "total"),
+             (b'{"total": Infinity}', "total"), (b'{"kv": -1}', "kv"), (b'{"kv": [1]}', "kv"),
+             (b'{"experts": "lots"}', "experts"), (b'{"kv": true}', "kv"),
+             (b'{"kv": "1MiB", "reason": {"a": 1}}', "reason"))
+    for raw, field in cases:
         r = post_admin(srv, raw)
         assert r.status_code == 400 and r.json()["error"]["param"] == field, (raw, r.text)
         assert field in r.json()["error"]["message"]
@@ -150,10 +159,11 @@ def test_resizes_below_one_request_are_409_naming_the_minimum(srv):
     assert split(srv) == before
     got = httpx.get(srv.url + "/v1/admin/memory", headers=auth(ADMIN)).json()["minimum"]
     assert got["kv"] == least
-    r = post_admin(srv, json.dumps({"kv": least}).encode())  # exactly one request: allowed, and works
+    r = post_admin(srv, json.dumps({"kv": least}).encode())  # exactly one request: allowed
     assert r.status_code == 200 and r.json()["split"]["kv_pages"] == 16
     body = {"model": "m", "messages": [{"role": "user", "content": "still " * 20}], "max_tokens": 4}
-    assert httpx.post(srv.url + "/v1/chat/completions", json=body, headers=auth()).status_code == 200
+    r = httpx.post(srv.url + "/v1/chat/completions", json=body, headers=auth())
+    assert r.status_code == 200  # and it still serves
     assert post_admin(srv, json.dumps({"kv": before["kv"]}).encode()).status_code == 200
 
 
@@ -182,14 +192,17 @@ def test_keys_from_a_file_and_the_environment_through_ft_serve(tmp_path):
     env = {**os.environ, "FT_ADMIN_KEY": "env-admin"}
     env.pop("FT_API_KEY", None)
     argv = [sys.executable, "-m", "ft_serve.cli", "serve", "--port", "0", "--max-model-len", "256",
-            "--api-key-file", str(tmp_path / "key"), "--metrics-public", "--allowed-hosts", "box.lan"]
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+            "--api-key-file", str(tmp_path / "key"), "--metrics-public",
+            "--allowed-hosts", "box.lan"]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
     try:
         url = _ready_url(proc)
         cmdline = open(f"/proc/{proc.pid}/cmdline", "rb").read() if sys.platform == "linux" else b""
         assert b"file-key" not in cmdline and b"env-admin" not in cmdline
         assert httpx.get(url + "/v1/models").status_code == 401
-        assert httpx.get(url + "/v1/models", headers=auth("file-key", host="box.lan")).status_code == 200
+        r = httpx.get(url + "/v1/models", headers=auth("file-key", host="box.lan"))
+        assert r.status_code == 200
         assert httpx.get(url + "/v1/admin/memory", headers=auth("env-admin")).status_code == 200
         assert httpx.get(url + "/v1/admin/memory", headers=auth("wrong")).status_code == 401
         assert httpx.get(url + "/metrics").status_code == 200  # --metrics-public
@@ -206,9 +219,10 @@ def test_key_flags_are_checked_before_the_model_loads(tmp_path, capsys, monkeypa
 
     (tmp_path / "empty").write_text("\n")
     monkeypatch.setenv("FT_API_KEY", "from-env")
+    empty = str(tmp_path / "empty")
     for extra, words in ((["--api-key-file", str(tmp_path / "missing")], "cannot read it"),
-                         (["--api-key-file", str(tmp_path / "empty")], "found nothing"),
-                         (["--admin-key", "a", "--admin-key-file", str(tmp_path / "empty")], "not both")):
+                         (["--api-key-file", empty], "found nothing"),
+                         (["--admin-key", "a", "--admin-key-file", empty], "not both")):
         assert main(["serve", "--model", str(tmp_path / "no-model"), *extra]) == 1
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err, err

@@ -123,8 +123,8 @@ def ft_serve_command() -> list[str]:
 
 
 class ManagedServer:
-    """``ft serve --model PATH --port 0`` in its own process group; its log goes to ``log_path``; the
-    API key reaches it as ``$FT_API_KEY`` (never on its command line).
+    """``ft serve --model PATH --port 0`` in its own process group; its log goes to ``log_path``;
+    the API key reaches it as ``$FT_API_KEY`` (never on its command line).
 
     ``start()`` returns the URL from the ready line; ``stop()`` sends SIGTERM (the server drains)
     and kills it if it has not exited after ``grace`` seconds."""

@@ -54,15 +54,18 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 def _browser_args(s: argparse.ArgumentParser) -> None:
     """Who may call the server from a web page (server/guard.py; README "Browsers")."""
     s.add_argument("--allowed-origins", default="", metavar="ORIGINS",
-                   help="comma-separated origins of web pages that may call the server (CORS), e.g. "
-                        "http://localhost:3000; '*' in one matches up to the next '/'; '*' alone: any "
-                        "page (default: none; other pages get 403, even ones on localhost)")
+                   help="comma-separated origins of web pages that may call the server "
+                        "(CORS), e.g. http://localhost:3000; '*' in one matches up to the next "
+                        "'/'; '*' alone: any page (default: none; other pages get 403, even "
+                        "ones on localhost)")
     s.add_argument("--allowed-hosts", default="", metavar="NAMES",
-                   help="comma-separated host names the server answers to besides IP addresses, "
-                        "localhost and --host (default: none: other Host headers get 403, which blocks "
-                        "DNS rebinding); '*': any (behind a proxy that checks names)")
+                   help="comma-separated host names the server answers to besides IP "
+                        "addresses, localhost and --host (default: none: other Host headers get "
+                        "403, which blocks DNS rebinding); '*': any (behind a proxy that checks "
+                        "names)")
     s.add_argument("--metrics-public", action="store_true",
-                   help="serve /metrics without the API key (default: it needs the key when one is set)")
+                   help="serve /metrics without the API key (default: it needs the key when "
+                        "one is set)")
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -80,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     s.add_argument("--port", type=int, default=8000, help="TCP port (default: 8000; 0 picks a free one)")
     s.add_argument("--api-key", default=None,
-                   help="require this key (Authorization: Bearer KEY or x-api-key) on /v1 and /metrics "
-                        "(default: --api-key-file, else $FT_API_KEY, else none; a key given here is "
-                        "visible to other users in `ps`)")
-    s.add_argument("--api-key-file", default=None, metavar="PATH", help="read the API key from PATH")
+                   help="require this key (Authorization: Bearer KEY or x-api-key) on /v1 and "
+                        "/metrics (default: --api-key-file, else $FT_API_KEY, else none; a key "
+                        "given here is visible to other users in `ps`)")
+    s.add_argument("--api-key-file", default=None, metavar="PATH",
+                   help="read the API key from PATH")
     s.add_argument("--served-model-name", default=None, help="model id clients use (default: the checkpoint folder's name)")
     s.add_argument("--max-running-requests", type=int, default=16, help="requests decoding together (default: 16)")
     s.add_argument("--max-waiting-requests", type=int, default=256, help="queued requests before 503 (default: 256)")
@@ -93,9 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reasoning format of the model's output (default: auto, from the checkpoint)")
     s.add_argument("--drain-seconds", type=float, default=30.0, help="on SIGINT/SIGTERM, time running requests get to finish")
     s.add_argument("--admin-key", default=None,
-                   help="key for /v1/admin/* (default: --admin-key-file, else $FT_ADMIN_KEY; the API "
-                        "key also works; with neither, loopback only)")
-    s.add_argument("--admin-key-file", default=None, metavar="PATH", help="read the admin key from PATH")
+                   help="key for /v1/admin/* (default: --admin-key-file, else $FT_ADMIN_KEY; "
+                        "the API key also works; with neither, loopback only)")
+    s.add_argument("--admin-key-file", default=None, metavar="PATH",
+                   help="read the admin key from PATH")
     s.add_argument("--admin-allow-remote", action="store_true", help="answer /v1/admin/* from non-loopback addresses")
     _browser_args(s)
     s.add_argument("--elastic", default="off", choices=["off", "auto"],
@@ -221,7 +226,8 @@ def _serve(args) -> int:
     for flag in ("max_running_requests", "max_waiting_requests"):
         if getattr(args, flag) < 1:
             raise FTError(f"--{flag.replace('_', '-')} must be >= 1")
-    api_key = load_key(args.api_key, args.api_key_file, "FT_API_KEY", "--api-key")  # before the load
+    # keys before the model loads: a bad key file fails at once
+    api_key = load_key(args.api_key, args.api_key_file, "FT_API_KEY", "--api-key")
     admin_key = load_key(args.admin_key, args.admin_key_file, "FT_ADMIN_KEY", "--admin-key")
     eng = _engine(args)
     name = args.served_model_name or (Path(args.model).resolve().name if args.model else "ft-demo")

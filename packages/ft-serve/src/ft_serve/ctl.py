@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
     m.add_argument("--server", default=os.environ.get("FT_SERVER_URL", "http://127.0.0.1:8000"),
                    help="server URL (default: $FT_SERVER_URL or http://127.0.0.1:8000)")
     m.add_argument("--key", default=os.environ.get("FT_ADMIN_KEY") or os.environ.get("FT_API_KEY"),
-                   help="admin or API key (default: --key-file, then $FT_ADMIN_KEY, then $FT_API_KEY)")
+                   help="admin or API key (default: --key-file, then $FT_ADMIN_KEY, then "
+                        "$FT_API_KEY)")
     m.add_argument("--key-file", default=None, metavar="PATH", help="read the key from PATH")
     for part in ("total", "kv", "experts", "states"):
         m.add_argument(f"--{part}", default=None, metavar="BYTES", help=f"new size of the {part} budget")
@@ -33,8 +34,8 @@ def add_parser(sub) -> None:
 
 
 def _request(url: str, key: str | None, body: dict | None) -> tuple[int, dict]:
-    """One call; JSON with ``Content-Type: application/json`` (the server's browser rules refuse other
-    bodies) to the URL's own host name (the Host header urllib derives from it)."""
+    """One call: a JSON body with ``Content-Type: application/json`` (the server refuses other
+    bodies), sent to the URL's own host name (the Host header urllib derives from it)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
                                  headers={"content-type": "application/json", **({"authorization": f"Bearer {key}"} if key else {})})
@@ -74,7 +75,8 @@ def memory(args) -> int:
           f"experts {gib(s['experts'])} ({s['expert_slots']} slots), states {gib(s['states'])} ({s['state_slots']} slots)")
     if "minimum" in out:
         m = out["minimum"]
-        print(f"minimum: kv {gib(m['kv'])} (one request of the context limit), experts {gib(m['experts'])}")
+        print(f"minimum: kv {gib(m['kv'])} (one request of the context limit), "
+              f"experts {gib(m['experts'])}")
     print(f"elastic: {out['elastic'].get('mode')}; resizes so far: {out['resizes']}")
     for h in out["history"][-5:]:
         print(f"  {h['reason']}: total {gib(h['before']['total'])} -> {gib(h['after']['total'])} in {h['seconds'] * 1e3:.1f} ms")

@@ -54,10 +54,12 @@ def parse_bytes(v, name: str = "size") -> int:
     if isinstance(v, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", v)
         if not m or m.group(2).lower() not in _UNITS:
-            raise ResizeRefused(f"{name}: {_shown(v)} is not a size (e.g. 1073741824, 512MiB, 2GB)", name)
+            raise ResizeRefused(f"{name}: {_shown(v)} is not a size (e.g. 1073741824, 512MiB, "
+                                "2GB)", name)
         num, unit = float(m.group(1)), _UNITS[m.group(2).lower()]
     if isinstance(num, float) and not math.isfinite(num):
-        raise ResizeRefused(f"{name}: {_shown(v)} is not a finite number of bytes", name)
+        raise ResizeRefused(f"{name}: {_shown(v)} is not a finite number of bytes",
+                            name)
     if num < 0:
         raise ResizeRefused(f"{name}: {_shown(v)} is negative", name)
     if num * unit > MAX_BYTES:
@@ -118,7 +120,7 @@ class MemoryManager:
 
     @property
     def min_total(self) -> int:
-        """The smallest ``total`` a resize may ask for now (states keep their size under ``total``)."""
+        """The smallest ``total`` a resize may ask for now (``total`` leaves states as they are)."""
         m = self.minimum()
         return m["kv"] + m["experts"] + self.split()["states"]
 
@@ -152,15 +154,16 @@ class MemoryManager:
             over -= take
         if over > 0:
             least = sum(out[k] if k in fixed or k == "states" else floors[k] for k in out)
-            raise ResizeRefused(f"total={want['total']} bytes cannot hold kv={out['kv']} + experts={out['experts']} + "
-                                f"states={out['states']} bytes; the smallest total is {least} bytes "
-                                f"({self._kv_floor_text()})", "total", least)
+            raise ResizeRefused(f"total={want['total']} bytes cannot hold kv={out['kv']} + "
+                                f"experts={out['experts']} + states={out['states']} bytes; the "
+                                f"smallest total is {least} bytes ({self._kv_floor_text()})",
+                                "total", least)
         return out
 
     def _kv_floor_text(self) -> str:
         e = self.engine
-        return (f"the KV pool holds at least one request of max_model_len={e.max_model_len} tokens: "
-                f"{self.min_kv_pages} pages of {self.page_bytes} bytes")
+        return (f"the KV pool holds at least one request of max_model_len={e.max_model_len} "
+                f"tokens: {self.min_kv_pages} pages of {self.page_bytes} bytes")
 
     def resize(self, total=None, kv=None, experts=None, states=None, reason: str = "request") -> dict:
         """Apply a new split now (call between engine steps). Returns the history record."""
@@ -172,22 +175,23 @@ class MemoryManager:
         slots = target["experts"] // self.slot_bytes if ex else 0
         if target["experts"] and not ex:
             raise ResizeRefused("experts: this engine has no expert cache (moe_backend 'cpu' or a dense model); "
-                                "start it with a cache policy (fill, hybrid, static) to size one", "experts")
+                                "start it with a cache policy (fill, hybrid, static) to size one",
+                                "experts")
         if ex and slots < 1:
-            raise ResizeRefused(f"experts={target['experts']} bytes holds no expert slot ({self.slot_bytes} bytes each)",
-                                "experts", self.slot_bytes)
+            raise ResizeRefused(f"experts={target['experts']} bytes holds no expert slot "
+                                f"({self.slot_bytes} bytes each)", "experts", self.slot_bytes)
         st = self._states
         if target["states"] and st is None:
             raise ResizeRefused("states: this model keeps no recurrent-state checkpoints", "states")
         need = self._pages_in_use()
         if pages < need:
             raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages but running requests hold {need} pages "
-                                f"({need * self.page_bytes} bytes): wait for them to finish or shrink less",
-                                "kv", need * self.page_bytes)
+                                f"({need * self.page_bytes} bytes): wait for them to finish or "
+                                "shrink less", "kv", need * self.page_bytes)
         if pages < self.min_kv_pages:
             least = self.min_kv_pages * self.page_bytes
-            raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages, below the minimum of {least} "
-                                f"bytes ({self._kv_floor_text()})", "kv", least)
+            raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages, below the minimum "
+                                f"of {least} bytes ({self._kv_floor_text()})", "kv", least)
         t0 = time.perf_counter()
         kv_out = resize_kv(self.engine, pages) if pages != before["kv_pages"] else {}
         ex_out = ex.resize(slots) if ex and slots != before["expert_slots"] else {}

@@ -176,7 +176,7 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         _api_route("/v1/admin/memory", "admin:get_memory", auth="admin", method="GET"),
         _api_route("/v1/admin/memory", "admin:post_memory", auth="admin"),
     ]
-    guard = Middleware(Guard, rules=GuardRules.from_config(config))  # browser rules: server/guard.py
+    guard = Middleware(Guard, rules=GuardRules.from_config(config))  # browser rules (guard.py)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
                     exception_handlers={404: _not_found, 405: _method_not_allowed})
     app.state.config, app.state.loop, app.state.metrics = config, loop, metrics

@@ -1,5 +1,5 @@
-"""Key checks shared by the API and admin endpoints: ``Authorization: Bearer KEY`` or ``x-api-key: KEY``;
-where ``ft serve`` finds its keys (a flag, a file, an environment variable)."""
+"""Key checks shared by the API and admin endpoints: ``Authorization: Bearer KEY`` or
+``x-api-key: KEY``; where ``ft serve`` finds its keys (a flag, a file, an environment variable)."""
 
 from __future__ import annotations
 

@@ -34,6 +34,8 @@ import logging
 import re
 from dataclasses import dataclass
 
+from ft_core.errors import FTError
+
 from ft_serve.server.errors import ApiError, error_response
 
 log = logging.getLogger("ft.serve")
@@ -62,7 +64,7 @@ def _is_ip(name: str) -> bool:
 
 
 def _origin_pattern(entry: str) -> re.Pattern:
-    """``--allowed-origins`` entry -> a regex over normalised origins; ``*`` is any run of non-``/``."""
+    """An ``--allowed-origins`` entry -> a regex over normalised origins; ``*``: any non-``/``s."""
     parts = entry.strip().lower().rstrip("/").split("*")
     return re.compile("[^/]*".join(re.escape(p) for p in parts))
 
@@ -83,6 +85,10 @@ class GuardRules:
         if config.host.strip().lower() not in _WILDCARD_BINDS:
             hosts.add(host_name(config.host))
         origins = [o for o in config.allowed_origins if o.strip()]
+        for o in origins:
+            if o.strip() not in ("*", "null") and "://" not in o:
+                raise FTError(f"--allowed-origins {o!r}: an origin is scheme://host[:port], e.g. "
+                              "http://localhost:3000 (or '*' for any page)")
         return cls(frozenset(hosts), any(h.strip() == "*" for h in config.allowed_hosts),
                    tuple(_origin_pattern(o) for o in origins if o.strip() != "*"),
                    any(o.strip() == "*" for o in origins))
@@ -116,13 +122,16 @@ def _headers(scope) -> dict[str, str]:
     for k, v in scope.get("headers", ()):
         name = k.decode("latin-1").lower()
         value = v.decode("latin-1")
-        out[name] = f"{out[name]} {value}" if name == "origin" and name in out else out.get(name, value)
+        if name == "origin" and name in out:
+            value = f"{out[name]} {value}"
+        out[name] = value if name == "origin" else out.get(name, value)
     return out
 
 
 def _preflight_headers(origin: str, h: dict[str, str]) -> list[tuple[bytes, bytes]]:
     asked = [x.strip() for x in h.get("access-control-request-headers", "").split(",") if x.strip()]
-    allow = ", ".join(x for x in asked if _TOKEN.match(x)) or "authorization, content-type, x-api-key"
+    allow = ", ".join(x for x in asked if _TOKEN.match(x))
+    allow = allow or "authorization, content-type, x-api-key"
     out = [("access-control-allow-origin", origin), ("vary", "Origin"),
            ("access-control-allow-methods", "GET, POST, OPTIONS"),
            ("access-control-allow-headers", allow), ("access-control-max-age", "600")]
@@ -169,24 +178,26 @@ class Guard:
         if not self.rules.host_ok(host):
             name = host_name(host)
             self._warn("host", name)
-            return ApiError(403, f"Host {name!r} is not a name of this server (refused: a web page "
-                                 "reaching the server under its own name is DNS rebinding); connect "
-                                 f"by IP address or localhost, or start it with --allowed-hosts {name}",
-                            code="host_not_allowed")
+            return ApiError(403, f"Host {name!r} is not a name of this server (refused: a web "
+                            "page reaching the server under its own name is DNS rebinding); "
+                            "connect by IP address or localhost, or start it with "
+                            f"--allowed-hosts {name}", code="host_not_allowed")
         if origin is not None and not (self.rules.listed(origin) or self.rules.own(origin, host)):
             self._warn("origin", origin)
-            return ApiError(403, f"requests from web pages of origin {origin!r} are refused (a page "
-                                 "the user opens must not drive this server); start it with "
-                                 f"--allowed-origins {origin} to let that page call it",
+            return ApiError(403, f"requests from web pages of origin {origin!r} are refused (a "
+                            "page the user opens must not drive this server); start it with "
+                            f"--allowed-origins {origin} to let that page call it",
                             code="origin_not_allowed")
         ctype = h.get("content-type", "")
         if method in _BODY_METHODS and ctype.split(";")[0].strip().lower() != "application/json":
-            return ApiError(415, f"the body must be JSON sent with 'Content-Type: application/json' "
-                                 f"(got {ctype or 'no Content-Type'}); with curl add "
-                                 "-H 'Content-Type: application/json'", code="unsupported_media_type")
+            return ApiError(415, "the body must be JSON sent with 'Content-Type: "
+                            f"application/json' (got {ctype or 'no Content-Type'}); with curl "
+                            "add -H 'Content-Type: application/json'",
+                            code="unsupported_media_type")
         return None
 
     def _warn(self, kind: str, value: str) -> None:
         if (kind, value) not in self._logged and len(self._logged) < 64:
             self._logged.add((kind, value))
-            log.warning("refused a request with %s %r (browser rules; see ft serve --help)", kind, value)
+            log.warning("refused a request with %s %r (browser rules; see ft serve --help)",
+                        kind, value)
