@@ -23,7 +23,7 @@ from ft_core.constraint import TokenConstraint, mask_logits
 from ft_core.errors import FTError, RequestError
 from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
-from ft_core.nonfinite import split_non_finite
+from ft_core.nonfinite import all_finite, split_non_finite
 from ft_core.sampling import SamplingParams, sample_one
 from ft_core.scheduler import ScheduledBatch, Scheduler
 from ft_core.scheduler_state import HybridState
@@ -182,7 +182,7 @@ class Engine:
             return []
         logits = self._forward(batch)
         error = None
-        if not bool(torch.isfinite(logits).all()):  # one check a step; the diagnosis only when it fails
+        if not all_finite(logits):  # one check a step; the per-layer diagnosis only when it fails
             batch, logits, error = split_non_finite(self, batch, logits)
         self._postprocess(batch, logits)
         self.scheduler.after_step(batch)

@@ -13,6 +13,7 @@ from ft_core.errors import CheckpointError
 from ft_core.loader.quant import fp8_block_dequant
 from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.model_config import QuantConfig
+from ft_core.nonfinite import all_finite
 
 
 FLOAT = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -60,7 +61,7 @@ class WeightReader:
 
     def check_finite(self, name: str, t: torch.Tensor) -> None:
         """CheckpointError naming file and tensor when ``t`` holds a NaN or an infinity."""
-        if not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             n = int((~torch.isfinite(t)).sum())
             raise CheckpointError(f"{self.index.file_of(name)}: tensor {name!r} holds {n} NaN/inf values of "
                                   f"{t.numel()} (corrupt weights)")
