@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reasoning-parser", default="auto", choices=["auto", *PARSER_NAMES["reasoning"]],
                    help="reasoning format of the model's output (default: auto, from the checkpoint)")
     s.add_argument("--drain-seconds", type=float, default=30.0, help="on SIGINT/SIGTERM, time running requests get to finish")
+    s.add_argument("--max-body-size", default="32MiB", metavar="BYTES",
+                   help="largest request body (default 32MiB); a larger one gets 413")
+    s.add_argument("--engine-stall-seconds", type=float, default=300.0,
+                   help="/health answers 503 'wedged' when the engine has work and has not "
+                        "finished a step for this long (default 300; a long CPU prefill is no stall)")
     s.add_argument("--admin-key", default=None,
                    help="key for /v1/admin/* (default: --admin-key-file, else $FT_ADMIN_KEY; "
                         "the API key also works; with neither, loopback only)")
@@ -226,6 +231,9 @@ def _serve(args) -> int:
     for flag in ("max_running_requests", "max_waiting_requests"):
         if getattr(args, flag) < 1:
             raise FTError(f"--{flag.replace('_', '-')} must be >= 1")
+    max_body = parse_bytes(args.max_body_size, "--max-body-size")
+    if max_body < 1 or args.engine_stall_seconds <= 0:
+        raise FTError("--max-body-size and --engine-stall-seconds must be > 0")
     # keys before the model loads: a bad key file fails at once
     api_key = load_key(args.api_key, args.api_key_file, "FT_API_KEY", "--api-key")
     admin_key = load_key(args.admin_key, args.admin_key_file, "FT_ADMIN_KEY", "--admin-key")
@@ -235,6 +243,7 @@ def _serve(args) -> int:
                        max_running_requests=args.max_running_requests, max_waiting_requests=args.max_waiting_requests,
                        tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
                        drain_seconds=args.drain_seconds, admin_key=admin_key,
+                       max_body_size=max_body, engine_stall_seconds=args.engine_stall_seconds,
                        admin_allow_remote=args.admin_allow_remote, elastic=args.elastic,
                        elastic_source=args.elastic_source, elastic_reserve=parse_bytes(args.elastic_reserve, "--elastic-reserve"),
                        elastic_interval=args.elastic_interval,

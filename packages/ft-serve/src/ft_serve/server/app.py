@@ -84,8 +84,10 @@ async def _root(request: Request):
 
 
 async def _health(request: Request):
-    loop = request.app.state.loop
-    return JSONResponse({"status": "ok", "running": loop.running, "waiting": loop.waiting})
+    """200 {"status": "ok", ...}; 503 {"status": "dead" | "wedged", "reason", ...} when the engine
+    thread has stopped, or has work and has not ticked for --engine-stall-seconds."""
+    h = request.app.state.loop.health()
+    return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
 
 
 async def _metrics(request: Request):
@@ -146,7 +148,8 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         from dataclasses import replace
 
         config = replace(config, secret=server_secret())
-    loop = EngineLoop(engine, config.max_running_requests, config.max_waiting_requests)
+    loop = EngineLoop(engine, config.max_running_requests, config.max_waiting_requests,
+                      config.engine_stall_seconds)
     metrics = Metrics(loop, config.model_name)
 
     elastic = ElasticLoop(loop, config)

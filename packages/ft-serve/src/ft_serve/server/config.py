@@ -16,6 +16,10 @@ class ServerConfig:
     tool_call_parser: str = "auto"
     reasoning_parser: str = "auto"
     drain_seconds: float = 30.0  # SIGINT/SIGTERM: how long running requests may finish
+    max_body_size: int = 32 << 20  # bytes of one request body; more -> 413 (--max-body-size)
+    # /health answers 503 "wedged" when the engine has work and has not ticked for this long
+    # (one step: a long CPU prefill chunk can take minutes on a big model)
+    engine_stall_seconds: float = 300.0
     default_max_tokens: int | None = None  # when a request names none: the rest of the context
     secret: bytes = b""  # signs thinking blocks / reasoning items handed to clients (set at start-up)
     admin_key: str | None = None  # /v1/admin/*: this key or api_key; with neither, loopback callers only

@@ -2,8 +2,13 @@
 queue and join the running batch between steps (continuous batching); every step's new tokens go
 back to each request's asyncio queue on the server's event loop.
 
-Thread model: only the loop thread touches the Engine; the HTTP side calls ``submit`` / ``abort``
-(thread-safe) and awaits ``Request.updates``.
+Thread model: only the loop thread touches the Engine; the HTTP side calls ``submit`` / ``abort`` /
+``call`` / ``fail_all`` (thread-safe) and awaits ``Request.updates``.
+
+Robustness: an exception while admitting, stepping, sending or aborting one request fails that
+request (an error Update) and the loop goes on. Should the thread end anyway (a BaseException, or
+``stop``), every request it still holds gets an error Update, later submits get a 503, and
+``health()`` says "dead"; a loop that has work but has not ticked for ``stall_seconds`` is "wedged".
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from ft_core.errors import FTError
 from ft_serve.server.errors import ApiError
 
 log = logging.getLogger("ft.serve")
+
+INTERNAL = "internal error in the engine (see the server log)"
+SHUTTING_DOWN = "the server is shutting down"
 
 
 @dataclass
@@ -49,18 +57,24 @@ class Request:
 
 
 class EngineLoop:
-    def __init__(self, engine: Engine, max_running: int = 16, max_waiting: int = 256):
+    def __init__(self, engine: Engine, max_running: int = 16, max_waiting: int = 256,
+                 stall_seconds: float = 300.0):
         self.engine = engine
         self.max_running, self.max_waiting = max_running, max_waiting
+        self.stall_seconds = stall_seconds  # health(): "wedged" after this long without a tick
         self._cmds: queue.SimpleQueue = queue.SimpleQueue()
         self._queued = 0  # "add" commands not yet drained (aborts and calls do not count as waiting)
-        self._queued_lock = threading.Lock()
+        self._queued_lock = threading.Lock()  # also orders submits against closing
+        self._closed: str | None = None  # why no more requests are taken (set once, under the lock)
         self._pending: deque[Request] = deque()  # accepted, not yet in the engine (over max_running)
         self._active: dict[int, Request] = {}  # seq_id -> request inside the engine
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ft-engine", daemon=True)
         self.snapshot: dict = {}  # expert / prefix counters, refreshed by the loop thread
         self.steps = 0
+        self.beat = time.monotonic()  # the loop thread's last tick (monotonic seconds)
+        self.died: str | None = None  # what ended the thread, when it ended on an exception
+        self._snapshot_failed = False
 
     # ---- called from the HTTP side --------------------------------------------------------
     def start(self) -> None:
@@ -68,11 +82,14 @@ class EngineLoop:
 
     def submit(self, prompt_ids: list[int], params: SamplingParams, constraint=None) -> Request:
         if self.waiting >= self.max_waiting:
-            raise ApiError(503, f"server busy: {self.waiting} requests waiting (limit {self.max_waiting}); retry later")
+            raise ApiError(503, f"server busy: {self.waiting} requests waiting "
+                                f"(limit {self.max_waiting}); retry later")
         req = Request(prompt_ids, params, asyncio.get_running_loop(), constraint=constraint)
         with self._queued_lock:
+            if self._closed is not None:
+                raise ApiError(503, self._closed)
             self._queued += 1
-        self._cmds.put(("add", req))
+            self._cmds.put(("add", req))
         return req
 
     def abort(self, req: Request) -> None:
@@ -84,13 +101,45 @@ class EngineLoop:
         returned future for its result or exception. Running requests pause for it, then go on."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._cmds.put(("call", (fn, fut, loop)))
+        with self._queued_lock:
+            if self._closed is not None:
+                fut.set_exception(ApiError(503, self._closed))
+            else:
+                self._cmds.put(("call", (fn, fut, loop)))
         return fut
+
+    def fail_all(self, message: str = SHUTTING_DOWN, status: int = 503) -> None:
+        """End every request (running or waiting) with an error Update of ``message`` and refuse
+        new ones: the drain deadline of a shutdown. Thread-safe; the loop thread does it between
+        steps."""
+        with self._queued_lock:
+            if self._closed is None:
+                self._closed = message
+        self._cmds.put(("fail", (message, status)))
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._cmds.put(("wake", None))
         self._thread.join(timeout)
+
+    def health(self) -> dict:
+        """{"status": "ok" | "dead" | "wedged", running, waiting, last_tick_seconds_ago}."""
+        ago = time.monotonic() - self.beat
+        busy = bool(self._active or self.waiting)
+        if not self._thread.is_alive():
+            status = "dead"
+        elif busy and ago > self.stall_seconds:
+            status = "wedged"
+        else:
+            status = "ok"
+        out = {"status": status, "running": self.running, "waiting": self.waiting,
+               "last_tick_seconds_ago": round(ago, 3)}
+        if status == "dead":
+            out["reason"] = self.died or "the engine thread has stopped"
+        elif status == "wedged":
+            out["reason"] = f"the engine has work and has not ticked for {ago:.0f} s " \
+                            f"(limit {self.stall_seconds:g} s)"
+        return out
 
     @property
     def running(self) -> int:
@@ -102,25 +151,38 @@ class EngineLoop:
 
     # ---- the loop thread --------------------------------------------------------------------
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self._drain(block=not self._active and not self._pending)
-            self._admit()
-            if not self._active:
-                continue
-            try:
-                advanced = self.engine.step()
-            except Exception as e:  # a bug must not kill the server: fail the batch, keep serving
-                log.exception("engine step failed")
-                for req in list(self._active.values()):
-                    self._finish(req, "error", f"internal error in the engine step: {type(e).__name__}")
-                continue
-            self.steps += 1
-            for seq in advanced:
-                req = self._active.get(seq.seq_id)
-                if req is not None:
-                    self._send(req)
-            if self.steps % 8 == 1:
-                self._refresh_snapshot()
+        reason = SHUTTING_DOWN
+        try:
+            while not self._stop.is_set():
+                self.beat = time.monotonic()
+                self._tick()
+        except BaseException as e:  # noqa: BLE001 - whatever ends the thread, nobody may hang
+            self.died = f"the engine thread stopped on {type(e).__name__}"
+            reason = f"{self.died} (see the server log)"
+            log.critical("the engine thread stopped; every request now fails", exc_info=True)
+        finally:
+            self._close(reason, 503 if self.died is None else 500)
+
+    def _tick(self) -> None:
+        """One iteration: take commands, admit, step, hand the new tokens over."""
+        self._drain(block=not self._active and not self._pending)
+        self._admit()
+        if not self._active:
+            return
+        try:
+            advanced = self.engine.step()
+        except Exception as e:  # a bug must not kill the server: fail the batch, keep serving
+            log.exception("engine step failed")
+            for req in list(self._active.values()):
+                self._finish(req, "error", f"internal error in the engine step: {type(e).__name__}")
+            return
+        self.steps += 1
+        for seq in advanced:
+            req = self._active.get(seq.seq_id)
+            if req is not None:
+                self._send(req)
+        if self.steps % 8 == 1:
+            self._refresh_snapshot()
 
     def _drain(self, block: bool) -> None:
         try:
@@ -128,19 +190,23 @@ class EngineLoop:
         except queue.Empty:
             return
         while True:
-            kind, req = cmd
-            if kind == "add":
-                self._pending.append(req)
-                with self._queued_lock:
-                    self._queued -= 1
-            elif kind == "abort":
-                self._abort(req)
-            elif kind == "call":
-                self._call(*req)
+            self._command(*cmd)
             try:
                 cmd = self._cmds.get_nowait()
             except queue.Empty:
                 return
+
+    def _command(self, kind: str, arg) -> None:
+        if kind == "add":
+            self._pending.append(arg)
+            with self._queued_lock:
+                self._queued -= 1
+        elif kind == "abort":
+            self._abort(arg)
+        elif kind == "call":
+            self._call(*arg)
+        elif kind == "fail":
+            self._fail_held(*arg)
 
     def _admit(self) -> None:
         while self._pending and len(self._active) < self.max_running:
@@ -149,8 +215,12 @@ class EngineLoop:
                 continue
             try:
                 req.seq = self.engine.add_request(req.prompt_ids, req.params, req.constraint)
-            except FTError as e:
+            except FTError as e:  # the engine refused the request: bad input
                 self._post(req, Update([], "error", error=str(e), error_status=400))
+                continue
+            except Exception:  # a bug on this request only: fail it, keep serving the others
+                log.exception("the engine could not admit a request")
+                self._post(req, Update([], "error", error=INTERNAL))
                 continue
             self._active[req.seq.seq_id] = req
 
@@ -160,41 +230,73 @@ class EngineLoop:
         except Exception as e:  # handed to the awaiting side
             res, err = None, e
         self._refresh_snapshot()
-
-        def settle():
-            if not fut.done():
-                fut.set_exception(err) if err is not None else fut.set_result(res)
-
-        try:
-            loop.call_soon_threadsafe(settle)
-        except RuntimeError:
-            pass
+        _settle(fut, loop, res, err)
 
     def _abort(self, req: Request) -> None:
         if req in self._pending:
             self._pending.remove(req)
         if req.seq is not None and self._active.pop(req.seq.seq_id, None) is not None:
-            self.engine.abort(req.seq)
+            try:
+                self.engine.abort(req.seq)
+            except Exception:  # its pages may leak; the loop and the other requests go on
+                log.exception("the engine could not abort a request")
         self._post(req, Update([], "abort"))
 
     def _send(self, req: Request) -> None:
-        seq = req.seq
-        new = seq.output_ids[req.sent :]
-        if not new and not seq.finished:
-            return  # a prefill chunk that did not finish the prompt
-        req.sent = len(seq.output_ids)
+        try:
+            seq = req.seq
+            new = seq.output_ids[req.sent :]
+            if not new and not seq.finished:
+                return  # a prefill chunk that did not finish the prompt
+            req.sent = len(seq.output_ids)
+            u = Update(list(new), seq.finish_reason, getattr(seq, "cached_tokens", 0))
+        except Exception:
+            log.exception("cannot hand a step's tokens over")
+            self._finish(req, "error", INTERNAL)
+            return
         if seq.finished:
             del self._active[seq.seq_id]
             self._refresh_snapshot()
-        self._post(req, Update(list(new), seq.finish_reason, getattr(seq, "cached_tokens", 0)))
+        self._post(req, u)
 
-    def _finish(self, req: Request, reason: str, error: str | None = None) -> None:
+    def _finish(self, req: Request, reason: str, error: str | None = None,
+                status: int = 500) -> None:
         self._active.pop(req.seq.seq_id, None)
         try:
             self.engine.abort(req.seq)
         except Exception:  # noqa: BLE001 - the engine may be in any state after a failed step
             log.exception("abort after a failed step")
-        self._post(req, Update([], reason, error=error))
+        self._post(req, Update([], reason, error=error, error_status=status))
+
+    def _fail_held(self, message: str, status: int) -> None:
+        """End every request this thread holds (running and waiting) with an error Update."""
+        for req in list(self._active.values()):
+            self._finish(req, "error", message, status)
+        while self._pending:
+            u = Update([], "error", error=message, error_status=status)
+            self._post(self._pending.popleft(), u)
+
+    def _close(self, message: str, status: int) -> None:
+        """The thread is ending: refuse new work, fail what is held and what is still queued."""
+        with self._queued_lock:
+            if self._closed is None or self.died is not None:
+                self._closed = message
+        try:
+            self._fail_held(message, status)
+        except Exception:  # noqa: BLE001
+            log.exception("failing the remaining requests")
+        while True:
+            try:
+                kind, arg = self._cmds.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                self._post(arg, Update([], "error", error=message, error_status=status))
+            elif kind == "abort":
+                self._post(arg, Update([], "abort"))
+            elif kind == "call":
+                fn, fut, loop = arg
+                _settle(fut, loop, err=ApiError(503, message))
 
     @staticmethod
     def _post(req: Request, u: Update) -> None:
@@ -204,8 +306,26 @@ class EngineLoop:
             pass
 
     def _refresh_snapshot(self) -> None:
-        mem = self.engine.memory
-        snap = {"experts": self.engine.expert_stats(), "memory": mem.split(), "resizes": mem.count}
-        if hasattr(self.engine, "prefix_stats"):
-            snap["prefix"] = self.engine.prefix_stats()
+        try:
+            mem = self.engine.memory
+            snap = {"experts": self.engine.expert_stats(), "memory": mem.split(), "resizes": mem.count}
+            if hasattr(self.engine, "prefix_stats"):
+                snap["prefix"] = self.engine.prefix_stats()
+        except Exception:  # counters only: keep the last snapshot, log the first failure
+            if not self._snapshot_failed:
+                log.exception("cannot refresh the engine counters (/metrics keeps the last ones)")
+            self._snapshot_failed = True
+            return
         self.snapshot = snap
+
+
+def _settle(fut, loop, res=None, err: BaseException | None = None) -> None:
+    """Complete ``fut`` (of the event loop ``loop``) from the loop thread."""
+    def settle():
+        if not fut.done():
+            fut.set_exception(err) if err is not None else fut.set_result(res)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the event loop is closed (shutdown)
+        pass
