@@ -53,7 +53,8 @@ def _api_route(path: str, target: str, auth: str = "api", method: str = "POST"):
                 check_admin(app.state.config, request)
             else:
                 _check_key(app.state.config, request)
-            body = await json_body(request) if method == "POST" else {}
+            limit = app.state.config.max_body_size
+            body = await json_body(request, limit) if method == "POST" else {}
             out = await handler(app, request, body)
             status = 200
             return out if isinstance(out, Response) else JSONResponse(out)
