@@ -10,6 +10,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from ft_core.errors import CheckpointError
 from ft_core.tokenizer.chat_template import render
 
+_LONG_TEXT = 1 << 15  # characters; longer texts are encoded without holding the GIL
+
 
 def _token_str(v) -> str | None:
     """Special tokens appear as plain strings or as AddedToken dicts ({"content": ...})."""
@@ -58,7 +60,12 @@ class Tokenizer:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's own post-processor runs (BOS)."""
+        """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's own post-processor runs (BOS).
+        A long text goes through the batch call (same ids), which releases the GIL while it runs: the
+        single-text call holds it for seconds on a megabyte, stopping every other thread (a server's
+        event loop)."""
+        if len(text) > _LONG_TEXT:
+            return self._tok.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:

@@ -45,12 +45,12 @@ async def messages(app, request, body: dict):
     model = field(body, "model", str, svc.config.model_name)
     streamed = field(body, "stream", bool, False)
     try:
-        gen = svc.start_chat(req)
+        gen = await svc.start_chat(req)
     except ApiError as e:
-        if e.code != "context_length_exceeded":
+        if not hasattr(e, "tokens"):  # only a ContextLengthError carries the prompt's length
             raise
         # Claude Code recognises this wording (it offers to compact the conversation)
-        raise bad_request(f"prompt is too long: {svc.count_tokens(req)} tokens > {svc.max_model_len - 1} maximum",
+        raise bad_request(f"prompt is too long: {e.tokens} tokens > {svc.max_model_len - 1} maximum",
                           None, e.code) from None
     writer = BlockWriter(svc.config.secret, bool(req.thinking), one_call)
     mid = "msg_" + uuid.uuid4().hex[:24]
@@ -67,7 +67,7 @@ async def messages(app, request, body: dict):
 async def count_tokens(app, request, body: dict):
     svc = app.state.service
     req, _ = chat_request(body, svc, count_only=True)
-    return {"input_tokens": svc.count_tokens(req)}
+    return {"input_tokens": await svc.count_tokens(req)}
 
 
 def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:

@@ -227,7 +227,7 @@ async def chat_completions(app, request, body: dict):
                       svc.max_model_len), convert_tools(body.get("tools")), tool_choice_of(body), thinking, kwargs)
     parallel = field(body, "parallel_tool_calls", bool, True)
     req.json_schema, req.parallel_tool_calls = response_schema(body), parallel
-    gen = svc.start_chat(req)
+    gen = await svc.start_chat(req)
     check_room(gen, body, max_keys, svc.max_model_len)
     rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if field(body, "stream", bool, False):

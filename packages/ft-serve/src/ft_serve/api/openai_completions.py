@@ -58,7 +58,7 @@ async def completions(app, request, body: dict):
     model = field(body, "model", str, required=True)  # any name is served (README: Serving)
     params = sampling(body, ("max_tokens",), 16, svc.max_model_len)
     echo = field(body, "echo", bool, False)
-    prompts = _prompts(svc, body)
+    prompts = await asyncio.to_thread(_prompts, svc, body)  # encoding: off the event loop
     gens = [svc.start_completion(ids, params) for ids in prompts]
     for g in gens:
         check_room(g, body, ("max_tokens",), svc.max_model_len)

@@ -16,6 +16,7 @@ the item's ``encrypted_content`` carries it signed, and it comes back as a user 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -156,9 +157,9 @@ def _format_note(messages: list[dict], fmt: dict) -> None:
         messages.insert(0, {"role": "system", "content": note})
 
 
-def _start(svc, chat: ChatRequest):
+async def _start(svc, chat: ChatRequest):
     try:
-        return svc.start_chat(chat)
+        return await svc.start_chat(chat)
     except ApiError as e:
         if e.param == "messages":
             e.param = "input"
@@ -193,7 +194,7 @@ def _final(shell: dict, output: list[dict], gen) -> tuple[str, dict]:
 async def responses(app, request, body: dict):
     svc = app.state.service
     p = parse(svc, body)
-    gen = _start(svc, p.chat)
+    gen = await _start(svc, p.chat)
     check_room(gen, body, ("max_output_tokens",), svc.max_model_len)
     shell = _shell(new_id("resp"), int(time.time()), p.echo)
     b = OutputBuilder(p.tools, svc.config.secret, **p.builder_opts)
@@ -265,11 +266,11 @@ async def compact(app, request, body: dict):
     field(body, "model", str, required=True)  # any name is served (README: Serving)
     field(body, "stream", bool, False)  # checked; the compaction is answered whole either way
     p = parse(svc, {**body, "stream": False}, compaction=True)
-    gen = _start(svc, p.chat)
+    gen = await _start(svc, p.chat)
     check_room(gen, body, ("max_output_tokens",), svc.max_model_len)
     events = await run_to_end(gen, request)
     check_api_error(gen)
-    kept = _kept_user_messages(svc, body.get("input"), svc.max_model_len // 4)
+    kept = await asyncio.to_thread(_kept_user_messages, svc, body.get("input"), svc.max_model_len // 4)
     return {"id": new_id("resp"), "object": "response.compaction", "created_at": int(time.time()),
             "output": kept + [_compaction_item(svc.config.secret, _summary(events))], "usage": usage_of(gen)}
 

@@ -7,6 +7,7 @@ Every API adapter builds a ``ChatRequest`` (or raw prompt ids for /v1/completion
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -195,16 +196,18 @@ class Service:
 
     def check_length(self, n: int, param: str) -> None:
         if n >= self.max_model_len:
-            raise bad_request(f"the prompt has {n} tokens; this model's context length (max_model_len) is "
-                              f"{self.max_model_len}, which must hold the prompt and at least one output token",
-                              param, "context_length_exceeded")
+            raise ContextLengthError(n, self.max_model_len, param)
 
-    def count_tokens(self, req: ChatRequest) -> int:
-        return len(self.render(req)[0])
+    async def count_tokens(self, req: ChatRequest) -> int:
+        """Prompt tokens of ``req``, rendered in a worker thread (off the event loop)."""
+        return len((await asyncio.to_thread(self.render, req))[0])
 
     # ---- generation ---------------------------------------------------------------------------
-    def start_chat(self, req: ChatRequest) -> Generation:
-        ids, in_reasoning, forced = self.render(req)
+    async def start_chat(self, req: ChatRequest) -> Generation:
+        """Render and tokenize ``req`` in a worker thread (a megabyte prompt takes seconds; the
+        event loop serves the other requests meanwhile), then set up its Generation. Raises
+        ContextLengthError (with the token count) for a prompt the context cannot hold."""
+        ids, in_reasoning, forced = await asyncio.to_thread(self.render, req)
         self.check_length(len(ids), "messages")
         tools_on = bool(req.tools) and req.tool_choice != "none"
         parser = make_parser(self.tool_parser if tools_on else "none", self.reasoning_parser,
@@ -243,6 +246,16 @@ def parse_arguments(args) -> dict | str:
             return args
         return v if isinstance(v, dict) else args
     return args
+
+
+class ContextLengthError(ApiError):
+    """400 context_length_exceeded; ``tokens``: the prompt's length (so nobody renders it again)."""
+
+    def __init__(self, tokens: int, limit: int, param: str):
+        super().__init__(400, f"the prompt has {tokens} tokens; this model's context length "
+                              f"(max_model_len) is {limit}, which must hold the prompt and at least "
+                              "one output token", param, "context_length_exceeded")
+        self.tokens = tokens
 
 
 def check_api_error(g: Generation) -> None:
