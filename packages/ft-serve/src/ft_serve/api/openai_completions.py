@@ -111,6 +111,7 @@ async def _stream(gens, rid, created, model, include_usage, echo, tok):
             async for ev in g:
                 if ev.kind == "content" and ev.text:
                     await queue.put(chunk(i, ev.text))
+            check_api_error(g)  # an engine failure (or the shutdown deadline): the error event
             await queue.put(chunk(i, "", "length" if g.finish_reason == "length" else "stop"))
         except Exception as e:  # e.g. the queue filled up: the stream ends with an error event
             err = e if isinstance(e, ApiError) else ApiError(500, f"generation failed: {type(e).__name__}")
