@@ -17,6 +17,7 @@ import tiny_checkpoints  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
 import engine_spy  # noqa: E402
 from engine_spy import sampled_logits  # noqa: E402
+from bounds import assert_logits_close  # noqa: E402
 
 IDS = [(i * 37 + 11) % 700 + 20 for i in range(64)]  # inside every tiny vocabulary (>= 800)
 GREEDY = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
@@ -103,7 +104,8 @@ def test_prefix_reuse_keeps_logits_and_tokens(ckpt, arch):
     c_on, c_off = run(on, turn2), run(off, turn2)
     for x, y in [(a_on, a_off), (b_on, b_off), (c_on, c_off)]:
         assert x.output_ids == y.output_ids
-        torch.testing.assert_close(torch.stack(got_rows[x.seq_id]), torch.stack(want_rows[y.seq_id]), rtol=0, atol=2e-5)
+        assert_logits_close(torch.stack(got_rows[x.seq_id]), torch.stack(want_rows[y.seq_id]), on.model_config,
+                            x.total_len)
     assert a_on.cached_tokens == 0 and b_on.cached_tokens == 36  # 9 whole pages of the 37-token prefix
     assert c_on.cached_tokens == (len(first) + len(a_on.output_ids) - 1) // S * S  # turn 1's computed KV
     assert all(s.cached_tokens == 0 for s in (a_off, b_off, c_off))
@@ -132,7 +134,7 @@ def test_score_neither_reads_nor_fills_the_prefix_cache(ckpt):
     assert eng.prefix_stats()["cached_pages"] == 0
     run(eng, IDS[:30])
     before = eng.prefix_stats()
-    torch.testing.assert_close(eng.score(IDS[:30]), ref, rtol=0, atol=1e-5)
+    assert_logits_close(eng.score(IDS[:30]), ref, eng.model_config)
     assert eng.prefix_stats() == before
 
 

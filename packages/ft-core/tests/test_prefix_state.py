@@ -19,6 +19,7 @@ import tiny_checkpoints  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
 import engine_spy  # noqa: E402
 from engine_spy import sampled_logits  # noqa: E402
+from bounds import assert_logits_close  # noqa: E402
 
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 S = 4  # page size: checkpoints fall inside pages as often as at their ends
@@ -46,7 +47,7 @@ def run(eng, ids, params=GREEDY):
 
 def assert_same(on, off, a, b, rows_on, rows_off):
     assert a.output_ids == b.output_ids
-    torch.testing.assert_close(torch.stack(rows_on[a.seq_id]), torch.stack(rows_off[b.seq_id]), rtol=0, atol=1e-4)
+    assert_logits_close(torch.stack(rows_on[a.seq_id]), torch.stack(rows_off[b.seq_id]), on.model_config, a.total_len)
 
 
 def assert_pool_consistent(eng):

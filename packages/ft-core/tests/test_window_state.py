@@ -19,6 +19,7 @@ import tiny_checkpoints  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
 import engine_spy  # noqa: E402
+from bounds import assert_logits_close  # noqa: E402
 from engine_spy import sampled_logits  # noqa: E402
 
 IDS = [(i * 37 + 11) % 700 + 20 for i in range(600)]  # inside the tiny vocabulary
@@ -53,13 +54,14 @@ def test_windows_are_state_and_the_kv_pool_keeps_full_layers_only(gpt_oss):
 @pytest.mark.parametrize("chunk", [3, 8, 300])  # inside one window, exactly a window, more than a query block
 def test_window_state_logits_equal_paged_and_transformers(gpt_oss, chunk):
     ids = IDS[:300 if chunk == 300 else 45]
-    paged = Engine.from_pretrained(gpt_oss, window_state=False).score(ids)
+    eng = Engine.from_pretrained(gpt_oss, window_state=False)
+    paged, cfg = eng.score(ids), eng.model_config
     got = Engine.from_pretrained(gpt_oss, max_batch_tokens=chunk).score(ids)
-    torch.testing.assert_close(got, paged, rtol=0, atol=2e-5)
+    assert_logits_close(got, paged, cfg)
     ref = tiny_checkpoints.load_reference(gpt_oss)
     with torch.no_grad():
         want = ref(torch.tensor([ids])).logits[0].float()
-    torch.testing.assert_close(got, want, rtol=0, atol=2e-4 * want.abs().max().item())
+    assert_logits_close(got, want, cfg)
 
 
 def test_mixed_steps_equal_alone_and_paged(gpt_oss):
@@ -74,8 +76,9 @@ def test_mixed_steps_equal_alone_and_paged(gpt_oss):
     alone = [eng.generate(p, GREEDY)[0] for p in prompts]
     assert [o.token_ids for o in together] == [o.token_ids for o in ref] == [o.token_ids for o in alone]
     for i in range(3):
-        torch.testing.assert_close(torch.stack(rows[i]), torch.stack(rows_paged[i]), rtol=0, atol=2e-5)
-        torch.testing.assert_close(torch.stack(rows[i]), torch.stack(rows[3 + i]), rtol=0, atol=2e-5)
+        n = len(prompts[i]) + GREEDY.max_tokens  # the longest context of the rows
+        assert_logits_close(torch.stack(rows[i]), torch.stack(rows_paged[i]), eng.model_config, n)
+        assert_logits_close(torch.stack(rows[i]), torch.stack(rows[3 + i]), eng.model_config, n)
     assert eng.live_states.free_slots == eng.live_states.num_slots
 
 
@@ -103,7 +106,8 @@ def test_resume_at_a_window_checkpoint_equals_from_scratch(gpt_oss):
     c, c_off = engine_spy.run(on, other, GREEDY), engine_spy.run(off, other, GREEDY)
     for x, y in [(a, a_off), (b, b_off), (c, c_off)]:
         assert x.output_ids == y.output_ids
-        torch.testing.assert_close(torch.stack(rows_on[x.seq_id]), torch.stack(rows_off[y.seq_id]), rtol=0, atol=2e-5)
+        assert_logits_close(torch.stack(rows_on[x.seq_id]), torch.stack(rows_off[y.seq_id]), on.model_config,
+                            x.total_len)
     assert a.cached_tokens == 0 and b.cached_tokens == len(first) + len(a.output_ids) - 1  # the final state
     start = on.tokenizer.token_to_id("<|start|>")
     user_start = [i for i, t in enumerate(other) if t == start][-2]  # the user turn (last: the generation prompt)
@@ -145,7 +149,7 @@ def test_every_layer_windowed_on_request(tmp_path):
     state = Engine.from_pretrained(path, window_state=True, max_batch_tokens=7)
     assert paged.state_layout is None and state.model.kv_bytes_per_token(torch.float32) == 0
     ids = IDS[:100]
-    torch.testing.assert_close(state.score(ids), paged.score(ids), rtol=0, atol=2e-5)
+    assert_logits_close(state.score(ids), paged.score(ids), paged.model_config)
     assert state.generate(ids[:40], GREEDY)[0].token_ids == paged.generate(ids[:40], GREEDY)[0].token_ids
     state.resize(states=4 * state.state_layout.bytes_per_slot)  # no KV bytes to divide
     assert state.memory.split()["state_slots"] == 4 and state.memory.split()["kv"] == 0
