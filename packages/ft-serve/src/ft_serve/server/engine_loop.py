@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ft_core import Engine, SamplingParams
-from ft_core.errors import FTError
+from ft_core.errors import FTError, NonFiniteError
 
 from ft_serve.server.errors import ApiError
 
@@ -171,6 +171,8 @@ class EngineLoop:
             return
         try:
             advanced = self.engine.step()
+        except NonFiniteError as e:  # the engine finished those sequences and logged where
+            advanced = self._fail_non_finite(e)
         except Exception as e:  # a bug must not kill the server: fail the batch, keep serving
             log.exception("engine step failed")
             for req in list(self._active.values()):
@@ -183,6 +185,15 @@ class EngineLoop:
                 self._send(req)
         if self.steps % 8 == 1:
             self._refresh_snapshot()
+
+    def _fail_non_finite(self, e: NonFiniteError) -> list:
+        """Fail the requests whose logits were NaN/inf (500 with the engine's message); the step's
+        other sequences advanced: returns them."""
+        for sid in e.seq_ids:
+            req = self._active.pop(sid, None)
+            if req is not None:
+                self._post(req, Update([], "error", error=str(e)))
+        return e.advanced
 
     def _drain(self, block: bool) -> None:
         try:
