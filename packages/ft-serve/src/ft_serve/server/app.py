@@ -25,7 +25,7 @@ from ft_serve.server.auth import require_key
 from ft_serve.server.config import ServerConfig
 from ft_serve.server.elastic_loop import ElasticLoop
 from ft_serve.server.engine_loop import EngineLoop
-from ft_serve.server.errors import ApiError, error_response
+from ft_serve.server.errors import ApiError, error_response, schema_of
 from ft_serve.server.guard import Guard, GuardRules
 from ft_serve.server.metrics import Metrics
 from ft_serve.server.service import Service
@@ -33,15 +33,11 @@ from ft_serve.server.service import Service
 log = logging.getLogger("ft.serve")
 
 
-def _schema(path: str) -> str:
-    return "anthropic" if path.startswith("/v1/messages") else "openai"
-
-
 def _api_route(path: str, target: str, auth: str = "api", method: str = "POST"):
     """A JSON API endpoint: auth, body parsing, ApiError -> the API's error schema, no stack traces.
     ``target``: "module:function" under ft_serve.api, called as ``await function(app, request, body)``.
     ``auth``: "api" (the API key, when set) or "admin" (admin rules, see api/admin.py)."""
-    schema = _schema(path)
+    schema = schema_of(path)
     module, func = target.split(":")
     handler = getattr(importlib.import_module(f"ft_serve.api.{module}"), func)
 
@@ -107,14 +103,14 @@ async def _metrics(request: Request):
 
 
 async def _not_found(request: Request, exc):
-    return error_response(ApiError(404, f"no endpoint {request.method} {request.url.path}"), _schema(request.url.path))
+    return error_response(ApiError(404, f"no endpoint {request.method} {request.url.path}"), schema_of(request.url.path))
 
 
 async def _method_not_allowed(request: Request, exc):
     code = getattr(exc, "status_code", 405)
     if code == 404:
         return await _not_found(request, exc)
-    return error_response(ApiError(405, f"{request.method} is not allowed on {request.url.path}"), _schema(request.url.path))
+    return error_response(ApiError(405, f"{request.method} is not allowed on {request.url.path}"), schema_of(request.url.path))
 
 
 def server_secret() -> bytes:

@@ -48,6 +48,11 @@ def anthropic_body(e: ApiError) -> dict:
     return {"type": "error", "error": {"type": t, "message": msg}}
 
 
+def schema_of(path: str) -> str:
+    """The error schema of the API at ``path``: "anthropic" under /v1/messages, else "openai"."""
+    return "anthropic" if path.startswith("/v1/messages") else "openai"
+
+
 def error_response(e: ApiError, schema: str) -> JSONResponse:
     """``schema``: "openai" or "anthropic"."""
     body = anthropic_body(e) if schema == "anthropic" else openai_body(e)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ft_core.errors import FTError
 
-from ft_serve.server.errors import ApiError, error_response
+from ft_serve.server.errors import ApiError, error_response, schema_of
 
 log = logging.getLogger("ft.serve")
 
@@ -111,10 +111,6 @@ class GuardRules:
                                           f"https://{host.strip().lower()}")
 
 
-def _schema(path: str) -> str:
-    return "anthropic" if path.startswith("/v1/messages") else "openai"
-
-
 def _headers(scope) -> dict[str, str]:
     """Request headers by lower-case name (the first of repeated ones; repeated Origins are joined
     with a space so that they never match)."""
@@ -154,7 +150,7 @@ class Guard:
         origin, method = h.get("origin"), scope["method"]
         refusal = self._refusal(h, origin, method)
         if refusal is not None:
-            return await error_response(refusal, _schema(scope["path"]))(scope, receive, send)
+            return await error_response(refusal, schema_of(scope["path"]))(scope, receive, send)
         cors = origin is not None and self.rules.listed(origin)
         if method == "OPTIONS" and origin is not None and "access-control-request-method" in h:
             await send({"type": "http.response.start", "status": 204,
