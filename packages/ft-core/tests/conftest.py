@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-# The workspace tests' helpers (bounds.py, tiny_checkpoints.py) are plain modules, as beside this file.
+# The workspace tests' helpers (bounds.py, tiny_checkpoints.py) are plain modules, as here.
 _WORKSPACE_TESTS = str(Path(__file__).resolve().parents[3] / "tests")
 if _WORKSPACE_TESTS not in sys.path:
     sys.path.insert(0, _WORKSPACE_TESTS)

@@ -25,10 +25,11 @@ WORKSPACE_TESTS = HERE.parents[2] / "tests"  # tiny_checkpoints
 
 
 def rule_tol(L: int, dk: int, dv: int) -> float:
-    """max |fla - torch| / max |torch| of a gated delta rule over L tokens (float32, tests/bounds.py):
-    a token's contribution reaches an output through at most L state updates and Dk- and Dv-long dot
-    products, each rounded (gamma(L + Dk + Dv)); 4 rounded stages per token (k.S, the delta, the
-    rank-1 update, q.S); both forms err (x 2). A wrong decay, gate or state hand-over is O(1)."""
+    """max |fla - torch| / max |torch| of a gated delta rule over L tokens (float32; see
+    tests/bounds.py): a token's contribution reaches an output through at most L state updates
+    and Dk- and Dv-long dot products, each rounded (gamma(L + Dk + Dv)); 4 rounded stages per
+    token (k.S, the delta, the rank-1 update, q.S); both forms err (x 2). A wrong decay, gate or
+    state hand-over is O(1)."""
     from bounds import gamma
 
     return 2 * 4 * gamma(L + dk + dv)
@@ -107,7 +108,7 @@ def engine_run(impl):
     res = {"layers": len(linear), "rules": sorted({m for a in linear for m in (a.chunk_rule.__module__, a.recurrent_rule.__module__)})}
     ids = eng.tokenizer.encode("The quick brown fox jumps over the lazy dog, then the cat sleeps.")
     res["logits"] = eng.score(ids).tolist()
-    res["rel_tol"] = bounds.logits_tol(eng.model_config, 1.0, len(ids) + 8)  # the longest context run
+    res["rel_tol"] = bounds.logits_tol(eng.model_config, 1.0, len(ids) + 8)  # longest context
     rows = engine_spy.sampled_logits(eng)
     outs = eng.generate([ids, ids[:7]], greedy(8))  # two prompts: decode steps of two sequences
     res["tokens"] = [o.token_ids for o in outs]

@@ -104,8 +104,8 @@ def test_prefix_reuse_keeps_logits_and_tokens(ckpt, arch):
     c_on, c_off = run(on, turn2), run(off, turn2)
     for x, y in [(a_on, a_off), (b_on, b_off), (c_on, c_off)]:
         assert x.output_ids == y.output_ids
-        assert_logits_close(torch.stack(got_rows[x.seq_id]), torch.stack(want_rows[y.seq_id]), on.model_config,
-                            x.total_len)
+        assert_logits_close(torch.stack(got_rows[x.seq_id]), torch.stack(want_rows[y.seq_id]),
+                            on.model_config, x.total_len)
     assert a_on.cached_tokens == 0 and b_on.cached_tokens == 36  # 9 whole pages of the 37-token prefix
     assert c_on.cached_tokens == (len(first) + len(a_on.output_ids) - 1) // S * S  # turn 1's computed KV
     assert all(s.cached_tokens == 0 for s in (a_off, b_off, c_off))

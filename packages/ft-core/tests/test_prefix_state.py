@@ -47,7 +47,8 @@ def run(eng, ids, params=GREEDY):
 
 def assert_same(on, off, a, b, rows_on, rows_off):
     assert a.output_ids == b.output_ids
-    assert_logits_close(torch.stack(rows_on[a.seq_id]), torch.stack(rows_off[b.seq_id]), on.model_config, a.total_len)
+    assert_logits_close(torch.stack(rows_on[a.seq_id]), torch.stack(rows_off[b.seq_id]),
+                        on.model_config, a.total_len)
 
 
 def assert_pool_consistent(eng):

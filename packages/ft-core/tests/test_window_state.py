@@ -106,8 +106,8 @@ def test_resume_at_a_window_checkpoint_equals_from_scratch(gpt_oss):
     c, c_off = engine_spy.run(on, other, GREEDY), engine_spy.run(off, other, GREEDY)
     for x, y in [(a, a_off), (b, b_off), (c, c_off)]:
         assert x.output_ids == y.output_ids
-        assert_logits_close(torch.stack(rows_on[x.seq_id]), torch.stack(rows_off[y.seq_id]), on.model_config,
-                            x.total_len)
+        assert_logits_close(torch.stack(rows_on[x.seq_id]), torch.stack(rows_off[y.seq_id]),
+                            on.model_config, x.total_len)
     assert a.cached_tokens == 0 and b.cached_tokens == len(first) + len(a.output_ids) - 1  # the final state
     start = on.tokenizer.token_to_id("<|start|>")
     user_start = [i for i, t in enumerate(other) if t == start][-2]  # the user turn (last: the generation prompt)

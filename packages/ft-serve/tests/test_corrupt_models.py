@@ -1,7 +1,7 @@
-"""Corrupt checkpoints through the server (issue 14, defect 8): ``ft serve`` refuses a corrupt config
-with the clear message and a non-zero exit (no traceback, no server that fails every request), and a
-model whose forward goes NaN/inf answers each request a 500 "model produced non-finite values" while
-the server goes on serving."""
+"""Corrupt checkpoints through the server (issue 14, defect 8): ``ft serve`` refuses a corrupt
+config with the clear message and a non-zero exit (no traceback, no server that fails every
+request), and a model whose forward goes NaN/inf answers each request a 500 "model produced
+non-finite values" while the server goes on serving."""
 
 import json
 import shutil
@@ -23,24 +23,27 @@ def demo_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("edit,want", [
-    (lambda c: c.update(hidden_size="sixty-four"), "'hidden_size' must be a positive integer, got 'sixty-four'"),
-    (lambda c: c.update(num_experts_per_tok=17), "'num_experts_per_tok' (17) must be between 1 and 'num_experts'"),
+    (lambda c: c.update(hidden_size="sixty-four"),
+     "'hidden_size' must be a positive integer, got 'sixty-four'"),
+    (lambda c: c.update(num_experts_per_tok=17),
+     "'num_experts_per_tok' (17) must be between 1 and 'num_experts'"),
 ])
 def test_serve_refuses_a_corrupt_config(demo_dir, tmp_path, edit, want):
-    """The bare-traceback case and the one that used to start a server failing every request (the other
-    corrupt configs: ft-core tests/test_config_validation.py, same CLI path)."""
+    """The bare-traceback case and the one that used to start a server failing every request (the
+    other corrupt configs: ft-core tests/test_config_validation.py, same CLI path)."""
     ckpt = shutil.copytree(demo_dir, tmp_path / "ckpt")
     cfg = json.loads((ckpt / "config.json").read_text())
     cfg = edit(cfg) or cfg
     (ckpt / "config.json").write_text(json.dumps(cfg))
-    r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(ckpt), "--port", "0"],
-                       capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(ckpt), "--port", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and want in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 @pytest.fixture(scope="module")
 def nan_server(demo_dir, tmp_path_factory):
-    """The demo with one infinity in layer 1's o_proj (finite at load, NaN from layer 1 on), served."""
+    """The demo with one infinity in layer 1's o_proj (finite at load, NaN from layer 1 on),
+    served."""
     ckpt = shutil.copytree(demo_dir, tmp_path_factory.mktemp("nan") / "ckpt")
     t = load_file(str(ckpt / "model.safetensors"))
     t["model.layers.1.self_attn.o_proj.weight"][0, 0] = float("inf")

@@ -175,8 +175,8 @@ class Engine:
     def step(self) -> list[Sequence]:
         """One scheduler step: schedule -> run -> postprocess. Runs every running sequence's next token and
         prompt chunks of waiting ones in one forward. Returns the sequences that advanced.
-        NaN/inf logits finish their sequences with finish_reason "error" and raise NonFiniteError after
-        the rest of the step (its ``advanced``: the sequences that did advance)."""
+        NaN/inf logits finish their sequences with finish_reason "error" and raise NonFiniteError
+        after the rest of the step (its ``advanced``: the sequences that did advance)."""
         batch = self.scheduler.schedule()
         if batch is None:
             return []
@@ -201,8 +201,8 @@ class Engine:
     def _forward(self, b: ScheduledBatch, live: StatePool | None = None,
                  finite_log: list | None = None) -> torch.Tensor:
         """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk.
-        ``live``: the pool of the sequences' recurrent states (default: the engine's); ``finite_log``:
-        see ``Decoder.forward`` (the non-finite diagnosis)."""
+        ``live``: the pool of the sequences' recurrent states (default: the engine's);
+        ``finite_log``: see ``Decoder.forward`` (the non-finite diagnosis)."""
         ids, pos, slots = [], [], []
         for seq, n in zip(b.seqs, b.chunk):
             start = seq.num_computed

@@ -18,11 +18,11 @@ class RequestError(FTError):
 
 
 class NonFiniteError(FTError):
-    """The model produced NaN/inf logits for some sequences of one ``Engine.step`` (corrupt weights or an
-    overflow). Raised once per failure, after the step finished everything else:
+    """The model produced NaN/inf logits for some sequences of one ``Engine.step`` (corrupt
+    weights or an overflow). Raised once per failure, after the step finished everything else:
 
-    - ``seq_ids``: the failed sequences, already finished (finish_reason "error", pages freed, nothing
-      cached): fail their requests (a 500 "model produced non-finite values").
+    - ``seq_ids``: the failed sequences, already finished (finish_reason "error", pages freed,
+      nothing cached): fail their requests (a 500 "model produced non-finite values").
     - ``advanced``: the step's other sequences, which advanced normally (their tokens are sampled):
       send their updates as for a normal step.
     - ``where``: where the first non-finite value appeared ("layer 3 mlp", "the embedding", ...).

@@ -2,10 +2,11 @@
 appeared. The serving path pays one ``all_finite`` over the step's logits [B, V] (``Engine.step``);
 everything else here runs only once that check fails.
 
-The diagnosis re-runs the first failed sequence's chunk alone with ``Decoder.forward(finite_log=...)``
-(a finiteness check after the embedding and after each layer's attention and MLP). It rewrites only that
-sequence's own KV slots, with the same values; a recurrent layer reads the state the failed step left,
-so for hybrid models the layer named is where the re-run first went non-finite.
+The diagnosis re-runs the first failed sequence's chunk alone with
+``Decoder.forward(finite_log=...)`` (a finiteness check after the embedding and after each layer's
+attention and MLP). It rewrites only that sequence's own KV slots, with the same values; a
+recurrent layer reads the state the failed step left, so for hybrid models the layer named is
+where the re-run first went non-finite.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def all_finite(t: torch.Tensor) -> bool:
 
 
 def split_non_finite(engine, b: ScheduledBatch, logits: torch.Tensor):
-    """``logits`` [B, V] of batch ``b`` hold a NaN/inf. Finish the failed sequences (finish_reason "error",
-    pages and snapshot slots freed, nothing cached) and return ``(batch, logits, error)``: the batch and
-    logits rows of the sequences that go on, and the NonFiniteError to raise after the step."""
+    """``logits`` [B, V] of batch ``b`` hold a NaN/inf. Finish the failed sequences
+    (finish_reason "error", pages and snapshot slots freed, nothing cached) and return
+    ``(batch, logits, error)``: the batch and logits rows of the sequences that go on, and the
+    NonFiniteError to raise after the step."""
     ok = torch.isfinite(logits).all(dim=-1).tolist()  # [B]
     bad = [i for i, good in enumerate(ok) if not good]
     where = first_non_finite(engine, b, bad[0])
@@ -47,13 +49,15 @@ def split_non_finite(engine, b: ScheduledBatch, logits: torch.Tensor):
         engine.scheduler.abort(seq)
         seq.finish_reason, seq.text = "error", ""
     keep = [i for i, good in enumerate(ok) if good]
-    kept = ScheduledBatch([b.seqs[i] for i in keep], [b.chunk[i] for i in keep], [b.prefill[i] for i in keep],
-                          [b.snaps[i] for i in keep] if b.snaps else [])
+    snaps = [b.snaps[i] for i in keep] if b.snaps else []
+    kept = ScheduledBatch([b.seqs[i] for i in keep], [b.chunk[i] for i in keep],
+                          [b.prefill[i] for i in keep], snaps)
     return kept, logits[keep], NonFiniteError(seq_ids, where)
 
 
 def first_non_finite(engine, b: ScheduledBatch, i: int) -> str:
-    """Where the forward of ``b.seqs[i]``'s chunk first holds a NaN/inf (re-run alone, no snapshots)."""
+    """Where the forward of ``b.seqs[i]``'s chunk first holds a NaN/inf (re-run alone, without
+    snapshots)."""
     trace: list[tuple[str, bool]] = []
     try:
         engine._forward(ScheduledBatch([b.seqs[i]], [b.chunk[i]], [b.prefill[i]]), finite_log=trace)

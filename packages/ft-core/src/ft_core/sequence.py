@@ -17,7 +17,7 @@ class Sequence:
     output_ids: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
     text: str = ""  # the completion text, set when the sequence finishes
-    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error" (NaN/inf logits) | None
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error" (NaN/inf) | None
     generator: torch.Generator | None = None
     cached_tokens: int = 0  # prompt tokens served from the prefix cache (hybrids: a state checkpoint) at first admission
     preemptions: int = 0  # times its KV was dropped to make room (then recomputed)

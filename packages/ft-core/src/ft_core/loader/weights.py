@@ -41,9 +41,9 @@ class WeightReader:
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None,
                finite: bool = False) -> torch.Tensor:
-        """A floating-point tensor of ``shape`` in ``dtype`` (default: the engine's). ``finite``: also
-        refuse NaN/inf values (one read pass; for the embedding and norms, whose corruption every
-        token meets)."""
+        """A floating-point tensor of ``shape`` in ``dtype`` (default: the engine's). ``finite``:
+        also refuse NaN/inf values (one read pass; for the embedding and norms, whose corruption
+        every token meets)."""
         self.check_dtype(name, FLOAT)
         t = self.index.get(name, shape)
         if finite:
@@ -51,20 +51,21 @@ class WeightReader:
         return self._count(t.to(dtype or self.dtype))
 
     def check_dtype(self, name: str, allowed: tuple[torch.dtype, ...]) -> torch.dtype:
-        """The stored dtype of ``name``; CheckpointError naming file, tensor and dtype if not ``allowed``."""
+        """The stored dtype of ``name``; CheckpointError naming file, tensor and dtype unless
+        ``allowed``."""
         dt = self.index.dtype(name)
         if dt not in allowed:
             raise CheckpointError(
-                f"{self.index.file_of(name)}: tensor {name!r} is stored as {dtype_name(dt)}; this weight must "
-                f"be one of {', '.join(dtype_name(a) for a in allowed)}")
+                f"{self.index.file_of(name)}: tensor {name!r} is stored as {dtype_name(dt)}; "
+                f"this weight must be one of {', '.join(dtype_name(a) for a in allowed)}")
         return dt
 
     def check_finite(self, name: str, t: torch.Tensor) -> None:
         """CheckpointError naming file and tensor when ``t`` holds a NaN or an infinity."""
         if not all_finite(t):
             n = int((~torch.isfinite(t)).sum())
-            raise CheckpointError(f"{self.index.file_of(name)}: tensor {name!r} holds {n} NaN/inf values of "
-                                  f"{t.numel()} (corrupt weights)")
+            raise CheckpointError(f"{self.index.file_of(name)}: tensor {name!r} holds {n} NaN/inf "
+                                  f"values of {t.numel()} (corrupt weights)")
 
     def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         return self.index.get(name, shape)

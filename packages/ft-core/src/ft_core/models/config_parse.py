@@ -30,14 +30,14 @@ class _Cfg:
         self.d, self.path = d, path
 
     def _find(self, key: str) -> Any:
-        """The value of ``key`` (or an alias) checked against its kind in ``config_fields.KINDS``."""
+        """The value of ``key`` (or an alias), checked against its kind in config_fields.KINDS."""
         for k in (key, *_ALIASES.get(key, ())):
             if self.d.get(k) is not None:
                 return check_field(self.path, k, self.d[k], KINDS.get(k))
         return None
 
     def key_of(self, *keys: str) -> str:
-        """The first of ``keys`` (or their aliases) config.json holds; else the first (for messages)."""
+        """The first of ``keys`` (or aliases) config.json holds; else the first (for messages)."""
         for key in keys:
             for k in (key, *_ALIASES.get(key, ())):
                 if self.d.get(k) is not None:
@@ -275,7 +275,7 @@ PARSERS: dict[str, Callable[[_Cfg], ModelConfig]] = {
 
 
 def parse_config(d: dict, path: Path) -> ModelConfig:
-    """config.json (already a dict) -> ModelConfig; CheckpointError naming ``path`` and the field."""
+    """config.json (parsed) -> ModelConfig; CheckpointError naming ``path`` and the field."""
     if not isinstance(d, dict):
         raise CheckpointError(f"{path}: must be a JSON object, got a {type(d).__name__}")
     if d.get("text_config") is not None:
@@ -289,6 +289,6 @@ def parse_config(d: dict, path: Path) -> ModelConfig:
         )
     try:
         mc = PARSERS[mt](c)
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:  # nested fields (rope, quant)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:  # rope, quant, ...
         raise CheckpointError(f"{path}: malformed field ({type(e).__name__}: {e})") from e
     return check_model(mc, path, c.key_of)

@@ -133,8 +133,9 @@ class Decoder:
                 finite_log: list | None = None) -> torch.Tensor:
         """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
         ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order.
-        ``finite_log`` (if given; a diagnosis, not the serving path) receives ``(where, all finite)`` after
-        the embedding and each layer's attention and MLP, e.g. ``("layer 3 attention", False)``."""
+        ``finite_log`` (if given; a diagnosis, not the serving path) receives
+        ``(where, all finite)`` after the embedding and each layer's attention and MLP, e.g.
+        ``("layer 3 attention", False)``."""
 
         def trace(where: str, x: torch.Tensor) -> None:
             if finite_log is not None:
