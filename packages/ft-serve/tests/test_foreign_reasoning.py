@@ -20,7 +20,8 @@ import openai
 import pytest
 from ft_serve.api.anthropic_blocks import _SIG_DOMAIN, sign_thinking
 from ft_serve.api.anthropic_messages import chat_request
-from ft_serve.api.responses_items import SUMMARY_PREFIX, convert_input, seal
+from ft_serve.api.responses_items import SUMMARY_PREFIX, convert_input
+from ft_serve.api.signing import seal
 
 from serve_helpers import API_KEY
 

@@ -189,7 +189,8 @@ def test_only_requests_count_as_waiting():
     """The waiting limit counts queued requests, not the aborts of disconnected clients or admin calls
     on their way to the engine thread (the loop thread is not started: nothing drains the queue)."""
     from ft_core import SamplingParams
-    from ft_serve.server.engine_loop import EngineLoop, Request
+    from ft_serve.server.engine_loop import EngineLoop
+    from ft_serve.server.handoff import Request
     from ft_serve.server.errors import ApiError
 
     loop = EngineLoop(Engine.from_pretrained(None), max_running=1, max_waiting=1)

@@ -29,7 +29,8 @@ from ft_core import SamplingParams
 from ft_core.errors import RequestError
 
 from ft_serve.api.anthropic_blocks import BlockWriter, message_body, stream_message, thinking_origin
-from ft_serve.api.fields import choice, field, name_of, number, object_schema, stop_list
+from ft_serve.api.anthropic_tools import convert_tools, tool_choice_of
+from ft_serve.api.fields import choice, field, number, stop_list
 from ft_serve.api.openai_chat import sampling_error
 from ft_serve.api.sse import run_to_end, stream
 from ft_serve.server.errors import ApiError, bad_request
@@ -245,43 +246,6 @@ def _assistant(blocks: list, p: str, secret: bytes, names: dict, foreign) -> dic
     if calls:
         msg["tool_calls"] = calls
     return msg
-
-
-def convert_tools(tools) -> list[dict] | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        raise bad_request("'tools' must be an array", "tools")
-    out, seen = [], set()
-    for i, t in enumerate(tools):
-        p = f"tools[{i}]"
-        if not isinstance(t, dict):
-            raise bad_request(f"'{p}' must be an object", p)
-        if t.get("type") not in (None, "custom"):
-            continue  # a server tool (web_search_20250305, ...): not available here, ignored
-        name = name_of(t, "name", f"{p}.name", 128)
-        if name in seen:
-            raise bad_request(f"'{p}.name': tool names must be unique, {name!r} repeats", f"{p}.name")
-        seen.add(name)
-        fn = {"name": name, "parameters": object_schema(t, "input_schema", f"{p}.input_schema", typed=True)}
-        desc = field(t, "description", str, None, path=f"{p}.description")
-        if desc is not None:
-            fn = {"name": name, "description": desc, "parameters": fn["parameters"]}
-        out.append({"type": "function", "function": fn})
-    return out
-
-
-def tool_choice_of(tc) -> tuple[str | dict, bool]:
-    """(ChatRequest.tool_choice, disable_parallel_tool_use)."""
-    if tc is None:
-        return "auto", False
-    if not isinstance(tc, dict):
-        raise bad_request("'tool_choice' must be an object such as {\"type\": \"auto\"}", "tool_choice")
-    t = choice(tc, "type", ("auto", "any", "tool", "none"), path="tool_choice.type") or _missing("tool_choice.type")
-    one = bool(field(tc, "disable_parallel_tool_use", bool, False, path="tool_choice.disable_parallel_tool_use"))
-    if t == "tool":
-        return {"name": field(tc, "name", str, required=True, path="tool_choice.name")}, one
-    return {"auto": "auto", "any": "required", "none": "none"}[t], one
 
 
 def thinking_of(v, max_tokens=None) -> bool:

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from ft_serve.api.fields import choice, field, name_of, number
 from ft_serve.api.openai_chat import EFFORTS, check_room, sampling
-from ft_serve.api.responses_items import ToolMap, build_tools, content_text, convert_input, flat_name, seal
+from ft_serve.api.responses_items import ToolMap, build_tools, content_text, convert_input, flat_name
 from ft_serve.api.responses_output import OutputBuilder, new_id
+from ft_serve.api.signing import seal
 from ft_serve.api.sse import run_to_end, stream
 from ft_serve.parsers import collect
 from ft_serve.server.errors import ApiError, bad_request

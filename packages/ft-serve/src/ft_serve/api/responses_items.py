@@ -1,5 +1,5 @@
 """Responses API input side: tools -> template tools (``ToolMap``), input items -> template messages,
-and the signed tokens carried in ``encrypted_content``.
+and the signed tokens in ``encrypted_content`` (made and read in api/signing.py).
 
 Tools. ``function`` tools pass through; a ``namespace`` tool's members become flat template tools
 named ``<namespace>__<name>`` (Codex's own flattening: stray underscores around the joint trimmed)
@@ -10,31 +10,17 @@ as ``local_shell_call``. Hosted tools this server cannot run (web_search, file_s
 code_interpreter, computer_use, mcp, tool_search, ...) are dropped from the prompt (echoed only);
 a type the Responses API does not have is a 400.
 
-Tokens. ``encrypted_content`` is ``ft2.<key id>.<base64 JSON {"k": kind, "t": text}>.<base64
-HMAC-SHA256>`` keyed by the server secret (key id: api/signing.py): opaque to clients, verifiable
-here, not secret (it is signed, not encrypted). Kinds: "reasoning" (a reasoning item's text),
-"compaction" (a conversation summary). The ``ft1.<payload>.<mac>`` tokens of servers before key
-ids still verify. A token this server cannot verify and that does not name its key id is foreign
-(OpenAI's encrypted reasoning, another server's, a former secret's: a session moved here): a
-reasoning item then gives its plain ``content`` or ``summary`` text instead, a compaction item is
-dropped (its summary cannot be read), and each is counted (``ft_foreign_reasoning_total``). An ft
-token under another key (another ft server's, a former secret's) still gives the text it carries:
-its payload is readable, only not verifiable. A token that names this server's key id but does
-not verify (altered), or is of the wrong kind, is a 400.
+Tokens: ``seal`` / ``unseal`` / ``foreign_text`` (api/signing.py).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import json
 import logging
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 
 from ft_serve.api.fields import field, name_of, object_schema
-from ft_serve.api.signing import key_id
+from ft_serve.api.signing import foreign_text, unseal
 from ft_serve.server.errors import bad_request
 from ft_serve.server.service import parse_arguments
 
@@ -52,67 +38,6 @@ _LOCAL_SHELL = {"type": "object", "properties": {
     "command": {"type": "array", "items": {"type": "string"}, "description": "argv of the command"},
     "workdir": {"type": "string", "description": "working directory"},
     "timeout_ms": {"type": "integer", "description": "time limit in milliseconds"}}, "required": ["command"]}
-
-
-# ---- signed tokens ----------------------------------------------------------------------------
-def _b64(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def _unb64(s: str) -> bytes:
-    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-
-
-def _hmac(secret: bytes, msg: str) -> bytes:
-    return hmac.new(secret, msg.encode(), hashlib.sha256).digest()
-
-
-def seal(secret: bytes, kind: str, text: str) -> str:
-    """An opaque token carrying ``text`` that only this server (its ``secret``) can verify."""
-    payload = _b64(json.dumps({"k": kind, "t": text}, ensure_ascii=False).encode())
-    head = f"ft2.{key_id(secret)}.{payload}"
-    return f"{head}.{_b64(_hmac(secret, head))}"
-
-
-def unseal(secret: bytes, token, kind: str, path: str) -> str | None:
-    """The text inside a token from ``seal``, or None when the token is foreign (see the module
-    docstring); 400 naming ``path`` when it is missing, not a string, altered or of another kind."""
-    if not token:
-        raise bad_request(f"'{path}' is required", path)
-    if not isinstance(token, str):
-        raise bad_request(f"'{path}' must be a string", path)
-    parts = token.split(".")
-    ours = len(parts) == 4 and parts[0] == "ft2" and parts[1] == key_id(secret)
-    try:
-        if ours:
-            ok = hmac.compare_digest(_unb64(parts[3]), _hmac(secret, ".".join(parts[:3])))
-        else:  # ft1: the tokens of servers before key ids, verified under this secret
-            ok = len(parts) == 3 and parts[0] == "ft1" and hmac.compare_digest(
-                _unb64(parts[2]), _hmac(secret, parts[1]))
-        data = json.loads(_unb64(parts[-2])) if ok else None
-    except (ValueError, UnicodeError):
-        data = None
-    if data is None and not ours:
-        return None
-    if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("t"), str):
-        raise bad_request(f"'{path}' names this server's key but was altered, or is not a {kind} "
-                          "token: send back the items exactly as this server returned them", path,
-                          "invalid_encrypted_content")
-    return data["t"]
-
-
-def foreign_text(token: str, kind: str) -> str | None:
-    """The text of another ft server's token of ``kind`` (its payload is readable, only not
-    verifiable here), or None for a blob this server cannot read (OpenAI's, anything else)."""
-    parts = token.split(".")
-    if not ((len(parts) == 3 and parts[0] == "ft1") or (len(parts) == 4 and parts[0] == "ft2")):
-        return None
-    try:
-        data = json.loads(_unb64(parts[-2]))
-    except (ValueError, UnicodeError):
-        return None
-    ok = isinstance(data, dict) and data.get("k") == kind and isinstance(data.get("t"), str)
-    return data["t"] if ok else None
 
 
 # ---- tools ------------------------------------------------------------------------------------

@@ -19,41 +19,17 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 from ft_core import Engine, SamplingParams
 from ft_core.errors import FTError, NonFiniteError
 
 from ft_serve.server.errors import ApiError
+from ft_serve.server.handoff import Request, Update, post, settle
 
 log = logging.getLogger("ft.serve")
 
 INTERNAL = "internal error in the engine (see the server log)"
 SHUTTING_DOWN = "the server is shutting down"
-
-
-@dataclass
-class Update:
-    """What one step produced for one request."""
-
-    token_ids: list[int]
-    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
-    cached_tokens: int = 0
-    error: str | None = None
-    error_status: int = 500  # 400 when the engine refused the request (RequestError)
-
-
-@dataclass(eq=False)
-class Request:
-    prompt_ids: list[int]
-    params: SamplingParams
-    loop: asyncio.AbstractEventLoop
-    updates: asyncio.Queue = field(default_factory=asyncio.Queue)
-    seq: object = None  # ft_core Sequence once admitted
-    sent: int = 0  # output ids already handed over
-    arrived: float = field(default_factory=time.perf_counter)
-    cancelled: bool = False
-    constraint: object = None  # a TokenConstraint (structured output) or None
 
 
 class EngineLoop:
@@ -192,7 +168,7 @@ class EngineLoop:
         for sid in e.seq_ids:
             req = self._active.pop(sid, None)
             if req is not None:
-                self._post(req, Update([], "error", error=str(e)))
+                post(req, Update([], "error", error=str(e)))
         return e.advanced
 
     def _drain(self, block: bool) -> None:
@@ -227,11 +203,11 @@ class EngineLoop:
             try:
                 req.seq = self.engine.add_request(req.prompt_ids, req.params, req.constraint)
             except FTError as e:  # the engine refused the request: bad input
-                self._post(req, Update([], "error", error=str(e), error_status=400))
+                post(req, Update([], "error", error=str(e), error_status=400))
                 continue
             except Exception:  # a bug on this request only: fail it, keep serving the others
                 log.exception("the engine could not admit a request")
-                self._post(req, Update([], "error", error=INTERNAL))
+                post(req, Update([], "error", error=INTERNAL))
                 continue
             self._active[req.seq.seq_id] = req
 
@@ -241,7 +217,7 @@ class EngineLoop:
         except Exception as e:  # handed to the awaiting side
             res, err = None, e
         self._refresh_snapshot()
-        _settle(fut, loop, res, err)
+        settle(fut, loop, res, err)
 
     def _abort(self, req: Request) -> None:
         if req in self._pending:
@@ -251,7 +227,7 @@ class EngineLoop:
                 self.engine.abort(req.seq)
             except Exception:  # its pages may leak; the loop and the other requests go on
                 log.exception("the engine could not abort a request")
-        self._post(req, Update([], "abort"))
+        post(req, Update([], "abort"))
 
     def _send(self, req: Request) -> None:
         try:
@@ -268,7 +244,7 @@ class EngineLoop:
         if seq.finished:
             del self._active[seq.seq_id]
             self._refresh_snapshot()
-        self._post(req, u)
+        post(req, u)
 
     def _finish(self, req: Request, reason: str, error: str | None = None,
                 status: int = 500) -> None:
@@ -277,7 +253,7 @@ class EngineLoop:
             self.engine.abort(req.seq)
         except Exception:  # noqa: BLE001 - the engine may be in any state after a failed step
             log.exception("abort after a failed step")
-        self._post(req, Update([], reason, error=error, error_status=status))
+        post(req, Update([], reason, error=error, error_status=status))
 
     def _fail_held(self, message: str, status: int) -> None:
         """End every request this thread holds (running and waiting) with an error Update."""
@@ -285,7 +261,7 @@ class EngineLoop:
             self._finish(req, "error", message, status)
         while self._pending:
             u = Update([], "error", error=message, error_status=status)
-            self._post(self._pending.popleft(), u)
+            post(self._pending.popleft(), u)
 
     def _close(self, message: str, status: int) -> None:
         """The thread is ending: refuse new work, fail what is held and what is still queued."""
@@ -302,19 +278,12 @@ class EngineLoop:
             except queue.Empty:
                 return
             if kind == "add":
-                self._post(arg, Update([], "error", error=message, error_status=status))
+                post(arg, Update([], "error", error=message, error_status=status))
             elif kind == "abort":
-                self._post(arg, Update([], "abort"))
+                post(arg, Update([], "abort"))
             elif kind == "call":
                 fn, fut, loop = arg
-                _settle(fut, loop, err=ApiError(503, message))
-
-    @staticmethod
-    def _post(req: Request, u: Update) -> None:
-        try:
-            req.loop.call_soon_threadsafe(req.updates.put_nowait, u)
-        except RuntimeError:  # the event loop is closed (shutdown)
-            pass
+                settle(fut, loop, err=ApiError(503, message))
 
     def _refresh_snapshot(self) -> None:
         try:
@@ -328,15 +297,3 @@ class EngineLoop:
             self._snapshot_failed = True
             return
         self.snapshot = snap
-
-
-def _settle(fut, loop, res=None, err: BaseException | None = None) -> None:
-    """Complete ``fut`` (of the event loop ``loop``) from the loop thread."""
-    def settle():
-        if not fut.done():
-            fut.set_exception(err) if err is not None else fut.set_result(res)
-
-    try:
-        loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the event loop is closed (shutdown)
-        pass
