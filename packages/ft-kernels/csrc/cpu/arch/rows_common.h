@@ -406,5 +406,22 @@ inline void e2m1_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X
   }
 }
 
+// An ISA's e2m1 header defines permute_x(x, xp, cols) and dot_tile<B, NT>(...) (the pieces above)
+// in its own namespace, then FT_E2M1_ROWS() there: Kern for e2m1_rows and the RowsFn rows<B>.
+#define FT_E2M1_ROWS()                                                                               \
+  struct Kern {                                                                                      \
+    static void permute(const float* x, float* xp, int64_t cols) { permute_x(x, xp, cols); }         \
+    template <int B, int NT>                                                                         \
+    static void tile(const uint8_t* q, const uint8_t* s, const float* stab, int64_t c0, int64_t c1,  \
+                     const float* xp, int64_t ldp, float* out, int64_t ldy) {                        \
+      dot_tile<B, NT>(q, s, stab, c0, c1, xp, ldp, out, ldy);                                        \
+    }                                                                                                \
+  };                                                                                                 \
+  template <int B>                                                                                   \
+  static void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok,         \
+                   int64_t ldx, float* Y, int64_t ldy, const float* stab, float post) {              \
+    e2m1_rows<Kern, B>(m, r0, r1, X, ntok, ldx, Y, ldy, stab, post);                                 \
+  }
+
 }  // namespace
 }  // namespace ft

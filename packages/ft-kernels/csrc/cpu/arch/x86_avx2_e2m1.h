@@ -113,21 +113,7 @@ static inline void dot_tile(const uint8_t* q, const uint8_t* s, const float* sta
   for (int t = 0; t < NT; ++t) out[t * ldy] += hsum(acc[t]);
 }
 
-// This ISA's pieces for e2m1_rows (rows_common.h), which is the RowsFn body.
-struct Kern {
-  static void permute(const float* x, float* xp, int64_t cols) { permute_x(x, xp, cols); }
-  template <int B, int NT>
-  static void tile(const uint8_t* q, const uint8_t* s, const float* stab, int64_t c0, int64_t c1, const float* xp,
-                   int64_t ldp, float* out, int64_t ldy) {
-    dot_tile<B, NT>(q, s, stab, c0, c1, xp, ldp, out, ldy);
-  }
-};
-
-template <int B>
-static void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
-                 int64_t ldy, const float* stab, float post) {
-  e2m1_rows<Kern, B>(m, r0, r1, X, ntok, ldx, Y, ldy, stab, post);
-}
+FT_E2M1_ROWS()  // Kern and rows<B> (rows_common.h)
 
 }  // namespace avx2_e2m1
 }  // namespace ft
