@@ -108,12 +108,13 @@ class EngineConfig:
     def resolved_linear_attn_impl(self) -> str:
         """"torch" or "fla". "auto" is "fla" on CUDA when flash-linear-attention imports (asked only there:
         importing it takes seconds); "fla" raises FTError when it is missing or cannot run on the device."""
-        from ft_core.layers import gated_delta_fla
+        from ft_core import fla_check
 
         if self.linear_attn_impl == "fla":
-            gated_delta_fla.require_fla(self.device)
+            fla_check.require_fla(self.device)
             return "fla"
-        if self.linear_attn_impl == "auto" and self.device.startswith("cuda") and gated_delta_fla.fla_available():
+        on_cuda = self.device.startswith("cuda")
+        if self.linear_attn_impl == "auto" and on_cuda and fla_check.fla_available():
             return "fla"
         return "torch"
 

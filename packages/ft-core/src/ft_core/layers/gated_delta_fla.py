@@ -1,6 +1,7 @@
 """The gated delta rule through flash-linear-attention's Triton kernels (PyPI ``flash-linear-attention``,
 import name ``fla``): adapters with the signatures, shapes and state layout of ``gated_delta.py``, whose
-torch functions are their reference twins (tests compare them under TRITON_INTERPRET=1).
+torch functions are their reference twins (tests compare them under TRITON_INTERPRET=1). Whether fla
+can run here: ``ft_core/fla_check.py``.
 
 fla takes time-first batches [B, T, H, D] and shares key head h among value heads h*r .. h*r + r - 1
 (r = Hv / Hk), as ``repeat_interleave`` does in the torch form; q and k are L2-normalised in the kernel
@@ -12,41 +13,9 @@ Legend: L = tokens of one sequence, B = sequences, Hk/Hv = key/value heads, Dk/D
 
 from __future__ import annotations
 
-import functools
-import os
-
 import torch
 
-from ft_core.errors import FTError
 from ft_core.layers.gated_delta import CHUNK
-
-INSTALL = "pip install 'ft-core[fla]' (flash-linear-attention==0.6.0)"
-
-
-@functools.cache
-def _import_error() -> str | None:
-    """Why ``fla`` cannot be used (None when it imports). Importing fla takes ~15 s: asked once per process."""
-    try:
-        import fla.ops.gated_delta_rule  # noqa: F401
-    except Exception as e:  # ImportError, or a broken triton install raising at import
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
-def fla_available() -> bool:
-    """True when flash-linear-attention's gated delta rule kernels import (cached)."""
-    return _import_error() is None
-
-
-def require_fla(device: str) -> None:
-    """FTError unless the fla kernels can run for ``device``: the package imports, and the device is
-    CUDA (on the CPU, Triton runs kernels only in its interpreter, TRITON_INTERPRET=1, which tests use)."""
-    err = _import_error()
-    if err is not None:
-        raise FTError(f"linear_attn_impl 'fla' needs the flash-linear-attention package ({err}); install it: {INSTALL}")
-    if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
-        raise FTError(f"linear_attn_impl 'fla' runs Triton kernels: it needs device 'cuda', not {device!r} "
-                      "(use linear_attn_impl 'torch' or 'auto')")
 
 
 def chunk_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
