@@ -4,7 +4,7 @@
 tensors (``ALIGN``-aligned), reads every chunk on a thread pool (direct IO where possible, checksum
 checked in the reading thread), pins the banks when CUDA is present (after filling), logs the
 achieved GB/s and returns a ``WeightReader`` that the ``Decoder`` reads as it reads safetensors,
-except that ``ExpertBank.load`` takes the pre-built bank from ``expert_bank``.
+except that its ``expert_bank`` hands over the pre-built bank.
 
 Threads: ``FT_LOAD_THREADS`` (default 8; reads mostly wait on the disk). ``FT_LOAD_HUGEPAGES=1``: fill
 transparent huge pages (faster where memory is not returned to a hypervisor; ``ftw_io.aligned_empty``).

@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 
 from ft_core.errors import CheckpointError, FTError
-from ft_core.experts.bank import ExpertBank
 from ft_core.loader.checkpoint import read_json
 from ft_core.loader.ftw_bank import bank_absmax, check_format, convert_bank
 from ft_core.loader.ftw_format import ALIGN, CHUNK, INDEX_NAME, FTWIndex, is_ftw_dir
@@ -112,11 +111,11 @@ def _write_all(index, cfg, fmt, writer: ShardWriter, bar: Progress, on_progress)
     reader = WeightReader(index, torch.float32, cfg.quant)
     absmax = None
     if fmt == "nvfp4":  # first pass: the global scale spans the whole bank
-        maxes = [bank_absmax(ExpertBank.load(reader, cfg, [p])) for p in prefixes]
+        maxes = [bank_absmax(reader.expert_bank(cfg, [p])) for p in prefixes]
         absmax = (max(m[0] for m in maxes), max(m[1] for m in maxes))
     E, meta = cfg.moe.num_experts, None
     for m, p in enumerate(prefixes):
-        bank = convert_bank(ExpertBank.load(reader, cfg, [p]), fmt, absmax)
+        bank = convert_bank(reader.expert_bank(cfg, [p]), fmt, absmax)
         for k, t in bank.tensors.items():
             writer.add_rows(f"experts.{k}", t, m * E)
         meta = meta or {"fmt": bank.fmt, "num_experts": E, "hidden": bank.hidden, "inter": bank.inter,

@@ -2,7 +2,8 @@
 
 Stored dtypes are checked against what each kind of weight may be: norms, embeddings, biases and
 routers are floating point; linear weights floating point or fp8 (block-scaled, beside their
-``weight_scale_inv``); expert banks are checked in ``experts/bank.py`` (also uint8 MXFP4 blocks).
+``weight_scale_inv``); expert banks are read and checked in ``loader/hf_experts.py`` (also uint8
+MXFP4 blocks).
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import torch
 
 from ft_core.errors import CheckpointError
-from ft_core.loader.quant import fp8_block_dequant
+from ft_core.experts.bank import ExpertBank
+from ft_core.loader.hf_experts import load_hf_bank
+from ft_core.loader.quant import FLOAT, FP8, fp8_block_dequant
 from ft_core.loader.safetensors_index import SafetensorsIndex
-from ft_core.model_config import QuantConfig
+from ft_core.model_config import ModelConfig, QuantConfig
 from ft_core.nonfinite import all_finite
 
-
-FLOAT = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
-FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+__all__ = ["FLOAT", "FP8", "WeightReader", "dtype_name"]
 
 
 def dtype_name(dt: torch.dtype) -> str:
@@ -72,6 +73,12 @@ class WeightReader:
 
     def stored_dtype(self, name: str) -> torch.dtype:
         return self.index.dtype(name)
+
+    def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
+        """Every MoE layer's experts (``prefixes[m]``: that layer's MLP module name) in one bank of
+        ``len(prefixes) * E`` flat ids, read from the checkpoint's expert tensors (FTW readers hand
+        over their pre-built bank instead)."""
+        return load_hf_bank(self, cfg, prefixes)
 
     def read_into(self, jobs: list[tuple[str, torch.Tensor]]) -> None:
         """Each stored tensor ``name`` into ``dest`` (mutated; the stored shape) for ``(name, dest)`` in

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.config import EngineConfig
 from ft_core.errors import FTError
-from ft_core.experts import ExpertBank, select_backend
+from ft_core.experts import select_backend
 from ft_core.experts.cache import ExpertCache
 from ft_core.experts.cached import CachedBackend
 from ft_core.layers.attn_gated import GatedAttention
@@ -29,9 +29,9 @@ from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
 from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
-from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
 from ft_core.models.dense_quant import quantize_dense
+from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
 _MLP_NAME = {"mixtral": "block_sparse_moe"}
@@ -39,7 +39,7 @@ _ROUTER_NAME = {"gpt_oss": "router"}
 
 
 class Decoder:
-    def __init__(self, r: WeightReader, cfg: ModelConfig, engine: EngineConfig):
+    def __init__(self, r: WeightSource, cfg: ModelConfig, engine: EngineConfig):
         self.cfg = cfg
         H, V = cfg.hidden_size, cfg.vocab_size
         m = "model.language_model." if r.has("model.language_model.embed_tokens.weight") else "model."
@@ -47,7 +47,7 @@ class Decoder:
         self.rotary = Rotary(cfg.rope)
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
         moe_prefixes = [f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
-        self.bank = ExpertBank.load(r, cfg, moe_prefixes) if moe_prefixes else None
+        self.bank = r.expert_bank(cfg, moe_prefixes) if moe_prefixes else None
         self.backend = self._expert_backend(engine, len(moe_prefixes)) if self.bank else None
         self.layers = []
         moe_index = 0
@@ -84,7 +84,7 @@ class Decoder:
         if engine.dense_format is not None:
             self.dense_bytes_per_token -= quantize_dense(self, engine.dense_format, engine.int8_activations)
 
-    def _norm_weight(self, r: WeightReader, name: str) -> torch.Tensor:
+    def _norm_weight(self, r: WeightSource, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
         if self.cfg.norm_offset:
             return 1 + r.tensor(name, (self.cfg.hidden_size,), torch.float32, finite=True)
