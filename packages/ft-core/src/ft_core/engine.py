@@ -21,8 +21,10 @@ from ft_core.cache.state_store import StateBatch, StateLayout, StatePool
 from ft_core.config import EngineConfig
 from ft_core.constraint import TokenConstraint, mask_logits
 from ft_core.errors import FTError, RequestError
+from ft_core.experts.cached import CachedBackend
 from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
+from ft_core.memory import MemoryManager, MemoryPools
 from ft_core.nonfinite import all_finite, split_non_finite
 from ft_core.sampling import SamplingParams, sample_one
 from ft_core.scheduler import ScheduledBatch, Scheduler
@@ -55,10 +57,14 @@ class Engine:
             policy = CheckpointPolicy(config.checkpoint_policy, AnchorTokens.from_tokenizer(self.tokenizer),
                                       config.checkpoint_interval, config.checkpoints_per_prompt)
             hybrid = HybridState(self.kv, self.live_states, self.checkpoints, policy)
-        self.state_cache = self.checkpoints  # the "states" pool of the MemoryManager (None: not resizable)
         self.scheduler = Scheduler(self.kv, config.max_batch_tokens, self.prefix, hybrid)
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self._ids = itertools.count()
+        b, bank = self.model.backend, self.model.bank  # the MemoryManager's pools: KV, experts, states
+        self.memory = MemoryManager(MemoryPools(
+            self.kv, self.prefix, b if isinstance(b, CachedBackend) else None, self.checkpoints,
+            per_page // config.page_size, bank.nbytes_per_id() if bank is not None else 0,
+            self.max_model_len))
 
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, *, device: str = "cpu", dtype: str = "float32",
@@ -107,19 +113,10 @@ class Engine:
         fills, prefetched, evictions, bytes copied, microseconds in the device and CPU branches). Empty for
         the plain ``cpu`` backend."""
         b = self.model.backend
-        if not hasattr(b, "totals"):
+        if not isinstance(b, CachedBackend):
             return {}
         return {"backend": b.name, "slots": b.cache.num_slots, "total": b.totals(),
                 "layers": {k: dict(v) for k, v in sorted(b.stats.items())}}
-
-    @property
-    def memory(self):
-        """The MemoryManager of this engine (KV pages, expert slots, state slots)."""
-        if getattr(self, "_memory", None) is None:
-            from ft_core.memory import MemoryManager
-
-            self._memory = MemoryManager(self)
-        return self._memory
 
     def resize(self, total=None, kv=None, experts=None, states=None) -> dict:
         """Resize the memory pools now, between steps (bytes or strings like "512MiB"); running requests

@@ -4,11 +4,16 @@ the prefix tree. Pages held by requests always survive."""
 
 from __future__ import annotations
 
+from ft_core.cache.kv_cache import PagedKVCache
+from ft_core.cache.radix import RadixCache
+from ft_core.cache.state_cache import StateCheckpoints
 
-def resize_kv(engine, num_pages: int) -> dict:
-    """Rebuild ``engine.kv`` with ``num_pages`` pages. Returns {"pages", "kept", "evicted"}. The caller
-    has checked that the pages held by sequences fit."""
-    kv, tree = engine.kv, engine.prefix
+
+def resize_kv(kv: PagedKVCache, tree: RadixCache | None, states: StateCheckpoints | None,
+              num_pages: int) -> dict:
+    """Rebuild ``kv`` (mutated) with ``num_pages`` pages; ``tree`` (the prefix cache over it) and
+    ``states`` (checkpoints holding the KV page of their tail) get the new page ids. Returns
+    {"pages", "kept", "evicted"}. The caller has checked that the pages held by sequences fit."""
     held = sum(1 for r in kv.refs if r > 0)
     evicted = 0
     if held > num_pages and tree is not None:
@@ -23,6 +28,6 @@ def resize_kv(engine, num_pages: int) -> dict:
             n = stack.pop()
             n.page = mapping[n.page]
             stack.extend(n.children.values())
-    if getattr(engine, "state_cache", None) is not None:  # hybrids: checkpoints hold the KV page of their tail
-        engine.state_cache.remap_pages(mapping)
+    if states is not None:  # hybrids: checkpoints hold the KV page of their tail
+        states.remap_pages(mapping)
     return {"pages": num_pages, "kept": held, "evicted": evicted}

@@ -20,6 +20,7 @@ import time
 
 from ft_core.cache.kv_resize import resize_kv
 from ft_core.errors import FTError
+from ft_core.memory.pools import MemoryPools
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000**2, "mib": 1 << 20,
           "g": 1 << 30, "gb": 1000**3, "gib": 1 << 30, "t": 1 << 40, "tb": 1000**4, "tib": 1 << 40}
@@ -69,34 +70,33 @@ def parse_bytes(v, name: str = "size") -> int:
 
 
 class MemoryManager:
-    def __init__(self, engine):
-        self.engine = engine
+    """Sizes and resizes ``pools`` (built by the engine; see ``memory/pools.py``)."""
+
+    def __init__(self, pools: MemoryPools):
+        self.pools = pools
         self.history: list[dict] = []  # the last 64 resizes
         self.count = 0  # resizes applied since start
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
     def page_bytes(self) -> int:
-        e = self.engine
-        return e.model.kv_bytes_per_token(e.config.torch_dtype) * e.kv.page_size
+        return self.pools.page_bytes
 
     @property
     def _experts(self):
-        b = self.engine.model.backend
-        return b if hasattr(b, "resize") else None
+        return self.pools.experts
 
     @property
     def slot_bytes(self) -> int:
-        bank = self.engine.model.bank
-        return bank.nbytes_per_id() if bank is not None else 0
+        return self.pools.slot_bytes
 
     @property
     def _states(self):
-        return getattr(self.engine, "state_cache", None)  # recurrent-state checkpoints (hybrid models)
+        return self.pools.states  # recurrent-state checkpoints (hybrid models)
 
     def split(self) -> dict:
         """Current bytes per pool and their counts."""
-        e, ex, st = self.engine, self._experts, self._states
+        e, ex, st = self.pools, self._experts, self._states
         kv = e.kv.num_pages * self.page_bytes
         experts = ex.cache.num_slots * self.slot_bytes if ex else 0
         states = st.nbytes if st is not None else 0
@@ -109,7 +109,7 @@ class MemoryManager:
     def min_kv_pages(self) -> int:
         """Pages one request of ``max_model_len`` tokens needs: a smaller pool fails every long
         request (0 when pages hold no bytes: every layer keeps state)."""
-        e = self.engine
+        e = self.pools
         return -(-e.max_model_len // e.kv.page_size) if self.page_bytes else 0
 
     def minimum(self) -> dict:
@@ -125,7 +125,7 @@ class MemoryManager:
         return m["kv"] + m["experts"] + self.split()["states"]
 
     def _pages_in_use(self) -> int:
-        return len({p for t in self.engine.kv.tables.values() for p in t})
+        return len({p for t in self.pools.kv.tables.values() for p in t})
 
     # ---- resize -------------------------------------------------------------------------------
     def plan(self, total=None, kv=None, experts=None, states=None) -> dict[str, int]:
@@ -161,7 +161,7 @@ class MemoryManager:
         return out
 
     def _kv_floor_text(self) -> str:
-        e = self.engine
+        e = self.pools
         return (f"the KV pool holds at least one request of max_model_len={e.max_model_len} "
                 f"tokens: {self.min_kv_pages} pages of {self.page_bytes} bytes")
 
@@ -193,7 +193,8 @@ class MemoryManager:
             raise ResizeRefused(f"kv={target['kv']} bytes is {pages} pages, below the minimum "
                                 f"of {least} bytes ({self._kv_floor_text()})", "kv", least)
         t0 = time.perf_counter()
-        kv_out = resize_kv(self.engine, pages) if pages != before["kv_pages"] else {}
+        p = self.pools
+        kv_out = resize_kv(p.kv, p.prefix, st, pages) if pages != before["kv_pages"] else {}
         ex_out = ex.resize(slots) if ex and slots != before["expert_slots"] else {}
         st_out = st.resize(target["states"]) if st is not None and target["states"] != before["states"] else {}
         rec = {"time": time.time(), "reason": reason, "before": before, "after": self.split(),

@@ -236,7 +236,7 @@ class EngineLoop:
             if not new and not seq.finished:
                 return  # a prefill chunk that did not finish the prompt
             req.sent = len(seq.output_ids)
-            u = Update(list(new), seq.finish_reason, getattr(seq, "cached_tokens", 0))
+            u = Update(list(new), seq.finish_reason, seq.cached_tokens)
         except Exception:
             log.exception("cannot hand a step's tokens over")
             self._finish(req, "error", INTERNAL)
@@ -288,9 +288,8 @@ class EngineLoop:
     def _refresh_snapshot(self) -> None:
         try:
             mem = self.engine.memory
-            snap = {"experts": self.engine.expert_stats(), "memory": mem.split(), "resizes": mem.count}
-            if hasattr(self.engine, "prefix_stats"):
-                snap["prefix"] = self.engine.prefix_stats()
+            snap = {"experts": self.engine.expert_stats(), "memory": mem.split(), "resizes": mem.count,
+                    "prefix": self.engine.prefix_stats()}
         except Exception:  # counters only: keep the last snapshot, log the first failure
             if not self._snapshot_failed:
                 log.exception("cannot refresh the engine counters (/metrics keeps the last ones)")
