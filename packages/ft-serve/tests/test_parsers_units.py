@@ -15,12 +15,10 @@ from ft_serve.parsers import (
     make_parser,
 )
 from ft_serve.parsers.base import find_first, json_value, partial_len
-from ft_serve.parsers.tool_formats import (
-    parse_deepseek,
-    parse_glm45,
-    parse_hermes,
-    parse_qwen3_coder,
-)
+from ft_serve.parsers.families.deepseek_v3 import parse_deepseek
+from ft_serve.parsers.families.glm45 import parse_glm45
+from ft_serve.parsers.families.hermes import parse_hermes
+from ft_serve.parsers.families.qwen3_coder import parse_qwen3_coder
 
 
 def test_find_first_and_partial_len() -> None:

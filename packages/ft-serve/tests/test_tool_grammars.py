@@ -1,6 +1,7 @@
-"""Forced-call grammars of the text-valued, DeepSeek and harmony formats (server/tool_grammars.py), token by token
-on each family's tiny tokenizer: a good call is accepted and parses to valid arguments; a wrong function
-name, an unknown parameter, a missing required one or an over-long string is refused."""
+"""Forced-call grammars of the text-valued, DeepSeek and harmony formats (each family's ``grammar``
+in parsers/families/, compiled by server/structured.py), token by token on each family's tiny
+tokenizer: a good call is accepted and parses to valid arguments; a wrong function name, an unknown
+parameter, a missing required one or an over-long string is refused."""
 
 from __future__ import annotations
 

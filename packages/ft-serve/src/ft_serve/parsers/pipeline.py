@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .base import Event, OutputParser, PassStage, Stage
-from .tool_calls import ToolCallStage
-from .tool_formats import Strings, ToolFormat
+from .params import Strings
+from .tool_calls import ToolCallStage, ToolFormat
 
 
 class StagedParser(OutputParser):

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from . import harmony, reasoning, tool_formats
+from . import reasoning
 from .base import OutputParser, PassStage
-from .harmony import HarmonyParser
+from .families import FAMILIES, NAMES, family
+from .params import string_params
 from .pipeline import StagedParser
 from .reasoning import ThinkStage
-from .tool_formats import TOOL_FORMATS, string_params
 
 PARSER_NAMES = {
-    "tool": ("hermes", "qwen3_coder", "deepseek_v3", "glm45", "harmony", "none"),
+    "tool": (*NAMES, "none"),
     "reasoning": ("think", "harmony", "none"),
 }
 
 # Every marker a parser reads: the special tokens that must stay in the decoded text (others are hidden).
-MARKERS = frozenset({
-    reasoning.OPEN, reasoning.CLOSE, harmony.START, harmony.CHANNEL, harmony.MESSAGE, harmony.CONSTRAIN,
-    *harmony.ENDS, tool_formats.DS_CALLS_BEGIN, tool_formats.DS_CALLS_END, tool_formats.DS_CALL_BEGIN,
-    tool_formats.DS_CALL_END, tool_formats.DS_SEP, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
-    *(f.open for f in TOOL_FORMATS.values()), *(f.close for f in TOOL_FORMATS.values()),
-})
+MARKERS = frozenset({reasoning.OPEN, reasoning.CLOSE,
+                     *(m for f in FAMILIES.values() for m in f.markers)})
 
 
 def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning: bool = False,
@@ -41,10 +37,13 @@ def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning:
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}; "
                          f"expected one of {PARSER_NAMES['reasoning']}")
     calls = tools_enabled and tool_parser != "none"
-    if "harmony" in (tool_parser, reasoning_parser):
-        return HarmonyParser(starts_in_reasoning=starts_in_reasoning, tools_enabled=calls)
+    name = "harmony" if reasoning_parser == "harmony" else tool_parser   # harmony parses everything
+    fam = None if name == "none" else family(name)
+    whole = fam and fam.output_parser(starts_in_reasoning=starts_in_reasoning, tools_enabled=calls)
+    if whole is not None:
+        return whole
     reasoning = ThinkStage(starts_in_reasoning) if reasoning_parser == "think" else PassStage()
-    return StagedParser(reasoning, TOOL_FORMATS[tool_parser] if calls else None, string_params(tools))
+    return StagedParser(reasoning, fam.format if calls else None, string_params(tools))
 
 
 def auto_parsers(model_type: str, chat_template: str | None) -> tuple[str, str]:

@@ -9,13 +9,39 @@ when a call in them works.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from .base import Event, Stage, call_events, emit, find_first, partial_len
-from .tool_formats import Strings, ToolFormat
+from .params import Strings
+
+_NAME = re.compile(r"[^\s<>{}\"']+")
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    """The hook a tool-call family gives the stage: ``open``/``close`` delimit one call; ``parse``
+    reads the body between them, ``parse(body, strings) -> (name, arguments dict)`` or None when
+    malformed; ``section`` markers (outside calls) are dropped once a call in them works."""
+
+    open: str
+    close: str
+    parse: Callable[[str, Strings], tuple[str, dict] | None]
+    section: tuple[str, ...] = ()
+
+
+def checked_call(name: str, args: object) -> tuple[str, dict] | None:
+    """``(name, args)`` when ``name`` (stripped) is a plain token and ``args`` a dict; else None."""
+    name = name.strip()
+    if not _NAME.fullmatch(name) or not isinstance(args, dict):
+        return None
+    return name, args
 
 
 class ToolCallStage(Stage):
     """Content text in; content and tool events out. Appends complete calls to ``calls``; ``strings``:
-    the tools' string parameters (``tool_formats.string_params``), for the text-valued formats."""
+    the tools' string parameters (``params.string_params``), for the text-valued formats."""
 
     def __init__(self, fmt: ToolFormat, calls: list[dict], strings: Strings = None) -> None:
         self._fmt, self._calls, self._strings = fmt, calls, strings

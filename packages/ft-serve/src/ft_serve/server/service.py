@@ -15,20 +15,12 @@ from dataclasses import dataclass, field
 from ft_core import SamplingParams
 
 from ft_serve.parsers import MARKERS, Event, auto_parsers, make_parser
+from ft_serve.parsers.families import FAMILIES
 from ft_serve.server.config import ServerConfig
 from ft_serve.server.detok import IncrementalDetokenizer, StopStrings
 from ft_serve.server.engine_loop import EngineLoop
 from ft_serve.server.errors import ApiError, bad_request
 from ft_serve.server.structured import Grammars
-
-# tool_choice "required" / named: the assistant turn starts with the call's opening, per parser family.
-_FORCED = {
-    "hermes": ("<tool_call>\n", '<tool_call>\n{{"name": "{name}", "arguments": '),
-    "qwen3_coder": ("<tool_call>\n", "<tool_call>\n<function={name}>\n"),
-    "glm45": ("<tool_call>", "<tool_call>{name}\n"),
-    "deepseek_v3": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"),
-    "harmony": ("<|channel|>commentary to=functions.", "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"),
-}
 
 
 @dataclass
@@ -164,13 +156,11 @@ class Service:
             name = choice.get("name") if isinstance(choice, dict) else None
             if name is not None and name not in {t["function"]["name"] for t in tools}:
                 raise bad_request(f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
-            pair = _FORCED.get(self.tool_parser)
-            if pair is None:
+            fam = FAMILIES.get(self.tool_parser)
+            if fam is None:
                 raise bad_request(f"tool_choice {choice!r} needs a tool-call parser; this server runs "
                                   f"--tool-call-parser {self.tool_parser}", "tool_choice")
-            # hermes: the grammar (structured.py) forces the name and the arguments' schema after the opening;
-            # qwen3_coder, glm45, deepseek_v3, harmony: the grammar (tool_grammars.py) forces the rest of the call
-            forced = pair[1].format(name=name) if name and self.tool_parser != "hermes" else pair[0]
+            forced = fam.forced_opening(name)  # the family's grammar forces the rest (structured.py)
             flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
         if req.json_schema is not None:
             flags["enable_thinking"] = False  # the constrained answer starts at once

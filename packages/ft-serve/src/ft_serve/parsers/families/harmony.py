@@ -9,14 +9,14 @@ the channel) and a content type (``<|constrain|>json`` or ``json``). analysis ->
 final -> content, a recipient -> a tool call (JSON body), commentary without one -> content.
 Bodies stream, except tool calls, which are buffered until their terminator. Stop tokens
 (``<|call|>``, ``<|return|>``) may be missing at the end: a pending call still completes at
-``finish`` when its JSON is whole.
+``finish`` when its JSON is whole. A forced call opens ``<|channel|>commentary to=functions.``.
 """
 
 from __future__ import annotations
 
 import re
 
-from .base import (
+from ..base import (
     Event,
     OutputParser,
     call_events,
@@ -25,10 +25,12 @@ from .base import (
     loads_json,
     partial_len,
 )
+from ..grammar import CallSpec, Lark, bounded, lit
+from .base import ToolFamily
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"
 ENDS = ("<|end|>", "<|call|>", "<|return|>")
-BODY_STOPS = (*ENDS, START, CHANNEL)      # a body ends at a terminator (or, leniently, a new header)
+BODY_STOPS = (*ENDS, START, CHANNEL)  # a body ends at a terminator (or, leniently, a new header)
 HEADER_OPENINGS = (START, "assistant", CHANNEL, " to=", "to=", CONSTRAIN, MESSAGE)
 MAX_HEADER = 512
 
@@ -48,7 +50,7 @@ class HarmonyParser(OutputParser):
         self._tools = tools_enabled
         self._buf = ""
         self._in_body = starts_in_reasoning
-        self._kind = "reasoning" if starts_in_reasoning else "content"   # body: reasoning|content|tool
+        self._kind = "reasoning" if starts_in_reasoning else "content"  # reasoning|content|tool
         self._name = ""          # body of a tool call: the function name
         self._header = ""        # raw header of the current message (given back if its call fails)
         self._scan_from = 0
@@ -71,7 +73,8 @@ class HarmonyParser(OutputParser):
 
     def _step_header(self, out: list[Event]) -> bool:
         buf = self._buf
-        if not any(buf.startswith(p) or p.startswith(buf) for p in HEADER_OPENINGS) or len(buf) > MAX_HEADER:
+        opens = any(buf.startswith(p) or p.startswith(buf) for p in HEADER_OPENINGS)
+        if not opens or len(buf) > MAX_HEADER:
             self._open_body("", "content")          # not a header: plain text
             return True
         i, marker = find_first(buf, (MESSAGE, *ENDS))
@@ -131,3 +134,28 @@ class HarmonyParser(OutputParser):
         if isinstance(args, dict) and self._name:
             return call_events(self.tool_calls, self._name, args)
         return emit("content", self._header + MESSAGE + body + end)
+
+
+class Harmony(ToolFamily):
+    name = "harmony"
+    markers = (START, CHANNEL, MESSAGE, CONSTRAIN, *ENDS)
+    grammar_tokens = ("<|call|>",)
+    parallel = False            # <|call|> ends the turn: one call per message
+
+    def output_parser(self, *, starts_in_reasoning: bool, tools_enabled: bool) -> OutputParser:
+        return HarmonyParser(starts_in_reasoning=starts_in_reasoning, tools_enabled=tools_enabled)
+
+    def forced_opening(self, name: str | None) -> str:
+        opening = CHANNEL + "commentary to=functions."
+        return f"{opening}{name} {CONSTRAIN}json{MESSAGE}" if name else opening
+
+    def grammar(self, spec: CallSpec, chat_template: str) -> str:
+        """``NAME <|constrain|>json<|message|>{...}<|call|>`` (a named tool's header is forced)."""
+        m = spec.mark
+        g = Lark(spec, ())
+        fns = []
+        for f in spec.functions:
+            header = [] if spec.header_forced else \
+                [f"{lit(f['name'] + ' ')} {m(CONSTRAIN)} {lit('json')} {m(MESSAGE)}"]
+            fns.append(" ".join([*header, g.json(bounded(f, spec.chars(f)))]))
+        return g.calls(fns, "", m("<|call|>"), "")
