@@ -26,12 +26,13 @@ from ft_core.experts.bank import ExpertBank
 from ft_core.loader.ftw_format import DTYPES, Entry, FTWIndex, read_index
 from ft_core.loader.ftw_io import ShardFiles, aligned_empty, byte_view, pin_in_place, read_chunk
 from ft_core.loader.progress import Progress
+from ft_core.loader.tensor_index import TensorIndex
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
 
 
-class FTWTensors:
-    """The dense tensors of an FTW directory, already read; the interface ``WeightReader`` uses."""
+class FTWTensors(TensorIndex):
+    """The dense tensors of an FTW directory, already read (the ``TensorIndex`` of FTW)."""
 
     def __init__(self, root: Path, tensors: dict[str, torch.Tensor], files: dict[str, str]):
         self.dir, self.tensors, self.files = root, tensors, files

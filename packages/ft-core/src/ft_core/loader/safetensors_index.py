@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ft_core.errors import CheckpointError
+from ft_core.loader.tensor_index import TensorIndex
 
 _DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -80,8 +81,9 @@ def _read_header(path: Path) -> dict[str, TensorInfo]:
     return out
 
 
-class SafetensorsIndex:
-    """Name -> (file, dtype, shape) over every ``*.safetensors`` file of a checkpoint directory."""
+class SafetensorsIndex(TensorIndex):
+    """Name -> (file, dtype, shape) over every ``*.safetensors`` file of a checkpoint directory (the
+    ``TensorIndex`` of Hugging Face checkpoints; reads on demand)."""
 
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)

@@ -14,7 +14,7 @@ from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank
 from ft_core.loader.hf_experts import load_hf_bank
 from ft_core.loader.quant import FLOAT, FP8, fp8_block_dequant
-from ft_core.loader.safetensors_index import SafetensorsIndex
+from ft_core.loader.tensor_index import TensorIndex
 from ft_core.model_config import ModelConfig, QuantConfig
 from ft_core.nonfinite import all_finite
 
@@ -28,7 +28,7 @@ def dtype_name(dt: torch.dtype) -> str:
 class WeightReader:
     """Tensors by name with shape checks; FP8 linear weights (``*_scale_inv`` beside them) dequantised."""
 
-    def __init__(self, index: SafetensorsIndex, dtype: torch.dtype, quant: QuantConfig | None):
+    def __init__(self, index: TensorIndex, dtype: torch.dtype, quant: QuantConfig | None):
         self.index, self.dtype, self.quant = index, dtype, quant
         self.dense_bytes = 0  # bytes of the tensors handed out by tensor()/linear() (experts excluded)
 
