@@ -1,8 +1,11 @@
-// AVX-512, INT4 weights (sym: zero 8; asym: uint8 zeros) with fp32 scales per `group` columns; the decode of
-// x86_avx2_int4.cpp on 32 columns (16 bytes): bytes zero-extended to 32-bit lanes, the low nibble (q) and the
-// high nibble masked in place (16q) converted exactly with vcvtdq2ps; prep_x orders x to match (even / odd
-// columns, the odd ones divided by 16). Per group: scale * (sum(q x) - zero * sum(x)).
+// AVX-512, INT4 weights (sym: zero 8; asym: uint8 zeros) with fp32 scales per `group` columns. Groups of a
+// multiple of 128 columns (ft's default: 128) take the table kernel of x86_avx512_lut4.h (table q - 8, or q and
+// zero * sum(x) subtracted per lane); others the decode of x86_avx2_int4.cpp on 32 columns (16 bytes): bytes
+// zero-extended to 32-bit lanes, the low nibble (q) and the high nibble masked in place (16q) converted exactly
+// with vcvtdq2ps; prep_x orders x to match (even / odd columns, the odd ones divided by 16). Per group:
+// scale * (sum(q x) - zero * sum(x)).
 #include "cpu/arch/x86_avx512.h"
+#include "cpu/arch/x86_avx512_lut4.h"
 
 namespace ft {
 namespace {
@@ -14,11 +17,32 @@ struct Int4Avx512 : Int4Common {
     w1 = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xf0)));  // columns c+1, ..., c+31 (x16)
   }
 };
+
+template <bool kAsym>
+struct Int4Lut {  // group % 128 == 0: one chunk of 128 columns lies in one group
+  static constexpr bool kZero = kAsym;
+  static __m512 lut() {
+    const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return kAsym ? q : _mm512_sub_ps(q, _mm512_set1_ps(8.f));
+  }
+  static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
+    return _mm512_set1_ps(static_cast<const float*>(m.scale)[row * m.scale_stride + 128 * k / m.group]);
+  }
+  static __m512 zeros(const WeightMat& m, int64_t row, int64_t k) {
+    return _mm512_set1_ps(static_cast<float>(m.zero[row * m.scale_stride + 128 * k / m.group]));
+  }
+  static float post(const WeightMat&) { return 1.f; }
+};
 }  // namespace
 
 void rows_int4_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                       int64_t ldy) {
-  group_rows<Avx512, Int4Avx512>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  if (m.group % 128 == 0 && m.fmt == Fmt::INT4_ASYM)
+    avx512_lut4::rows<Int4Lut<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  else if (m.group % 128 == 0)
+    avx512_lut4::rows<Int4Lut<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  else
+    group_rows<Avx512, Int4Avx512>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft
