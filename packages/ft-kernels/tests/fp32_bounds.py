@@ -37,10 +37,24 @@ def _act(gu: torch.Tensor, act: str, alpha: float, limit: float) -> torch.Tensor
     return R.expert_act(gu, act, alpha, limit)
 
 
+def bf16_round(h: torch.Tensor, e_h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernels' bf16 rounding of h (x in bf16), applied to an exact h known to within e_h: (bf16(h) in
+    float64, bound on |kernel's bf16(h_kernel) - bf16(h)|). Both round to the same bf16 value unless h lies
+    within e_h (plus one fp32 rounding) of a midpoint between two bf16 values; then they may differ by one bf16
+    spacing (two near a power of two). So the bound is 0 for nearly every element and a kernel that skips
+    or misplaces the rounding misses it by ~2^-9 |h|."""
+    hr = h.float().bfloat16().double()
+    spacing = torch.ldexp(torch.ones_like(h), torch.frexp(h.abs().clamp_min(1e-30))[1] - 8)  # bf16 spacing at |h|
+    near = spacing / 2 - (h - hr).abs() <= e_h + U * h.abs()
+    return hr, torch.where(near, 2 * spacing, torch.zeros_like(h))
+
+
 def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact y [T, H] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.moe_experts``.
     Stage by stage: gu = W13 x (+ b13); h = act(gu), its error bounded by the act's change over the corners of
-    gu's error box plus 8 ulps for the fp32 exp/division; o = W2 h (+ b2); y = sum of gate * o over routes."""
+    gu's error box plus 8 ulps for the fp32 exp/division (x in bf16: h then rounded to bf16, ``bf16_round``);
+    o = W2 h (+ b2); y = sum of gate * o over routes."""
+    h_bf16 = x.dtype == torch.bfloat16
     xd = x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
     H, I = xd.shape[1], W2.shape[2]
@@ -60,6 +74,8 @@ def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) 
             d = torch.cat([sg * e_gu[:I], su * e_gu[I:]])
             e_h = torch.maximum(e_h, (_act(gu + d, act, alpha, limit) - h).abs())
         e_h = e_h + 8 * U * h.abs()
+        if h_bf16:
+            h, e_h = bf16_round(h, e_h)
         o = W2[e] @ h
         e_o = W2[e].abs() @ e_h + gamma(I) * (W2[e].abs() @ (h.abs() + e_h)) + U * o.abs()
         if w2.bias is not None:

@@ -1,5 +1,6 @@
 """ft_kernels.linear (dense x W^T + b on the kernel pool) against its twins: every format, ragged shapes,
-T = 1..64, bias, x in fp32 and bf16, the pool and the calling-thread paths, the ISAs this CPU has.
+T = 1..64, bias, x in fp32 and bf16 (bf16 products exact, so the same fp32 bound), the pool and the calling-thread
+paths, the ISAs this CPU has.
 Bound: elementwise, the fp32 arithmetic's own (``fp32_bounds.linear_bound``) against float64."""
 
 import os
@@ -14,7 +15,9 @@ from fp32_bounds import linear_bound
 from ft_kernels import reference as R
 
 # (N, K): ragged against vector widths (8/16), the paired chunks (16/32) and groups (32)
-SHAPES = {"any": [(37, 72), (300, 130), (9, 34)], "mxfp4": [(37, 96), (70, 64)], "nvfp4": [(37, 80), (70, 48)]}
+# and the 4-bit table kernels' chunks of 128 columns (whole ones and a partial last one)
+SHAPES = {"any": [(37, 72), (300, 130), (9, 34)], "mxfp4": [(37, 96), (70, 64), (21, 288)],
+          "nvfp4": [(37, 80), (70, 48), (21, 272)]}
 
 
 def _check(y, x, w, b=None):
@@ -30,14 +33,28 @@ def _weights(fmt, N, K, seed, bias=False):
     return w, (torch.randn(N, generator=g) if bias else None), g
 
 
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 17, 64])
 @pytest.mark.parametrize("fmt", list(fk.FORMATS))
-def test_matches_bound(fmt, T):
+def test_matches_bound(fmt, T, xdtype):
     for N, K in SHAPES.get(fmt, SHAPES["any"]):
         w, b, g = _weights(fmt, N, K, seed=N + K + T, bias=T % 2 == 1)
-        x = torch.randn(T, K, generator=g)
+        x = torch.randn(T, K, generator=g).to(xdtype)
         _check(fk.linear(x, w, b), x, w, b)
         assert torch.allclose(fk.linear(x, w, b), R.linear(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", ["int4_sym", "int4_asym"])
+@pytest.mark.parametrize("group", [128, 256])
+def test_int4_groups_of_128_columns(fmt, group):
+    """Groups of a multiple of 128 columns (ft's default) take the AVX-512 table kernel: whole and partial
+    chunks, a partial last group, 1..9 tokens."""
+    for K in (128, 384, 520):
+        for T in (1, 4, 9):
+            g = torch.Generator().manual_seed(K + T)
+            w = fk.quantize(torch.randn(1, 33, K, generator=g) * 0.1, fmt, group=group)
+            x = torch.randn(T, K, generator=g)
+            _check(fk.linear(x, w), x, w)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -79,10 +96,11 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
-    for T in (1, 3, 8, 20):
+    for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
+                            (20, 288, 128, torch.bfloat16)):
         g = torch.Generator().manual_seed(T)
-        w = fk.quantize(torch.randn(1, 45, 96, generator=g) * .1, fmt, group=32)
-        x = torch.randn(T, 96, generator=g); b = torch.randn(45, generator=g)
+        w = fk.quantize(torch.randn(1, 45, K, generator=g) * .1, fmt, group=group)
+        x = torch.randn(T, K, generator=g).to(xd); b = torch.randn(45, generator=g)
         exact, bound = linear_bound(x, w, b)
         assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
 """

@@ -1,5 +1,6 @@
 """ft_kernels.moe_experts against its torch reference: every format, the ISAs this CPU has, ragged
-shapes, T = 1..64, duplicate routes, both activations with biases, x in fp32 and bf16.
+shapes, T = 1..64, duplicate routes, both activations with biases, x in fp32 and bf16 (bf16 activations: h
+rounded to bf16 before W2, checked through ``fp32_bounds.bf16_round``).
 
 Error bound: kernel and reference multiply the same dequantised weights, so the only difference is
 fp32 rounding; each output is checked against a float64 evaluation with the elementwise bound that
@@ -22,7 +23,9 @@ from ft_kernels import reference as R
 
 FORMATS = list(fk.FORMATS)
 # (H, I): ragged against vector widths (8/16) and groups (32); 4-bit needs even sizes, mx/nvfp4 multiples of 32/16
-SHAPES = {"any": [(72, 40), (130, 34), (64, 96)], "mxfp4": [(96, 64), (64, 32)], "nvfp4": [(80, 48), (48, 16)]}
+# and the 4-bit table kernels' chunks of 128 columns (whole ones and a partial last one)
+SHAPES = {"any": [(72, 40), (130, 34), (64, 96)], "mxfp4": [(96, 64), (64, 32), (288, 160)],
+          "nvfp4": [(80, 48), (48, 16), (272, 144)]}
 
 
 def _shapes(fmt):
@@ -50,11 +53,13 @@ def _check(y, args, **kw):
     assert over.max().item() <= 0, f"error exceeds the fp32 bound by {over.max().item():.3g} (max |y| {exact.abs().max():.3g})"
 
 
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_matches_reference(fmt, T):
+def test_matches_reference(fmt, T, xdtype):
     for H, I in _shapes(fmt):
-        args = _case(fmt, H, I, T, R=2 * T + 3, seed=H + I + T)  # more routes than tokens: duplicates
+        x, *rest = _case(fmt, H, I, T, R=2 * T + 3, seed=H + I + T)  # more routes than tokens: duplicates
+        args = (x.to(xdtype), *rest)
         _check(fk.moe_experts(*args), args)
 
 
@@ -151,9 +156,9 @@ for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40
         eid = torch.randint(0, 4, (R_,), generator=g, dtype=torch.int32); gate = torch.rand(R_, generator=g)
         w13 = fk.quantize(torch.randn(4, 2 * I, H, generator=g) * .1, fmt, group=32, bias=torch.randn(4, 2 * I) * .1)
         w2 = fk.quantize(torch.randn(4, H, I, generator=g) * .1, fmt, group=32)
-        for act in ("swiglu", "gptoss"):
-            y = fk.moe_experts(x, tok, eid, gate, w13, w2, act=act)
-            exact, bound = moe_bound(x, tok, eid, gate, w13, w2, act=act)
+        for act, xin in (("swiglu", x), ("gptoss", x), ("swiglu", x.bfloat16())):
+            y = fk.moe_experts(xin, tok, eid, gate, w13, w2, act=act)
+            exact, bound = moe_bound(xin, tok, eid, gate, w13, w2, act=act)
             assert ((y.double() - exact).abs() <= bound).all(), (fmt, T, act, ((y.double() - exact).abs() - bound).max().item())
 """
     res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,

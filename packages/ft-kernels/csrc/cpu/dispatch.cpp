@@ -15,8 +15,13 @@
 #define FT_DECL_Q8(fmt, isa) \
   void rows_q8_##fmt##_##isa(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t) __attribute__((weak));
 
+#define FT_DECL_BF16(fmt) \
+  void rows_bf16act_##fmt##_avx512bf16(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, \
+                                       int64_t) __attribute__((weak));
+
 namespace ft {
 
+FT_DECL_BF16(bf16)
 void rows_q8_scalar(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t);
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
@@ -28,7 +33,7 @@ static std::string detect() {
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return "avx512";
+    return __builtin_cpu_supports("avx512bf16") ? "avx512bf16" : "avx512";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) return "avx2";
   return "scalar";
 #elif defined(__aarch64__)
@@ -40,6 +45,7 @@ static std::string detect() {
 
 static bool supports(const std::string& best, const std::string& want) {
   if (want == "scalar" || want == best) return true;
+  if (best == "avx512bf16") return want == "avx512" || want == "avx2";
   return best == "avx512" && want == "avx2";
 }
 
@@ -48,8 +54,8 @@ const char* active_isa() {
   const char* forced = std::getenv("FT_CPU_ISA");
   if (forced && *forced) {
     std::string f(forced);
-    if (f != "scalar" && f != "avx2" && f != "avx512" && f != "neon")
-      throw std::invalid_argument("FT_CPU_ISA=" + f + " is not one of: scalar, avx2, avx512, neon");
+    if (f != "scalar" && f != "avx2" && f != "avx512" && f != "avx512bf16" && f != "neon")
+      throw std::invalid_argument("FT_CPU_ISA=" + f + " is not one of: scalar, avx2, avx512, avx512bf16, neon");
     if (!supports(best, f)) throw std::invalid_argument("FT_CPU_ISA=" + f + " but this CPU supports at most " + best);
     static const std::string chosen = f;
     return chosen.c_str();
@@ -57,9 +63,11 @@ const char* active_isa() {
   return best.c_str();
 }
 
+static bool is_avx512(const std::string& isa) { return isa == "avx512" || isa == "avx512bf16"; }
+
 #define FT_PICK(fmt)                                                      \
-  if (isa == "avx512" && rows_##fmt##_avx512) return rows_##fmt##_avx512; \
-  if ((isa == "avx512" || isa == "avx2") && rows_##fmt##_avx2) return rows_##fmt##_avx2; \
+  if (is_avx512(isa) && rows_##fmt##_avx512) return rows_##fmt##_avx512; \
+  if ((is_avx512(isa) || isa == "avx2") && rows_##fmt##_avx2) return rows_##fmt##_avx2; \
   if (isa == "neon" && rows_##fmt##_neon) return rows_##fmt##_neon;       \
   return rows_scalar;
 
@@ -78,7 +86,7 @@ RowsFn rows_kernel(Fmt fmt) {
 }
 
 #define FT_PICK_Q8(fmt)                                                                         \
-  if ((isa == "avx512" || isa == "avx2") && rows_q8_##fmt##_avx2) return rows_q8_##fmt##_avx2; \
+  if ((is_avx512(isa) || isa == "avx2") && rows_q8_##fmt##_avx2) return rows_q8_##fmt##_avx2; \
   return rows_q8_scalar;
 
 RowsQ8Fn rows_q8_kernel(Fmt fmt) {
@@ -89,6 +97,16 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::INT4_SYM:
     case Fmt::INT4_ASYM: FT_PICK_Q8(int4)
     default: return rows_q8_scalar;
+  }
+}
+
+#define FT_PICK_BF16(fmt) return isa == "avx512bf16" ? rows_bf16act_##fmt##_avx512bf16 : nullptr;
+
+RowsBf16Fn rows_bf16_kernel(Fmt fmt) {
+  const std::string isa = active_isa();
+  switch (fmt) {
+    case Fmt::BF16: FT_PICK_BF16(bf16)
+    default: return nullptr;
   }
 }
 

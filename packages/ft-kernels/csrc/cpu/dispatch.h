@@ -1,11 +1,12 @@
 // Run-time choice of instruction set and of the row kernel for each weight format.
 #pragma once
+#include "cpu/bf16act.h"
 #include "cpu/formats.h"
 #include "cpu/q8.h"
 
 namespace ft {
 
-// "avx512", "avx2", "neon" or "scalar": FT_CPU_ISA forces one (an unknown name, or one this CPU
+// "avx512bf16" (AVX-512 with the BF16 dot product), "avx512", "avx2", "neon" or "scalar": FT_CPU_ISA forces one (an unknown name, or one this CPU
 // lacks, throws std::invalid_argument); otherwise the best the CPU supports. Read once per process.
 const char* active_isa();
 
@@ -14,5 +15,9 @@ RowsFn rows_kernel(Fmt fmt);
 
 // The int8-activation kernel for a 4-bit `fmt` (cpu/q8.h) on the active ISA (scalar where it has none).
 RowsQ8Fn rows_q8_kernel(Fmt fmt);
+
+// The bf16-activation kernel for `fmt` (cpu/bf16act.h) on the active ISA, or nullptr where it has none: the
+// caller then widens x to fp32 and uses rows_kernel (the same values, fp32 products).
+RowsBf16Fn rows_bf16_kernel(Fmt fmt);
 
 }  // namespace ft

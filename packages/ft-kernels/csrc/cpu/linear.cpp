@@ -18,12 +18,12 @@ void linear(const LinearArgs& a) {
   const bool q8 = a.act_int8 && q8_supported(a.w);
   const RowsQ8Fn kq = q8 ? rows_q8_kernel(a.w.fmt) : nullptr;
   Q8Rows xq;  // read by the pool's tasks: not thread_local
+  const RowsBf16Fn kb = a.x_bf16 && !q8 && bf16act_supported(a.w) ? rows_bf16_kernel(a.w.fmt) : nullptr;
   std::vector<float> xf;
   const float* X = static_cast<const float*>(a.x);
-  if (a.x_bf16) {
+  if (a.x_bf16 && !kb) {
     xf.resize(T * K);
-    const uint16_t* src = static_cast<const uint16_t*>(a.x);
-    for (int64_t i = 0; i < T * K; ++i) xf[i] = bf16_to_f32(src[i]);
+    bf16_to_f32_n(static_cast<const uint16_t*>(a.x), T * K, xf.data());
     X = xf.data();
   }
   if (q8) xq.set(X, T, K, K);
@@ -33,7 +33,9 @@ void linear(const LinearArgs& a) {
   const int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / 8 * 8, 8, 512), nb = (N + rb - 1) / rb;
   auto task = [&](int64_t b) {
     const int64_t r0 = b * rb, r1 = std::min(N, r0 + rb);
-    if (q8)
+    if (kb)
+      kb(a.w, r0, r1, static_cast<const uint16_t*>(a.x), T, K, a.y + r0, N);
+    else if (q8)
       kq(a.w, r0, r1, xq.view, a.y + r0, N);
     else
       k(a.w, r0, r1, X, T, K, a.y + r0, N);

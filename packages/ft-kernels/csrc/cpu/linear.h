@@ -16,7 +16,8 @@ struct LinearArgs {
   bool act_int8 = false;        // opt-in: x quantised to int8 per 32 columns (cpu/q8.h) when q8_supported(w)
 };
 
-// y[t, r] = sum_c W[r, c] x[t, c] (+ bias[r]), fp32 accumulation. Rows are split into blocks across the
+// y[t, r] = sum_c W[r, c] x[t, c] (+ bias[r]), fp32 accumulation (bf16 x enters the products as bf16:
+// cpu/bf16act.h). Rows are split into blocks across the
 // pool (each weight byte read once per call; a block's rows are re-read from L1/L2 per 4 tokens).
 // Throws std::invalid_argument naming the offending argument.
 void linear(const LinearArgs& a);

@@ -56,6 +56,10 @@ void moe_experts(const MoeArgs& a) {
   RowsFn k13 = rows_kernel(a.w13.mat.fmt), k2 = rows_kernel(a.w2.mat.fmt);
   const bool q8 = a.act_int8 && q8_supported(a.w13.mat) && q8_supported(a.w2.mat);
   RowsQ8Fn k13q = q8 ? rows_q8_kernel(a.w13.mat.fmt) : nullptr, k2q = q8 ? rows_q8_kernel(a.w2.mat.fmt) : nullptr;
+  // Bf16 activations (cpu/bf16act.h): x as given and h rounded to bf16; their kernels where the ISA has them.
+  const bool xb = a.x_bf16;
+  const RowsBf16Fn k13b = xb && !q8 && bf16act_supported(a.w13.mat) ? rows_bf16_kernel(a.w13.mat.fmt) : nullptr;
+  const RowsBf16Fn k2b = xb && !q8 && bf16act_supported(a.w2.mat) ? rows_bf16_kernel(a.w2.mat.fmt) : nullptr;
   Q8Rows xq, hq;  // read by the pool's tasks: not thread_local
   ThreadPool& pool = ThreadPool::get();
 
@@ -84,12 +88,14 @@ void moe_experts(const MoeArgs& a) {
       pool.run(n, fn);
     }
   };
-  std::vector<float> xs(R * H), gu(R * 2 * I), h(R * I), out(R * H);
+  std::vector<float> xs(k13b ? 0 : R * H), gu(R * 2 * I), h(R * I), out(R * H);
+  std::vector<uint16_t> xsb(k13b ? R * H : 0), hb(xb ? R * I : 0);
   for (int64_t j = 0; j < R; ++j) {
     int64_t t = a.tok[order[j]];
-    if (a.x_bf16) {
-      const uint16_t* src = static_cast<const uint16_t*>(a.x) + t * H;
-      for (int64_t c = 0; c < H; ++c) xs[j * H + c] = bf16_to_f32(src[c]);
+    if (k13b) {
+      std::memcpy(&xsb[j * H], static_cast<const uint16_t*>(a.x) + t * H, sizeof(uint16_t) * H);
+    } else if (xb) {
+      bf16_to_f32_n(static_cast<const uint16_t*>(a.x) + t * H, H, &xs[j * H]);
     } else {
       std::memcpy(&xs[j * H], static_cast<const float*>(a.x) + t * H, sizeof(float) * H);
     }
@@ -105,13 +111,17 @@ void moe_experts(const MoeArgs& a) {
       const Group& g = groups[task / nb];
       const int64_t i0 = (task % nb) * rb, i1 = std::min(I, i0 + rb);
       const WeightMat m = a.w13.expert(g.e);
-      const float* xg = &xs[g.start * H];
       float* gug = &gu[g.start * 2 * I];
-      if (q8) {
+      if (k13b) {
+        const uint16_t* xg = &xsb[g.start * H];
+        k13b(m, i0, i1, xg, g.k, H, gug + i0, 2 * I);
+        k13b(m, I + i0, I + i1, xg, g.k, H, gug + I + i0, 2 * I);
+      } else if (q8) {
         const Q8Act xg8 = xq.view.rows(g.start, g.k);
         k13q(m, i0, i1, xg8, gug + i0, 2 * I);
         k13q(m, I + i0, I + i1, xg8, gug + I + i0, 2 * I);
       } else {
+        const float* xg = &xs[g.start * H];
         k13(m, i0, i1, xg, g.k, H, gug + i0, 2 * I);              // gate rows
         k13(m, I + i0, I + i1, xg, g.k, H, gug + I + i0, 2 * I);  // up rows
       }
@@ -129,6 +139,7 @@ void moe_experts(const MoeArgs& a) {
             hj[i] = (uv + 1.f) * (gv / (1.f + std::exp(-a.alpha * gv)));
           }
         }
+        if (xb) f32_to_bf16_n(hj + i0, i1 - i0, &hb[(g.start + j) * I + i0], hj + i0);
       }
     });
   }
@@ -141,7 +152,9 @@ void moe_experts(const MoeArgs& a) {
   // (+ w2 bias) into those columns of y. A task owns its columns of y, so no two write the same element.
   auto w2_rows = [&](const Group& g, int64_t c0, int64_t c1) {
     float* og = &out[g.start * H];
-    if (q8)
+    if (k2b)
+      k2b(a.w2.expert(g.e), c0, c1, &hb[g.start * I], g.k, I, og + c0, H);
+    else if (q8)
       k2q(a.w2.expert(g.e), c0, c1, hq.view.rows(g.start, g.k), og + c0, H);
     else
       k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);

@@ -42,7 +42,8 @@ struct MoeArgs {
 
 // y[t] = sum over routes r with tok[r] == t of gate[r] * (W2[e] act(W13[e] x_t + b13[e]) + b2[e]).
 // Routes sharing an expert are computed together (each weight byte read once per call). With act_int8 and
-// banks the q8 kernels take (q8_supported), x and h enter each matrix as int8 blocks; otherwise as fp32.
+// banks the q8 kernels take (q8_supported), x and h enter each matrix as int8 blocks. With x_bf16, h is
+// rounded to bf16 (cpu/bf16act.h) and both enter as bf16 (vdpbf16ps where the ISA has it); otherwise fp32.
 // Throws std::invalid_argument naming the offending argument.
 void moe_experts(const MoeArgs& a);
 

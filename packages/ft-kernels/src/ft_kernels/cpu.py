@@ -14,7 +14,8 @@ ACTS = {"swiglu": 0, "gptoss": 1}
 
 
 def active_isa() -> str:
-    """The instruction set the CPU kernels run with ("avx512", "avx2", "neon" or "scalar"; FT_CPU_ISA forces one)."""
+    """The instruction set the CPU kernels run with ("avx512bf16": AVX-512 with its BF16 dot product, "avx512",
+    "avx2", "neon" or "scalar"; FT_CPU_ISA forces one)."""
     return _C.active_isa()
 
 
@@ -48,6 +49,8 @@ def moe_experts(
     act_int8: bool = False,  # opt-in for 4-bit banks: x and h as int8 per 32 columns (reference.quantize_act_int8)
 ) -> torch.Tensor:
     """Gate-weighted sum of the routed experts, weights dequantised inside the kernel, fp32 accumulation.
+    x in bfloat16 means bf16 activations, as a GPU's bf16 expert GEMM: x enters the products as bf16 and the
+    intermediate h is rounded to bf16 before W2 (BF16 banks use ``vdpbf16ps`` on CPUs with AVX-512 BF16).
     ``act_int8`` runs 4-bit banks (``reference.int8_applies``) with int8 activations and integer dot products
     (llama.cpp's q8_0 scheme; faster, not exact: see reference.quantize_act_int8); other banks ignore it.
 

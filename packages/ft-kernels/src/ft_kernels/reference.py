@@ -81,8 +81,10 @@ def expert_act(gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 
 def moe_experts(x, tok, eid, gate, w13: ExpertWeights, w2: ExpertWeights, act: str = "swiglu",
                 alpha: float = 1.702, limit: float = 7.0, act_int8: bool = False) -> torch.Tensor:
     """Reference for ``ft_kernels.moe_experts``: fp32 math, one route at a time. Returns [T, H].
+    x in bfloat16 (bf16 activations): the activation h is rounded to bfloat16 (nearest even) before W2.
     ``act_int8`` (both banks ``int8_applies``): x and the activation h quantised as ``quantize_act_int8``."""
     q8 = act_int8 and int8_applies(w13) and int8_applies(w2)
+    h_bf16 = x.dtype == torch.bfloat16
     x = quantize_act_int8(x).float() if q8 else x.float()
     y = torch.zeros(x.shape, dtype=torch.float32)
     W13, W2 = dequantize(w13), dequantize(w2)
@@ -91,6 +93,8 @@ def moe_experts(x, tok, eid, gate, w13: ExpertWeights, w2: ExpertWeights, act: s
         if w13.bias is not None:
             gu = gu + w13.bias[e]
         h = expert_act(gu, act, alpha, limit)
+        if h_bf16:
+            h = h.bfloat16().float()
         out = W2[e] @ (quantize_act_int8(h).float() if q8 else h)
         if w2.bias is not None:
             out = out + w2.bias[e]

@@ -1,0 +1,109 @@
+// AVX-512 BF16 row kernel for BF16 weights over bf16 activations (cpu/bf16act.h): `vdpbf16ps` multiplies 16
+// pairs of bf16 (weight, x) and adds them to 16 fp32 lanes, one instruction per 32 weight columns and token, on
+// the row and x in their natural order. Included only by x86_avx512bf16_*.cpp (compiled with -mavx512bf16,
+// called only on CPUs that have it).
+//
+// The 4-bit formats have no kernel here: on the one AVX-512 BF16 machine measured (a Sapphire Rapids VM)
+// `vdpbf16ps` issues once per ~2.6 cycles, and a vpermw-table + vdpbf16ps MXFP4 kernel streamed 6.9 GB/s a
+// core from DRAM against 8.8 for the fp32 table kernel (x86_avx512_lut4.h) on the same, exactly widened, x.
+// x rows go to a zero-padded buffer (the partial last chunk reads zeros; rows a few lines longer than a
+// multiple of 4 KiB, so token rows do not alias one L1 set); the weights' last chunk is a masked load.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/bf16act.h"
+
+namespace ft {
+namespace {
+
+inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+inline int64_t padded_ld(int64_t cols) { return (cols + 63) / 64 * 64 + 32; }  // bf16 elements per x row
+
+// A thread's grow-only bf16 buffer (FloatBuf storage).
+inline uint16_t* u16_buf(FloatBuf& b, int64_t n) { return reinterpret_cast<uint16_t*>(b.get((n + 1) / 2)); }
+
+inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// ---------------------------------------------------------------------------------------------------
+// BF16 weights. NR rows x NT tokens per tile; U independent chains when the tile has few accumulators.
+template <int NR, int NT, int PF>
+inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t* xp, int64_t ldp, float* Y,
+                      int64_t ldy) {
+  constexpr int U = NR * NT >= 8 ? 1 : NR * NT >= 4 ? 2 : 4;
+  __m512 acc[U][NR][NT];
+  FT_UNROLL for (int u = 0; u < U; ++u)
+    FT_UNROLL for (int r = 0; r < NR; ++r)
+      FT_UNROLL for (int t = 0; t < NT; ++t) acc[u][r][t] = _mm512_setzero_ps();
+  const int64_t cf = cols / 32 * 32;
+  int64_t c = 0;
+  for (; c + 32 * U <= cf; c += 32 * U) {
+    FT_UNROLL for (int u = 0; u < U; ++u) {
+      __m512i w[NR];
+      FT_UNROLL for (int r = 0; r < NR; ++r) {
+        const uint8_t* p = q + r * qs + 2 * (c + 32 * u);
+        if (PF) _mm_prefetch(reinterpret_cast<const char*>(p) + PF, _MM_HINT_T0);
+        w[r] = _mm512_loadu_si512(p);
+      }
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m512i x = _mm512_loadu_si512(xp + t * ldp + c + 32 * u);
+        FT_UNROLL for (int r = 0; r < NR; ++r) acc[u][r][t] = _mm512_dpbf16_ps(acc[u][r][t], as_bh(w[r]), as_bh(x));
+      }
+    }
+  }
+  for (; c < cols; c += 32) {  // the rest, the last chunk partial: masked weight loads, x zero-padded
+    const __mmask32 mk = c + 32 <= cols ? ~__mmask32(0) : (__mmask32(1) << (cols - c)) - 1;
+    __m512i w[NR];
+    FT_UNROLL for (int r = 0; r < NR; ++r) w[r] = _mm512_maskz_loadu_epi16(mk, q + r * qs + 2 * c);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m512i x = _mm512_loadu_si512(xp + t * ldp + c);
+      FT_UNROLL for (int r = 0; r < NR; ++r) acc[0][r][t] = _mm512_dpbf16_ps(acc[0][r][t], as_bh(w[r]), as_bh(x));
+    }
+  }
+  FT_UNROLL for (int r = 0; r < NR; ++r)
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      __m512 v = acc[0][r][t];
+      FT_UNROLL for (int u = 1; u < U; ++u) v = _mm512_add_ps(v, acc[u][r][t]);
+      Y[t * ldy + r] = hsum16(v);
+    }
+}
+
+template <int NT>
+inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
+                       int64_t ldy) {
+  constexpr int NR = NT == 1 ? 4 : NT == 2 ? 4 : 2;
+  if (NT == 1 && m.q_stride < 4096) {  // short rows: one at a time, one stream with a software prefetch
+    for (int64_t r = r0; r < r1; ++r) bf16_tile<1, 1, 2048>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+    return;
+  }
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) bf16_tile<NR, NT, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+  for (; r < r1; ++r) bf16_tile<1, NT, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+}
+
+inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                      float* Y, int64_t ldy) {
+  const int64_t cols = m.cols, ldp = padded_ld(cols);
+  thread_local FloatBuf buf;
+  uint16_t* xp = u16_buf(buf, kTokBlock * ldp);
+  for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t0));
+    for (int t = 0; t < nt; ++t) {
+      std::copy(X + (t0 + t) * ldx, X + (t0 + t) * ldx + cols, xp + t * ldp);
+      std::fill(xp + t * ldp + cols, xp + (t + 1) * ldp, uint16_t(0));
+    }
+    float* Yt = Y + t0 * ldy;
+    switch (nt) {
+      case 4: bf16_block<4>(m, r0, r1, xp, ldp, Yt, ldy); break;
+      case 3: bf16_block<3>(m, r0, r1, xp, ldp, Yt, ldy); break;
+      case 2: bf16_block<2>(m, r0, r1, xp, ldp, Yt, ldy); break;
+      default: bf16_block<1>(m, r0, r1, xp, ldp, Yt, ldy); break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ft

@@ -1,0 +1,27 @@
+// Bf16 activations: the row kernels of a bfloat16 engine. x arrives in bf16 (as the engine holds it) and
+// enters the dot products as bf16, products accumulated in fp32 -- what a GPU's bf16 GEMM does, and on
+// AVX-512 BF16 one `vdpbf16ps` per 32 weight columns. The MoE FFN's intermediate h is rounded to bf16
+// (round to nearest even) before W2 on every ISA and path, so results do not depend on where an expert ran
+// beyond fp32 accumulation order. Python-free.
+#pragma once
+#include <cstdint>
+
+#include "cpu/formats.h"
+
+namespace ft {
+
+// Y[t, r - r0] = sum_c W[r, c] * bf16(X[t, c]) for r in [r0, r1), fp32 accumulation. X: bf16 bits [ntok, ldx].
+using RowsBf16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                            float* Y, int64_t ldy);
+
+// True when a bf16-activation kernel takes this matrix (BF16 weights). Other formats (and ISAs without the
+// kernels: rows_bf16_kernel gives nullptr) widen x to fp32, exactly, and run the fp32 kernels on the same values.
+bool bf16act_supported(const WeightMat& w);
+
+// Widen n bf16 values to fp32 (exact).
+void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst);
+
+// Round n fp32 values to bf16, to nearest even (NaN stays NaN); dst_f (optional) gets the rounded values as fp32.
+void f32_to_bf16_n(const float* src, int64_t n, uint16_t* dst, float* dst_f);
+
+}  // namespace ft
