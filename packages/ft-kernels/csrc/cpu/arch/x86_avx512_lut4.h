@@ -1,4 +1,4 @@
-// AVX-512 kernel for the 4-bit nibble formats (MXFP4, NVFP4, INT4 with group % 128 == 0) over fp32 x, by
+// AVX-512 kernel for the 4-bit nibble formats (MXFP4, NVFP4, INT4 with groups of 32, 64, 128k) over fp32 x, by
 // table: one 64-byte load holds 128 columns (byte j: columns 2j (low nibble), 2j + 1). Read as 16 dwords,
 // dword i holds columns 8i..8i+7 in its 8 nibbles, and `vpermps` looks up only the low 4 bits of each dword:
 // so (dword >> 4j) indexes a 16-entry fp32 table directly, giving column 8i + j in lane i -- 7 shifts and 8
