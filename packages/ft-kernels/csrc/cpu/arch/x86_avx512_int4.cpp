@@ -1,9 +1,9 @@
 // AVX-512, INT4 weights (sym: zero 8; asym: uint8 zeros) with fp32 scales per `group` columns. Groups of 32,
 // 64 or a multiple of 128 columns (ft's experts: 128, dense: 32) take the table kernel of x86_avx512_lut4.h
-// (table q - 8, or q and zero * sum(x) subtracted per lane); others the decode of x86_avx2_int4.cpp on 32 columns (16 bytes): bytes
-// zero-extended to 32-bit lanes, the low nibble (q) and the high nibble masked in place (16q) converted exactly
-// with vcvtdq2ps; prep_x orders x to match (even / odd columns, the odd ones divided by 16). Per group:
-// scale * (sum(q x) - zero * sum(x)).
+// (table q - 8, or q and zero * sum(x) subtracted per lane); others the decode of x86_avx2_int4.cpp on 32
+// columns (16 bytes): bytes zero-extended to 32-bit lanes, the low nibble (q) and the high nibble masked in
+// place (16q) converted exactly with vcvtdq2ps; prep_x orders x to match (even / odd columns, the odd ones
+// divided by 16). Per group: scale * (sum(q x) - zero * sum(x)).
 #include "cpu/arch/x86_avx512.h"
 #include "cpu/arch/x86_avx512_lut4.h"
 
@@ -18,47 +18,20 @@ struct Int4Avx512 : Int4Common {
   }
 };
 
-// Groups that tile a chunk of 128 columns (32, 64) or hold whole chunks (128k): lane i (columns 8i..8i+7 of
-// the chunk) reads group (128k + 8i) / group, one of the chunk's n = max(1, 128 / group) groups.
-inline bool lut_groups(int64_t g) { return g % 128 == 0 || g == 32 || g == 64; }
-
 template <bool kAsym>
-struct Int4Lut {
-  static constexpr bool kZero = kAsym;
+struct Int4Lut : avx512_nib::Int4Lanes<kAsym> {
   static __m512 lut() {
     const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return kAsym ? q : _mm512_sub_ps(q, _mm512_set1_ps(8.f));
   }
-  // (first group of chunk k, lanes -> groups, load mask of the chunk's groups that exist)
-  static int64_t first(const WeightMat& m, int64_t k) { return 128 * k / m.group; }
-  static __mmask16 mask(const WeightMat& m, int64_t k) {
-    const int64_t n = std::min<int64_t>(128 / m.group, m.scale_stride - first(m, k));
-    return static_cast<__mmask16>((1u << n) - 1);
-  }
-  static __m512i lanes(const WeightMat& m) {
-    return _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120),
-                             m.group == 32 ? 5 : 6);
-  }
-  static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
-    const float* s = static_cast<const float*>(m.scale) + row * m.scale_stride + first(m, k);
-    if (m.group >= 128) return _mm512_set1_ps(*s);
-    return _mm512_permutexvar_ps(lanes(m), _mm512_maskz_loadu_ps(mask(m, k), s));
-  }
-  static __m512 zeros(const WeightMat& m, int64_t row, int64_t k) {
-    const uint8_t* z = m.zero + row * m.scale_stride + first(m, k);
-    if (m.group >= 128) return _mm512_set1_ps(static_cast<float>(*z));
-    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask(m, k), z)));
-    return _mm512_permutexvar_ps(lanes(m), v);
-  }
-  static float post(const WeightMat&) { return 1.f; }
 };
 }  // namespace
 
 void rows_int4_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                       int64_t ldy) {
-  if (lut_groups(m.group) && m.fmt == Fmt::INT4_ASYM)
+  if (avx512_nib::int4_lane_groups(m.group) && m.fmt == Fmt::INT4_ASYM)
     avx512_lut4::rows<Int4Lut<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
-  else if (lut_groups(m.group))
+  else if (avx512_nib::int4_lane_groups(m.group))
     avx512_lut4::rows<Int4Lut<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
   else
     group_rows<Avx512, Int4Avx512>(m, r0, r1, X, ntok, ldx, Y, ldy);

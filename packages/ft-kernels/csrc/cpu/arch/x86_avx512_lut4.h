@@ -4,7 +4,8 @@
 // so (dword >> 4j) indexes a 16-entry fp32 table directly, giving column 8i + j in lane i -- 7 shifts and 8
 // table lookups per 128 weights, no masking and no int-to-float conversion. x is put in the same order once
 // per call (per chunk of 128 columns, X_j[i] = x[8i + j]). Lane i's 8 columns lie in one scale block, so each
-// chunk's partial sums are scaled per lane (D::scales) and added with one FMA; 4 tokens share each lookup.
+// chunk's partial sums are scaled per lane (D::scales, x86_avx512_nib.h) and added with one FMA; 4 tokens share
+// each lookup.
 // Included only by x86_avx512_{mxfp4,nvfp4,int4}.cpp.
 #pragma once
 #include <immintrin.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/x86_avx512_nib.h"  // the formats' per-lane scales
 
 namespace ft {
 namespace avx512_lut4 {
@@ -122,16 +124,6 @@ inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int
       default: block<D, 1>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
     }
   }
-}
-
-// Lane i of chunk k covers columns 128k + 8i .. 128k + 8i + 7: the scale of block (128k + 8i) / B.
-// Four 32-column blocks (lanes 4 each) from a 256-entry table indexed by scale bytes s[0..3] (n of them exist).
-inline __m512 quad_scales(const float* table, const uint8_t* s, int64_t n) {
-  __m512 v = _mm512_set1_ps(table[s[0]]);
-  if (n > 1) v = _mm512_mask_broadcastss_ps(v, 0xfff0, _mm_load_ss(&table[s[1]]));
-  if (n > 2) v = _mm512_mask_broadcastss_ps(v, 0xff00, _mm_load_ss(&table[s[2]]));
-  if (n > 3) v = _mm512_mask_broadcastss_ps(v, 0xf000, _mm_load_ss(&table[s[3]]));
-  return v;
 }
 
 }  // namespace avx512_lut4
