@@ -24,6 +24,7 @@ namespace ft {
 FT_DECL_BF16(bf16)
 void rows_q8_scalar(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t);
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
+FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
 void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -85,12 +86,24 @@ RowsFn rows_kernel(Fmt fmt) {
   }
 }
 
+// The AVX-512 q8 kernels need VNNI too (Ice Lake, Zen 4 and later; not Skylake-X), checked apart from the level.
+static bool has_vnni() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
 #define FT_PICK_Q8(fmt)                                                                         \
+  if (is_avx512(isa) && vnni && rows_q8_##fmt##_avx512vnni) return rows_q8_##fmt##_avx512vnni; \
   if ((is_avx512(isa) || isa == "avx2") && rows_q8_##fmt##_avx2) return rows_q8_##fmt##_avx2; \
   return rows_q8_scalar;
 
 RowsQ8Fn rows_q8_kernel(Fmt fmt) {
   const std::string isa = active_isa();
+  static const bool vnni = has_vnni();
   switch (fmt) {
     case Fmt::MXFP4: FT_PICK_Q8(mxfp4)
     case Fmt::NVFP4: FT_PICK_Q8(nvfp4)
