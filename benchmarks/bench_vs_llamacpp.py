@@ -53,6 +53,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -303,6 +304,12 @@ def gguf_bytes_per_token(llama_dir: Path, path: Path) -> dict:
 
 
 # ---- measurements ----------------------------------------------------------------------------------
+SIGILL_HINT = ("\n(illegal instruction: a -DGGML_NATIVE=ON build uses every extension the CPU lists, and some VMs "
+               "list AMX without enabling it; llama.cpp then dies in prompt processing. Build it with "
+               "-DGGML_NATIVE=OFF and this CPU's GGML_AVX* flags (GGML_AVX512, _VBMI, _VNNI, _BF16, GGML_AVX_VNNI), "
+               "no AMX, and pass that tree with --llama-cpp DIR.)")
+
+
 def run_child(cmd: list, env: dict) -> tuple[str, str, int]:
     """Run ``cmd``; returns (stdout, stderr, peak RSS bytes of that child). The child is started by a
     small launcher process (this file, no torch), which reads the peak from ``wait4``: Linux counts a
@@ -315,7 +322,8 @@ def run_child(cmd: list, env: dict) -> tuple[str, str, int]:
             rc = subprocess.run([*launcher, *map(str, cmd)], stdout=o, stderr=e, env=env).returncode
         o, e = out.read_text(), err.read_text()
         if rc:
-            raise SystemExit(f"{' '.join(map(str, cmd))} failed ({rc}):\n{e[-4000:]}")
+            hint = SIGILL_HINT if rc in (-signal.SIGILL & 0xFF, 128 + signal.SIGILL) else ""
+            raise SystemExit(f"{' '.join(map(str, cmd))} failed ({rc}):\n{e[-4000:]}{hint}")
         return o, e, int(rss.read_text())
 
 
