@@ -48,6 +48,7 @@ class TorchBackend(ExpertBackend):
         return True
 
     def run(self, bank, x, tok, eid, gate):
+        h_bf16 = x.dtype == torch.bfloat16  # bf16 activations: h rounded to bf16, as the kernels do
         x = x.float()
         y = torch.zeros_like(x)
         ids, inv = torch.unique(eid, return_inverse=True)
@@ -60,6 +61,8 @@ class TorchBackend(ExpertBackend):
             if b13 is not None:
                 gu = gu + b13[e]
             h = expert_act(bank, gu, self.alpha, self.limit)
+            if h_bf16:
+                h = h.bfloat16().float()
             out = h @ w2_all[j].T
             if b2 is not None:
                 out = out + b2[e]

@@ -1,8 +1,8 @@
 """Expert FFN over cache slots for the routes a device serves (Triton). Dense slot banks (bf16/f16).
 
 One program per (route, block of rows): phase 1 computes a block of the gate and up rows of
-W13[slot] @ x[tok] and the activation into h; phase 2 a block of W2[slot] @ h, times the gate,
-atomically added into y[tok] (routes may share a token). fp32 accumulation.
+W13[slot] @ x[tok] and the activation into h (rounded to bf16 when x is bf16); phase 2 a block of
+W2[slot] @ h, times the gate, atomically added into y[tok] (routes may share a token). fp32 accumulation.
 Twin: ``ft_kernels.reference.moe_experts`` with the slot bank as the expert bank.
 Legend: T = tokens, H = hidden, I = expert intermediate, R = routes, S = slots.
 """
@@ -18,7 +18,7 @@ from ft_kernels.formats import ExpertWeights
 
 @triton.jit
 def _w13_act(x_ptr, tok_ptr, slot_ptr, w_ptr, b_ptr, h_ptr, H, I, alpha, limit,
-             HAS_BIAS: tl.constexpr, GPTOSS: tl.constexpr, BI: tl.constexpr, BH: tl.constexpr):
+             HAS_BIAS: tl.constexpr, GPTOSS: tl.constexpr, H_BF16: tl.constexpr, BI: tl.constexpr, BH: tl.constexpr):
     r = tl.program_id(0)
     i = tl.program_id(1) * BI + tl.arange(0, BI)
     im = i < I
@@ -45,6 +45,10 @@ def _w13_act(x_ptr, tok_ptr, slot_ptr, w_ptr, b_ptr, h_ptr, H, I, alpha, limit,
         hv = (u + 1.0) * (g / (1.0 + tl.exp(-alpha * g)))
     else:
         hv = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+    if H_BF16:  # bf16 activations: h rounded to bf16 (nearest even, by bits: Triton's interpreter truncates casts)
+        u = hv.to(tl.uint32, bitcast=True)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        hv = u.to(tl.float32, bitcast=True)
     tl.store(h_ptr + r * I + i, hv, mask=im)
 
 
@@ -90,7 +94,8 @@ def grouped_experts(x: torch.Tensor, tok: torch.Tensor, slot: torch.Tensor, gate
     b2 = w2.bias if w2.bias is not None else h
     BI, BH, BO = 32, 64, 32
     _w13_act[(R, triton.cdiv(I, BI))](xf, tok, slot, w13.q, b13, h, H, I, alpha, limit,
-                                      HAS_BIAS=w13.bias is not None, GPTOSS=act == "gptoss", BI=BI, BH=BH)
+                                      HAS_BIAS=w13.bias is not None, GPTOSS=act == "gptoss",
+                                      H_BF16=x.dtype == torch.bfloat16, BI=BI, BH=BH)
     _w2_gate[(R, triton.cdiv(H, BO))](h, tok, slot, gate, w2.q, b2, y, H, I,
                                       HAS_BIAS=w2.bias is not None, BO=BO, BI=BI)
     return y
