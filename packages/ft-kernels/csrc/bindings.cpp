@@ -12,6 +12,7 @@
 #include "cpu/dispatch.h"
 #include "cpu/linear.h"
 #include "cpu/moe_ffn.h"
+#include "cpu/norm.h"
 #include "cpu/threadpool.h"
 
 namespace nb = nanobind;
@@ -178,6 +179,18 @@ void linear(Arr x, int w_fmt, Arr w_q, OptArr w_scale, OptArr w_zero, int w_grou
   if (!err.empty()) throw nb::value_error(err.c_str());
 }
 
+void rms_norm(Arr x, Arr w, float eps, Arr y) {
+  const bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16), xf = x.dtype() == nb::dtype<float>();
+  expect(x.ndim() >= 1 && (xb || xf), "x must be float32 or bfloat16 [..., D], got " + shape_of(x));
+  const int64_t D = x.shape(x.ndim() - 1);
+  expect(w.ndim() == 1 && int64_t(w.shape(0)) == D && w.dtype() == x.dtype(),
+         "w must be [D=" + std::to_string(D) + "] in x's dtype, got " + shape_of(w));
+  expect(y.ndim() == x.ndim() && y.dtype() == x.dtype() && y.size() == x.size(), "y must be shaped and typed like x");
+  const int64_t rows = D ? static_cast<int64_t>(x.size()) / D : 0;
+  nb::gil_scoped_release release;
+  ft::rms_norm(x.data(), w.data(), xb, rows, D, eps, y.data());
+}
+
 std::string isa() {
   try {
     return ft::active_isa();
@@ -200,6 +213,8 @@ NB_MODULE(_C, m) {
   m.def("linear", &linear, nb::arg("x"), nb::arg("w_fmt"), nb::arg("w_q"), nb::arg("w_scale").none(),
         nb::arg("w_zero").none(), nb::arg("w_group"), nb::arg("w_gscale"), nb::arg("cols"), nb::arg("bias").none(),
         nb::arg("y"), nb::arg("act_int8") = false, "y[T,N] = x W^T + b, W dequantised in-kernel, fp32 math, on the pool. GIL released.");
+  m.def("rms_norm", &rms_norm, nb::arg("x"), nb::arg("w"), nb::arg("eps"), nb::arg("y"),
+        "y = w * dtype(x * rsqrt(mean(x^2) + eps)) per row of D, fp32 math, x/w/y of one dtype. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),

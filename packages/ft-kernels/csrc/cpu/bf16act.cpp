@@ -1,7 +1,5 @@
 #include "cpu/bf16act.h"
 
-#include <cstring>
-
 namespace ft {
 
 bool bf16act_supported(const WeightMat& w) {
@@ -14,10 +12,7 @@ void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst) {
 
 void f32_to_bf16_n(const float* src, int64_t n, uint16_t* dst, float* dst_f) {
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &src[i], 4);
-    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-    const uint16_t b = nan ? static_cast<uint16_t>((u >> 16) | 0x40) : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    const uint16_t b = f32_to_bf16(src[i]);
     dst[i] = b;
     if (dst_f) dst_f[i] = bf16_to_f32(b);
   }

@@ -96,6 +96,17 @@ def linear(
     return out
 
 
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """RMSNorm over the last dim D on the calling thread: x [..., D] and w [D] both bfloat16 or both float32;
+    returns ``w * dtype(x * rsqrt(mean(x^2) + eps))`` in x's dtype (bf16: the normalised row rounded to bf16
+    before the product with w, as transformers does), fp32 math. For the few rows of a decode step, where
+    torch's seven ops cost more than the arithmetic. Twin: ``ft_kernels.reference.rms_norm``."""
+    if out is None:
+        out = torch.empty_like(x)
+    _C.rms_norm(x, w, float(eps), out)
+    return out
+
+
 def moe_swiglu(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor, out=None) -> torch.Tensor:
     """Shorthand for bf16 banks: w13 [N, 2I, H], w2 [N, H, I] bfloat16 tensors."""
     if w13.dtype != torch.bfloat16 or w2.dtype != torch.bfloat16:

@@ -100,3 +100,10 @@ def moe_experts(x, tok, eid, gate, w13: ExpertWeights, w2: ExpertWeights, act: s
             out = out + w2.bias[e]
         y[t] += g * out
     return y
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """Reference for ``ft_kernels.rms_norm`` (transformers' RMSNorm): float32 math, the normalised row rounded to
+    x's dtype, then times w in that dtype."""
+    xf = x.float()
+    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)

@@ -1,0 +1,52 @@
+#include "cpu/norm.h"
+
+#include <cmath>
+
+#include "cpu/formats.h"
+
+namespace ft {
+
+namespace {
+// Sum of squares with 16 independent partial sums (vectorisable; the order differs from torch's reduction
+// only within fp32 rounding).
+template <class Load>
+inline float sum_sq(Load ld, int64_t D) {
+  float p[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= D; i += 16)
+    for (int j = 0; j < 16; ++j) {
+      const float v = ld(i + j);
+      p[j] += v * v;
+    }
+  for (; i < D; ++i) {
+    const float v = ld(i);
+    p[0] += v * v;
+  }
+  float s = 0.f;
+  for (float v : p) s += v;
+  return s;
+}
+}  // namespace
+
+void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, float eps, void* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (bf16) {
+      const uint16_t* xr = static_cast<const uint16_t*>(x) + r * D;
+      const uint16_t* wr = static_cast<const uint16_t*>(w);
+      uint16_t* yr = static_cast<uint16_t*>(y) + r * D;
+      const float s = sum_sq([&](int64_t i) { return bf16_to_f32(xr[i]); }, D);
+      const float inv = 1.f / std::sqrt(s / static_cast<float>(D) + eps);
+      for (int64_t i = 0; i < D; ++i)
+        yr[i] = f32_to_bf16(bf16_to_f32(wr[i]) * bf16_to_f32(f32_to_bf16(bf16_to_f32(xr[i]) * inv)));
+    } else {
+      const float* xr = static_cast<const float*>(x) + r * D;
+      const float* wr = static_cast<const float*>(w);
+      float* yr = static_cast<float*>(y) + r * D;
+      const float s = sum_sq([&](int64_t i) { return xr[i]; }, D);
+      const float inv = 1.f / std::sqrt(s / static_cast<float>(D) + eps);
+      for (int64_t i = 0; i < D; ++i) yr[i] = xr[i] * inv * wr[i];
+    }
+  }
+}
+
+}  // namespace ft

@@ -1,0 +1,13 @@
+// RMSNorm of a few rows on the calling thread (a decode step runs ~4 per layer: input, post-attention and the
+// q / k head norms). Python-free.
+#pragma once
+#include <cstdint>
+
+namespace ft {
+
+// y[r] = w * dt(x[r] * rsqrt(mean(x[r]^2) + eps)) for rows r < rows of D elements, in fp32 with the result in
+// the dtype dt of x: bf16 (x and w bf16, each product rounded to bf16 as transformers' bf16 RMSNorm does:
+// the normalised row first, then its product with w) or fp32 (x and w fp32: (x * r) * w). x, w, y contiguous.
+void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, float eps, void* y);
+
+}  // namespace ft
