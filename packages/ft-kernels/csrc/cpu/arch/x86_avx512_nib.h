@@ -15,22 +15,18 @@
 namespace ft {
 namespace avx512_nib {
 
-inline const float* e8m0_table() {
+// The 256 values of a one-byte scale format, built once.
+template <float (*Decode)(uint8_t)>
+inline const float* byte_table() {
   static const std::array<float, 256> t = [] {
     std::array<float, 256> v{};
-    for (int i = 0; i < 256; ++i) v[i] = e8m0_to_f32(static_cast<uint8_t>(i));
+    for (int i = 0; i < 256; ++i) v[i] = Decode(static_cast<uint8_t>(i));
     return v;
   }();
   return t.data();
 }
-inline const float* e4m3_table() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> v{};
-    for (int i = 0; i < 256; ++i) v[i] = e4m3_to_f32(static_cast<uint8_t>(i));
-    return v;
-  }();
-  return t.data();
-}
+inline const float* e8m0_table() { return byte_table<e8m0_to_f32>(); }
+inline const float* e4m3_table() { return byte_table<e4m3_to_f32>(); }
 
 // Four 32-column blocks (lanes 4 each) from a 256-entry table indexed by scale bytes s[0..3] (n of them exist).
 inline __m512 quad_scales(const float* table, const uint8_t* s, int64_t n) {
