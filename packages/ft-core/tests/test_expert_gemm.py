@@ -32,7 +32,8 @@ def test_prefill_routes_take_the_gemm_and_match(act, bias):
     assert gemm_sized(eid)
     ref = TorchBackend().run(bank, x, tok, eid, gate)
     w13, w2 = bank.kernel_weights()
-    for y in (CpuKernelBackend().run(bank, x, tok, eid, gate), bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, 1.702, 7.0)):
+    via_backend = CpuKernelBackend().run(bank, x, tok, eid, gate)
+    for y in (via_backend, bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, 1.702, 7.0)):
         assert y.dtype == torch.float32 and y.shape == ref.shape
         assert (y - ref).norm() <= 2.0**-6 * ref.norm(), ((y - ref).norm() / ref.norm()).item()
 
