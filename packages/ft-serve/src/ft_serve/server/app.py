@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from ft_core.errors import RequestError
 
+from ft_serve.api import admin, anthropic_messages, models, openai_chat, openai_completions, openai_responses
 from ft_serve.api.admin import check_admin
 from ft_serve.api.sse import json_body
 from ft_serve.server.auth import require_key
@@ -31,15 +32,14 @@ from ft_serve.server.metrics import Metrics
 from ft_serve.server.service import Service
 
 log = logging.getLogger("ft.serve")
+Handler = Callable[[Starlette, Request, dict], Awaitable[object]]  # (app, request, parsed body) -> JSON or Response
 
 
-def _api_route(path: str, target: str, auth: str = "api", method: str = "POST"):
+def _api_route(path: str, handler: Handler, auth: str = "api", method: str = "POST"):
     """A JSON API endpoint: auth, body parsing, ApiError -> the API's error schema, no stack traces.
-    ``target``: "module:function" under ft_serve.api, called as ``await function(app, request, body)``.
+    ``handler`` (an ft_serve.api function) is called as ``await handler(app, request, body)``.
     ``auth``: "api" (the API key, when set) or "admin" (admin rules, see api/admin.py)."""
     schema = schema_of(path)
-    module, func = target.split(":")
-    handler = getattr(importlib.import_module(f"ft_serve.api.{module}"), func)
 
     async def endpoint(request: Request):
         app = request.app
@@ -166,15 +166,15 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         Route("/", _root, methods=["GET", "HEAD"]),
         Route("/health", _health, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
-        _api_route("/v1/models", "models:list_models", method="GET"),
-        _api_route("/v1/chat/completions", "openai_chat:chat_completions"),
-        _api_route("/v1/completions", "openai_completions:completions"),
-        _api_route("/v1/responses", "openai_responses:responses"),
-        _api_route("/v1/responses/compact", "openai_responses:compact"),
-        _api_route("/v1/messages", "anthropic_messages:messages"),
-        _api_route("/v1/messages/count_tokens", "anthropic_messages:count_tokens"),
-        _api_route("/v1/admin/memory", "admin:get_memory", auth="admin", method="GET"),
-        _api_route("/v1/admin/memory", "admin:post_memory", auth="admin"),
+        _api_route("/v1/models", models.list_models, method="GET"),
+        _api_route("/v1/chat/completions", openai_chat.chat_completions),
+        _api_route("/v1/completions", openai_completions.completions),
+        _api_route("/v1/responses", openai_responses.responses),
+        _api_route("/v1/responses/compact", openai_responses.compact),
+        _api_route("/v1/messages", anthropic_messages.messages),
+        _api_route("/v1/messages/count_tokens", anthropic_messages.count_tokens),
+        _api_route("/v1/admin/memory", admin.get_memory, auth="admin", method="GET"),
+        _api_route("/v1/admin/memory", admin.post_memory, auth="admin"),
     ]
     guard = Middleware(Guard, rules=GuardRules.from_config(config))  # browser rules (guard.py)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
