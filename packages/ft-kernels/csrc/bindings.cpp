@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cpu/attn_decode.h"
 #include "cpu/dispatch.h"
 #include "cpu/linear.h"
 #include "cpu/moe_ffn.h"
@@ -191,6 +192,42 @@ void rms_norm(Arr x, Arr w, float eps, Arr y) {
   ft::rms_norm(x.data(), w.data(), xb, rows, D, eps, y.data());
 }
 
+void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_lens, float scale, int64_t window,
+                      OptArr sinks, Arr o) {
+  const auto bf16 = nb::dlpack::dtype_code::Bfloat;
+  const bool qb = is_dtype(q, bf16, 16), kb = is_dtype(k_pool, bf16, 16);
+  expect(q.ndim() == 3 && (qb || q.dtype() == nb::dtype<float>()), "q must be float32 or bfloat16 [B, N, D], got " + shape_of(q));
+  expect(k_pool.ndim() == 4 && (kb || k_pool.dtype() == nb::dtype<float>()),
+         "k_pool must be float32 or bfloat16 [P, S, K, D], got " + shape_of(k_pool));
+  const int64_t B = q.shape(0), N = q.shape(1), D = q.shape(2);
+  const int64_t P = k_pool.shape(0), S = k_pool.shape(1), K = k_pool.shape(2);
+  expect(k_pool.shape(3) == size_t(D), "k_pool's last dimension must be q's D=" + std::to_string(D) + ", got " + shape_of(k_pool));
+  expect(K >= 1 && N % K == 0, "q's heads N=" + std::to_string(N) + " must be a multiple of k_pool's KV heads K=" + std::to_string(K));
+  expect(v_pool.ndim() == 4 && v_pool.dtype() == k_pool.dtype() && v_pool.shape(0) == size_t(P) && v_pool.shape(1) == size_t(S) &&
+             v_pool.shape(2) == size_t(K), "v_pool must be [P, S, K, Dv] in k_pool's dtype, got " + shape_of(v_pool));
+  const int64_t Dv = v_pool.shape(3);
+  expect(page_table.ndim() == 2 && page_table.shape(0) == size_t(B) && page_table.dtype() == nb::dtype<int64_t>(),
+         "page_table must be int64 [B=" + std::to_string(B) + ", Pmax], got " + shape_of(page_table));
+  expect(ctx_lens.ndim() == 1 && ctx_lens.shape(0) == size_t(B) && ctx_lens.dtype() == nb::dtype<int64_t>(),
+         "ctx_lens must be int64 [B=" + std::to_string(B) + "], got " + shape_of(ctx_lens));
+  expect(window >= 0, "window must be >= 0 (0: no window)");
+  if (sinks)
+    expect(sinks->ndim() == 1 && sinks->shape(0) == size_t(N) && sinks->dtype() == nb::dtype<float>(),
+           "sinks must be float32 [N=" + std::to_string(N) + "], got " + shape_of(*sinks));
+  expect(o.ndim() == 3 && o.shape(0) == size_t(B) && o.shape(1) == size_t(N) && o.shape(2) == size_t(Dv) &&
+             o.dtype() == nb::dtype<float>(), "o must be float32 [B, N, Dv], got " + shape_of(o));
+  ft::DecodeAttn a{q.data(), qb, k_pool.data(), v_pool.data(), kb,
+                   static_cast<const int64_t*>(page_table.data()), static_cast<const int64_t*>(ctx_lens.data()),
+                   B, N, K, D, Dv, S, P, int64_t(page_table.shape(1)), scale, window,
+                   sinks ? static_cast<const float*>(sinks->data()) : nullptr, static_cast<float*>(o.data())};
+  nb::gil_scoped_release release;
+  try {
+    ft::decode_attention(a);
+  } catch (const std::invalid_argument& e) {
+    throw nb::value_error(e.what());
+  }
+}
+
 std::string isa() {
   try {
     return ft::active_isa();
@@ -215,6 +252,9 @@ NB_MODULE(_C, m) {
         nb::arg("y"), nb::arg("act_int8") = false, "y[T,N] = x W^T + b, W dequantised in-kernel, fp32 math, on the pool. GIL released.");
   m.def("rms_norm", &rms_norm, nb::arg("x"), nb::arg("w"), nb::arg("eps"), nb::arg("y"),
         "y = w * dtype(x * rsqrt(mean(x^2) + eps)) per row of D, fp32 math, x/w/y of one dtype. GIL released.");
+  m.def("decode_attention", &decode_attention, nb::arg("q"), nb::arg("k_pool"), nb::arg("v_pool"), nb::arg("page_table"),
+        nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
+        "o[B,N,Dv] = attention of one query per sequence over its paged keys/values, fp32 math, on the pool. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),

@@ -85,3 +85,36 @@ def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) 
         err[t] += abs(g) * e_o + U * abs(g * o)  # the gate product's rounding
         mag[t] += abs(g) * (o.abs() + e_o)
     return y, err + gamma(max(routes, default=1)) * mag  # the sum over a token's routes
+
+
+def decode_attention_bound(q, k_pool, v_pool, page_table, ctx_lens, scale, window=0, sinks=None,
+                           block=64) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact o [B, N, Dv] in float64, bound [B, N] on |kernel - exact| per row) for ``ft_kernels.decode_attention``.
+
+    Each score errs by d = gamma(D + 1) scale max_j sum |q||k_j| (the dot, then the scale) plus u max|s - m|
+    (the subtraction before exp). A weight p_j = exp(s_j - m) then errs relatively by e^(2d) - 1 plus 16 u
+    (the kernel's exp_neg) plus 17 u per block (each rescale of the running sums by an exp_neg factor, rounded);
+    a relative error e in every weight moves the normalised sum by at most 2 e max|v|; the sums over L keys
+    add gamma(L + blocks + 2) to the numerator and the denominator, 2 gamma max|v|."""
+    exact = R.decode_attention(q.double(), k_pool.double(), v_pool.double(), page_table, ctx_lens, scale, window,
+                               None if sinks is None else sinks.double())
+    B, N, D = q.shape
+    S, K = k_pool.shape[1], k_pool.shape[2]
+    bound = torch.zeros(B, N, dtype=torch.float64)
+    for b in range(B):
+        ctx = int(ctx_lens[b])
+        lo = max(0, ctx - window) if window > 0 else 0
+        pos = torch.arange(lo, ctx)
+        rows = page_table[b, pos // S] * S + pos % S
+        k = k_pool.reshape(-1, K, D)[rows].double().repeat_interleave(N // K, dim=1)  # [L, N, D]
+        v = v_pool.reshape(-1, K, v_pool.shape[-1])[rows].double()
+        qb = q[b].double()
+        s = torch.einsum("nd,lnd->nl", qb, k) * scale
+        mag = torch.einsum("nd,lnd->nl", qb.abs(), k.abs()).max(dim=1).values * scale  # [N]
+        top = s.max(dim=1).values if sinks is None else torch.maximum(s.max(dim=1).values, sinks.double())
+        spread = (top[:, None] - s).abs().max(dim=1).values
+        d = gamma(D + 1) * mag + U * spread
+        L, blocks = len(pos), -(-len(pos) // block)
+        e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U
+        bound[b] = v.abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
+    return exact, bound

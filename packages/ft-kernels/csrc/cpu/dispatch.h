@@ -1,5 +1,6 @@
 // Run-time choice of instruction set and of the row kernel for each weight format.
 #pragma once
+#include "cpu/attn_decode.h"
 #include "cpu/bf16act.h"
 #include "cpu/formats.h"
 #include "cpu/q8.h"
@@ -19,5 +20,8 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt);
 // The bf16-activation kernel for `fmt` (cpu/bf16act.h) on the active ISA, or nullptr where it has none: the
 // caller then widens x to fp32 and uses rows_kernel (the same values, fp32 products).
 RowsBf16Fn rows_bf16_kernel(Fmt fmt);
+
+// The decode-attention task (cpu/attn_decode.h) built for the active ISA.
+AttnHeadFn attn_head_kernel();
 
 }  // namespace ft

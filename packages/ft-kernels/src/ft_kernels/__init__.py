@@ -1,10 +1,10 @@
 """ft kernels: CPU expert kernels (nanobind C++) with a torch reference twin for each."""
 
 from ft_kernels import reference
-from ft_kernels.cpu import (active_isa, linear, moe_experts, moe_swiglu, num_threads, rms_norm, set_num_threads,
-                            set_spin_us)
+from ft_kernels.cpu import (active_isa, decode_attention, linear, moe_experts, moe_swiglu, num_threads, rms_norm,
+                            set_num_threads, set_spin_us)
 from ft_kernels.formats import FORMATS, ExpertWeights, quantize
 
-__all__ = ["active_isa", "linear", "moe_experts", "moe_swiglu", "num_threads", "rms_norm", "set_num_threads",
-           "set_spin_us", "reference", "FORMATS", "ExpertWeights", "quantize"]
+__all__ = ["active_isa", "decode_attention", "linear", "moe_experts", "moe_swiglu", "num_threads", "rms_norm",
+           "set_num_threads", "set_spin_us", "reference", "FORMATS", "ExpertWeights", "quantize"]
 __version__ = "0.1.0"

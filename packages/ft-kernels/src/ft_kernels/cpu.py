@@ -107,6 +107,24 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | N
     return out
 
 
+def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
+                     ctx_lens: torch.Tensor, scale: float, window: int = 0, sinks: torch.Tensor | None = None,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention of one new token per sequence over its paged context, straight from the KV pools (no gather,
+    padding or mask), one task per (sequence, KV head) on the kernel pool.
+
+    q [B, N, D] float32 or bfloat16; k_pool [P, S, K, D] and v_pool [P, S, K, Dv] of one dtype (float32 or
+    bfloat16); page_table [B, Pmax] int64 (token j of sequence b sits at row j % S of page page_table[b, j // S]);
+    ctx_lens [B] int64 (keys 0 .. ctx_lens[b] - 1, the query being the last); window > 0 keeps the last
+    ``window`` keys; sinks [N] float32 adds one value-less logit per head (GPT-OSS). Returns float32 [B, N, Dv].
+    Twin: ``ft_kernels.reference.decode_attention``."""
+    B, N, _ = q.shape
+    if out is None:
+        out = torch.empty(B, N, v_pool.shape[-1], dtype=torch.float32)
+    _C.decode_attention(q, k_pool, v_pool, page_table, ctx_lens, float(scale), int(window), sinks, out)
+    return out
+
+
 def moe_swiglu(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor, out=None) -> torch.Tensor:
     """Shorthand for bf16 banks: w13 [N, 2I, H], w2 [N, H, I] bfloat16 tensors."""
     if w13.dtype != torch.bfloat16 or w2.dtype != torch.bfloat16:

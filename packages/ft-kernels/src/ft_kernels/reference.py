@@ -107,3 +107,27 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     x's dtype, then times w in that dtype."""
     xf = x.float()
     return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
+                     ctx_lens: torch.Tensor, scale: float, window: int = 0,
+                     sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """Reference for ``ft_kernels.decode_attention`` in float32 (float64 inputs give float64): each sequence's keys
+    and values gathered page by page, softmax over the visible keys (and the sink as one more logit), then p.v."""
+    B, N, D = q.shape
+    S, K = k_pool.shape[1], k_pool.shape[2]
+    dt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    out = []
+    for b in range(B):
+        ctx = int(ctx_lens[b])
+        lo = max(0, ctx - window) if window > 0 else 0
+        pos = torch.arange(lo, ctx)
+        rows = page_table[b, pos // S] * S + pos % S
+        k = k_pool.reshape(-1, K, D)[rows].to(dt).repeat_interleave(N // K, dim=1)  # [L, N, D]
+        v = v_pool.reshape(-1, K, v_pool.shape[-1])[rows].to(dt).repeat_interleave(N // K, dim=1)
+        s = torch.einsum("nd,lnd->nl", q[b].to(dt), k) * scale
+        if sinks is not None:
+            s = torch.cat([s, sinks.to(dt)[:, None]], dim=1)
+        p = torch.softmax(s, dim=-1)[:, : len(pos)]
+        out.append(torch.einsum("nl,lnd->nd", p, v))
+    return torch.stack(out)

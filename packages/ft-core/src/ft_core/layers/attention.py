@@ -1,5 +1,8 @@
 """Attention over a paged KV cache for a packed batch; GQA without repeating KV, optional sinks.
 
+``attend_paged`` is what attention layers call: a CPU forward whose sequences each decode one token runs
+``ft_kernels.decode_attention`` straight over the layer's KV pools (no gather of the context into a padded
+copy, no fp32 conversion of it, no mask); anything else gathers and runs ``paged_attention``.
 ``attend`` is the core both layouts share (paged KV here, window rings in ``attn_window.py``): torch's
 fused flash kernel (GQA without repeating KV; sinks by rescaling each row with its log-sum-exp), for
 prefill and decode alike; ``attend_blocked`` is the reference form (and the path where key and value
@@ -11,9 +14,11 @@ G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
 
 from __future__ import annotations
 
+import ft_kernels
 import torch
 import torch.nn.functional as F
 
+from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.layers.batch import ForwardBatch
 
 Q_BLOCK = 256  # queries per score block in prefill
@@ -114,3 +119,28 @@ def paged_attention(
     qb = pad_queries(q, batch, k.shape[2])
     o = attend(qb, k.transpose(1, 2).float(), v.transpose(1, 2).float(), batch.mask(window), scale, sinks)
     return unpad(o, batch, q.dtype)
+
+
+def attend_paged(
+    q: torch.Tensor,  # [T, N, D]
+    kv: PagedKVCache,  # this forward's new keys/values already written
+    layer: int,
+    batch: ForwardBatch,
+    scale: float,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
+) -> torch.Tensor:  # [T, N, Dv] in q's dtype
+    """Attention of the packed queries over layer ``layer``'s paged KV. Decode-only CPU forwards (every
+    sequence one new token) read the pools in place with ``ft_kernels.decode_attention`` (twin: the gather +
+    ``paged_attention`` path below, which every other forward takes)."""
+    kp, vp = kv.k[layer], kv.v[layer]
+    if (batch.Lq == 1 and q.device.type == "cpu" and vp is not None and q.dtype in (torch.float32, torch.bfloat16)
+            and kp.dtype in (torch.float32, torch.bfloat16) and vp.dtype == kp.dtype):
+        ctx = batch.memo.get("ctx")
+        if ctx is None:
+            ctx = batch.memo["ctx"] = torch.tensor(batch.ctx_lens, dtype=torch.int64)
+        o = ft_kernels.decode_attention(q.contiguous(), kp, vp, batch.page_table, ctx, scale, window or 0,
+                                        None if sinks is None else sinks.float().contiguous())
+        return o.to(q.dtype)
+    kc, vc = kv.gather(layer, batch.page_table)
+    return paged_attention(q, kc, vc, batch, scale, window, sinks)

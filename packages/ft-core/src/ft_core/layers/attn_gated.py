@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
-from ft_core.layers.attention import paged_attention
+from ft_core.layers.attention import attend_paged
 from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.dense import linear
 from ft_core.layers.norm_offset import offset_rms_norm
@@ -45,7 +45,6 @@ class GatedAttention:
         cos, sin = cos_sin
         q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
         kv.write(self.layer, batch.slots, k, v.view(T, -1, D))
-        kc, vc = kv.gather(self.layer, batch.page_table)
-        o = paged_attention(q, kc, vc, batch, D**-0.5)
+        o = attend_paged(q, kv, self.layer, batch, D**-0.5)
         o = o.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1))
         return linear(o, self.wo, self.bo)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
-from ft_core.layers.attention import paged_attention
+from ft_core.layers.attention import attend_paged
 from ft_core.layers.attn_window import window_attention
 from ft_core.layers.basic import rms_norm
 from ft_core.layers.batch import ForwardBatch
@@ -64,6 +64,5 @@ class GQAttention:
             o = window_attention(q, k, v, batch, self.state_index, c.attn_scale, self.sinks)
         else:
             kv.write(self.layer, batch.slots, k, v)
-            kc, vc = kv.gather(self.layer, batch.page_table)
-            o = paged_attention(q, kc, vc, batch, c.attn_scale, self.window, self.sinks)
+            o = attend_paged(q, kv, self.layer, batch, c.attn_scale, self.window, self.sinks)
         return linear(o.reshape(T, -1), self.wo, self.bo)

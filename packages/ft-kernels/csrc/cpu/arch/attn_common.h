@@ -1,0 +1,208 @@
+// The decode-attention task of cpu/attn_decode.h, written once over ISA traits I (as rows_common.h): the
+// key and value rows are read once for the G query heads that share them, scores and the weighted value sum
+// in I's vectors, the exp of a block's scores in a branch-free loop the compiler vectorises. Each ISA file
+// (x86_avx2_attn.cpp, x86_avx512_attn.cpp; scalar_attn.cpp and arm_neon_attn.cpp with ScalarAttn below)
+// includes it and is compiled with its own flags; everything is in an anonymous namespace, so no file's
+// instructions leak into another's symbols.
+//
+// Traits I: using V; L (fp32 lanes); zero(); bcast(float); fma(a, b, c) = a * b + c; add; mul; hsum(V);
+//           load(const float*), load(const uint16_t*) (bf16 widened, exact); store(float*, V). Unaligned.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/attn_decode.h"
+
+namespace ft {
+namespace {
+
+constexpr int64_t kKeyBlock = 64;  // keys per online-softmax block (scores of G heads x 64 keys stay in L1)
+
+inline float ld(const float* p, int64_t i) { return p[i]; }
+inline float ld(const uint16_t* p, int64_t i) {  // bf16 -> fp32, exact
+  const uint32_t u = static_cast<uint32_t>(p[i]) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// e^x for x <= 0 in fp32 (0 below -87): x = n ln2 + r, |r| <= ln2 / 2 (n by the 1.5 * 2^23 rounding trick,
+// ln2 split in a 16-bit head, so n * head is exact, and a tail), e^r by its degree-7 Taylor polynomial
+// (truncation < 0.35^8 / 8! = 5e-9 < u / 3), times 2^n built in the exponent bits. Relative error below 16 u
+// (u = 2^-24): 7 Horner roundings on values in [0.7, 1.5], the reduction's rounding (u |r|), the final product.
+inline float exp_neg(float x) {
+  const float xc = x < -87.f ? -87.f : x;
+  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  const float r = (xc - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+  float p = 1.f / 5040.f;
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, 4);
+  return x < -87.f ? 0.f : p * two_n;
+}
+
+// The traits of the scalar and NEON builds (one lane; the compiler may vectorise around it).
+struct ScalarAttn {
+  using V = float;
+  static constexpr int L = 1;
+  static V zero() { return 0.f; }
+  static V bcast(float s) { return s; }
+  static V fma(V a, V b, V c) { return a * b + c; }
+  static V add(V a, V b) { return a + b; }
+  static V mul(V a, V b) { return a * b; }
+  static float hsum(V v) { return v; }
+  static V load(const float* p) { return *p; }
+  static V load(const uint16_t* p) { return ld(p, 0); }
+  static void store(float* p, V v) { *p = v; }
+};
+
+// Scores of GN query heads against one key row (read once): out[g * ostride] = scale * q[g] . k.
+template <class I, int GN, class KT>
+inline void score_tile(const float* __restrict q, int64_t D, const KT* __restrict k, float scale, float* out,
+                       int64_t ostride) {
+  typename I::V acc[GN];
+  for (int g = 0; g < GN; ++g) acc[g] = I::zero();
+  int64_t i = 0;
+  for (; i + I::L <= D; i += I::L) {
+    const typename I::V kv = I::load(k + i);
+    for (int g = 0; g < GN; ++g) acc[g] = I::fma(I::load(q + g * D + i), kv, acc[g]);
+  }
+  for (int g = 0; g < GN; ++g) {
+    float sum = I::hsum(acc[g]);
+    for (int64_t t = i; t < D; ++t) sum += q[g * D + t] * ld(k, t);
+    out[g * ostride] = scale * sum;
+  }
+}
+
+// acc[g] += p[g * pstride] v for GN heads from one value row (read once), Dv columns.
+template <class I, int GN, class VT>
+inline void value_tile(float* __restrict acc, int64_t Dv, const float* p, int64_t pstride, const VT* __restrict v) {
+  typename I::V pv[GN];
+  for (int g = 0; g < GN; ++g) pv[g] = I::bcast(p[g * pstride]);
+  int64_t i = 0;
+  for (; i + I::L <= Dv; i += I::L) {
+    const typename I::V vv = I::load(v + i);
+    for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, I::fma(pv[g], vv, I::load(acc + g * Dv + i)));
+  }
+  for (; i < Dv; ++i)
+    for (int g = 0; g < GN; ++g) acc[g * Dv + i] += p[g * pstride] * ld(v, i);
+}
+
+// The G heads in tiles of up to 4 (their accumulators stay in registers).
+template <class I, class KT>
+inline void scores(const float* q, int64_t G, int64_t D, const KT* k, float scale, float* out, int64_t ostride) {
+  for (int64_t g = 0; g < G; g += 4) {
+    switch (std::min<int64_t>(4, G - g)) {
+      case 4: score_tile<I, 4>(q + g * D, D, k, scale, out + g * ostride, ostride); break;
+      case 3: score_tile<I, 3>(q + g * D, D, k, scale, out + g * ostride, ostride); break;
+      case 2: score_tile<I, 2>(q + g * D, D, k, scale, out + g * ostride, ostride); break;
+      default: score_tile<I, 1>(q + g * D, D, k, scale, out + g * ostride, ostride);
+    }
+  }
+}
+
+template <class I, class VT>
+inline void values(float* acc, int64_t G, int64_t Dv, const float* p, int64_t pstride, const VT* v) {
+  for (int64_t g = 0; g < G; g += 4) {
+    switch (std::min<int64_t>(4, G - g)) {
+      case 4: value_tile<I, 4>(acc + g * Dv, Dv, p + g * pstride, pstride, v); break;
+      case 3: value_tile<I, 3>(acc + g * Dv, Dv, p + g * pstride, pstride, v); break;
+      case 2: value_tile<I, 2>(acc + g * Dv, Dv, p + g * pstride, pstride, v); break;
+      default: value_tile<I, 1>(acc + g * Dv, Dv, p + g * pstride, pstride, v);
+    }
+  }
+}
+
+// Rows of one KV head sit a K * D stride apart in pages chosen by the table, so every row is prefetched
+// ahead: keys kPrefetch rows before their scores, a block's value rows while its scores are computed.
+constexpr int64_t kPrefetch = 8;
+
+template <class T>
+inline void prefetch_row(const T* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t off = 0; off < n * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(c + off);
+}
+
+template <class I, class KT>
+void attn_head_impl(const DecodeAttn& a, int64_t b, int64_t kh) {
+  const int64_t G = a.N / a.K, D = a.D, Dv = a.Dv, S = a.S, ctx = a.ctx[b];
+  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, ctx - a.window) : 0;
+  const KT* kpool = static_cast<const KT*>(a.k);
+  const KT* vpool = static_cast<const KT*>(a.v);
+  const int64_t* table = a.page_table + b * a.pmax;
+
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(G * (D + Dv + kKeyBlock + 2)));
+  float* qf = buf.data();            // [G, D] q, fp32
+  float* acc = qf + G * D;           // [G, Dv] running sum of p v
+  float* s = acc + G * Dv;           // [G, kKeyBlock] scores, then weights, of one block
+  float* m = s + G * kKeyBlock;      // [G] running max score
+  float* l = m + G;                  // [G] running sum of weights
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t n = kh * G + g;
+    for (int64_t d = 0; d < D; ++d)
+      qf[g * D + d] = a.q_bf16 ? ld(static_cast<const uint16_t*>(a.q) + (b * a.N + n) * D, d)
+                               : static_cast<const float*>(a.q)[(b * a.N + n) * D + d];
+    m[g] = -std::numeric_limits<float>::infinity();
+    l[g] = 0.f;
+  }
+  std::fill(acc, acc + G * Dv, 0.f);
+
+  int64_t rows[kKeyBlock];  // row of token j0 + jj (head kh) in the pools
+  for (int64_t j0 = lo; j0 < ctx; j0 += kKeyBlock) {
+    const int64_t nb = std::min(kKeyBlock, ctx - j0);
+    for (int64_t jj = 0, pg = j0 / S, off = j0 % S; jj < nb; ++jj) {
+      rows[jj] = (table[pg] * S + off) * a.K + kh;
+      if (++off == S) off = 0, ++pg;
+    }
+    for (int64_t jj = 0; jj < std::min(kPrefetch, nb); ++jj) prefetch_row(kpool + rows[jj] * D, D);
+    for (int64_t jj = 0; jj < nb; ++jj) {
+      if (jj + kPrefetch < nb) prefetch_row(kpool + rows[jj + kPrefetch] * D, D);
+      prefetch_row(vpool + rows[jj] * Dv, Dv);
+      scores<I>(qf, G, D, kpool + rows[jj] * D, a.scale, s + jj, kKeyBlock);
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      float* sg = s + g * kKeyBlock;
+      float bm = sg[0];
+      for (int64_t jj = 1; jj < nb; ++jj) bm = std::max(bm, sg[jj]);
+      const float mn = std::max(m[g], bm);
+      const float c = exp_neg(m[g] - mn);  // 0 on the first block (m = -inf)
+      m[g] = mn;
+      float sum = 0.f;
+      for (int64_t jj = 0; jj < nb; ++jj) {
+        sg[jj] = exp_neg(sg[jj] - mn);
+        sum += sg[jj];
+      }
+      l[g] = l[g] * c + sum;
+      if (c != 1.f) {
+        const typename I::V cv = I::bcast(c);
+        int64_t d = 0;
+        for (; d + I::L <= Dv; d += I::L) I::store(acc + g * Dv + d, I::mul(cv, I::load(acc + g * Dv + d)));
+        for (; d < Dv; ++d) acc[g * Dv + d] *= c;
+      }
+    }
+    for (int64_t jj = 0; jj < nb; ++jj) values<I>(acc, G, Dv, s + jj, kKeyBlock, vpool + rows[jj] * Dv);
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t n = kh * G + g;
+    // With a sink: softmax over [scores, sink], referenced to M = max(m, sink) so both exponents are <= 0.
+    const float top = a.sinks ? std::max(m[g], a.sinks[n]) : m[g];
+    const float c = exp_neg(m[g] - top);
+    const float f = c / (l[g] * c + (a.sinks ? exp_neg(a.sinks[n] - top) : 0.f));
+    float* out = a.o + (b * a.N + n) * Dv;
+    for (int64_t d = 0; d < Dv; ++d) out[d] = acc[g * Dv + d] * f;
+  }
+}
+
+}  // namespace
+}  // namespace ft

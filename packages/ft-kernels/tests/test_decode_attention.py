@@ -1,0 +1,106 @@
+"""ft_kernels.decode_attention (one query per sequence over its paged KV) against its twin in float64.
+
+Cases: fp32 and bf16 pools and queries; G = N / K of 1, 2, 4 and 6 (tiles of 4 plus a remainder); head widths
+with vector tails (36, 40); value width apart from key width; ragged contexts (1 key, partial pages, several
+64-key blocks); page sizes 16 and 5; pages in shuffled order; windows; sinks above and below the scores. The
+bound is elementwise from the arithmetic (fp32_bounds.decode_attention_bound); a dropped or extra key, a wrong
+page or a misplaced sink moves outputs by ~max|v| / L, far above it. Each ISA this CPU has runs the same cases
+in a fresh process (FT_CPU_ISA).
+"""
+
+import os
+import subprocess
+import sys
+
+import ft_kernels as fk
+import pytest
+import torch
+from cpu_isas import available_isas
+from fp32_bounds import decode_attention_bound
+
+SHAPES = [(8, 2, 64, 64), (16, 4, 128, 128), (6, 6, 36, 36), (12, 2, 40, 40), (4, 1, 48, 32)]  # N, K, D, Dv
+
+
+def make_case(N, K, D, Dv, dtype, S, ctx, seed):
+    """Pools of P pages (shuffled page tables, padding entries point at valid pages), q, ctx_lens."""
+    g = torch.Generator().manual_seed(seed)
+    need = [-(-c // S) for c in ctx]
+    pmax, P = max(need), sum(need) + 3
+    k_pool = torch.randn(P, S, K, D, generator=g).to(dtype)
+    v_pool = torch.randn(P, S, K, Dv, generator=g).to(dtype)
+    order = torch.randperm(P, generator=g)
+    table = torch.zeros(len(ctx), pmax, dtype=torch.int64)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = order[used : used + n]
+        table[b, n:] = order[-1]
+        used += n
+    q = (torch.randn(len(ctx), N, D, generator=g) * 2).to(dtype)
+    return q, k_pool, v_pool, table, torch.tensor(ctx, dtype=torch.int64)
+
+
+def check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, seed=0):
+    q, kp, vp, table, ctx_t = make_case(N, K, D, Dv, dtype, S, ctx, seed)
+    scale = D**-0.5
+    sinks = (torch.randn(N, generator=torch.Generator().manual_seed(seed + 1)) * 4) if sinks_on else None
+    got = fk.decode_attention(q, kp, vp, table, ctx_t, scale, window, sinks)
+    exact, bound = decode_attention_bound(q, kp, vp, table, ctx_t, scale, window, sinks)
+    err = (got.double() - exact).abs().amax(-1)
+    assert (err <= bound).all(), (N, K, D, Dv, dtype, S, ctx, window, sinks_on, (err / bound).max().item())
+
+
+def run_all():
+    for N, K, D, Dv in SHAPES:
+        for dtype in (torch.float32, torch.bfloat16):
+            for S, ctx in ((16, [1, 17, 300]), (5, [64, 3, 129])):
+                for window, sinks_on in ((0, False), (7, True), (100, False), (0, True)):
+                    check(N, K, D, Dv, dtype, S, ctx, window, sinks_on)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("S,ctx", [(16, [1, 17, 300]), (5, [64, 3, 129])])
+@pytest.mark.parametrize("window,sinks_on", [(0, False), (7, True), (100, False), (0, True)])
+def test_matches_twin(shape, dtype, S, ctx, window, sinks_on):
+    check(*shape, dtype, S, ctx, window, sinks_on)
+
+
+def test_long_context_in_blocks():
+    """2000 keys: 32 blocks of the online softmax, every rescale on the path."""
+    check(16, 4, 128, 128, torch.bfloat16, 16, [2000], 0, False, seed=3)
+
+
+def test_bound_catches_a_dropped_key():
+    """The bound is tight enough to fail a kernel that ignores the newest key (the one decode just wrote)."""
+    q, kp, vp, table, ctx = make_case(16, 4, 128, 128, torch.bfloat16, 16, [300], 0)
+    exact, bound = decode_attention_bound(q, kp, vp, table, ctx, 128**-0.5)
+    short = fk.decode_attention(q, kp, vp, table, ctx - 1, 128**-0.5)
+    assert ((short.double() - exact).abs().amax(-1) > bound).any()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda q, kp, vp, t, c: fk.decode_attention(q[:, :5], kp, vp, t, c, 1.0), "multiple of k_pool's KV heads"),
+    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp.float(), t, c, 1.0), "v_pool must be"),
+    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t.int(), c, 1.0), "page_table must be int64"),
+    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c + 1000, 1.0), r"ctx_lens\[0\] = 1017 is outside"),
+    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t + 100, c, 1.0), r"page_table\[0, 0\] = 1\d\d is outside"),
+    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, sinks=torch.zeros(3)), "sinks must be"),
+])
+def test_bad_arguments_raise_naming_them(call, match):
+    q, kp, vp, table, ctx = make_case(8, 2, 64, 64, torch.bfloat16, 16, [17, 40], 0)
+    with pytest.raises(ValueError, match=match):
+        call(q, kp, vp, table, ctx)
+
+
+@pytest.mark.parametrize("isa", available_isas())
+def test_each_isa(isa):
+    code = f"""
+import sys, ft_kernels as fk
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+assert fk.active_isa() == {isa!r}
+import test_decode_attention
+test_decode_attention.run_all()
+"""
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
