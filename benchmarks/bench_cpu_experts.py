@@ -104,7 +104,10 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write one JSON record per measurement to this file")
     ap.add_argument("--quick", action="store_true", help="T=1 rows only (under a minute)")
     ap.add_argument("--threads", type=int, default=None, help="kernel pool threads (default: the pool's size)")
+    ap.add_argument("--x-dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="activations of ft's kernels (bfloat16: the path of a bfloat16 engine; default float32)")
     args = ap.parse_args()
+    xdt = getattr(torch, args.x_dtype)
 
     cores = fk.num_threads()
     buf = torch.ones(BANK_BYTES // 4, dtype=torch.float32)
@@ -114,7 +117,7 @@ def main() -> None:
     torch.set_num_threads(threads)
     Ts = [1] if args.quick else [1, 4, 8, 512]
     gen = torch.Generator().manual_seed(0)
-    print(f"isa {fk.active_isa()}, {threads} threads, read bandwidth {read / 1e9:.1f} GB/s "
+    print(f"isa {fk.active_isa()}, {threads} threads, x {args.x_dtype}, read bandwidth {read / 1e9:.1f} GB/s "
           f"(1 GiB fp32 sum, {cores} threads)")
     print(f"{'shape':14} {'format':13} {'T':>4} {'N':>5} {'GB/s':>7} {'ratio':>6} {'torch GB/s':>10} {'x_torch':>7}")
     records = []
@@ -142,7 +145,7 @@ def main() -> None:
             for q8 in (False, True) if fmt in fk.reference.INT8_FORMATS else (False,):
                 read = read_bandwidth(buf, cores, reps=3)  # this host's bandwidth drifts: measure next to each group
                 for T in Ts:
-                    x = torch.randn(T, H)
+                    x = torch.randn(T, H).to(xdt)
                     reps = 2 if T >= 512 else 8
                     out = torch.empty(T, H)
                     nr = min(n, nt) if T >= 512 else n  # prefill routes among torch's N: same tokens per expert
@@ -155,7 +158,7 @@ def main() -> None:
                     label = f"{fmt}/q8" if q8 else fmt
                     print(f"{shape:14} {label:13} {T:>4} {nr:>5} {gbps / 1e9:>7.2f} {gbps / read:>6.2f} "
                           f"{t_gbps / 1e9:>10.2f} {x_torch:>7.2f}", flush=True)
-                    records.append(dict(format=fmt, act_int8=q8, H=H, I=I, T=T, threads=threads,
+                    records.append(dict(format=fmt, act_int8=q8, x_dtype=args.x_dtype, H=H, I=I, T=T, threads=threads,
                                         weight_gbps=round(gbps / 1e9, 3), read_gbps=round(read / 1e9, 3),
                                         ratio=round(gbps / read, 4), torch_gbps=round(t_gbps / 1e9, 3)))
             del w13, w2

@@ -193,7 +193,7 @@ void rms_norm(Arr x, Arr w, float eps, Arr y) {
 }
 
 void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_lens, float scale, int64_t window,
-                      OptArr sinks, Arr o) {
+                      OptArr sinks, Arr o, int64_t split_keys) {
   const auto bf16 = nb::dlpack::dtype_code::Bfloat;
   const bool qb = is_dtype(q, bf16, 16), kb = is_dtype(k_pool, bf16, 16);
   expect(q.ndim() == 3 && (qb || q.dtype() == nb::dtype<float>()), "q must be float32 or bfloat16 [B, N, D], got " + shape_of(q));
@@ -211,6 +211,7 @@ void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_len
   expect(ctx_lens.ndim() == 1 && ctx_lens.shape(0) == size_t(B) && ctx_lens.dtype() == nb::dtype<int64_t>(),
          "ctx_lens must be int64 [B=" + std::to_string(B) + "], got " + shape_of(ctx_lens));
   expect(window >= 0, "window must be >= 0 (0: no window)");
+  expect(split_keys >= 0, "split_keys must be >= 0 (0: the default)");
   if (sinks)
     expect(sinks->ndim() == 1 && sinks->shape(0) == size_t(N) && sinks->dtype() == nb::dtype<float>(),
            "sinks must be float32 [N=" + std::to_string(N) + "], got " + shape_of(*sinks));
@@ -219,7 +220,8 @@ void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_len
   ft::DecodeAttn a{q.data(), qb, k_pool.data(), v_pool.data(), kb,
                    static_cast<const int64_t*>(page_table.data()), static_cast<const int64_t*>(ctx_lens.data()),
                    B, N, K, D, Dv, S, P, int64_t(page_table.shape(1)), scale, window,
-                   sinks ? static_cast<const float*>(sinks->data()) : nullptr, static_cast<float*>(o.data())};
+                   sinks ? static_cast<const float*>(sinks->data()) : nullptr, static_cast<float*>(o.data()),
+                   split_keys};
   nb::gil_scoped_release release;
   try {
     ft::decode_attention(a);
@@ -254,6 +256,7 @@ NB_MODULE(_C, m) {
         "y = w * dtype(x * rsqrt(mean(x^2) + eps)) per row of D, fp32 math, x/w/y of one dtype. GIL released.");
   m.def("decode_attention", &decode_attention, nb::arg("q"), nb::arg("k_pool"), nb::arg("v_pool"), nb::arg("page_table"),
         nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
+        nb::arg("split_keys") = 0,
         "o[B,N,Dv] = attention of one query per sequence over its paged keys/values, fp32 math, on the pool. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");

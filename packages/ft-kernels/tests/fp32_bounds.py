@@ -88,14 +88,15 @@ def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) 
 
 
 def decode_attention_bound(q, k_pool, v_pool, page_table, ctx_lens, scale, window=0, sinks=None,
-                           block=64) -> tuple[torch.Tensor, torch.Tensor]:
+                           block=64, spans=1) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact o [B, N, Dv] in float64, bound [B, N] on |kernel - exact| per row) for ``ft_kernels.decode_attention``.
 
     Each score errs by d = gamma(D + 1) scale max_j sum |q||k_j| (the dot, then the scale) plus u max|s - m|
     (the subtraction before exp). A weight p_j = exp(s_j - m) then errs relatively by e^(2d) - 1 plus 16 u
     (the kernel's exp_neg) plus 17 u per block (each rescale of the running sums by an exp_neg factor, rounded);
     a relative error e in every weight moves the normalised sum by at most 2 e max|v|; the sums over L keys
-    add gamma(L + blocks + 2) to the numerator and the denominator, 2 gamma max|v|."""
+    add gamma(L + blocks + 2) to the numerator and the denominator, 2 gamma max|v|. A context split in up to
+    ``spans`` spans adds a partial block and one merge (an exp and a rescale, counted as a block) per span."""
     exact = R.decode_attention(q.double(), k_pool.double(), v_pool.double(), page_table, ctx_lens, scale, window,
                                None if sinks is None else sinks.double())
     B, N, D = q.shape
@@ -114,7 +115,7 @@ def decode_attention_bound(q, k_pool, v_pool, page_table, ctx_lens, scale, windo
         top = s.max(dim=1).values if sinks is None else torch.maximum(s.max(dim=1).values, sinks.double())
         spread = (top[:, None] - s).abs().max(dim=1).values
         d = gamma(D + 1) * mag + U * spread
-        L, blocks = len(pos), -(-len(pos) // block)
+        L, blocks = len(pos), -(-len(pos) // block) + 2 * spans
         e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U
         bound[b] = v.abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
     return exact, bound

@@ -1,6 +1,6 @@
 """ft_kernels.decode_attention (one query per sequence over its paged KV) against its twin in float64.
 
-Cases: fp32 and bf16 pools and queries; G = N / K of 1, 2, 4 and 6 (tiles of 4 plus a remainder); head widths
+Cases: fp32 and bf16 pools and queries; whole contexts and contexts split in spans merged at the end; G = N / K of 1, 2, 4 and 6 (tiles of 4 plus a remainder); head widths
 with vector tails (36, 40); value width apart from key width; ragged contexts (1 key, partial pages, several
 64-key blocks); page sizes 16 and 5; pages in shuffled order; windows; sinks above and below the scores. The
 bound is elementwise from the arithmetic (fp32_bounds.decode_attention_bound); a dropped or extra key, a wrong
@@ -39,12 +39,13 @@ def make_case(N, K, D, Dv, dtype, S, ctx, seed):
     return q, k_pool, v_pool, table, torch.tensor(ctx, dtype=torch.int64)
 
 
-def check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, seed=0):
+def check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, seed=0, split_keys=0):
     q, kp, vp, table, ctx_t = make_case(N, K, D, Dv, dtype, S, ctx, seed)
     scale = D**-0.5
     sinks = (torch.randn(N, generator=torch.Generator().manual_seed(seed + 1)) * 4) if sinks_on else None
-    got = fk.decode_attention(q, kp, vp, table, ctx_t, scale, window, sinks)
-    exact, bound = decode_attention_bound(q, kp, vp, table, ctx_t, scale, window, sinks)
+    got = fk.decode_attention(q, kp, vp, table, ctx_t, scale, window, sinks, split_keys=split_keys)
+    spans = max(ctx) // split_keys + 1 if split_keys else max(ctx) // 256 + 1
+    exact, bound = decode_attention_bound(q, kp, vp, table, ctx_t, scale, window, sinks, spans=spans)
     err = (got.double() - exact).abs().amax(-1)
     assert (err <= bound).all(), (N, K, D, Dv, dtype, S, ctx, window, sinks_on, (err / bound).max().item())
 
@@ -55,19 +56,24 @@ def run_all():
             for S, ctx in ((16, [1, 17, 300]), (5, [64, 3, 129])):
                 for window, sinks_on in ((0, False), (7, True), (100, False), (0, True)):
                     check(N, K, D, Dv, dtype, S, ctx, window, sinks_on)
+                    check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, split_keys=20)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("S,ctx", [(16, [1, 17, 300]), (5, [64, 3, 129])])
 @pytest.mark.parametrize("window,sinks_on", [(0, False), (7, True), (100, False), (0, True)])
-def test_matches_twin(shape, dtype, S, ctx, window, sinks_on):
-    check(*shape, dtype, S, ctx, window, sinks_on)
+@pytest.mark.parametrize("split_keys", [0, 20])
+def test_matches_twin(shape, dtype, S, ctx, window, sinks_on, split_keys):
+    """split_keys=20: contexts split in spans of >= 20 keys where the pool has room (merges on the path)."""
+    check(*shape, dtype, S, ctx, window, sinks_on, split_keys=split_keys)
 
 
-def test_long_context_in_blocks():
-    """2000 keys: 32 blocks of the online softmax, every rescale on the path."""
-    check(16, 4, 128, 128, torch.bfloat16, 16, [2000], 0, False, seed=3)
+@pytest.mark.parametrize("K,split_keys", [(4, 0), (1, 0), (1, 100)])
+def test_long_context_in_blocks(K, split_keys):
+    """2000 keys: 32 blocks of the online softmax, every rescale on the path; with one KV head the context is
+    split in spans across the pool's threads (default 256 keys a span at least, or 100)."""
+    check(16, K, 128, 128, torch.bfloat16, 16, [2000], 0, False, seed=3, split_keys=split_keys)
 
 
 def test_bound_catches_a_dropped_key():
@@ -85,6 +91,7 @@ def test_bound_catches_a_dropped_key():
     (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c + 1000, 1.0), r"ctx_lens\[0\] = 1017 is outside"),
     (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t + 100, c, 1.0), r"page_table\[0, 0\] = 1\d\d is outside"),
     (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, sinks=torch.zeros(3)), "sinks must be"),
+    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, split_keys=-1), "split_keys must be >= 0"),
 ])
 def test_bad_arguments_raise_naming_them(call, match):
     q, kp, vp, table, ctx = make_case(8, 2, 64, 64, torch.bfloat16, 16, [17, 40], 0)

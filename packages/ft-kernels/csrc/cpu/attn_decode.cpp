@@ -1,7 +1,10 @@
 #include "cpu/attn_decode.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cpu/dispatch.h"
 #include "cpu/threadpool.h"
@@ -22,8 +25,49 @@ void decode_attention(const DecodeAttn& a) {
                                     "] = " + std::to_string(page) + " is outside [0, " + std::to_string(a.P) + ")");
     }
   }
-  const AttnHeadFn head = attn_head_kernel();
-  ThreadPool::get().run(a.B * a.K, [&](int64_t i) { head(a, i / a.K, i % a.K); });
+  // Spans: (sequence, KV head) pairs, each split in up to `want` spans of >= split_keys keys when the pairs
+  // alone would leave threads idle.
+  ThreadPool& pool = ThreadPool::get();
+  const int64_t min_keys = a.split_keys > 0 ? a.split_keys : 256;
+  const int64_t want = std::max<int64_t>(1, (2 * pool.size() + a.B * a.K - 1) / (a.B * a.K));
+  struct Span { int64_t b, kh, lo, hi; };
+  std::vector<Span> spans;
+  std::vector<int64_t> first(a.B * a.K + 1, 0);  // spans of pair i: first[i] .. first[i + 1] - 1
+  for (int64_t b = 0; b < a.B; ++b) {
+    const int64_t ctx = a.ctx[b], lo = a.window > 0 ? std::max<int64_t>(0, ctx - a.window) : 0;
+    const int64_t n = std::max<int64_t>(1, std::min(want, (ctx - lo) / min_keys));
+    for (int64_t kh = 0; kh < a.K; ++kh) {
+      for (int64_t s = 0; s < n; ++s) spans.push_back({b, kh, lo + (ctx - lo) * s / n, lo + (ctx - lo) * (s + 1) / n});
+      first[b * a.K + kh + 1] = static_cast<int64_t>(spans.size());
+    }
+  }
+  const int64_t G = a.N / a.K, Dv = a.Dv, stride = G * (Dv + 2);
+  std::vector<float> parts(spans.size() * stride);
+  const AttnSpanFn span = attn_span_kernel();
+  pool.run(static_cast<int64_t>(spans.size()), [&](int64_t i) {
+    const Span& s = spans[i];
+    span(a, s.b, s.kh, s.lo, s.hi, parts.data() + i * stride);
+  });
+  // Merge: with M the largest span max (and the sink, one more value-less logit), o = sum_s e^(m_s - M) acc_s /
+  // (sum_s e^(m_s - M) l_s + e^(sink - M)); every exponent <= 0.
+  for (int64_t i = 0; i < a.B * a.K; ++i) {
+    const int64_t b = i / a.K, kh = i % a.K;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t n = kh * G + g;
+      float top = a.sinks ? a.sinks[n] : -INFINITY;
+      for (int64_t s = first[i]; s < first[i + 1]; ++s) top = std::max(top, parts[s * stride + G * Dv + g]);
+      float* out = a.o + (b * a.N + n) * Dv;
+      std::fill(out, out + Dv, 0.f);
+      float den = a.sinks ? std::exp(a.sinks[n] - top) : 0.f;
+      for (int64_t s = first[i]; s < first[i + 1]; ++s) {
+        const float* p = parts.data() + s * stride;
+        const float c = std::exp(p[G * Dv + g] - top);
+        den += c * p[G * Dv + G + g];
+        for (int64_t d = 0; d < Dv; ++d) out[d] += c * p[g * Dv + d];
+      }
+      for (int64_t d = 0; d < Dv; ++d) out[d] /= den;
+    }
+  }
 }
 
 }  // namespace ft

@@ -1,6 +1,8 @@
 // Attention of decode tokens over a paged KV cache: one new query token per sequence attends to every key
-// of its context in the cache pools directly (no gather into a padded copy, no mask tensor), one task per
-// (sequence, KV head) on the pool, G = N / K query heads sharing each key and value row as it is read.
+// of its context in the cache pools directly (no gather into a padded copy, no mask tensor). Tasks on the pool
+// are (sequence, KV head, span of keys): G = N / K query heads share each key and value row as it is read, and
+// a long context is split into spans (>= split_keys keys each) when there are fewer (sequence, KV head) pairs
+// than twice the pool's threads, their partial softmax sums merged at the end (flash-decoding).
 // Python-free.
 #pragma once
 #include <cstdint>
@@ -22,14 +24,18 @@ struct DecodeAttn {
   int64_t window;       // > 0: only the last `window` keys (ctx - window .. ctx - 1); 0: all
   const float* sinks;   // [N] per-head sink logit (one more softmax term with no value; GPT-OSS) or nullptr
   float* o;             // [B, N, Dv] fp32
+  int64_t split_keys;   // keys per span at least (0: 256); spans only where the pool would idle otherwise
 };
 
 // o[b, n] = sum_j softmax_j(scale q[b, n] . k[b, j]) v[b, j] over the visible keys (with the sink as one more
-// logit), fp32 arithmetic: scores, a blockwise online softmax (ft::exp_neg below) and the weighted value sum.
-// Throws std::invalid_argument for a page id outside [0, P) or a context longer than the table.
+// logit), fp32 arithmetic: scores, a blockwise online softmax (exp_neg of cpu/arch/attn_common.h) and the
+// weighted value sum per span, spans merged with std::exp. Throws std::invalid_argument for a page id outside
+// [0, P) or a context longer than the table.
 void decode_attention(const DecodeAttn& a);
 
-// One task of decode_attention: sequence b, KV head kh (per-ISA builds of cpu/arch/attn_common.h).
-using AttnHeadFn = void (*)(const DecodeAttn& a, int64_t b, int64_t kh);
+// One task of decode_attention (per-ISA builds of cpu/arch/attn_common.h): keys lo .. hi - 1 of sequence b
+// for the G heads of KV head kh, into part = [G, Dv] unnormalised sum of e^(s - m) v, then [G] m (the span's
+// max score), then [G] l (the sum of e^(s - m)).
+using AttnSpanFn = void (*)(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part);
 
 }  // namespace ft

@@ -29,10 +29,10 @@ void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int6
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
 FT_DECL_ALL(neon)
-void attn_head_scalar(const DecodeAttn&, int64_t, int64_t);
-void attn_head_avx2(const DecodeAttn&, int64_t, int64_t) __attribute__((weak));
-void attn_head_avx512(const DecodeAttn&, int64_t, int64_t) __attribute__((weak));
-void attn_head_neon(const DecodeAttn&, int64_t, int64_t) __attribute__((weak));
+void attn_span_scalar(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*);
+void attn_span_avx2(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void attn_span_avx512(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void attn_span_neon(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 
 static std::string detect() {
 #if defined(__x86_64__) || defined(_M_X64)
@@ -127,12 +127,12 @@ RowsBf16Fn rows_bf16_kernel(Fmt fmt) {
   }
 }
 
-AttnHeadFn attn_head_kernel() {
+AttnSpanFn attn_span_kernel() {
   const std::string isa = active_isa();
-  if (is_avx512(isa) && attn_head_avx512) return attn_head_avx512;
-  if ((is_avx512(isa) || isa == "avx2") && attn_head_avx2) return attn_head_avx2;
-  if (isa == "neon" && attn_head_neon) return attn_head_neon;
-  return attn_head_scalar;
+  if (is_avx512(isa) && attn_span_avx512) return attn_span_avx512;
+  if ((is_avx512(isa) || isa == "avx2") && attn_span_avx2) return attn_span_avx2;
+  if (isa == "neon" && attn_span_neon) return attn_span_neon;
+  return attn_span_scalar;
 }
 
 const char* fmt_name(Fmt f) {

@@ -21,7 +21,7 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt);
 // caller then widens x to fp32 and uses rows_kernel (the same values, fp32 products).
 RowsBf16Fn rows_bf16_kernel(Fmt fmt);
 
-// The decode-attention task (cpu/attn_decode.h) built for the active ISA.
-AttnHeadFn attn_head_kernel();
+// The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
+AttnSpanFn attn_span_kernel();
 
 }  // namespace ft

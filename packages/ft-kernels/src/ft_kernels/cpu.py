@@ -109,7 +109,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | N
 
 def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
                      ctx_lens: torch.Tensor, scale: float, window: int = 0, sinks: torch.Tensor | None = None,
-                     out: torch.Tensor | None = None) -> torch.Tensor:
+                     out: torch.Tensor | None = None, split_keys: int = 0) -> torch.Tensor:
     """Attention of one new token per sequence over its paged context, straight from the KV pools (no gather,
     padding or mask), one task per (sequence, KV head) on the kernel pool.
 
@@ -117,11 +117,13 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     bfloat16); page_table [B, Pmax] int64 (token j of sequence b sits at row j % S of page page_table[b, j // S]);
     ctx_lens [B] int64 (keys 0 .. ctx_lens[b] - 1, the query being the last); window > 0 keeps the last
     ``window`` keys; sinks [N] float32 adds one value-less logit per head (GPT-OSS). Returns float32 [B, N, Dv].
-    Twin: ``ft_kernels.reference.decode_attention``."""
+    Where (sequence, KV head) pairs are fewer than twice the pool's threads, contexts are split into spans of at
+    least ``split_keys`` keys (0: 256) run in parallel and merged. Twin: ``ft_kernels.reference.decode_attention``."""
     B, N, _ = q.shape
     if out is None:
         out = torch.empty(B, N, v_pool.shape[-1], dtype=torch.float32)
-    _C.decode_attention(q, k_pool, v_pool, page_table, ctx_lens, float(scale), int(window), sinks, out)
+    _C.decode_attention(q, k_pool, v_pool, page_table, ctx_lens, float(scale), int(window), sinks, out,
+                        int(split_keys))
     return out
 
 

@@ -5,7 +5,8 @@
 // includes it and is compiled with its own flags; everything is in an anonymous namespace, so no file's
 // instructions leak into another's symbols.
 //
-// Traits I: using V; L (fp32 lanes); zero(); bcast(float); fma(a, b, c) = a * b + c; add; mul; hsum(V);
+// Traits I: using V; L (fp32 lanes); zero(); bcast(float); fma(a, b, c) = a * b + c; add; sub; mul; max;
+//           hsum(V); hmax(V); exp_neg(V) (exp_neg below, lane by lane, to the same error bound);
 //           load(const float*), load(const uint16_t*) (bf16 widened, exact); store(float*, V). Unaligned.
 #pragma once
 #include <algorithm>
@@ -19,7 +20,8 @@
 namespace ft {
 namespace {
 
-constexpr int64_t kKeyBlock = 64;  // keys per online-softmax block (scores of G heads x 64 keys stay in L1)
+constexpr int64_t kKeyBlock = 64;  // a multiple of every ISA's lane count
+#define FT_ATTN_UNROLL _Pragma("GCC unroll 8")  // keys per online-softmax block (scores of G heads x 64 keys stay in L1)
 
 inline float ld(const float* p, int64_t i) { return p[i]; }
 inline float ld(const uint16_t* p, int64_t i) {  // bf16 -> fp32, exact
@@ -59,8 +61,12 @@ struct ScalarAttn {
   static V bcast(float s) { return s; }
   static V fma(V a, V b, V c) { return a * b + c; }
   static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }
+  static V max(V a, V b) { return a > b ? a : b; }
   static float hsum(V v) { return v; }
+  static float hmax(V v) { return v; }
+  static V exp_neg(V x) { return ft::exp_neg(x); }
   static V load(const float* p) { return *p; }
   static V load(const uint16_t* p) { return ld(p, 0); }
   static void store(float* p, V v) { *p = v; }
@@ -71,31 +77,53 @@ template <class I, int GN, class KT>
 inline void score_tile(const float* __restrict q, int64_t D, const KT* __restrict k, float scale, float* out,
                        int64_t ostride) {
   typename I::V acc[GN];
-  for (int g = 0; g < GN; ++g) acc[g] = I::zero();
+  FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) acc[g] = I::zero();
   int64_t i = 0;
   for (; i + I::L <= D; i += I::L) {
     const typename I::V kv = I::load(k + i);
-    for (int g = 0; g < GN; ++g) acc[g] = I::fma(I::load(q + g * D + i), kv, acc[g]);
+    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) acc[g] = I::fma(I::load(q + g * D + i), kv, acc[g]);
   }
-  for (int g = 0; g < GN; ++g) {
+  FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) {
     float sum = I::hsum(acc[g]);
     for (int64_t t = i; t < D; ++t) sum += q[g * D + t] * ld(k, t);
     out[g * ostride] = scale * sum;
   }
 }
 
-// acc[g] += p[g * pstride] v for GN heads from one value row (read once), Dv columns.
+// acc[g] += sum_jj p[g * pstride + jj] v[jj] over a block's nb value rows (v[jj] = vpool + rows[jj] * Dv), GN
+// heads: 2L columns at a time with the 2 GN sums in registers while the block's rows (in L1 after the score
+// pass prefetched them) stream by -- the keys in order, as one running sum per element.
 template <class I, int GN, class VT>
-inline void value_tile(float* __restrict acc, int64_t Dv, const float* p, int64_t pstride, const VT* __restrict v) {
-  typename I::V pv[GN];
-  for (int g = 0; g < GN; ++g) pv[g] = I::bcast(p[g * pstride]);
+inline void value_tile(float* __restrict acc, int64_t Dv, const float* p, int64_t pstride, const VT* vpool,
+                       const int64_t* rows, int64_t nb) {
+  using V = typename I::V;
   int64_t i = 0;
+  for (; i + 2 * I::L <= Dv; i += 2 * I::L) {
+    V a0[GN], a1[GN];
+    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::load(acc + g * Dv + i), a1[g] = I::load(acc + g * Dv + i + I::L);
+    for (int64_t jj = 0; jj < nb; ++jj) {
+      const VT* vr = vpool + rows[jj] * Dv + i;
+      const V v0 = I::load(vr), v1 = I::load(vr + I::L);
+      FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) {
+        const V pv = I::bcast(p[g * pstride + jj]);
+        a0[g] = I::fma(pv, v0, a0[g]);
+        a1[g] = I::fma(pv, v1, a1[g]);
+      }
+    }
+    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, a0[g]), I::store(acc + g * Dv + i + I::L, a1[g]);
+  }
   for (; i + I::L <= Dv; i += I::L) {
-    const typename I::V vv = I::load(v + i);
-    for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, I::fma(pv[g], vv, I::load(acc + g * Dv + i)));
+    V a0[GN];
+    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::load(acc + g * Dv + i);
+    for (int64_t jj = 0; jj < nb; ++jj) {
+      const V v0 = I::load(vpool + rows[jj] * Dv + i);
+      FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::fma(I::bcast(p[g * pstride + jj]), v0, a0[g]);
+    }
+    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, a0[g]);
   }
   for (; i < Dv; ++i)
-    for (int g = 0; g < GN; ++g) acc[g * Dv + i] += p[g * pstride] * ld(v, i);
+    for (int64_t jj = 0; jj < nb; ++jj)
+      for (int g = 0; g < GN; ++g) acc[g * Dv + i] += p[g * pstride + jj] * ld(vpool + rows[jj] * Dv, i);
 }
 
 // The G heads in tiles of up to 4 (their accumulators stay in registers).
@@ -112,20 +140,23 @@ inline void scores(const float* q, int64_t G, int64_t D, const KT* k, float scal
 }
 
 template <class I, class VT>
-inline void values(float* acc, int64_t G, int64_t Dv, const float* p, int64_t pstride, const VT* v) {
+inline void values(float* acc, int64_t G, int64_t Dv, const float* p, int64_t pstride, const VT* vpool,
+                   const int64_t* rows, int64_t nb) {
   for (int64_t g = 0; g < G; g += 4) {
+    float* ag = acc + g * Dv;
+    const float* pg = p + g * pstride;
     switch (std::min<int64_t>(4, G - g)) {
-      case 4: value_tile<I, 4>(acc + g * Dv, Dv, p + g * pstride, pstride, v); break;
-      case 3: value_tile<I, 3>(acc + g * Dv, Dv, p + g * pstride, pstride, v); break;
-      case 2: value_tile<I, 2>(acc + g * Dv, Dv, p + g * pstride, pstride, v); break;
-      default: value_tile<I, 1>(acc + g * Dv, Dv, p + g * pstride, pstride, v);
+      case 4: value_tile<I, 4>(ag, Dv, pg, pstride, vpool, rows, nb); break;
+      case 3: value_tile<I, 3>(ag, Dv, pg, pstride, vpool, rows, nb); break;
+      case 2: value_tile<I, 2>(ag, Dv, pg, pstride, vpool, rows, nb); break;
+      default: value_tile<I, 1>(ag, Dv, pg, pstride, vpool, rows, nb);
     }
   }
 }
 
 // Rows of one KV head sit a K * D stride apart in pages chosen by the table, so every row is prefetched
 // ahead: keys kPrefetch rows before their scores, a block's value rows while its scores are computed.
-constexpr int64_t kPrefetch = 8;
+constexpr int64_t kPrefetch = 24;
 
 template <class T>
 inline void prefetch_row(const T* p, int64_t n) {
@@ -134,19 +165,18 @@ inline void prefetch_row(const T* p, int64_t n) {
 }
 
 template <class I, class KT>
-void attn_head_impl(const DecodeAttn& a, int64_t b, int64_t kh) {
-  const int64_t G = a.N / a.K, D = a.D, Dv = a.Dv, S = a.S, ctx = a.ctx[b];
-  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, ctx - a.window) : 0;
+void attn_span_impl(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part) {
+  const int64_t G = a.N / a.K, D = a.D, Dv = a.Dv, S = a.S;
   const KT* kpool = static_cast<const KT*>(a.k);
   const KT* vpool = static_cast<const KT*>(a.v);
   const int64_t* table = a.page_table + b * a.pmax;
 
   thread_local std::vector<float> buf;
-  buf.resize(static_cast<size_t>(G * (D + Dv + kKeyBlock + 2)));
+  buf.resize(static_cast<size_t>(G * (D + kKeyBlock)));
   float* qf = buf.data();            // [G, D] q, fp32
-  float* acc = qf + G * D;           // [G, Dv] running sum of p v
-  float* s = acc + G * Dv;           // [G, kKeyBlock] scores, then weights, of one block
-  float* m = s + G * kKeyBlock;      // [G] running max score
+  float* s = qf + G * D;             // [G, kKeyBlock] scores, then weights, of one block
+  float* acc = part;                 // [G, Dv] running sum of p v
+  float* m = acc + G * Dv;           // [G] running max score
   float* l = m + G;                  // [G] running sum of weights
   for (int64_t g = 0; g < G; ++g) {
     const int64_t n = kh * G + g;
@@ -159,8 +189,8 @@ void attn_head_impl(const DecodeAttn& a, int64_t b, int64_t kh) {
   std::fill(acc, acc + G * Dv, 0.f);
 
   int64_t rows[kKeyBlock];  // row of token j0 + jj (head kh) in the pools
-  for (int64_t j0 = lo; j0 < ctx; j0 += kKeyBlock) {
-    const int64_t nb = std::min(kKeyBlock, ctx - j0);
+  for (int64_t j0 = lo; j0 < hi; j0 += kKeyBlock) {
+    const int64_t nb = std::min(kKeyBlock, hi - j0);
     for (int64_t jj = 0, pg = j0 / S, off = j0 % S; jj < nb; ++jj) {
       rows[jj] = (table[pg] * S + off) * a.K + kh;
       if (++off == S) off = 0, ++pg;
@@ -173,13 +203,23 @@ void attn_head_impl(const DecodeAttn& a, int64_t b, int64_t kh) {
     }
     for (int64_t g = 0; g < G; ++g) {
       float* sg = s + g * kKeyBlock;
-      float bm = sg[0];
-      for (int64_t jj = 1; jj < nb; ++jj) bm = std::max(bm, sg[jj]);
+      const int64_t nv = nb / I::L * I::L;  // whole vectors; the rest in scalars
+      typename I::V vm = I::bcast(-std::numeric_limits<float>::infinity());
+      for (int64_t jj = 0; jj < nv; jj += I::L) vm = I::max(vm, I::load(sg + jj));
+      float bm = I::hmax(vm);
+      for (int64_t jj = nv; jj < nb; ++jj) bm = std::max(bm, sg[jj]);
       const float mn = std::max(m[g], bm);
       const float c = exp_neg(m[g] - mn);  // 0 on the first block (m = -inf)
       m[g] = mn;
-      float sum = 0.f;
-      for (int64_t jj = 0; jj < nb; ++jj) {
+      const typename I::V vmn = I::bcast(mn);
+      typename I::V vs = I::zero();
+      for (int64_t jj = 0; jj < nv; jj += I::L) {
+        const typename I::V e = I::exp_neg(I::sub(I::load(sg + jj), vmn));
+        I::store(sg + jj, e);
+        vs = I::add(vs, e);
+      }
+      float sum = I::hsum(vs);
+      for (int64_t jj = nv; jj < nb; ++jj) {
         sg[jj] = exp_neg(sg[jj] - mn);
         sum += sg[jj];
       }
@@ -191,16 +231,7 @@ void attn_head_impl(const DecodeAttn& a, int64_t b, int64_t kh) {
         for (; d < Dv; ++d) acc[g * Dv + d] *= c;
       }
     }
-    for (int64_t jj = 0; jj < nb; ++jj) values<I>(acc, G, Dv, s + jj, kKeyBlock, vpool + rows[jj] * Dv);
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    const int64_t n = kh * G + g;
-    // With a sink: softmax over [scores, sink], referenced to M = max(m, sink) so both exponents are <= 0.
-    const float top = a.sinks ? std::max(m[g], a.sinks[n]) : m[g];
-    const float c = exp_neg(m[g] - top);
-    const float f = c / (l[g] * c + (a.sinks ? exp_neg(a.sinks[n] - top) : 0.f));
-    float* out = a.o + (b * a.N + n) * Dv;
-    for (int64_t d = 0; d < Dv; ++d) out[d] = acc[g * Dv + d] * f;
+    values<I>(acc, G, Dv, s, kKeyBlock, vpool, rows, nb);
   }
 }
 
