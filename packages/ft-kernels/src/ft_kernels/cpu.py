@@ -6,11 +6,21 @@ Legend: T = tokens, H = hidden, I = expert intermediate, R = routes, N = experts
 from __future__ import annotations
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 from ft_kernels import _C
 from ft_kernels.formats import FORMATS, ExpertWeights
 
 ACTS = {"swiglu": 0, "gptoss": 1}
+
+
+def _a(t):
+    """A tensor argument for _C: a contiguous CPU tensor goes as a DLPack capsule (~0.25 us; nanobind's import of a
+    torch tensor through its ``__dlpack__`` method costs ~3 us, and a decode step makes ~10 calls a layer with up
+    to 14 tensors each); anything else as given, for nanobind to check and refuse with its message."""
+    if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad:
+        return to_dlpack(t)
+    return t
 
 
 def active_isa() -> str:
@@ -64,10 +74,10 @@ def moe_experts(
     if out is None:
         out = torch.empty(x.shape[0] if x.dim() == 2 else 0, x.shape[-1], dtype=torch.float32)
     _C.moe_experts(
-        x, tok, eid, gate,
-        FORMATS[w13.fmt], w13.q, w13.scale, w13.zero, w13.group, w13.global_scale, w13.bias,
-        FORMATS[w2.fmt], w2.q, w2.scale, w2.zero, w2.group, w2.global_scale, w2.bias,
-        ACTS[act], alpha, limit, out, act_int8,
+        _a(x), _a(tok), _a(eid), _a(gate),
+        FORMATS[w13.fmt], _a(w13.q), _a(w13.scale), _a(w13.zero), w13.group, w13.global_scale, _a(w13.bias),
+        FORMATS[w2.fmt], _a(w2.q), _a(w2.scale), _a(w2.zero), w2.group, w2.global_scale, _a(w2.bias),
+        ACTS[act], alpha, limit, _a(out), act_int8,
     )
     return out
 
@@ -91,8 +101,8 @@ def linear(
         raise ValueError(f"w.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
     if out is None:
         out = torch.empty(x.shape[0] if x.dim() == 2 else 0, w.rows, dtype=torch.float32)
-    _C.linear(x, FORMATS[w.fmt], w.q, w.scale, w.zero, w.group, w.global_scale, w.cols,
-              None if bias is None else bias.float().contiguous(), out, act_int8)
+    _C.linear(_a(x), FORMATS[w.fmt], _a(w.q), _a(w.scale), _a(w.zero), w.group, w.global_scale, w.cols,
+              None if bias is None else _a(bias.float().contiguous()), _a(out), act_int8)
     return out
 
 
@@ -103,7 +113,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | N
     torch's seven ops cost more than the arithmetic. Twin: ``ft_kernels.reference.rms_norm``."""
     if out is None:
         out = torch.empty_like(x)
-    _C.rms_norm(x, w, float(eps), out)
+    _C.rms_norm(_a(x), _a(w), float(eps), _a(out))
     return out
 
 
@@ -122,8 +132,8 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     B, N, _ = q.shape
     if out is None:
         out = torch.empty(B, N, v_pool.shape[-1], dtype=torch.float32)
-    _C.decode_attention(q, k_pool, v_pool, page_table, ctx_lens, float(scale), int(window), sinks, out,
-                        int(split_keys))
+    _C.decode_attention(_a(q), _a(k_pool), _a(v_pool), _a(page_table), _a(ctx_lens), float(scale), int(window),
+                        _a(sinks), _a(out), int(split_keys))
     return out
 
 

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <vector>
 
+#include "cpu/arch/rows_common.h"  // FloatBuf
 #include "cpu/attn_decode.h"
 
 namespace ft {
@@ -171,9 +171,8 @@ void attn_span_impl(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int6
   const KT* vpool = static_cast<const KT*>(a.v);
   const int64_t* table = a.page_table + b * a.pmax;
 
-  thread_local std::vector<float> buf;
-  buf.resize(static_cast<size_t>(G * (D + kKeyBlock)));
-  float* qf = buf.data();            // [G, D] q, fp32
+  thread_local FloatBuf buf;
+  float* qf = buf.get(G * (D + kKeyBlock));  // [G, D] q, fp32
   float* s = qf + G * D;             // [G, kKeyBlock] scores, then weights, of one block
   float* acc = part;                 // [G, Dv] running sum of p v
   float* m = acc + G * Dv;           // [G] running max score
