@@ -14,6 +14,7 @@
 #include "cpu/linear.h"
 #include "cpu/moe_ffn.h"
 #include "cpu/norm.h"
+#include "cpu/rope.h"
 #include "cpu/threadpool.h"
 
 namespace nb = nanobind;
@@ -230,6 +231,22 @@ void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_len
   }
 }
 
+void rope(Arr x, Arr cos, Arr sin, bool interleaved, Arr y) {
+  const bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16), xf = x.dtype() == nb::dtype<float>();
+  expect(x.ndim() == 3 && (xb || xf), "x must be float32 or bfloat16 [T, H, D], got " + shape_of(x));
+  const int64_t T = x.shape(0), H = x.shape(1), D = x.shape(2);
+  expect(cos.ndim() == 2 && cos.shape(0) == size_t(T) && cos.dtype() == nb::dtype<float>(),
+         "cos must be float32 [T=" + std::to_string(T) + ", R/2], got " + shape_of(cos));
+  const int64_t R = 2 * int64_t(cos.shape(1));
+  expect(R <= D, "cos's R/2=" + std::to_string(R / 2) + " rotates more than x's D=" + std::to_string(D) + " dims");
+  expect(sin.ndim() == 2 && sin.shape(0) == cos.shape(0) && sin.shape(1) == cos.shape(1) && sin.dtype() == nb::dtype<float>(),
+         "sin must be shaped and typed like cos, got " + shape_of(sin));
+  expect(y.ndim() == 3 && y.dtype() == x.dtype() && y.size() == x.size(), "y must be shaped and typed like x");
+  nb::gil_scoped_release release;
+  ft::rope(x.data(), xb, T, H, D, R, static_cast<const float*>(cos.data()), static_cast<const float*>(sin.data()),
+           interleaved, y.data());
+}
+
 std::string isa() {
   try {
     return ft::active_isa();
@@ -258,6 +275,8 @@ NB_MODULE(_C, m) {
         nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
         nb::arg("split_keys") = 0,
         "o[B,N,Dv] = attention of one query per sequence over its paged keys/values, fp32 math, on the pool. GIL released.");
+  m.def("rope", &rope, nb::arg("x"), nb::arg("cos"), nb::arg("sin"), nb::arg("interleaved"), nb::arg("y"),
+        "y = x with its first R dims rotated (NeoX or interleaved pairs, output in halves), fp32 math. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),

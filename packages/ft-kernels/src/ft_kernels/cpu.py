@@ -117,6 +117,19 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | N
     return out
 
 
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False,
+         out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rotary embedding of x [T, H, D] (bfloat16 or float32) by cos, sin [T, R/2] float32 on the calling thread:
+    the first R dims of each head rotate (pairs (i, R/2 + i), or (2i, 2i + 1) when ``interleaved``; the result in
+    halves either way), the rest are copied; fp32 math rounded as torch's ops round, the result in x's dtype.
+    For a decode step's q and k, where torch's ~10 ops cost more than the arithmetic. Twin:
+    ``ft_kernels.reference.rope``."""
+    if out is None:
+        out = torch.empty_like(x)
+    _C.rope(_a(x), _a(cos), _a(sin), bool(interleaved), _a(out))
+    return out
+
+
 def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
                      ctx_lens: torch.Tensor, scale: float, window: int = 0, sinks: torch.Tensor | None = None,
                      out: torch.Tensor | None = None, split_keys: int = 0) -> torch.Tensor:

@@ -131,3 +131,13 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
         p = torch.softmax(s, dim=-1)[:, : len(pos)]
         out.append(torch.einsum("nl,lnd->nd", p, v))
     return torch.stack(out)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
+    """Reference for ``ft_kernels.rope`` (ft_core's Rotary.apply in torch): x [T, H, D], cos/sin [T, R/2]."""
+    R = 2 * cos.shape[-1]
+    rot, rest = x[..., :R].float(), x[..., R:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    a, b = (rot[..., 0::2], rot[..., 1::2]) if interleaved else (rot[..., : R // 2], rot[..., R // 2 :])
+    out = torch.cat([a * c - b * s, b * c + a * s], dim=-1).to(x.dtype)
+    return torch.cat([out, rest], dim=-1) if rest.shape[-1] else out

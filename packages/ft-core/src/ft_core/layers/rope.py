@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import ft_kernels
 import torch
 
 from ft_core.model_config import RopeConfig, yarn_mscale
@@ -56,7 +57,10 @@ class Rotary:
         return f.cos() * self.scale, f.sin() * self.scale
 
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, N, D] -> same shape; cos/sin [T, R/2]. Math in float32, result in x's dtype."""
+        """x [T, N, D] -> same shape; cos/sin [T, R/2]. Math in float32, result in x's dtype. On the CPU one
+        C++ pass (``ft_kernels.rope``, twin: the torch lines below, the same roundings)."""
+        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and cos.dtype == torch.float32:
+            return ft_kernels.rope(x.contiguous(), cos.contiguous(), sin.contiguous(), self.cfg.interleaved)
         R = self.cfg.dim
         rot, rest = x[..., :R].float(), x[..., R:]
         c, s = cos[:, None, :], sin[:, None, :]
