@@ -16,9 +16,7 @@ import torch.nn.functional as F
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.config import EngineConfig
 from ft_core.errors import FTError
-from ft_core.experts import select_backend
-from ft_core.experts.cache import ExpertCache
-from ft_core.experts.cached import CachedBackend
+from ft_core.experts.factory import build_backend
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
@@ -48,7 +46,7 @@ class Decoder:
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
         moe_prefixes = [f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
         self.bank = r.expert_bank(cfg, moe_prefixes) if moe_prefixes else None
-        self.backend = self._expert_backend(engine, len(moe_prefixes)) if self.bank else None
+        self.backend = build_backend(self.bank, cfg.moe, engine, len(moe_prefixes)) if self.bank else None
         self.layers = []
         moe_index = 0
         state_layers = cfg.state_layers(engine.window_state)  # per-sequence state slots, not paged KV
@@ -99,27 +97,6 @@ class Decoder:
         if self.bank is not None:
             experts = self.bank.nbytes_per_id() * self.cfg.moe.top_k * sum(self.cfg.moe_layers)
         return self.dense_bytes_per_token + experts
-
-    def _expert_backend(self, engine: EngineConfig, n_moe_layers: int):
-        m = self.cfg.moe
-        host = select_backend(engine.expert_impl, self.bank, m.swiglu_alpha, m.swiglu_limit, engine.int8_activations)
-        policy = engine.resolved_moe_backend
-        if policy == "cpu":
-            return host
-        n = self.bank.num_ids
-        if engine.moe_cache_slots:
-            slots = engine.moe_cache_slots
-        elif engine.moe_cache_bytes:
-            slots = engine.moe_cache_bytes // self.bank.nbytes_per_id()
-            if slots < 1:
-                raise FTError(f"moe_cache_bytes={engine.moe_cache_bytes} holds no expert ({self.bank.nbytes_per_id()} bytes each)")
-        else:
-            slots = max(1, round(n * (engine.moe_cache_fraction or 0.5)))
-        cache = ExpertCache(self.bank, slots, engine.device)
-        impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
-        device = select_backend(impl, cache.slot_bank(), m.swiglu_alpha, m.swiglu_limit)
-        return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers,
-                             overlap=engine.moe_prefill_overlap)
 
     def kv_layouts(self, num_pages: int, page_size: int, dtype: torch.dtype) -> list[KVLayout]:
         return [attn.kv_layout(num_pages, page_size, dtype) for _, attn, _, _ in self.layers]

@@ -1,0 +1,39 @@
+"""The expert backend a model's MoE layers run on, built from the EngineConfig: the host backend alone
+(``moe_backend`` "cpu"), or an ExpertCache of device slots with a CachedBackend over a device and a host
+backend. Policy lives here; the model definition only asks for one (DESIGN §3, §8.4)."""
+
+from __future__ import annotations
+
+from ft_core.config import EngineConfig
+from ft_core.errors import FTError
+from ft_core.experts.backends import ExpertBackend, select_backend
+from ft_core.experts.bank import ExpertBank
+from ft_core.experts.cache import ExpertCache
+from ft_core.experts.cached import CachedBackend
+from ft_core.model_config import MoEConfig
+
+
+def cache_slots(bank: ExpertBank, engine: EngineConfig) -> int:
+    """Device slots of the expert cache: ``moe_cache_slots``, else ``moe_cache_bytes`` over one expert's bytes,
+    else ``moe_cache_fraction`` (default one half) of every expert."""
+    if engine.moe_cache_slots:
+        return engine.moe_cache_slots
+    if engine.moe_cache_bytes:
+        slots = engine.moe_cache_bytes // bank.nbytes_per_id()
+        if slots < 1:
+            raise FTError(f"moe_cache_bytes={engine.moe_cache_bytes} holds no expert ({bank.nbytes_per_id()} bytes each)")
+        return slots
+    return max(1, round(bank.num_ids * (engine.moe_cache_fraction or 0.5)))
+
+
+def build_backend(bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_layers: int) -> ExpertBackend:
+    """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
+    host = select_backend(engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations)
+    policy = engine.resolved_moe_backend
+    if policy == "cpu":
+        return host
+    cache = ExpertCache(bank, cache_slots(bank, engine), engine.device)
+    impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
+    device = select_backend(impl, cache.slot_bank(), moe.swiglu_alpha, moe.swiglu_limit)
+    return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers,
+                         overlap=engine.moe_prefill_overlap)
