@@ -41,18 +41,18 @@ def test_decode_step_logits_match_transformers(pair):
     """Prefill PROMPTS[2], then 16 decode steps: the logits the engine samples from at every step equal
     transformers' stepping one token at a time through its own cache (KV and recurrent state)."""
     ref, eng = pair
-    rows, forward = [], eng._forward
+    rows, forward = [], eng.runner.forward
 
     def spy(b, *a):
         out = forward(b, *a)
         rows.append(out[0].clone())
         return out
 
-    eng._forward = spy
+    eng.runner.forward = spy
     try:
         toks = eng.generate(PROMPTS[2], SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True))[0].token_ids
     finally:
-        del eng._forward
+        del eng.runner.forward
     want = []
     with torch.no_grad():
         out = ref(torch.tensor([PROMPTS[2]]), use_cache=True)

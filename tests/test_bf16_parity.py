@@ -59,18 +59,18 @@ def _bound_ok(got, ref16, ref32, flipped, what):
 def test_decode_steps_within_bf16_error(models):
     ref32, ref16, eng, eng32 = models
     _take_routes(eng)
-    rows, forward = [], eng._forward
+    rows, forward = [], eng.runner.forward
 
     def spy(b, *a):
         out = forward(b, *a)
         rows.append(out[0].clone())
         return out
 
-    eng._forward = spy
+    eng.runner.forward = spy
     try:
         toks = eng.generate(IDS[:9], SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True))[0].token_ids
     finally:
-        del eng._forward
+        del eng.runner.forward
     r16 = _take_routes(eng)[8 : 8 + STEPS]  # the prompt's last token, then one per decode step
     eng32.score(IDS[:9] + toks[:-1])
     r32 = _take_routes(eng32)[8:]

@@ -6,7 +6,7 @@ from ft_core import SamplingParams
 def sampled_logits(eng) -> dict[int, list]:
     """Wrap the engine's forward: seq_id -> logits rows [V] the engine sampled from (mid-prompt chunks
     dropped). The engine runs unchanged; the dict fills as it steps."""
-    rows, forward = {}, eng._forward
+    rows, forward = {}, eng.runner.forward
 
     def spy(b, *a):
         out = forward(b, *a)
@@ -15,7 +15,7 @@ def sampled_logits(eng) -> dict[int, list]:
                 rows.setdefault(seq.seq_id, []).append(out[i].clone())
         return out
 
-    eng._forward = spy
+    eng.runner.forward = spy
     return rows
 
 

@@ -1,4 +1,5 @@
-"""Engine: load a checkpoint, then score or generate. The step is schedule -> run -> postprocess.
+"""Engine: load a checkpoint, then score or generate. The step is schedule -> run -> postprocess (the
+scheduler decides, the ModelRunner of runner.py runs and samples).
 
     eng = Engine.from_pretrained(path, device="cpu", dtype="float32")
     logits = eng.score(token_ids)                    # [T, V] float32, one forward
@@ -17,16 +18,16 @@ from ft_core.cache.anchors import AnchorTokens, CheckpointPolicy
 from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.radix import RadixCache
 from ft_core.cache.state_cache import StateCheckpoints
-from ft_core.cache.state_store import StateBatch, StateLayout, StatePool
+from ft_core.cache.state_store import StateLayout, StatePool
 from ft_core.config import EngineConfig
-from ft_core.constraint import TokenConstraint, mask_logits
+from ft_core.constraint import TokenConstraint
 from ft_core.errors import FTError, RequestError
 from ft_core.experts.cached import CachedBackend
-from ft_core.layers.batch import ForwardBatch
 from ft_core.loader.checkpoint import load_checkpoint
 from ft_core.memory import MemoryManager, MemoryPools
 from ft_core.nonfinite import all_finite, split_non_finite
-from ft_core.sampling import SamplingParams, sample_one
+from ft_core.runner import ModelRunner
+from ft_core.sampling import SamplingParams
 from ft_core.scheduler import ScheduledBatch, Scheduler
 from ft_core.scheduler_state import HybridState
 from ft_core.sequence import GenerationOutput, Sequence
@@ -60,6 +61,8 @@ class Engine:
         self.scheduler = Scheduler(self.kv, config.max_batch_tokens, self.prefix, hybrid)
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self._ids = itertools.count()
+        self.runner = ModelRunner(config, self.model, self.kv, self.tokenizer, self.eos_ids, self.max_model_len,
+                                  self.state_layout, self.live_states, self.checkpoints)
         b, bank = self.model.backend, self.model.bank  # the MemoryManager's pools: KV, experts, states
         self.memory = MemoryManager(MemoryPools(
             self.kv, self.prefix, b if isinstance(b, CachedBackend) else None, self.checkpoints,
@@ -91,7 +94,7 @@ class Engine:
             while seq.uncomputed > 0:
                 n = min(seq.uncomputed, self.config.max_batch_tokens)
                 self.kv.reserve(seq.seq_id, seq.num_computed + n)
-                self._forward(ScheduledBatch([seq], [n], [True]), scratch)
+                self.runner.forward(ScheduledBatch([seq], [n], [True]), scratch)
                 seq.num_computed += n
         finally:
             self.kv.free(seq.seq_id)
@@ -177,11 +180,11 @@ class Engine:
         batch = self.scheduler.schedule()
         if batch is None:
             return []
-        logits = self._forward(batch)
+        logits = self.runner.forward(batch)
         error = None
         if not all_finite(logits):  # one check a step; the per-layer diagnosis only when it fails
             batch, logits, error = split_non_finite(self, batch, logits)
-        self._postprocess(batch, logits)
+        self.runner.postprocess(batch, logits)
         self.scheduler.after_step(batch)
         if error is not None:  # the failed sequences are finished; the others advanced
             error.advanced = batch.seqs
@@ -194,84 +197,6 @@ class Engine:
         if params.seed is not None:
             gen = torch.Generator().manual_seed(params.seed)
         return Sequence(next(self._ids), ids, params, generator=gen)
-
-    def _forward(self, b: ScheduledBatch, live: StatePool | None = None,
-                 finite_log: list | None = None) -> torch.Tensor:
-        """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk.
-        ``live``: the pool of the sequences' recurrent states (default: the engine's);
-        ``finite_log``: see ``Decoder.forward`` (the non-finite diagnosis)."""
-        ids, pos, slots = [], [], []
-        for seq, n in zip(b.seqs, b.chunk):
-            start = seq.num_computed
-            p = torch.arange(start, start + n)
-            ids.append(torch.tensor(seq.all_ids[start : start + n]))
-            pos.append(p)
-            slots.append(self.kv.slots(seq.seq_id, p))
-        tables = [self.kv.tables[s.seq_id] for s in b.seqs]
-        width = max(len(t) for t in tables)
-        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
-        state = None
-        if self.state_layout is not None:
-            snaps = [[(p - s.num_computed, slot) for p, slot in sn] for s, sn in zip(b.seqs, b.snaps or [[]] * len(b.seqs))]
-            state = StateBatch(live or self.live_states, [s.state_slot for s in b.seqs], snaps,
-                               self.checkpoints.pool if self.checkpoints else None)
-        fb = ForwardBatch(torch.cat(ids), torch.cat(pos), torch.cat(slots), page_table, list(b.chunk),
-                          [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size, state)
-        log = [] if self.config.record_routing and finite_log is None else None
-        h = self.model.forward(fb, self.kv, log, finite_log)
-        if log is not None:
-            self._record(b, log)
-        if len(b.seqs) == 1 and b.seqs[0].want_all_logits:
-            b.seqs[0].logits.append(self.model.logits(h))
-        return self.model.logits(h[fb.last_token_index()])
-
-    def _record(self, b: ScheduledBatch, layers: list) -> None:
-        """One JSON line per forward: phase ("prefill" when any prompt chunk ran, else "decode"), tokens per
-        sequence, and per MoE layer the flat ids [T][k] (flat id = moe_layer * E + expert). Read by
-        benchmarks/bench_cache_policies.py."""
-        import json
-
-        rec = {"phase": "prefill" if b.is_prefill else "decode", "seq_tokens": list(b.chunk),
-               "num_experts": self.model_config.moe.num_experts, "layers": layers}
-        with open(self.config.record_routing, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-
-    def _postprocess(self, b: ScheduledBatch, logits: torch.Tensor) -> None:
-        for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):
-            seq.num_computed += n
-            if seq.uncomputed > 0:  # mid-prompt chunk: nothing to sample yet
-                continue
-            p = seq.params
-            banned = sorted(self.eos_ids | set(p.stop_token_ids)) if len(seq.output_ids) < p.min_tokens else None
-            row = logits[i]
-            if seq.constraint is not None and (allowed := seq.constraint.allowed(row.shape[-1])) is not None:
-                row = mask_logits(row, allowed)
-            tok = sample_one(row, p, seq.prompt_ids, seq.output_ids, seq.generator, banned)
-            seq.output_ids.append(tok)
-            if seq.constraint is not None:
-                seq.constraint.accept(tok)
-            self._check_stop(seq, tok)
-
-    def _check_stop(self, seq: Sequence, tok: int) -> None:
-        """Set finish_reason (and the final text) once the sequence is done. The text is decoded every
-        step only when stop strings need it; otherwise once, at the end."""
-        p = seq.params
-
-        def decode() -> str:
-            return self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens)
-
-        text = decode() if p.stop else None
-        hits = [i for s in p.stop if (i := text.find(s)) >= 0] if text is not None else []
-        if (tok in self.eos_ids and not p.ignore_eos) or tok in p.stop_token_ids:
-            seq.finish_reason = "stop"
-        elif hits:
-            seq.finish_reason, text = "stop", text[: min(hits)]
-        elif len(seq.output_ids) >= p.max_tokens or seq.total_len >= self.max_model_len:
-            seq.finish_reason = "length"
-        elif seq.constraint is not None and seq.constraint.finished():
-            seq.finish_reason = "stop"  # the structured output is complete
-        if seq.finished:
-            seq.text = text if text is not None else decode()
 
     def _output(self, s: Sequence) -> GenerationOutput:
         return GenerationOutput(s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")

@@ -60,7 +60,7 @@ def first_non_finite(engine, b: ScheduledBatch, i: int) -> str:
     snapshots)."""
     trace: list[tuple[str, bool]] = []
     try:
-        engine._forward(ScheduledBatch([b.seqs[i]], [b.chunk[i]], [b.prefill[i]]), finite_log=trace)
+        engine.runner.forward(ScheduledBatch([b.seqs[i]], [b.chunk[i]], [b.prefill[i]]), finite_log=trace)
     except Exception as e:  # noqa: BLE001 - a diagnosis must not hide the error it diagnoses
         log.warning("re-running the non-finite step to find the layer failed: %r", e)
     return next((where for where, finite in trace if not finite), "the LM head")

@@ -25,6 +25,7 @@ class Sequence:
     want_all_logits: bool = False  # score(): keep logits of every prompt position
     logits: list[torch.Tensor] = field(default_factory=list)
     constraint: object = None  # a ft_core.constraint.TokenConstraint restricting each next token, or None
+    stop_scan: object = None  # a ft_core.tokenizer.detok.StopScanner while stop strings are checked
 
     @property
     def all_ids(self) -> list[int]:

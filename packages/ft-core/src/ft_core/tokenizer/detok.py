@@ -1,4 +1,5 @@
-"""Incremental detokenization and stop strings for streamed output.
+"""Incremental detokenization and stop strings: the one mechanism the engine (``StopScanner``: its
+stop-string check) and the server's streams (ft_serve's ``Generation``) both use.
 
 Byte-level BPE tokens can end inside a UTF-8 character, and a token's text can depend on its
 left neighbour, so each step decodes a short window [prefix, read) of ids and emits only the
@@ -71,3 +72,25 @@ class StopStrings:
     def flush(self) -> str:
         out, self._buf = ("" if self.matched is not None else self._buf), ""
         return out
+
+
+class StopScanner:
+    """A sequence's stop strings, checked as tokens arrive (O(new text) a step, not a decode of the whole
+    output): ``push(tok)`` is True once a stop string completed; ``text()`` is the completion, cut before it."""
+
+    def __init__(self, decode, stops: tuple[str, ...]):
+        self._detok = IncrementalDetokenizer(decode)
+        self._stops = StopStrings(stops)
+        self._text = ""
+
+    def push(self, tok: int) -> bool:
+        self._text += self._stops.push(self._detok.push([tok]))
+        return self._stops.matched is not None
+
+    def text(self) -> str:
+        """The completion so far, held-back text included (call once the sequence finished)."""
+        if self._stops.matched is None:
+            self._text += self._stops.push(self._detok.flush())
+            if self._stops.matched is None:
+                self._text += self._stops.flush()
+        return self._text

@@ -17,7 +17,7 @@ from ft_core import SamplingParams
 from ft_serve.parsers import MARKERS, Event, auto_parsers, make_parser
 from ft_serve.parsers.families import FAMILIES
 from ft_serve.server.config import ServerConfig
-from ft_serve.server.detok import IncrementalDetokenizer, StopStrings
+from ft_core.tokenizer.detok import IncrementalDetokenizer, StopStrings
 from ft_serve.server.engine_loop import EngineLoop
 from ft_serve.server.errors import ApiError, bad_request
 from ft_serve.server.structured import Grammars
