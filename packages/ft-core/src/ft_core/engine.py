@@ -23,6 +23,7 @@ from ft_core.config import EngineConfig
 from ft_core.constraint import TokenConstraint
 from ft_core.errors import FTError, RequestError
 from ft_core.experts.cached import CachedBackend
+from ft_core.layers.dense import small_forward
 from ft_core.loader.checkpoint import load_checkpoint
 from ft_core.memory import MemoryManager, MemoryPools
 from ft_core.nonfinite import all_finite, split_non_finite
@@ -180,11 +181,12 @@ class Engine:
         batch = self.scheduler.schedule()
         if batch is None:
             return []
-        logits = self.runner.forward(batch)
-        error = None
-        if not all_finite(logits):  # one check a step; the per-layer diagnosis only when it fails
-            batch, logits, error = split_non_finite(self, batch, logits)
-        self.runner.postprocess(batch, logits)
+        with small_forward(sum(batch.chunk), self.model.embed.device):  # a decode step: one torch thread
+            logits = self.runner.forward(batch)
+            error = None
+            if not all_finite(logits):  # one check a step; the per-layer diagnosis only when it fails
+                batch, logits, error = split_non_finite(self, batch, logits)
+            self.runner.postprocess(batch, logits)
         self.scheduler.after_step(batch)
         if error is not None:  # the failed sequences are finished; the others advanced
             error.advanced = batch.seqs

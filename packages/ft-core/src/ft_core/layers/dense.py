@@ -10,6 +10,7 @@ Legend: T = tokens, K = in features, N = out features.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 
 import ft_kernels
@@ -66,6 +67,7 @@ def linear(x: torch.Tensor, w, b: torch.Tensor | None = None, dtype: torch.dtype
 
 
 SPIN_US = 300  # pool workers spin this long between the kernel calls of a small forward
+_small = threading.local()  # .active: inside a small_forward on this thread
 
 
 @contextlib.contextmanager
@@ -73,15 +75,21 @@ def small_forward(tokens: int, device: torch.device):
     """The context a forward of ``tokens`` packed tokens runs in. A decode-sized forward on the CPU
     (<= KERNEL_MAX_TOKENS) gives the cores to the kernel pool: torch runs its (small) ops on one thread and
     the pool's workers spin between its calls instead of sleeping. Otherwise nothing changes: torch keeps
-    its threads for prefill GEMMs and the workers sleep at once, so neither steals the other's cores."""
-    if device.type != "cpu" or tokens > KERNEL_MAX_TOKENS:
+    its threads for prefill GEMMs and the workers sleep at once, so neither steals the other's cores.
+    Nested contexts (a whole engine step around the model's forward and LM head) change nothing more; the
+    outermost restores. A whole decode step runs in one: a torch op on all threads in between (sampling)
+    leaves OpenMP's workers spinning for a while, and on a 2-core machine they took the pool's cores
+    (decode 27 -> 17-19 ms a token, mid model, int4)."""
+    if getattr(_small, "active", False) or device.type != "cpu" or tokens > KERNEL_MAX_TOKENS:
         yield
         return
     prev = torch.get_num_threads()
     torch.set_num_threads(1)
     ft_kernels.set_spin_us(SPIN_US)
+    _small.active = True
     try:
         yield
     finally:
+        _small.active = False
         ft_kernels.set_spin_us(0)
         torch.set_num_threads(prev)
