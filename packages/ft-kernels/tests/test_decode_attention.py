@@ -84,6 +84,17 @@ def test_bound_catches_a_dropped_key():
     assert ((short.double() - exact).abs().amax(-1) > bound).any()
 
 
+@pytest.mark.parametrize("split_keys", [0, 100])
+def test_non_finite_keys_reach_the_output(split_keys):
+    """A NaN in one cached key makes its KV head's outputs NaN (the engine's one check a step then names the
+    layer), and leaves the other heads finite."""
+    q, kp, vp, table, ctx = make_case(8, 2, 64, 64, torch.bfloat16, 16, [300], 0)
+    row = table[0, 3] * 16 + 5  # token 53
+    kp.view(-1, 2, 64)[row, 1, 7] = float("nan")
+    o = fk.decode_attention(q, kp, vp, table, ctx, 0.125, split_keys=split_keys)
+    assert torch.isnan(o[0, 4:]).all() and torch.isfinite(o[0, :4]).all()
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda q, kp, vp, t, c: fk.decode_attention(q[:, :5], kp, vp, t, c, 1.0), "multiple of k_pool's KV heads"),
     (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp.float(), t, c, 1.0), "v_pool must be"),

@@ -6,7 +6,7 @@
 // instructions leak into another's symbols.
 //
 // Traits I: using V; L (fp32 lanes); zero(); bcast(float); fma(a, b, c) = a * b + c; add; sub; mul; max;
-//           hsum(V); hmax(V); exp_neg(V) (exp_neg below, lane by lane, to the same error bound);
+//           hsum(V); hmax(V); round(V) (to nearest); pow2(V n) (2^n, n integral); zero_below(x, lim, v);
 //           load(const float*), load(const uint16_t*) (bf16 widened, exact); store(float*, V). Unaligned.
 #pragma once
 #include <algorithm>
@@ -31,28 +31,6 @@ inline float ld(const uint16_t* p, int64_t i) {  // bf16 -> fp32, exact
   return f;
 }
 
-// e^x for x <= 0 in fp32 (0 below -87): x = n ln2 + r, |r| <= ln2 / 2 (n by the 1.5 * 2^23 rounding trick,
-// ln2 split in a 16-bit head, so n * head is exact, and a tail), e^r by its degree-7 Taylor polynomial
-// (truncation < 0.35^8 / 8! = 5e-9 < u / 3), times 2^n built in the exponent bits. Relative error below 16 u
-// (u = 2^-24): 7 Horner roundings on values in [0.7, 1.5], the reduction's rounding (u |r|), the final product.
-inline float exp_neg(float x) {
-  const float xc = x < -87.f ? -87.f : x;
-  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
-  const float r = (xc - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
-  float p = 1.f / 5040.f;
-  p = p * r + 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &bits, 4);
-  return x < -87.f ? 0.f : p * two_n;
-}
-
 // The traits of the scalar and NEON builds (one lane; the compiler may vectorise around it).
 struct ScalarAttn {
   using V = float;
@@ -63,14 +41,43 @@ struct ScalarAttn {
   static V add(V a, V b) { return a + b; }
   static V sub(V a, V b) { return a - b; }
   static V mul(V a, V b) { return a * b; }
-  static V max(V a, V b) { return a > b ? a : b; }
+  static V max(V a, V b) { return a > b ? a : b; }  // b when either is NaN, as maxps
   static float hsum(V v) { return v; }
   static float hmax(V v) { return v; }
-  static V exp_neg(V x) { return ft::exp_neg(x); }
+  static V round(V x) { return (x + 12582912.f) - 12582912.f; }  // to nearest even, |x| < 2^22 (1.5 * 2^23 trick)
+  static V pow2(V n) {  // 2^n for integral n in [-126, 127], built in the exponent bits
+    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static V zero_below(V x, float lim, V v) { return x < lim ? 0.f : v; }  // v when x is NaN
   static V load(const float* p) { return *p; }
   static V load(const uint16_t* p) { return ld(p, 0); }
   static void store(float* p, V v) { *p = v; }
 };
+
+// e^x for x <= 0 in fp32 (0 below -87), lane by lane: x = n ln2 + r, |r| <= ln2 / 2 (n rounded to nearest,
+// ln2 split in a 16-bit head, so n * head is exact, and a tail), e^r by its degree-7 Taylor polynomial
+// (truncation < 0.35^8 / 8! = 5e-9 < u / 3), times 2^n built in the exponent bits. Relative error below 16 u
+// (u = 2^-24): 7 Horner roundings on values in [0.7, 1.5], the reduction's rounding (u |r|), the final product.
+template <class I>
+inline typename I::V exp_neg_v(typename I::V x) {
+  using V = typename I::V;
+  const V xc = I::max(I::bcast(-87.f), x);  // NaN stays NaN (max returns its second operand then)
+  const V n = I::round(I::mul(xc, I::bcast(1.44269504088896341f)));
+  const V r = I::fma(n, I::bcast(-1.42860682030941723e-6f), I::fma(n, I::bcast(-0.693145751953125f), xc));
+  V p = I::bcast(1.f / 5040.f);
+  p = I::fma(p, r, I::bcast(1.f / 720.f));
+  p = I::fma(p, r, I::bcast(1.f / 120.f));
+  p = I::fma(p, r, I::bcast(1.f / 24.f));
+  p = I::fma(p, r, I::bcast(1.f / 6.f));
+  p = I::fma(p, r, I::bcast(0.5f));
+  p = I::fma(p, r, I::bcast(1.f));
+  p = I::fma(p, r, I::bcast(1.f));
+  return I::zero_below(x, -87.f, I::mul(p, I::pow2(n)));
+}
+inline float exp_neg(float x) { return exp_neg_v<ScalarAttn>(x); }
 
 // Scores of GN query heads against one key row (read once): out[g * ostride] = scale * q[g] . k.
 template <class I, int GN, class KT>
@@ -213,7 +220,7 @@ void attn_span_impl(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int6
       const typename I::V vmn = I::bcast(mn);
       typename I::V vs = I::zero();
       for (int64_t jj = 0; jj < nv; jj += I::L) {
-        const typename I::V e = I::exp_neg(I::sub(I::load(sg + jj), vmn));
+        const typename I::V e = exp_neg_v<I>(I::sub(I::load(sg + jj), vmn));
         I::store(sg + jj, e);
         vs = I::add(vs, e);
       }
@@ -235,4 +242,14 @@ void attn_span_impl(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int6
 }
 
 }  // namespace
+
+// Defines the span task NAME (cpu/attn_decode.h's AttnSpanFn) over traits TRAITS, for bf16 or fp32 pools.
+#define FT_ATTN_SPAN(NAME, TRAITS)                                                                    \
+  void NAME(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part) {       \
+    if (a.kv_bf16)                                                                                    \
+      attn_span_impl<TRAITS, uint16_t>(a, b, kh, lo, hi, part);                                       \
+    else                                                                                              \
+      attn_span_impl<TRAITS, float>(a, b, kh, lo, hi, part);                                          \
+  }
+
 }  // namespace ft

@@ -4,11 +4,6 @@
 
 namespace ft {
 
-void attn_span_scalar(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part) {
-  if (a.kv_bf16)
-    attn_span_impl<ScalarAttn, uint16_t>(a, b, kh, lo, hi, part);
-  else
-    attn_span_impl<ScalarAttn, float>(a, b, kh, lo, hi, part);
-}
+FT_ATTN_SPAN(attn_span_scalar, ScalarAttn)
 
 }  // namespace ft
