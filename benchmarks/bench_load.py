@@ -136,7 +136,7 @@ def fs_type(path: Path) -> str:
 
 
 def print_table(out: dict, best: dict, rounds: int) -> None:
-    ftw_bytes, hf_bytes, disk_gbps = out["ftw_bytes"], out["hf_bytes"], out["disk_gbps"]
+    ftw_bytes, hf_bytes = out["ftw_bytes"], out["hf_bytes"]
     hf_gbps, ftw_gbps = out["hf_gbps"], out["ftw_gbps"]
     print(f"\ncold page cache via {out['cache_method']}; best of {rounds} round(s)")
     print(f"{'':28s}{'GB':>7s}{'seconds':>10s}{'GB/s':>8s}{'peak RSS GB':>13s}{'x bytes':>9s}")

@@ -30,7 +30,7 @@ class _Plan:
     tokens go to. Legend as the module's."""
 
     def __init__(self, batch: ForwardBatch, W: int):
-        B, Lq = batch.batch_size, batch.Lq
+        Lq = batch.Lq
         self.slots = torch.tensor(batch.state.slots)
         self.qlen = torch.tensor(batch.q_lens)
         self.start = torch.tensor(batch.ctx_lens) - self.qlen  # [B] position of each chunk's first token
