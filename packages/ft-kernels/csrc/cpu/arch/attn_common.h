@@ -14,22 +14,17 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/arch/rows_common.h"  // FloatBuf
+#include "cpu/arch/rows_common.h"  // FloatBuf, FT_UNROLL, formats.h (bf16_to_f32)
 #include "cpu/attn_decode.h"
 
 namespace ft {
 namespace {
 
-constexpr int64_t kKeyBlock = 64;  // a multiple of every ISA's lane count
-#define FT_ATTN_UNROLL _Pragma("GCC unroll 8")  // keys per online-softmax block (scores of G heads x 64 keys stay in L1)
+// Keys per online-softmax block (scores of G heads x 64 keys stay in L1); a multiple of every ISA's lanes.
+constexpr int64_t kKeyBlock = 64;
 
 inline float ld(const float* p, int64_t i) { return p[i]; }
-inline float ld(const uint16_t* p, int64_t i) {  // bf16 -> fp32, exact
-  const uint32_t u = static_cast<uint32_t>(p[i]) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline float ld(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }  // exact
 
 // The traits of the scalar and NEON builds (one lane; the compiler may vectorise around it).
 struct ScalarAttn {
@@ -84,13 +79,13 @@ template <class I, int GN, class KT>
 inline void score_tile(const float* __restrict q, int64_t D, const KT* __restrict k, float scale, float* out,
                        int64_t ostride) {
   typename I::V acc[GN];
-  FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) acc[g] = I::zero();
+  FT_UNROLL for (int g = 0; g < GN; ++g) acc[g] = I::zero();
   int64_t i = 0;
   for (; i + I::L <= D; i += I::L) {
     const typename I::V kv = I::load(k + i);
-    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) acc[g] = I::fma(I::load(q + g * D + i), kv, acc[g]);
+    FT_UNROLL for (int g = 0; g < GN; ++g) acc[g] = I::fma(I::load(q + g * D + i), kv, acc[g]);
   }
-  FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) {
+  FT_UNROLL for (int g = 0; g < GN; ++g) {
     float sum = I::hsum(acc[g]);
     for (int64_t t = i; t < D; ++t) sum += q[g * D + t] * ld(k, t);
     out[g * ostride] = scale * sum;
@@ -107,26 +102,26 @@ inline void value_tile(float* __restrict acc, int64_t Dv, const float* p, int64_
   int64_t i = 0;
   for (; i + 2 * I::L <= Dv; i += 2 * I::L) {
     V a0[GN], a1[GN];
-    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::load(acc + g * Dv + i), a1[g] = I::load(acc + g * Dv + i + I::L);
+    FT_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::load(acc + g * Dv + i), a1[g] = I::load(acc + g * Dv + i + I::L);
     for (int64_t jj = 0; jj < nb; ++jj) {
       const VT* vr = vpool + rows[jj] * Dv + i;
       const V v0 = I::load(vr), v1 = I::load(vr + I::L);
-      FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) {
+      FT_UNROLL for (int g = 0; g < GN; ++g) {
         const V pv = I::bcast(p[g * pstride + jj]);
         a0[g] = I::fma(pv, v0, a0[g]);
         a1[g] = I::fma(pv, v1, a1[g]);
       }
     }
-    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, a0[g]), I::store(acc + g * Dv + i + I::L, a1[g]);
+    FT_UNROLL for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, a0[g]), I::store(acc + g * Dv + i + I::L, a1[g]);
   }
   for (; i + I::L <= Dv; i += I::L) {
     V a0[GN];
-    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::load(acc + g * Dv + i);
+    FT_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::load(acc + g * Dv + i);
     for (int64_t jj = 0; jj < nb; ++jj) {
       const V v0 = I::load(vpool + rows[jj] * Dv + i);
-      FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::fma(I::bcast(p[g * pstride + jj]), v0, a0[g]);
+      FT_UNROLL for (int g = 0; g < GN; ++g) a0[g] = I::fma(I::bcast(p[g * pstride + jj]), v0, a0[g]);
     }
-    FT_ATTN_UNROLL for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, a0[g]);
+    FT_UNROLL for (int g = 0; g < GN; ++g) I::store(acc + g * Dv + i, a0[g]);
   }
   for (; i < Dv; ++i)
     for (int64_t jj = 0; jj < nb; ++jj)
