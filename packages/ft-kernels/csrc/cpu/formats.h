@@ -72,6 +72,10 @@ inline float e2m1_to_f32(uint8_t nib) {
 }
 inline float e8m0_to_f32(uint8_t s) { return s == 0 ? f32_from_bits(0x00400000u) : f32_from_bits(static_cast<uint32_t>(s) << 23); }
 
+// INT4 groups the chunked 4-bit kernels (lanes of 8 columns over chunks of 128) can follow: 32 and 64 tile a
+// chunk, multiples of 128 hold whole chunks.
+inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g == 64; }
+
 // Weight (r, c) as fp32: the scalar definition every kernel must agree with.
 float weight_at(const WeightMat& w, int64_t r, int64_t c);
 

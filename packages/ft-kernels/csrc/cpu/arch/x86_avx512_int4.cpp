@@ -17,22 +17,14 @@ struct Int4Avx512 : Int4Common {
     w1 = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xf0)));  // columns c+1, ..., c+31 (x16)
   }
 };
-
-template <bool kAsym>
-struct Int4Lut : avx512_nib::Int4Lanes<kAsym> {
-  static __m512 lut() {
-    const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return kAsym ? q : _mm512_sub_ps(q, _mm512_set1_ps(8.f));
-  }
-};
 }  // namespace
 
 void rows_int4_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                       int64_t ldy) {
-  if (avx512_nib::int4_lane_groups(m.group) && m.fmt == Fmt::INT4_ASYM)
-    avx512_lut4::rows<Int4Lut<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
-  else if (avx512_nib::int4_lane_groups(m.group))
-    avx512_lut4::rows<Int4Lut<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  if (int4_lane_groups(m.group) && m.fmt == Fmt::INT4_ASYM)
+    avx512_lut4::rows<avx512_nib::Int4Lanes<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  else if (int4_lane_groups(m.group))
+    avx512_lut4::rows<avx512_nib::Int4Lanes<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
   else
     group_rows<Avx512, Int4Avx512>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }

@@ -18,6 +18,7 @@
 
 namespace ft {
 namespace avx512_lut4 {
+namespace {  // internal linkage: each SIMD file its own copy, built with its flags
 
 inline int64_t chunks(int64_t cols) { return (cols + 127) / 128; }
 inline int64_t padded_ld(int64_t cols) { return chunks(cols) * 128 + 16; }  // floats per x row (no 4 KiB aliasing)
@@ -126,5 +127,6 @@ inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int
   }
 }
 
+}  // namespace
 }  // namespace avx512_lut4
 }  // namespace ft

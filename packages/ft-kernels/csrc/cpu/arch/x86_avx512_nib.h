@@ -2,71 +2,79 @@
 // kernel (x86_avx512_lut4.h) and the int8 VNNI kernel (x86_avx512vnni_q8.cpp). In both, lane i of chunk k
 // covers the 8 columns 128k + 8i .. 128k + 8i + 7, which lie in one scale block (MXFP4: 32 columns, NVFP4: 16,
 // INT4: a group of 32, 64 or 128k columns); scales(m, row, k) spreads each block's scale over its lanes.
-// Columns past the matrix read scale 0. Included only by x86_avx512*.cpp files.
+// Lanes past the matrix get what a zero scale byte decodes to (their weights are code 0, their x 0). lut() is the format's 16 code values (zero point aside) as fp32.
+// Included only by x86_avx512*.cpp files.
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "cpu/formats.h"
 
 namespace ft {
 namespace avx512_nib {
+namespace {  // internal linkage: each SIMD file its own copy, built with its flags
 
-// The 256 values of a one-byte scale format, built once.
-template <float (*Decode)(uint8_t)>
-inline const float* byte_table() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> v{};
-    for (int i = 0; i < 256; ++i) v[i] = Decode(static_cast<uint8_t>(i));
-    return v;
-  }();
-  return t.data();
-}
-inline const float* e8m0_table() { return byte_table<e8m0_to_f32>(); }
-inline const float* e4m3_table() { return byte_table<e4m3_to_f32>(); }
-
-// Four 32-column blocks (lanes 4 each) from a 256-entry table indexed by scale bytes s[0..3] (n of them exist).
-inline __m512 quad_scales(const float* table, const uint8_t* s, int64_t n) {
-  __m512 v = _mm512_set1_ps(table[s[0]]);
-  if (n > 1) v = _mm512_mask_broadcastss_ps(v, 0xfff0, _mm_load_ss(&table[s[1]]));
-  if (n > 2) v = _mm512_mask_broadcastss_ps(v, 0xff00, _mm_load_ss(&table[s[2]]));
-  if (n > 3) v = _mm512_mask_broadcastss_ps(v, 0xf000, _mm_load_ss(&table[s[3]]));
-  return v;
+// The e2m1 codes' values (MXFP4, NVFP4): code c in lane c.
+inline __m512 e2m1_lut() {
+  return _mm512_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
 }
 
-struct Mxfp4Lanes {  // e8m0 per 32 columns
+struct Mxfp4Lanes {  // e8m0 per 32 columns: 2^(s - 127) is s in the fp32 exponent field (s = 0: 2^-127, subnormal)
   static constexpr bool kZero = false;
+  static __m512 lut() { return e2m1_lut(); }
   static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
     const uint8_t* s = static_cast<const uint8_t*>(m.scale) + row * m.scale_stride + 4 * k;
-    return quad_scales(e8m0_table(), s, std::min<int64_t>(4, m.scale_stride - 4 * k));
+    const int64_t n = m.scale_stride - 4 * k;  // blocks left in the row (the last chunk may have fewer than 4)
+    uint32_t u = 0;
+    if (n >= 4)
+      std::memcpy(&u, s, 4);
+    else
+      for (int64_t i = 0; i < n; ++i) u |= static_cast<uint32_t>(s[i]) << (8 * i);
+    const __m128i b = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(u)),
+                                       _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    const __m512i e = _mm512_slli_epi32(_mm512_cvtepu8_epi32(b), 23);
+    return _mm512_castsi512_ps(
+        _mm512_mask_mov_epi32(e, _mm512_testn_epi32_mask(e, e), _mm512_set1_epi32(0x00400000)));
   }
   static __m512 zeros(const WeightMat&, int64_t, int64_t) { return _mm512_setzero_ps(); }
   static float post(const WeightMat&) { return 1.f; }
 };
 
-struct Nvfp4Lanes {  // e4m3 per 16 columns (one 8-lane gather, spread over lane pairs), times the global scale
+struct Nvfp4Lanes {  // e4m3 per 16 columns (each byte spread over a lane pair), times the global scale
   static constexpr bool kZero = false;
+  static __m512 lut() { return e2m1_lut(); }
+  // e4m3's exponent and mantissa bits placed at fp32's mantissa top (<< 20) are the value times 2^-120, normal
+  // or subnormal alike; one exact multiply by 2^120 restores it. 0x7f (NaN) is set apart.
   static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
     const uint8_t* s = static_cast<const uint8_t*>(m.scale) + row * m.scale_stride + 8 * k;
-    const int64_t n = std::min<int64_t>(8, m.scale_stride - 8 * k);
-    const __m128i b = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << n) - 1), s);
-    const __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), e4m3_table(), _mm256_cvtepu8_epi32(b),
-                                              _mm256_castsi256_ps(_mm256_set1_epi32(-1)), 4);
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm512_castps256_ps512(v));
+    const int64_t n = m.scale_stride - 8 * k;
+    uint64_t u = 0;
+    if (n >= 8)
+      std::memcpy(&u, s, 8);
+    else
+      for (int64_t i = 0; i < n; ++i) u |= static_cast<uint64_t>(s[i]) << (8 * i);
+    const __m128i b = _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(u)),
+                                       _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    const __m512i v = _mm512_cvtepu8_epi32(b), mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7f));
+    const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(mag, 20),
+                                         _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24));
+    const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p120f));
+    return _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), _mm512_set1_ps(__builtin_nanf("")));
   }
   static __m512 zeros(const WeightMat&, int64_t, int64_t) { return _mm512_setzero_ps(); }
   static float post(const WeightMat& m) { return m.global_scale; }
 };
 
-// INT4 groups the lanes can follow: 32 and 64 tile a chunk, multiples of 128 hold whole chunks.
-inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g == 64; }
-
 template <bool kAsym>
 struct Int4Lanes {  // fp32 scale (and uint8 zero, asym) per group; lane i reads group (128k + 8i) / group
   static constexpr bool kZero = kAsym;
+  static __m512 lut() {  // q (zero * sum(x) subtracted per lane) or q - 8
+    const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return kAsym ? q : _mm512_sub_ps(q, _mm512_set1_ps(8.f));
+  }
   // First group of chunk k; no division on the hot path (a 64-bit divide per row and chunk is slow).
   static int64_t first(const WeightMat& m, int64_t k) {
     switch (m.group) {
@@ -99,5 +107,6 @@ struct Int4Lanes {  // fp32 scale (and uint8 zero, asym) per group; lane i reads
   static float post(const WeightMat&) { return 1.f; }
 };
 
+}  // namespace
 }  // namespace avx512_nib
 }  // namespace ft

@@ -3,15 +3,9 @@
 #include "cpu/arch/x86_avx512_lut4.h"
 
 namespace ft {
-namespace {
-struct Nvfp4Lut : avx512_nib::Nvfp4Lanes {
-  static __m512 lut() { return _mm512_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f); }
-};
-}  // namespace
-
 void rows_nvfp4_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                        int64_t ldy) {
-  avx512_lut4::rows<Nvfp4Lut>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  avx512_lut4::rows<avx512_nib::Nvfp4Lanes>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft
