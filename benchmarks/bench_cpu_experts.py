@@ -1,6 +1,6 @@
 """CPU expert kernels (``ft_kernels.moe_experts``) against the machine's read bandwidth and against torch.
 
-    uv run python benchmarks/bench_cpu_experts.py [--json FILE] [--quick] [--threads N]
+    uv run python benchmarks/bench_cpu_experts.py [--json FILE] [--quick] [--threads N] [--x-dtype D] [--formats F,..]
 
 In one process: (1) a STREAM-style read of a 1 GiB fp32 tensor on all cores (torch ``sum``, best of
 a few), measured again right before each format's rows since shared hosts drift, gives ``read_gbps``; (2) for Qwen3-30B-A3B-like experts (H=2048, I=768) and DeepSeek-V3-like ones
@@ -106,8 +106,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="kernel pool threads (default: the pool's size)")
     ap.add_argument("--x-dtype", default="float32", choices=["float32", "bfloat16"],
                     help="activations of ft's kernels (bfloat16: the path of a bfloat16 engine; default float32)")
+    ap.add_argument("--formats", default=",".join(fk.FORMATS),
+                    help=f"comma-separated formats to run (default all: {','.join(fk.FORMATS)})")
     args = ap.parse_args()
     xdt = getattr(torch, args.x_dtype)
+    formats = [f for f in args.formats.split(",") if f]
+    if bad := [f for f in formats if f not in fk.FORMATS]:
+        ap.error(f"--formats: {', '.join(bad)} not among {', '.join(fk.FORMATS)}")
 
     cores = fk.num_threads()
     buf = torch.ones(BANK_BYTES // 4, dtype=torch.float32)
@@ -139,7 +144,7 @@ def main() -> None:
                 figs.append(time_calls(run, T, nt, per_bf16, 5, gen))
             torch.set_num_threads(threads)
             torch_fig[T] = max(figs)
-        for fmt in fk.FORMATS:
+        for fmt in formats:
             w13, w2 = (ref13, ref2) if fmt == "bf16" else make_bank(fmt, H, I)
             n, per = w13.num_experts, w13.nbytes_per_expert() + w2.nbytes_per_expert()
             for q8 in (False, True) if fmt in fk.reference.INT8_FORMATS else (False,):

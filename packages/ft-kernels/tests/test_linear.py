@@ -57,6 +57,28 @@ def test_int4_groups_of_128_columns(fmt, group):
             _check(fk.linear(x, w), x, w)
 
 
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+def test_every_scale_byte(fmt, xdtype):
+    """The AVX-512 kernels decode scale bytes arithmetically (e8m0 into the exponent field, e4m3 shifted and
+    rescaled): every byte whose scale keeps the products finite, subnormal e4m3 and e8m0 0 (2^-127) included,
+    against the bound of the scalar definition."""
+    if fmt == "mxfp4":
+        codes = torch.arange(0, 160, dtype=torch.uint8)  # 2^-127 .. 2^32: x * 6 * 2^32 stays finite
+    else:
+        codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)  # 0x7f / 0xff: NaN
+    blk = 32 if fmt == "mxfp4" else 16
+    K = 256
+    N = -(-len(codes) // (K // blk))
+    g = torch.Generator().manual_seed(len(codes))
+    q = torch.randint(0, 256, (1, N, K // 2), generator=g, dtype=torch.uint8)
+    sc = torch.cat([codes, codes[: N * (K // blk) - len(codes)]]).view(1, N, K // blk)
+    w = fk.ExpertWeights(fmt, q, K, scale=sc.contiguous(), group=blk, global_scale=0.5 if fmt == "nvfp4" else 1.0)
+    for T in (1, 3):
+        x = torch.randn(T, K, generator=g).to(xdtype)
+        _check(fk.linear(x, w), x, w)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_plain_tensors_bf16_input_and_the_pool(dtype):
     """A [N, K] tensor of > 1 MiB (the pool runs it), x in bf16: the same bound."""
@@ -104,6 +126,7 @@ for fmt in fk.FORMATS:
         exact, bound = linear_bound(x, w, b)
         assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
 """
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    for nib in ("0", "1") if isa == "avx512bf16" else ("",):  # the 4-bit bf16-x kernels on and off (test_moe_experts)
+        res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_NIBBLES": nib},
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]

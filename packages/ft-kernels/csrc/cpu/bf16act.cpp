@@ -2,10 +2,6 @@
 
 namespace ft {
 
-bool bf16act_supported(const WeightMat& w) {
-  return w.fmt == Fmt::BF16;
-}
-
 void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }

@@ -14,9 +14,9 @@ namespace ft {
 using RowsBf16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
                             float* Y, int64_t ldy);
 
-// True when a bf16-activation kernel takes this matrix (BF16 weights). Other formats (and ISAs without the
-// kernels: rows_bf16_kernel gives nullptr) widen x to fp32, exactly, and run the fp32 kernels on the same values.
-bool bf16act_supported(const WeightMat& w);
+// Where a bf16-activation kernel takes a matrix (dispatch.h: rows_bf16_kernel; BF16 weights on AVX-512 BF16, and
+// the 4-bit formats where that is faster) it runs; elsewhere x is widened to fp32, exactly, and the fp32 kernels
+// run on the same values.
 
 // Widen n bf16 values to fp32 (exact).
 void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst);

@@ -17,9 +17,10 @@ RowsFn rows_kernel(Fmt fmt);
 // The int8-activation kernel for a 4-bit `fmt` (cpu/q8.h) on the active ISA (scalar where it has none).
 RowsQ8Fn rows_q8_kernel(Fmt fmt);
 
-// The bf16-activation kernel for `fmt` (cpu/bf16act.h) on the active ISA, or nullptr where it has none: the
-// caller then widens x to fp32 and uses rows_kernel (the same values, fp32 products).
-RowsBf16Fn rows_bf16_kernel(Fmt fmt);
+// The bf16-activation kernel for `w` (cpu/bf16act.h) on the active ISA, or nullptr where it has none (or where
+// the fp32 kernel is the faster): the caller then widens x to fp32 and uses rows_kernel (the same values,
+// fp32 products).
+RowsBf16Fn rows_bf16_kernel(const WeightMat& w);
 
 // The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
 AttnSpanFn attn_span_kernel();

@@ -18,7 +18,7 @@ void linear(const LinearArgs& a) {
   const bool q8 = a.act_int8 && q8_supported(a.w);
   const RowsQ8Fn kq = q8 ? rows_q8_kernel(a.w.fmt) : nullptr;
   Q8Rows xq;  // read by the pool's tasks: not thread_local
-  const RowsBf16Fn kb = a.x_bf16 && !q8 && bf16act_supported(a.w) ? rows_bf16_kernel(a.w.fmt) : nullptr;
+  const RowsBf16Fn kb = a.x_bf16 && !q8 ? rows_bf16_kernel(a.w) : nullptr;
   std::vector<float> xf;
   const float* X = static_cast<const float*>(a.x);
   if (a.x_bf16 && !kb) {

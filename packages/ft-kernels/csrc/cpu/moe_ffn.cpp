@@ -58,8 +58,8 @@ void moe_experts(const MoeArgs& a) {
   RowsQ8Fn k13q = q8 ? rows_q8_kernel(a.w13.mat.fmt) : nullptr, k2q = q8 ? rows_q8_kernel(a.w2.mat.fmt) : nullptr;
   // Bf16 activations (cpu/bf16act.h): x as given and h rounded to bf16; their kernels where the ISA has them.
   const bool xb = a.x_bf16;
-  const RowsBf16Fn k13b = xb && !q8 && bf16act_supported(a.w13.mat) ? rows_bf16_kernel(a.w13.mat.fmt) : nullptr;
-  const RowsBf16Fn k2b = xb && !q8 && bf16act_supported(a.w2.mat) ? rows_bf16_kernel(a.w2.mat.fmt) : nullptr;
+  const RowsBf16Fn k13b = xb && !q8 ? rows_bf16_kernel(a.w13.mat) : nullptr;
+  const RowsBf16Fn k2b = xb && !q8 ? rows_bf16_kernel(a.w2.mat) : nullptr;
   Q8Rows xq, hq;  // read by the pool's tasks: not thread_local
   ThreadPool& pool = ThreadPool::get();
 

@@ -3,7 +3,7 @@
 // the row and x in their natural order. Included only by x86_avx512bf16_*.cpp (compiled with -mavx512bf16,
 // called only on CPUs that have it).
 //
-// The 4-bit formats have no kernel here: on the one AVX-512 BF16 machine measured (a Sapphire Rapids VM)
+// The 4-bit formats have their own (x86_avx512bf16_lut4.h, used on AMD only): on a Sapphire Rapids VM
 // `vdpbf16ps` issues once per ~2.6 cycles, and a vpermw-table + vdpbf16ps MXFP4 kernel streamed 6.9 GB/s a
 // core from DRAM against 8.8 for the fp32 table kernel (x86_avx512_lut4.h) on the same, exactly widened, x.
 // x rows go to a zero-padded buffer (the partial last chunk reads zeros; rows a few lines longer than a
