@@ -8,10 +8,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "cpu/attn_decode.h"
 #include "cpu/dispatch.h"
 #include "cpu/linear.h"
+#include "cpu/router.h"
 #include "cpu/moe_ffn.h"
 #include "cpu/norm.h"
 #include "cpu/rope.h"
@@ -231,6 +233,22 @@ void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_len
   }
 }
 
+void route_topk(Arr logits, int k, int kind, bool renorm, int64_t base, Arr tok, Arr eid, Arr gate) {
+  expect(logits.ndim() == 2 && logits.dtype() == nb::dtype<float>(), "logits must be float32 [T, E], got " + shape_of(logits));
+  const int64_t T = logits.shape(0), E = logits.shape(1);
+  expect(k >= 1 && k <= E, "k must be in [1, E=" + std::to_string(E) + "], got " + std::to_string(k));
+  expect(kind == 0 || kind == 1, "kind must be 0 (softmax) or 1 (topk_softmax)");
+  expect(base >= 0 && base + E <= (int64_t(1) << 31) - 1, "base must keep expert ids within int32");
+  for (const auto& [a, name, dt] : {std::tuple{&tok, "tok", nb::dtype<int32_t>()}, std::tuple{&eid, "eid", nb::dtype<int32_t>()},
+                                    std::tuple{&gate, "gate", nb::dtype<float>()}})
+    expect(a->ndim() == 1 && int64_t(a->shape(0)) == T * k && a->dtype() == dt,
+           std::string(name) + " must be [T*k=" + std::to_string(T * k) + "] of " + (name[0] == 'g' ? "float32" : "int32") +
+               ", got " + shape_of(*a));
+  nb::gil_scoped_release release;
+  ft::route_topk(static_cast<const float*>(logits.data()), T, E, k, static_cast<ft::RouteKind>(kind), renorm, base,
+                 static_cast<int32_t*>(tok.data()), static_cast<int32_t*>(eid.data()), static_cast<float*>(gate.data()));
+}
+
 void rope(Arr x, Arr cos, Arr sin, bool interleaved, Arr y) {
   const bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16), xf = x.dtype() == nb::dtype<float>();
   expect(x.ndim() == 3 && (xb || xf), "x must be float32 or bfloat16 [T, H, D], got " + shape_of(x));
@@ -275,6 +293,9 @@ NB_MODULE(_C, m) {
         nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
         nb::arg("split_keys") = 0,
         "o[B,N,Dv] = attention of one query per sequence over its paged keys/values, fp32 math, on the pool. GIL released.");
+  m.def("route_topk", &route_topk, nb::arg("logits"), nb::arg("k"), nb::arg("kind"), nb::arg("renorm"), nb::arg("base"),
+        nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
+        "Top-k routes of T tokens from fp32 logits [T, E] (softmax or top-k softmax), as flat tok/eid/gate lists. GIL released.");
   m.def("rope", &rope, nb::arg("x"), nb::arg("cos"), nb::arg("sin"), nb::arg("interleaved"), nb::arg("y"),
         "y = x with its first R dims rotated (NeoX or interleaved pairs, output in halves), fp32 math. GIL released.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");

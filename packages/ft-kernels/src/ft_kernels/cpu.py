@@ -117,6 +117,26 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | N
     return out
 
 
+ROUTES = {"softmax": 0, "topk_softmax": 1}
+
+
+def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool = False,
+               base: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """MoE routes of T tokens on the calling thread from float32 router logits [T, E]: ``softmax`` takes the k
+    largest of softmax(logits) as gates (divided by their sum when ``renorm``); ``topk_softmax`` the k largest
+    logits, gates the softmax over those k (GPT-OSS). Returns tok, eid [T*k] int32 (token t's routes at t*k..,
+    experts base + id in descending order, ties to the lower id, NaN first as in torch.topk) and gate [T*k]
+    float32: the flat route lists ``moe_experts`` takes. For a decode step, where torch's ~6 ops cost more than
+    the arithmetic. Twin: ``ft_kernels.reference.route_topk``."""
+    if kind not in ROUTES:
+        raise ValueError(f"kind must be one of {', '.join(ROUTES)}, got {kind!r}")
+    n = logits.shape[0] * k if logits.dim() == 2 else 0
+    tok, eid = torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.int32)
+    gate = torch.empty(n, dtype=torch.float32)
+    _C.route_topk(_a(logits), int(k), ROUTES[kind], bool(renorm), int(base), _a(tok), _a(eid), _a(gate))
+    return tok, eid, gate
+
+
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False,
          out: torch.Tensor | None = None) -> torch.Tensor:
     """Rotary embedding of x [T, H, D] (bfloat16 or float32) by cos, sin [T, R/2] float32 on the calling thread:

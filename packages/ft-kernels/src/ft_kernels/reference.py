@@ -109,6 +109,22 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
+def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool = False,
+               base: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reference for ``ft_kernels.route_topk`` in torch ops (the MoE routers' own): softmax -> topk (-> / sum),
+    or topk -> softmax; flat tok, eid (int32, + base) and gate (logits' dtype) lists of [T*k]."""
+    T = logits.shape[0]
+    if kind == "softmax":
+        w, ids = torch.softmax(logits, dim=-1).topk(k, dim=-1)
+        if renorm:
+            w = w / w.sum(-1, keepdim=True)
+    else:
+        top, ids = logits.topk(k, dim=-1)
+        w = torch.softmax(top, dim=-1)
+    tok = torch.arange(T, dtype=torch.int32).repeat_interleave(k)
+    return tok, (ids + base).to(torch.int32).flatten(), w.flatten()
+
+
 def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
                      ctx_lens: torch.Tensor, scale: float, window: int = 0,
                      sinks: torch.Tensor | None = None) -> torch.Tensor:

@@ -62,6 +62,7 @@ class CachedBackend(ExpertBackend):
         return self.host_backend.supports(bank) and self.device_backend.supports(self.slot_bank)
 
     def run(self, bank, x, tok, eid, gate):
+        tok, eid = tok.long(), eid.long()  # the cache's tables are int64 (routers may give int32)
         layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
         self._join()  # slot contents are complete only once a pending prefetch is done
         if self.policy == "static":

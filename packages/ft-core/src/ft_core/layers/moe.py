@@ -33,13 +33,10 @@ class MoELayer:
 
     def __call__(self, x: torch.Tensor, routing_log: list | None = None) -> torch.Tensor:
         """x [T, H] -> [T, H] in x's dtype. ``routing_log`` (if given) receives this layer's flat ids [T, k]."""
-        T = x.shape[0]
-        ids, w = self.router(x)
+        tok, eid, gate = self.router.routes(x, self.base)
         if routing_log is not None:
-            routing_log.append((ids + self.base).tolist())
-        k = ids.shape[1]
-        tok = torch.arange(T).repeat_interleave(k)
-        y = self.backend.run(self.bank, x, tok, ids.flatten() + self.base, w.flatten()).to(x.dtype)
+            routing_log.append(eid.view(x.shape[0], -1).tolist())
+        y = self.backend.run(self.bank, x, tok, eid, gate).to(x.dtype)
         if self.shared is not None:
             s = self.shared(x)
             if self.shared_gate is not None:

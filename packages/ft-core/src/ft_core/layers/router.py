@@ -5,6 +5,7 @@ Legend: T = tokens, E = experts, k = experts per token.
 
 from __future__ import annotations
 
+import ft_kernels
 import torch
 import torch.nn.functional as F
 
@@ -17,6 +18,20 @@ class Router:
 
     def __init__(self, m: MoEConfig, weight: torch.Tensor, bias: torch.Tensor | None, correction: torch.Tensor | None):
         self.m, self.weight, self.bias, self.correction = m, weight, bias, correction
+
+    def routes(self, x: torch.Tensor, base: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [T, H] -> the flat route lists of the expert backends: tok, eid (= base + expert) int [T*k], gate
+        float32 [T*k]; token t's routes at t*k.., in the order of ``__call__``'s columns. On the CPU the
+        softmax routers pick and weigh in one ``ft_kernels.route_topk`` call (torch.topk's picks, ties
+        included), for the decode step's sake; the same routes as ``__call__`` otherwise."""
+        m = self.m
+        if m.router in ("softmax", "topk_softmax") and x.device.type == "cpu":
+            b = None if self.bias is None else self.bias.to(x.dtype)
+            logits = linear(x, self.weight.to(x.dtype), b).float()
+            return ft_kernels.route_topk(logits, m.top_k, m.router, m.router == "softmax" and m.norm_topk_prob, base)
+        ids, w = self(x)
+        T, k = ids.shape
+        return torch.arange(T).repeat_interleave(k), ids.flatten() + base, w.float().flatten()
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [T, H] -> ids [T, k] int64, weights [T, k] float32."""
