@@ -110,9 +110,10 @@ class PagedKVCache:
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None) -> None:
         """Store k [T, K, Dk] (and v [T, K, Dv]) at flat ``slots`` [T]."""
-        self.k[layer].view(-1, *self.k[layer].shape[2:])[slots] = k.to(self.k[layer].dtype)
+        kp, vp = self.k[layer], self.v[layer]  # index_copy_: one op (an indexed assignment is several)
+        kp.view(-1, *kp.shape[2:]).index_copy_(0, slots, k.to(kp.dtype))
         if v is not None:
-            self.v[layer].view(-1, *self.v[layer].shape[2:])[slots] = v.to(self.v[layer].dtype)
+            vp.view(-1, *vp.shape[2:]).index_copy_(0, slots, v.to(vp.dtype))
 
     def gather(self, layer: int, page_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """page_table [B, Pmax] -> k [B, Pmax*S, K, Dk], v [B, Pmax*S, K, Dv] (or None)."""
