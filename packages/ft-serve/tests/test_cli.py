@@ -118,3 +118,29 @@ def test_linear_attn_impl_reaches_the_engine(tmp_path):
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert "flash-linear-attention" in res.stderr and "pip install" in res.stderr, res.stderr
     assert ft(*args, "--linear-attn-impl", "torch").returncode == 0
+
+
+def test_engine_flags_are_derived_from_engine_config():
+    """Every EngineConfig field has its flag (ft_core.config.options), and the parsed flags map back to the
+    fields: sizes parsed, tri-state bools, flipped defaults, choices refused by argparse."""
+    import dataclasses
+
+    from ft_core.config import EngineConfig
+    from ft_serve.cli import build_parser
+    from ft_serve.cli_args import engine_kwargs
+
+    p = build_parser()
+    kw = engine_kwargs(p.parse_args(["generate", "hi"]))
+    defaults = EngineConfig(model="m")
+    assert set(kw) == {f.name for f in dataclasses.fields(EngineConfig)} - {"kv_cache_bytes", "state_checkpoint_bytes",
+                                                                            "moe_cache_bytes"}
+    for name, v in kw.items():
+        assert name == "model" and v is None or v == getattr(defaults, name), name
+    kw = engine_kwargs(p.parse_args(["generate", "hi", "--kv-cache-size", "2GiB", "--no-prefix-cache",
+                                     "--window-state", "off", "--page-size", "32", "--moe-cache-fraction", "0.25",
+                                     "--dense-format", "mxfp4", "--no-moe-prefill-overlap", "--int8-activations"]))
+    assert (kw["kv_cache_bytes"], kw["prefix_cache"], kw["window_state"], kw["page_size"]) == (2 << 30, False, False, 32)
+    assert (kw["moe_cache_fraction"], kw["dense_format"], kw["moe_prefill_overlap"], kw["int8_activations"]) == \
+        (0.25, "mxfp4", False, True)
+    with pytest.raises(SystemExit):
+        p.parse_args(["generate", "hi", "--moe-backend", "lru"])

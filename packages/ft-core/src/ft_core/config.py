@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import MISSING, dataclass, field, fields
+from types import UnionType
+from typing import Literal, Union, get_args, get_origin, get_type_hints
 
 import torch
 
@@ -10,63 +13,95 @@ from ft_core.errors import FTError
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+# One Literal per option with a fixed set of values: the CLI's choices and __post_init__'s checks read them.
+Dtype = Literal["float32", "bfloat16", "float16"]
+ExpertImpl = Literal["auto", "kernel", "torch"]
+DeviceExpertImpl = Literal["auto", "triton", "kernel", "torch"]
+CheckpointPolicy = Literal["anchors", "every_n", "llama", "none"]
+LinearAttnImpl = Literal["auto", "torch", "fla"]
+MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
+KernelFormat = Literal["bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"]  # = ft_kernels.FORMATS (a test checks)
+
+
+def option(default=MISSING, *, help: str, flag: str | None = None, units: str | None = None,
+           metavar: str | None = None):
+    """An EngineConfig field with what its command-line flag needs: ``help``; ``flag`` when it is not
+    ``--field-name`` (a True-by-default bool's flag turns it off); ``units`` "bytes" (the flag takes sizes such
+    as 4GiB); ``metavar``."""
+    meta = {"help": help, "flag": flag, "units": units, "metavar": metavar}
+    return field(metadata=meta) if default is MISSING else field(default=default, metadata=meta)
+
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model: str  # checkpoint directory
-    device: str = "cpu"
-    dtype: str = "float32"  # activations and dense weights: float32 | bfloat16 | float16
-    expert_impl: str = "auto"  # auto | kernel (ft_kernels C++) | torch (reference)
-    max_model_len: int | None = None  # None: the model's max_position_embeddings
-    page_size: int = 16
-    kv_cache_bytes: int = 1 << 30  # KV pool budget (host memory on CPU)
-    max_batch_tokens: int = 2048  # tokens per step: every running decode, then prefill chunks
-    prefix_cache: bool = True  # reuse the KV pages of cached prefixes (radix tree over token ids)
+    model: str = option(help="checkpoint directory (Hugging Face layout or FTW); default: the built-in demo model")
+    device: str = option("cpu", help="cpu (default; GPU execution arrives with the expert cache)")
+    dtype: Dtype = option("float32", help="activations and dense weights (default: float32)")
+    expert_impl: ExpertImpl = option(
+        "auto", help="how routed experts run: ft_kernels C++ where supported (auto), always C++ (kernel), torch reference")
+    max_model_len: int | None = option(None, help="context limit in tokens (default: the model's)")
+    page_size: int = option(16, help="tokens per KV page (default: 16)")
+    kv_cache_bytes: int = option(1 << 30, flag="--kv-cache-size", units="bytes",
+                                 help="KV page pool, host memory on the CPU (e.g. 4GiB; default 1GiB)")
+    max_batch_tokens: int = option(2048, help="tokens per step: every running decode, then prefill chunks (default: 2048)")
+    prefix_cache: bool = option(True, flag="--no-prefix-cache",
+                                help="do not share KV pages / states between requests (radix tree over token ids)")
     # Hybrid models (linear-attention layers, DESIGN §4): live recurrent states and prefix state checkpoints.
-    state_slots: int = 16  # sequences admitted at once (one live recurrent state each)
-    state_checkpoints: int | None = None  # checkpoint budget in slots (one slot = the state of every state layer;
-    # None: ``default_checkpoint_slots``) ...
-    state_checkpoint_bytes: int | None = None  # ... or in bytes (whole slots that fit); separate from the KV pool
-    checkpoint_policy: str = "anchors"  # anchors | every_n | llama | none (cache/anchors.py)
-    checkpoint_interval: int = 1024  # every_n spacing; anchors: fallback spacing inside long blocks
-    checkpoints_per_prompt: int = 2  # snapshots taken while prefilling one prompt, the latest anchors first
-    # Sliding-window layers (GPT-OSS): keep only the last W tokens as per-sequence state, checkpointed like
-    # recurrent state (True), or paged KV of every token (False). None: auto, True when the model mixes
-    # windowed and full-attention layers.
-    window_state: bool | None = None
-    # Gated DeltaNet layers: auto (flash-linear-attention's Triton kernels on CUDA when installed, else torch)
-    # | torch (layers/gated_delta.py) | fla (layers/gated_delta_fla.py; FTError when it cannot run).
-    linear_attn_impl: str = "auto"
-    # Expert memory hierarchy (DESIGN §3). "cpu": every expert on the host kernels, no cache (the
-    # default without an accelerator); "fill" / "hybrid" / "static": an ExpertCache of slots on the
-    # device (with device="cpu", a separate host memory region, which runs the whole hierarchy for tests).
-    moe_backend: str = "auto"  # auto | cpu | fill | hybrid | static
-    moe_cache_slots: int | None = None  # cache size in slots (one slot = every bank row of one expert)
-    moe_cache_fraction: float | None = None  # or as a fraction of all experts (default 0.5)
-    moe_cache_bytes: int | None = None  # or as a byte budget (whole slots that fit)
-    moe_bandwidth_ratio: float | None = None  # B_P / B_H for "hybrid" (until the bandwidth probe lands)
-    moe_prefill_overlap: bool = True  # prefill: load layer l+1's experts while layer l computes
-    device_expert_impl: str = "auto"  # routes on cache slots: auto (= expert_impl on device="cpu") | triton | kernel | torch
-    record_routing: str | None = None  # write every forward's routed expert ids to this JSON-lines file
-    # Dense projections (attention, dense / shared-expert MLPs, LM head) re-quantised at load to this kernel
-    # format (models/dense_quant.py): int4_sym | int4_asym | mxfp4 | nvfp4 | fp8_e4m3 | bf16 | f16; None keeps them.
-    dense_format: str | None = None
-    # Opt-in, not exact: int8 activations (q8_0: per 32 columns, scale max|x| / 127) into the integer dot
-    # products of 4-bit expert banks and 4-bit dense projections (ft_kernels.reference.quantize_act_int8).
-    int8_activations: bool = False
+    state_slots: int = option(16, help="models with state layers (hybrids, GPT-OSS windows): sequences running at "
+                                       "once, one live state slot each (default 16)")
+    state_checkpoints: int | None = option(
+        None, help="models with state layers: prefix state checkpoint budget in slots (default 32, or as many small "
+                   "slots as fit in 256 MiB, up to 256; see checkpoint_slots)")
+    state_checkpoint_bytes: int | None = option(None, flag="--state-checkpoint-size", units="bytes",
+                                                help="... or in bytes (whole slots that fit; e.g. 2GiB); apart from the KV pool")
+    checkpoint_policy: CheckpointPolicy = option(
+        "anchors", help="models with state layers: where state checkpoints go (cache/anchors.py; default: anchors = "
+                        "think/tool/turn/prompt ends)")
+    checkpoint_interval: int = option(1024, help="every_n spacing of state checkpoints; anchors: the fallback spacing "
+                                                 "inside long blocks (default: 1024)")
+    checkpoints_per_prompt: int = option(2, help="state snapshots taken while prefilling one prompt, the latest anchors "
+                                                 "first (default: 2)")
+    window_state: bool | None = option(
+        None, help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, checkpointed "
+                   "like recurrent state (on), or paged KV of every token (off); auto: on for models mixing windowed "
+                   "and full attention")
+    linear_attn_impl: LinearAttnImpl = option(
+        "auto", help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; pip "
+                     "install 'ft-core[fla]', CUDA only) or torch (layers/gated_delta.py); auto: fla on CUDA when installed")
+    # Expert memory hierarchy (DESIGN §3).
+    moe_backend: MoeBackend = option(
+        "auto", help="expert hierarchy policy: cpu (every expert on the host kernels; auto picks it without a GPU), "
+                     "fill / hybrid / static (an expert cache of slots on the device; with --device cpu a separate "
+                     "memory region, which runs the whole hierarchy for tests)")
+    moe_cache_slots: int | None = option(None, help="expert cache size in slots (one slot = every bank row of one expert)")
+    moe_cache_fraction: float | None = option(None, help="expert cache size as a fraction of all experts (default 0.5)")
+    moe_cache_bytes: int | None = option(None, flag="--moe-cache-size", units="bytes",
+                                         help="expert cache size in bytes (whole slots that fit)")
+    moe_bandwidth_ratio: float | None = option(None, help="B_P / B_H for --moe-backend hybrid")
+    moe_prefill_overlap: bool = option(True, flag="--no-moe-prefill-overlap",
+                                       help="prefill: do not load layer l+1's experts while layer l computes")
+    device_expert_impl: DeviceExpertImpl = option(
+        "auto", help="routes on cache slots: auto (= expert_impl with --device cpu) | triton | kernel | torch")
+    record_routing: str | None = option(None, metavar="FILE", help="append every forward's routed expert ids to FILE "
+                                                                   "(JSON lines; see bench_cache_policies.py)")
+    dense_format: KernelFormat | None = option(
+        None, help="re-quantise the dense projections (attention, dense and shared-expert MLPs, LM head) at load to "
+                   "this kernel format (models/dense_quant.py), as llama.cpp's quantised files do (default: keep them "
+                   "as stored)")
+    int8_activations: bool = option(
+        False, help="opt-in, not exact: int8 activations (q8_0, per 32 columns, scale max|x| / 127) into the integer "
+                    "dot products of 4-bit experts and 4-bit dense projections (faster on CPUs; error ~0.5% of a "
+                    "product's size)")
 
     def __post_init__(self):
-        if self.dtype not in _DTYPES:
-            raise FTError(f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}")
+        for o in options():
+            v = getattr(self, o.name)
+            if o.choices is not None and not (v is None and o.optional) and v not in o.choices:
+                raise FTError(f"{o.name} {v!r} is not one of {', '.join(o.choices)}")
         if self.device != "cpu":
             raise FTError(
                 f"device {self.device!r}: this build runs on 'cpu' only; GPU execution arrives with the expert cache"
             )
-        if self.dense_format is not None:
-            import ft_kernels
-
-            if self.dense_format not in ft_kernels.FORMATS:
-                raise FTError(f"dense_format {self.dense_format!r} is not one of {', '.join(ft_kernels.FORMATS)}")
         if self.int8_activations and self.resolved_moe_backend != "cpu":
             raise FTError(f"int8_activations runs on the CPU kernels only; moe_backend {self.moe_backend!r} would "
                           "give experts on the cache different numerics from the misses (use moe_backend cpu)")
@@ -74,12 +109,6 @@ class EngineConfig:
             raise FTError("page_size and max_batch_tokens must be >= 1")
         if self.state_slots < 1 or (self.state_checkpoints or 0) < 0 or self.checkpoint_interval < 1:
             raise FTError("state_slots and checkpoint_interval must be >= 1, state_checkpoints >= 0")
-        if self.checkpoint_policy not in ("anchors", "every_n", "llama", "none"):
-            raise FTError(f"checkpoint_policy {self.checkpoint_policy!r} is not one of anchors, every_n, llama, none")
-        if self.linear_attn_impl not in ("auto", "torch", "fla"):
-            raise FTError(f"linear_attn_impl {self.linear_attn_impl!r} is not one of auto, torch, fla")
-        if self.moe_backend not in ("auto", "cpu", "fill", "hybrid", "static"):
-            raise FTError(f"moe_backend {self.moe_backend!r} is not one of auto, cpu, fill, hybrid, static")
         if self.moe_cache_fraction is not None and not 0 < self.moe_cache_fraction <= 1:
             raise FTError(f"moe_cache_fraction={self.moe_cache_fraction} must be in (0, 1]")
         if self.moe_cache_bytes is not None and self.moe_cache_bytes < 1:
@@ -121,3 +150,36 @@ class EngineConfig:
     @property
     def torch_dtype(self) -> torch.dtype:
         return _DTYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One EngineConfig field as a command line sees it (``options()``)."""
+
+    name: str
+    kind: type  # str, int, float or bool
+    optional: bool  # None is a value (the field's "auto" / "as stored" / "the model's")
+    choices: tuple[str, ...] | None  # the field's Literal values
+    default: object
+    help: str
+    flag: str  # --field-name unless the field names another
+    units: str | None  # "bytes": sizes such as 4GiB
+    metavar: str | None
+
+
+def _option(f, hint) -> Option:
+    union = get_origin(hint) in (Union, UnionType)
+    base = next(a for a in get_args(hint) if a is not type(None)) if union else hint
+    choices = tuple(get_args(base)) if get_origin(base) is Literal else None
+    m = f.metadata
+    return Option(f.name, str if choices else base, union and type(None) in get_args(hint), choices,
+                  None if f.default is MISSING else f.default, m["help"], m["flag"] or "--" + f.name.replace("_", "-"),
+                  m["units"], m["metavar"])
+
+
+@functools.cache
+def options() -> tuple[Option, ...]:
+    """Every EngineConfig field with its type, choices, default, help, flag and units, in field order: what
+    ``ft serve`` / ``ft generate`` derive their engine flags from (ft_serve/cli_args.py)."""
+    hints = get_type_hints(EngineConfig)
+    return tuple(_option(f, hints[f.name]) for f in fields(EngineConfig))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ft_serve.cli_args import engine_args, names, server_args
+from ft_serve.cli_args import engine_args, engine_kwargs, names, server_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,26 +96,9 @@ def _probe(args) -> int:
 
 def _engine(args):
     from ft_core import Engine
-    from ft_core.memory import parse_bytes
 
-    extra = {"prefix_cache": not args.no_prefix_cache, "checkpoint_policy": args.checkpoint_policy,
-             "linear_attn_impl": args.linear_attn_impl}
-    if args.kv_cache_size is not None:
-        extra["kv_cache_bytes"] = parse_bytes(args.kv_cache_size, "--kv-cache-size")
-    if args.state_checkpoints is not None:
-        extra["state_checkpoints"] = args.state_checkpoints
-    if args.state_slots is not None:
-        extra["state_slots"] = args.state_slots
-    if args.window_state != "auto":
-        extra["window_state"] = args.window_state == "on"
-    if args.state_checkpoint_size is not None:
-        extra["state_checkpoint_bytes"] = parse_bytes(args.state_checkpoint_size, "--state-checkpoint-size")
-    return Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype, expert_impl=args.expert_impl, **extra,
-                                  max_model_len=args.max_model_len, moe_backend=args.moe_backend,
-                                  moe_cache_slots=args.moe_cache_slots, moe_cache_fraction=args.moe_cache_fraction,
-                                  moe_cache_bytes=args.moe_cache_size, moe_bandwidth_ratio=args.moe_bandwidth_ratio,
-                                  record_routing=args.record_routing, dense_format=args.dense_format,
-                                  int8_activations=args.int8_activations)
+    kw = engine_kwargs(args)
+    return Engine.from_pretrained(kw.pop("model"), **kw)
 
 
 def _serve(args) -> int:

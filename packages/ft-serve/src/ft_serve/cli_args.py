@@ -5,50 +5,45 @@ from __future__ import annotations
 
 import argparse
 
+from ft_core.config import options
 from ft_serve.parsers import PARSER_NAMES
 
 
+_TRISTATE = {"auto": None, "on": True, "off": False}  # an optional bool's flag values
+
+
 def engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="checkpoint directory (Hugging Face layout); default: the built-in demo model")
-    p.add_argument("--device", default="cpu", help="cpu (default; GPU execution arrives with the expert cache)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="activation dtype (default: float32)")
-    p.add_argument("--expert-impl", default="auto", choices=["auto", "kernel", "torch"],
-                   help="how routed experts run: ft_kernels C++ where supported (auto), always C++ (kernel), torch reference")
-    p.add_argument("--max-model-len", type=int, default=None, help="context limit in tokens (default: the model's)")
-    p.add_argument("--moe-backend", default="auto", choices=["auto", "cpu", "fill", "hybrid", "static"],
-                   help="expert hierarchy: cpu (every expert on the host kernels; auto picks it without a GPU), "
-                        "fill / hybrid / static (an expert cache of slots; with --device cpu a separate memory region)")
-    p.add_argument("--moe-cache-slots", type=int, default=None, help="expert cache size in slots (one expert each)")
-    p.add_argument("--moe-cache-fraction", type=float, default=None, help="expert cache size as a fraction of all experts")
-    p.add_argument("--moe-cache-size", type=int, default=None, metavar="BYTES", help="expert cache size in bytes")
-    p.add_argument("--moe-bandwidth-ratio", type=float, default=None, help="B_P / B_H for --moe-backend hybrid")
-    p.add_argument("--kv-cache-size", default=None, metavar="BYTES", help="KV page pool (e.g. 4GiB; default 1GiB)")
-    p.add_argument("--no-prefix-cache", action="store_true", help="do not share KV pages / states between requests")
-    p.add_argument("--state-slots", type=int, default=None,
-                   help="models with state layers (hybrids, GPT-OSS windows): sequences running at once, one live state "
-                        "slot each (default 16)")
-    p.add_argument("--window-state", default="auto", choices=["auto", "on", "off"],
-                   help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, "
-                        "checkpointed like recurrent state (on), or paged KV of every token (off); "
-                        "auto: on for models mixing windowed and full attention")
-    p.add_argument("--linear-attn-impl", default="auto", choices=["auto", "torch", "fla"],
-                   help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; "
-                        "pip install 'ft-core[fla]', CUDA only) or torch; auto: fla on CUDA when installed")
-    p.add_argument("--state-checkpoints", type=int, default=None,
-                   help="models with state layers: prefix state checkpoint budget in slots (default 32, or as many small "
-                        "slots as fit in 256 MiB, up to 256)")
-    p.add_argument("--state-checkpoint-size", default=None, metavar="BYTES", help="... or in bytes (e.g. 2GiB)")
-    p.add_argument("--checkpoint-policy", default="anchors", choices=["anchors", "every_n", "llama", "none"],
-                   help="models with state layers: where state checkpoints go (default: anchors = think/tool/turn/prompt ends)")
-    p.add_argument("--dense-format", default=None,
-                   choices=["int4_sym", "int4_asym", "mxfp4", "nvfp4", "fp8_e4m3", "bf16", "f16"],
-                   help="re-quantise the dense projections (attention, dense and shared-expert MLPs, LM head) at load "
-                        "to this kernel format, as llama.cpp's quantised files do (default: keep them as stored)")
-    p.add_argument("--int8-activations", action="store_true",
-                   help="opt-in, not exact: int8 activations (q8_0, per 32 columns) into the integer dot products of "
-                        "4-bit experts and 4-bit dense projections (faster on CPUs; error ~0.5%% of a product's size)")
-    p.add_argument("--record-routing", metavar="FILE", default=None,
-                   help="append every forward's routed expert ids to FILE (JSON lines; see bench_cache_policies.py)")
+    """One flag per EngineConfig field, derived from the field (ft_core.config.options: type, choices, default,
+    help, flag name, units); ``engine_kwargs`` maps the parsed values back."""
+    for o in options():
+        help = o.help.replace("%", "%%")
+        if o.kind is bool and not o.optional:  # a flag that flips the default
+            p.add_argument(o.flag, dest=o.name, action="store_false" if o.default else "store_true", help=help)
+        elif o.kind is bool:
+            p.add_argument(o.flag, dest=o.name, default="auto", choices=list(_TRISTATE), help=help)
+        elif o.units == "bytes":
+            p.add_argument(o.flag, dest=o.name, default=None, metavar="BYTES", help=help)
+        else:
+            p.add_argument(o.flag, dest=o.name, type=o.kind, default=None if o.name == "model" else o.default,
+                           choices=o.choices, metavar=o.metavar, help=help)
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict:
+    """The parsed engine flags as EngineConfig keyword arguments (sizes parsed; flags left out keep the field's
+    default); ``model`` may be None (the demo model)."""
+    from ft_core.memory import parse_bytes
+
+    kw = {}
+    for o in options():
+        v = getattr(args, o.name)
+        if o.kind is bool and o.optional:
+            v = _TRISTATE[v]
+        elif o.units == "bytes":
+            if v is None:
+                continue
+            v = parse_bytes(v, o.flag)
+        kw[o.name] = v
+    return kw
 
 
 def _browser_args(s: argparse.ArgumentParser) -> None:

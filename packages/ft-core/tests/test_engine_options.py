@@ -1,0 +1,39 @@
+"""EngineConfig's options are defined once: each field carries its type, choices (one Literal), default, help and
+flag; ``options()`` describes them for the command line, and __post_init__ checks choices from the same Literals."""
+
+import dataclasses
+
+import ft_kernels
+import pytest
+from ft_core import FTError
+from ft_core.config import EngineConfig, KernelFormat, options
+from typing import get_args
+
+
+def test_every_field_is_an_option_with_help_and_a_flag():
+    names = [f.name for f in dataclasses.fields(EngineConfig)]
+    opts = options()
+    assert [o.name for o in opts] == names
+    flags = [o.flag for o in opts]
+    assert len(set(flags)) == len(flags) and all(f.startswith("--") for f in flags)
+    for o in opts:
+        assert o.help and o.kind in (str, int, float, bool), o
+        if o.kind is bool and not o.optional:  # a flag flips the default: a True default needs a --no- flag
+            assert o.flag.startswith("--no-") == bool(o.default), o
+        if o.choices is not None and o.default is not None:
+            assert o.default in o.choices, o
+
+
+def test_one_format_vocabulary():
+    """dense_format's Literal is the kernels' format list, spelled once in each package and checked here."""
+    assert tuple(get_args(KernelFormat)) == tuple(ft_kernels.FORMATS)
+
+
+@pytest.mark.parametrize("name", [o.name for o in options() if o.choices])
+def test_choices_are_checked_from_the_literal(name):
+    with pytest.raises(FTError, match=f"{name} 'nope' is not one of {', '.join(next(o for o in options() if o.name == name).choices)}"):
+        EngineConfig(model="x", **{name: "nope"})
+
+
+def test_optional_choice_may_be_none():
+    assert EngineConfig(model="x", dense_format=None).dense_format is None
