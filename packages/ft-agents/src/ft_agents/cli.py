@@ -13,7 +13,7 @@ import shlex
 import signal
 import sys
 
-from ft_agents import __version__
+from ft_agents import __version__, variables
 from ft_agents.errors import AgentsError
 from ft_agents.harnesses import HARNESSES
 
@@ -27,7 +27,7 @@ _EPILOG = """examples:
 def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", metavar="URL",
                    help="server base URL (default: $FT_SERVER_URL, else http://127.0.0.1:8000)")
-    p.add_argument("--api-key", default=os.environ.get("FT_API_KEY"), metavar="KEY",
+    p.add_argument("--api-key", default=variables.text("FT_API_KEY"), metavar="KEY",
                    help="the server's API key (default: $FT_API_KEY; none: a placeholder is sent)")
 
 

@@ -8,28 +8,29 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+from ft_agents import variables
+
 KEEP_LAUNCHES = 20  # the newest launch folders kept; older ones are removed when a new one is made
 
 
 def _xdg(var: str, default: str) -> Path:
-    return Path(os.environ.get(var) or Path.home() / default)
+    return Path(variables.text(var) or Path.home() / default)
 
 
 def data_home() -> Path:
-    if os.environ.get("FT_AGENTS_HOME"):
-        return Path(os.environ["FT_AGENTS_HOME"])
+    if home := variables.text("FT_AGENTS_HOME"):
+        return Path(home)
     return _xdg("XDG_DATA_HOME", ".local/share") / "ft-agents"
 
 
 def state_home() -> Path:
-    if os.environ.get("FT_AGENTS_STATE_DIR"):
-        return Path(os.environ["FT_AGENTS_STATE_DIR"])
+    if home := variables.text("FT_AGENTS_STATE_DIR"):
+        return Path(home)
     return _xdg("XDG_STATE_HOME", ".local/state") / "ft-agents"
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
+from ft_agents import variables
 from ft_agents.errors import AgentsError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -51,8 +52,8 @@ def normalize_url(url: str) -> str:
 
 def default_url() -> tuple[str, str]:
     """(URL, where it came from) when --server is not given."""
-    if os.environ.get(URL_ENV):
-        return normalize_url(os.environ[URL_ENV]), f"${URL_ENV}"
+    if url := variables.text(URL_ENV):
+        return normalize_url(url), f"${URL_ENV}"
     return DEFAULT_URL, "the default address"
 
 

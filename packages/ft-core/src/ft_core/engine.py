@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ft_core import env
 from ft_core.cache.anchors import AnchorTokens, CheckpointPolicy
 from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.radix import RadixCache
@@ -207,13 +208,11 @@ class Engine:
 def _context_limit(asked: int | None, model_max: int) -> int:
     """max_model_len: the model's max_position_embeddings unless asked for less. More is refused (the model
     was not trained for it) unless FT_ALLOW_LONG_MAX_MODEL_LEN=1 says to use it anyway."""
-    import os
-
     if asked is None:
         return model_max
     if asked < 1:
         raise FTError(f"max_model_len={asked} must be >= 1")
-    if asked > model_max and os.environ.get("FT_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+    if asked > model_max and not env.flag("FT_ALLOW_LONG_MAX_MODEL_LEN"):
         raise FTError(f"max_model_len={asked} is more than this model's max_position_embeddings={model_max}; "
                       "set FT_ALLOW_LONG_MAX_MODEL_LEN=1 to run past the trained context anyway")
     return asked

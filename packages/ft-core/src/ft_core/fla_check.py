@@ -6,8 +6,8 @@ in a leaf so the config needs no layer module (``layers/gated_delta_fla.py`` hol
 from __future__ import annotations
 
 import functools
-import os
 
+from ft_core import env
 from ft_core.errors import FTError
 
 INSTALL = "pip install 'ft-core[fla]' (flash-linear-attention==0.6.0)"
@@ -37,6 +37,6 @@ def require_fla(device: str) -> None:
     if err is not None:
         raise FTError(f"linear_attn_impl 'fla' needs the flash-linear-attention package ({err}); "
                       f"install it: {INSTALL}")
-    if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
+    if not device.startswith("cuda") and not env.flag("TRITON_INTERPRET"):
         raise FTError(f"linear_attn_impl 'fla' runs Triton kernels: it needs device 'cuda', not "
                       f"{device!r} (use linear_attn_impl 'torch' or 'auto')")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from ft_core import env
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("FT_CACHE_DIR")
+    base = env.text("FT_CACHE_DIR")
     if base:
         return Path(base)
-    return Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "ft"
+    return Path(env.text("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "ft"

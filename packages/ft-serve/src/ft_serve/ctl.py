@@ -8,10 +8,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.error
 import urllib.request
+
+from ft_core import env as ft_env
 
 
 def add_parser(sub) -> None:
@@ -21,9 +22,9 @@ def add_parser(sub) -> None:
     m = csub.add_parser("memory", help="show or change the memory split (KV pages, expert slots, state slots)",
                         description="Without sizes: print the split and the resize history. With sizes (bytes or "
                                     "e.g. 512MiB, 2GB): resize at the next safe point; running requests go on.")
-    m.add_argument("--server", default=os.environ.get("FT_SERVER_URL", "http://127.0.0.1:8000"),
+    m.add_argument("--server", default=ft_env.text("FT_SERVER_URL"),
                    help="server URL (default: $FT_SERVER_URL or http://127.0.0.1:8000)")
-    m.add_argument("--key", default=os.environ.get("FT_ADMIN_KEY") or os.environ.get("FT_API_KEY"),
+    m.add_argument("--key", default=ft_env.text("FT_ADMIN_KEY") or ft_env.text("FT_API_KEY"),
                    help="admin or API key (default: --key-file, then $FT_ADMIN_KEY, then "
                         "$FT_API_KEY)")
     m.add_argument("--key-file", default=None, metavar="PATH", help="read the key from PATH")

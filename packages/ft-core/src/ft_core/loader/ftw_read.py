@@ -14,13 +14,13 @@ Legend: N = flat expert ids.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import torch
 
+from ft_core import env
 from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank
 from ft_core.loader.ftw_format import DTYPES, Entry, FTWIndex, read_index
@@ -94,11 +94,11 @@ def open_ftw(root: Path, dtype: torch.dtype, cfg: ModelConfig, threads: int | No
     ``dtype``. Raises CheckpointError naming the file and tensor for a bad index, shard or checksum."""
     index = read_index(root)
     t0 = time.perf_counter()
-    huge = os.environ.get("FT_LOAD_HUGEPAGES", "0") == "1"
+    huge = env.flag("FT_LOAD_HUGEPAGES")
     dense = {e.name: aligned_empty(e.shape, DTYPES[e.dtype], huge) for e in index.entries if e.kind == "dense"}
     bank, bank_dest = _alloc_bank(index, huge)
     targets = [(e, byte_view(dense[e.name] if e.kind == "dense" else bank_dest[e])) for e in index.entries]
-    threads = threads or int(os.environ.get("FT_LOAD_THREADS", "8"))
+    threads = threads or env.integer("FT_LOAD_THREADS")
     n_direct = _read_all(index, targets, threads, Progress(index.total_bytes, "loading", progress), verify)
     pinned = pin_in_place(list(bank.tensors.values()), bank) if bank is not None else False
     dt = time.perf_counter() - t0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ft_core import env
 from ft_core.errors import CheckpointError
 from ft_core.loader.tensor_index import TensorIndex
 
@@ -150,7 +151,7 @@ class SafetensorsIndex(TensorIndex):
             else:
                 dest.copy_(self.get(name))
         chunks.sort(key=lambda c: (c[1].file, c[1].offset + c[4]))
-        threads = threads or int(os.environ.get("FT_LOAD_THREADS", "8"))
+        threads = threads or env.integer("FT_LOAD_THREADS")
         if threads <= 1 or len(chunks) <= 1:
             for c in chunks:
                 _pread(*c)

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import hmac
-import os
 import sys
 from pathlib import Path
 
+from ft_core import env as ft_env
 from ft_core.errors import FTError
 
 from ft_serve.server.errors import ApiError
@@ -44,4 +44,4 @@ def load_key(value: str | None, path: str | None, env: str, flag: str) -> str | 
             raise FTError(f"{flag}-file {path}: expected the key on one line, found "
                           f"{'nothing' if not key else 'several lines'}")
         return key
-    return os.environ.get(env) or None
+    return ft_env.text(env)
