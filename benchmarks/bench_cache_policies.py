@@ -2,6 +2,7 @@
 
     uv run ft generate --max-tokens 64 --record-routing trace.jsonl "some prompt"   # (repeat: appends)
     uv run python benchmarks/bench_cache_policies.py --trace trace.jsonl [--json FILE] [--png FILE]
+        [--domain general|code|DATASET]  (--trace also takes ../shared/traces/*.npz and *_routing.jsonl)
         [--fractions 0.05,0.1,0.25,0.5] [--ratio 0.5] [--prefill warm|skip] [--static-from trace|prefill|decode]
 
 The DECODE layer steps of the trace are replayed through caches of S = fraction * L * E slots
@@ -144,7 +145,11 @@ def plot(out: dict, path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--trace", required=True, help="routing trace (JSON lines from ft generate --record-routing)")
+    ap.add_argument("--trace", required=True,
+                    help="routing trace: JSON lines from ft generate --record-routing, or a recorded trace of a trained "
+                         "model (.npz rows per token and layer; a folder or file of per-token-layer JSON lines)")
+    ap.add_argument("--domain", default=None,
+                    help="a part of a recorded trace: general or code (npz), a dataset name (JSON lines)")
     ap.add_argument("--fractions", default="0.05,0.1,0.15,0.25,0.375,0.5,0.75,1.0", help="cache sizes as fractions of L*E")
     ap.add_argument("--ratio", type=float, default=0.5, help="hybrid's B_P / B_H (default 0.5)")
     ap.add_argument("--prefill", choices=["warm", "skip"], default="warm", help="prefill steps warm the caches or are skipped")
@@ -152,7 +157,7 @@ def main() -> None:
     ap.add_argument("--json", metavar="FILE", help="write the same figures as JSON")
     ap.add_argument("--png", metavar="FILE", help="plot miss rate vs fraction per policy")
     a = ap.parse_args()
-    out = run(sim.load_trace(a.trace), [float(x) for x in a.fractions.split(",")], a.ratio, a.prefill, a.static_from)
+    out = run(sim.load_trace(a.trace, a.domain), [float(x) for x in a.fractions.split(",")], a.ratio, a.prefill, a.static_from)
     print_table(out)
     if a.json:
         with open(a.json, "w") as f:

@@ -54,7 +54,29 @@ class Result:
     cpu_fraction = property(lambda self: (self.misses - self.fills) / max(1, self.misses))  # of misses
 
 
-def load_trace(path: str) -> Trace:
+def load_trace(path: str, domain: str | None = None) -> Trace:
+    """A routing trace from ``path``: ft's ``--record-routing`` JSON lines; a recorded trace of a trained model as
+    a ``.npz`` of per-(token, layer) rows (the OLMoE format of ../shared/traces/README.md: ``layer_index``,
+    ``requested_expert_ids``, ``domain_id``, ``sequence_id``); or per-(problem, token, layer) JSON lines
+    (``{"dataset", "problem_id", "layer", "experts", "token_idx"}``, the Mixtral format; a directory: every
+    ``*_routing.jsonl`` in it). Those two are decode-only; ``domain`` keeps one part of them (npz: "general" =
+    domain 0, "code" = 1; JSON lines: a dataset name)."""
+    import os
+
+    if path.endswith(".npz"):
+        return _load_npz(path, domain)
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith("_routing.jsonl")) \
+        if os.path.isdir(path) else [path]
+    if not files:
+        raise ValueError(f"{path}: no *_routing.jsonl files")
+    with open(files[0]) as f:
+        first = json.loads(next((line for line in f if line.strip()), "{}"))
+    if "problem_id" in first and "experts" in first:
+        return _load_token_layer_jsonl(files, path, domain)
+    return _load_ft_jsonl(path)
+
+
+def _load_ft_jsonl(path: str) -> Trace:
     steps, E, L, dec_tokens = [], None, None, 0
     with open(path) as f:
         for line in f:
@@ -72,6 +94,53 @@ def load_trace(path: str) -> Trace:
     if not steps:
         raise ValueError(f"{path}: empty trace")
     return Trace(E, L, steps, dec_tokens, path)
+
+
+DOMAINS = {"general": 0, "code": 1}  # the OLMoE trace's domain_id
+
+
+def _load_npz(path: str, domain: str | None) -> Trace:
+    import numpy as np
+
+    z = np.load(path)
+    layer, ids = z["layer_index"].astype(np.int64), z["requested_expert_ids"].astype(np.int64)
+    L, E = int(layer.max()) + 1, int(ids.max()) + 1  # the model's, whatever domain
+    if domain is not None:
+        if domain not in DOMAINS:
+            raise ValueError(f"--domain {domain!r}: the npz trace has {', '.join(DOMAINS)}")
+        keep = z["domain_id"] == DOMAINS[domain]
+        layer, ids = layer[keep], ids[keep]
+    if len(layer) % L or not (layer.reshape(-1, L) == np.arange(L)).all():
+        raise ValueError(f"{path}: rows are not whole tokens of layers 0..{L - 1} in order")
+    flat = (ids + layer[:, None] * E).tolist()
+    steps = [(True, int(lay), row) for lay, row in zip(layer.tolist(), flat)]
+    return Trace(E, L, steps, len(steps) // L, path + (f" ({domain})" if domain else ""))
+
+
+def _load_token_layer_jsonl(files: list[str], path: str, domain: str | None) -> Trace:
+    tokens: dict[tuple, dict[int, list[int]]] = {}  # (dataset, problem, token) -> layer -> experts, file order
+    E = L = 0
+    for fn in files:
+        with open(fn) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                E, L = max(E, max(r["experts"]) + 1), max(L, r["layer"] + 1)  # the model's, whatever domain
+                if domain is None or r["dataset"] == domain:
+                    tokens.setdefault((r["dataset"], r["problem_id"], r["token_idx"]), {})[r["layer"]] = r["experts"]
+    order = sorted(tokens)  # problem by problem, tokens in order
+    steps = []
+    whole = 0
+    for key in order:
+        layers = tokens[key]
+        if len(layers) != L:  # tokens with an incomplete layer set (a few in the Mixtral trace) are skipped
+            continue
+        whole += 1
+        steps += [(True, lay, [lay * E + e for e in layers[lay]]) for lay in range(L)]
+    if not steps:
+        raise ValueError(f"{path}: no token with all {L} layers" + (f" in dataset {domain!r}" if domain else ""))
+    return Trace(E, L, steps, whole, path + (f" ({domain})" if domain else ""))
 
 
 def synthetic_trace(layers: int = 48, experts: int = 128, top_k: int = 8, decode_steps: int = 256,

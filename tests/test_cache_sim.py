@@ -99,3 +99,32 @@ def test_synthetic_trace_shape():
     assert t.decode_tokens == 5 and len(t.steps) == 3 * 6
     assert all(len(ids) == (2 if dec else 8) for dec, _, ids in t.steps)
     assert all(layer * 10 <= i < (layer + 1) * 10 for _, layer, ids in t.steps for i in ids)
+
+
+def test_recorded_trace_formats(tmp_path):
+    """The two formats of ../shared/traces (OLMoE .npz rows per token and layer; Mixtral per-token-layer JSON
+    lines, incomplete tokens skipped, regrouped from layer-major order) load as decode layer steps in token
+    order with flat ids layer * E + e; --domain keeps one part."""
+    import json
+
+    import numpy as np
+
+    L, E = 2, 4
+    ids = np.array([[0, 1], [2, 3], [1, 2], [0, 3], [3, 0], [1, 1]], dtype=np.int16)  # 3 tokens x 2 layers
+    np.savez(tmp_path / "t.npz", layer_index=np.array([0, 1] * 3, dtype=np.int16), requested_expert_ids=ids,
+             domain_id=np.array([0, 0, 1, 1, 0, 0], dtype=np.int8), sequence_id=np.zeros(6, dtype=np.int32))
+    t = sim.load_trace(str(tmp_path / "t.npz"))
+    assert (t.num_layers, t.num_experts, t.decode_tokens) == (L, E, 3)
+    assert t.steps[:2] == [(True, 0, [0, 1]), (True, 1, [6, 7])]
+    g = sim.load_trace(str(tmp_path / "t.npz"), "general")
+    assert g.decode_tokens == 2 and g.steps[2] == (True, 0, [3, 0])
+    rows = [{"dataset": "a", "problem_id": 0, "layer": lay, "experts": [lay, 3], "token_idx": tok}
+            for lay in range(2) for tok in range(3)]  # layer-major, as recorded
+    rows = [r for r in rows if not (r["token_idx"] == 2 and r["layer"] == 1)]  # token 2 incomplete
+    rows.append({"dataset": "b", "problem_id": 0, "layer": 0, "experts": [1, 2], "token_idx": 0})
+    rows.append({"dataset": "b", "problem_id": 0, "layer": 1, "experts": [0, 2], "token_idx": 0})
+    (tmp_path / "x_routing.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    t = sim.load_trace(str(tmp_path))
+    assert (t.num_layers, t.num_experts, t.decode_tokens) == (2, 4, 3)
+    assert [s[2] for s in t.steps[:4]] == [[0, 3], [5, 7], [0, 3], [5, 7]]
+    assert sim.load_trace(str(tmp_path / "x_routing.jsonl"), "b").steps == [(True, 0, [1, 2]), (True, 1, [4, 6])]
