@@ -12,6 +12,8 @@ never counted. Miss rate = sum of misses / sum of distinct ids routed, over deco
 
 Columns:
   lru_fill         the engine's global LRU (ft_core ExpertCache), every miss filled (q = m)
+  reuse_fill       ExpertCache's "reuse" victim policy (expected next use: layer distance + routing rate),
+                   every miss filled
   hybrid           the same LRU with q = clamp(round(m * ratio), 1, m) (ft_core's q_policy:
                    rounds half up), ratio = B_P / B_H (--ratio)
   hyb_cpu          fraction of hybrid's misses computed on the CPU (not filled)
@@ -35,8 +37,8 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cache_sim as sim  # noqa: E402  (benchmarks/ is not a package)
 
-POLICIES = ("lru_fill", "hybrid", "static", "static_layer", "belady")
-COLORS = {"lru_fill": (31, 119, 180), "hybrid": (255, 127, 14), "static": (44, 160, 44),
+POLICIES = ("lru_fill", "reuse_fill", "hybrid", "static", "static_layer", "belady")
+COLORS = {"lru_fill": (31, 119, 180), "reuse_fill": (148, 103, 189), "hybrid": (255, 127, 14), "static": (44, 160, 44),
           "static_layer": (214, 39, 40), "belady": (0, 0, 0)}
 
 
@@ -45,11 +47,12 @@ def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace") -> dic
     for f in fractions:
         S = sim.slots_for(trace, f)
         fill = sim.replay_lru(trace, S, "fill", prefill=prefill)
+        reuse = sim.replay_lru(trace, S, "fill", prefill=prefill, victim="reuse")
         hyb = sim.replay_lru(trace, S, "hybrid", ratio, prefill=prefill)
         st = sim.replay_static(trace, sim.static_set(trace, S, static_from))
         sl = sim.replay_static(trace, sim.static_set(trace, S, static_from, per_layer=True))
         bel = sim.replay_belady(trace, S, prefill=prefill)
-        rows.append({"fraction": f, "slots": S, "lru_fill": fill.miss_rate, "hybrid": hyb.miss_rate,
+        rows.append({"fraction": f, "slots": S, "lru_fill": fill.miss_rate, "reuse_fill": reuse.miss_rate, "hybrid": hyb.miss_rate,
                      "hyb_cpu": hyb.cpu_fraction, "static": st.miss_rate, "static_layer": sl.miss_rate,
                      "belady": bel.miss_rate, "distinct": fill.distinct})
     return {"trace": trace.source, "layers": trace.num_layers, "experts": trace.num_experts,
@@ -62,7 +65,7 @@ def print_table(out: dict) -> None:
     print(f"trace: {out['trace']}  (L={out['layers']} MoE layers x E={out['experts']} = {out['num_ids']} ids, "
           f"{out['decode_layer_steps']} decode layer steps, {out['decode_tokens']} decode tokens)")
     print(f"prefill: {out['prefill']}; static sets from: {out['static_from']}; hybrid ratio B_P/B_H = {out['ratio']}")
-    cols = ("fraction", "slots") + POLICIES[:2] + ("hyb_cpu",) + POLICIES[2:]
+    cols = ("fraction", "slots") + POLICIES[:3] + ("hyb_cpu",) + POLICIES[3:]
     print("  ".join(f"{c:>12}" for c in cols))
     for r in out["rows"]:
         print("  ".join(f"{r[c]:>12}" if c == "slots" else f"{r[c]:>12.4f}" for c in cols))

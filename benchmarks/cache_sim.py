@@ -167,16 +167,19 @@ def _replayed(trace: Trace, prefill: str):
     return [s for s in trace.steps if s[0] or prefill == "warm"]
 
 
-def _bank(n_ids: int) -> ExpertBank:
-    """A one-element-per-row fake bank: ExpertCache needs one for its slot storage, not the weights."""
-    return ExpertBank("dense", num_experts=n_ids, hidden=1, inter=1, act="swiglu",
+def _bank(n_ids: int, experts: int) -> ExpertBank:
+    """A one-element-per-row fake bank: ExpertCache needs one for its slot storage (and its layer size), not the
+    weights."""
+    return ExpertBank("dense", num_experts=experts, hidden=1, inter=1, act="swiglu",
                       tensors={"w13": torch.zeros(n_ids, 1, 1), "w2": torch.zeros(n_ids, 1, 1)})
 
 
 def replay_lru(trace: Trace, slots: int, policy: str = "fill", ratio: float | None = None,
-               prefill: str = "warm") -> Result:
-    """The engine's global LRU (ft_core ExpertCache.control) with q from ft_core's q_policy."""
-    cache, q_of_m, res = ExpertCache(_bank(trace.num_ids), slots), q_policy(policy, ratio), Result()
+               prefill: str = "warm", victim: str = "lru") -> Result:
+    """The engine's global cache (ft_core ExpertCache.control) with q from ft_core's q_policy and the victim
+    policy ``victim`` (ExpertCache's lru or reuse)."""
+    cache = ExpertCache(_bank(trace.num_ids, trace.num_experts), slots, policy=victim)
+    q_of_m, res = q_policy(policy, ratio), Result()
     for dec, _, ids in _replayed(trace, prefill):
         r = cache.control(torch.tensor(ids, dtype=torch.int64), q_of_m)
         if dec:

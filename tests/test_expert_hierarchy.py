@@ -1,5 +1,5 @@
 """The expert memory hierarchy never changes results: logits and greedy tokens equal across miss
-policies and cache sizes (device="cpu": the slots are a separate memory region)."""
+policies, victim policies and cache sizes (device="cpu": the slots are a separate memory region)."""
 
 from pathlib import Path
 
@@ -22,12 +22,13 @@ def ckpt(request, tiny_ckpt):
     return path, eng.score(IDS), eng.generate(IDS[:9], GREEDY)[0].token_ids
 
 
+@pytest.mark.parametrize("victims", ["lru", "reuse"])
 @pytest.mark.parametrize("fraction", FRACTIONS, ids=str)
 @pytest.mark.parametrize("policy,ratio", POLICIES, ids=lambda v: str(v))
-def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction):
+def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction, victims):
     path, want_logits, want_tokens = ckpt
     size = {"moe_cache_slots": 1} if fraction == "1slot" else {"moe_cache_fraction": fraction}
-    eng = Engine.from_pretrained(path, moe_backend=policy, moe_bandwidth_ratio=ratio, **size)
+    eng = Engine.from_pretrained(path, moe_backend=policy, moe_bandwidth_ratio=ratio, moe_cache_policy=victims, **size)
     got = eng.score(IDS)
     assert_logits_close(got, want_logits, eng.model_config)
     assert eng.generate(IDS[:9], GREEDY)[0].token_ids == want_tokens

@@ -6,7 +6,8 @@ import dataclasses
 import ft_kernels
 import pytest
 from ft_core import FTError
-from ft_core.config import EngineConfig, KernelFormat, options
+from ft_core.config import EngineConfig, KernelFormat, MoeCachePolicy, options
+from ft_core.experts.cache import POLICIES
 from typing import get_args
 
 
@@ -25,8 +26,10 @@ def test_every_field_is_an_option_with_help_and_a_flag():
 
 
 def test_one_format_vocabulary():
-    """dense_format's Literal is the kernels' format list, spelled once in each package and checked here."""
+    """dense_format's Literal is the kernels' format list, spelled once in each package and checked here; the
+    cache policies' Literal is ExpertCache's list."""
     assert tuple(get_args(KernelFormat)) == tuple(ft_kernels.FORMATS)
+    assert tuple(get_args(MoeCachePolicy)) == POLICIES
 
 
 @pytest.mark.parametrize("name", [o.name for o in options() if o.choices])

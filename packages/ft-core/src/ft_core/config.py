@@ -20,6 +20,7 @@ DeviceExpertImpl = Literal["auto", "triton", "kernel", "torch"]
 CheckpointPolicy = Literal["anchors", "every_n", "llama", "none"]
 LinearAttnImpl = Literal["auto", "torch", "fla"]
 MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
+MoeCachePolicy = Literal["lru", "reuse"]  # = ft_core.experts.cache.POLICIES (a test checks)
 KernelFormat = Literal["bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"]  # = ft_kernels.FORMATS (a test checks)
 
 
@@ -73,6 +74,10 @@ class EngineConfig:
         "auto", help="expert hierarchy policy: cpu (every expert on the host kernels; auto picks it without a GPU), "
                      "fill / hybrid / static (an expert cache of slots on the device; with --device cpu a separate "
                      "memory region, which runs the whole hierarchy for tests)")
+    moe_cache_policy: MoeCachePolicy = option(
+        "lru", help="which cached experts make room for misses: lru (least recently used) or reuse (the one whose "
+                    "next use is expected last: its layer's distance in the layer cycle and a moving average of how "
+                    "often it is routed; experts/cache.py)")
     moe_cache_slots: int | None = option(None, help="expert cache size in slots (one slot = every bank row of one expert)")
     moe_cache_fraction: float | None = option(None, help="expert cache size as a fraction of all experts (default 0.5)")
     moe_cache_bytes: int | None = option(None, flag="--moe-cache-size", units="bytes",

@@ -32,7 +32,7 @@ def build_backend(bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_
     policy = engine.resolved_moe_backend
     if policy == "cpu":
         return host
-    cache = ExpertCache(bank, cache_slots(bank, engine), engine.device)
+    cache = ExpertCache(bank, cache_slots(bank, engine), engine.device, engine.moe_cache_policy)
     impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
     device = select_backend(impl, cache.slot_bank(), moe.swiglu_alpha, moe.swiglu_limit)
     return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers,

@@ -7,7 +7,8 @@ used in this step (ties: lower slot); writes the copy list (id -> slot) and its 
 tables; rewrites every route to its slot or -1 (computed on the CPU).
 
 Policies (``mode``): 0 cpu (q = 0), 1 fill (q = m), 2 hybrid (q = clamp(floor(m * ratio + 1/2), 1, m)).
-Twin: ``ft_core.experts.cache.ExpertCache.control`` (torch), which it must match exactly.
+Victims: LRU only so far (ExpertCache's "reuse" victim policy has no Triton twin yet).
+Twin: ``ft_core.experts.cache.ExpertCache.control`` with policy "lru" (torch), which it must match exactly.
 Decode-sized: R <= 1024 routes per step (prefill loads whole layers instead).
 Legend: R = routes, N = flat ids, S = slots.
 """
