@@ -1,7 +1,8 @@
 """A timing model of the MoE miss split: predicted MoE time per decode token for the cpu, static,
 fill and hybrid policies on the paper's machines (Table 1) and, optionally, this one.
 
-    uv run python benchmarks/bench_miss_split.py [--trace trace.jsonl] [--json FILE] [--expert-mb 9.437184]
+    uv run python benchmarks/bench_miss_split.py [--trace trace.jsonl [--domain D]] [--victims lru|reuse] [--json FILE]
+        [--expert-mb 9.437184]
         [--fraction 0.5] [--bh GBs [--bp GBs]] [--prefill warm|skip] [--static-from trace|prefill|decode]
 
 Every decode layer step of the trace is replayed (benchmarks/cache_sim.py, the same code as
@@ -11,8 +12,8 @@ expert, PCIe bandwidth B_P and host expert-kernel bandwidth B_H (GB/s = 1e9 B/s)
 on resident experts taken as free, the MoE time of one step is
   cpu     d * b / B_H                       (no cache: every routed id runs on the host)
   static  m_static * b / B_H                (frozen hot set; misses run on the host)
-  fill    m_fill * b / B_P                  (global LRU, every miss copied in)
-  hybrid  max(q * b / B_P, (m - q) * b / B_H)   (LRU, q = clamp(round(m * B_P / B_H), 1, m), half up, copied
+  fill    m_fill * b / B_P                  (global cache, --victims lru or reuse, every miss copied in)
+  hybrid  max(q * b / B_P, (m - q) * b / B_H)   (same cache, q = clamp(round(m * B_P / B_H), 1, m), half up, copied
                                              while the host computes the rest, concurrently)
   belady  m_belady * b / B_P                (fill with Belady's optimal evictions: fill's floor)
 summed over decode steps and divided by the decode tokens: ms per token (MoE experts only; dense
@@ -42,9 +43,10 @@ QWEN3_30B_EXPERT_BYTES = 3 * 2048 * 768 * 2
 POLICIES = ("cpu", "static", "fill", "hybrid")
 
 
-def predict(trace, slots: int, b: float, machines, prefill="warm", static_from="trace") -> dict:
-    """Per machine (name, B_P or None, B_H): seconds per decode token of each policy, and hybrid's split."""
-    fill = sim.replay_lru(trace, slots, "fill", prefill=prefill)
+def predict(trace, slots: int, b: float, machines, prefill="warm", static_from="trace", victims="lru") -> dict:
+    """Per machine (name, B_P or None, B_H): seconds per decode token of each policy, and hybrid's split; the
+    cache's victims (fill, hybrid) by ExpertCache's ``victims`` policy."""
+    fill = sim.replay_lru(trace, slots, "fill", prefill=prefill, victim=victims)
     static = sim.replay_static(trace, sim.static_set(trace, slots, static_from))
     belady = sim.replay_belady(trace, slots, prefill=prefill)
     tok = max(1, trace.decode_tokens)
@@ -56,7 +58,7 @@ def predict(trace, slots: int, b: float, machines, prefill="warm", static_from="
         if P is None:
             r.update(static=None, fill=None, hybrid=None, belady=None, hyb_cpu=None)
         else:
-            hyb = sim.replay_lru(trace, slots, "hybrid", bp / bh, prefill=prefill)
+            hyb = sim.replay_lru(trace, slots, "hybrid", bp / bh, prefill=prefill, victim=victims)
             r.update(static=step_seconds("static", 0, static.misses, 0, b, P, Hb) / tok,
                      fill=step_seconds("fill", 0, fill.misses, fill.misses, b, P, Hb) / tok,
                      hybrid=sum(step_seconds("hybrid", 0, m, q, b, P, Hb) for _, m, q in hyb.per_step) / tok,
@@ -68,7 +70,7 @@ def predict(trace, slots: int, b: float, machines, prefill="warm", static_from="
         rows.append(r)
     return {"trace": trace.source, "layers": trace.num_layers, "experts": trace.num_experts,
             "decode_tokens": trace.decode_tokens, "slots": slots, "fraction": slots / trace.num_ids,
-            "expert_bytes": b, "prefill": prefill, "static_from": static_from,
+            "expert_bytes": b, "prefill": prefill, "static_from": static_from, "victims": victims,
             "miss_rate": {"cpu": 1.0, "static": static.miss_rate, "fill": fill.miss_rate, "belady": belady.miss_rate},
             "distinct_per_token": fill.distinct / tok, "rows": rows}
 
@@ -80,7 +82,7 @@ def print_table(out: dict) -> None:
           f"{out['distinct_per_token']:.1f} distinct experts routed per token; cache {out['slots']} slots "
           f"(fraction {out['fraction']:.3f}); expert {out['expert_bytes'] / 1e6:.3f} MB; prefill {out['prefill']}; "
           f"static from {out['static_from']}")
-    print(f"decode miss rates: static {mr['static']:.4f}  fill (LRU) {mr['fill']:.4f}  belady {mr['belady']:.4f}"
+    print(f"decode miss rates: static {mr['static']:.4f}  fill ({out['victims']}) {mr['fill']:.4f}  belady {mr['belady']:.4f}"
           "  (hybrid's own per machine below)")
     cols = ("B_P", "B_H", "B_P/B_H", "cpu", "static", "fill", "hybrid", "belady", "hyb_miss", "hyb_cpu", "best", "auto")
     print(f"{'ms/token':>14}  " + "  ".join(f"{c:>8}" for c in cols))
@@ -95,7 +97,11 @@ def print_table(out: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--trace", help="routing trace (ft generate --record-routing); default: a synthetic Zipf trace")
+    ap.add_argument("--trace", help="routing trace (ft generate --record-routing, or a recorded one of a trained model: "
+                                    "see bench_cache_policies.py); default: a synthetic Zipf trace")
+    ap.add_argument("--domain", default=None, help="a part of a recorded trace (general, code, a dataset name)")
+    ap.add_argument("--victims", choices=["lru", "reuse"], default="lru",
+                    help="the cache's victim policy for fill and hybrid (ExpertCache's; default lru)")
     ap.add_argument("--fraction", type=float, default=0.5, help="cache size as a fraction of L*E (default 0.5)")
     ap.add_argument("--expert-mb", type=float, default=QWEN3_30B_EXPERT_BYTES / 1e6, help="bytes per expert in MB (1e6)")
     ap.add_argument("--bh", type=float, help="this machine's host expert-kernel bandwidth, GB/s (adds a row)")
@@ -107,11 +113,12 @@ def main() -> None:
     a = ap.parse_args()
     if a.bp is not None and a.bh is None:
         ap.error("--bp needs --bh")
-    trace = sim.load_trace(a.trace) if a.trace else sim.synthetic_trace(seed=a.seed)
+    trace = sim.load_trace(a.trace, a.domain) if a.trace else sim.synthetic_trace(seed=a.seed)
     if not a.trace:
         print("no --trace given: using a SYNTHETIC trace")
     machines = MACHINES + ([("this machine", a.bp, a.bh)] if a.bh else [])
-    out = predict(trace, sim.slots_for(trace, a.fraction), a.expert_mb * 1e6, machines, a.prefill, a.static_from)
+    out = predict(trace, sim.slots_for(trace, a.fraction), a.expert_mb * 1e6, machines, a.prefill, a.static_from,
+                  a.victims)
     out["synthetic"] = not a.trace
     print_table(out)
     if a.json:
