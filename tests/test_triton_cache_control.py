@@ -1,6 +1,7 @@
 """The Triton cache-control kernel (run by Triton's interpreter on the CPU) against the torch control
-step of ft_core's ExpertCache: same route slots, copy list and tables, step after step, including
-ties in last_use, duplicate routes, m = 0, q = m and a cache smaller than one layer's routes."""
+step of ft_core's ExpertCache, for both victim policies (lru, reuse): same route slots, copy list and
+tables (reuse's statistics too), step after step, including ties, duplicate routes, m = 0, q = m, a
+cache smaller than one layer's routes, and prefetch steps that are not observed."""
 
 import os
 import subprocess
@@ -13,31 +14,39 @@ from ft_core.experts.cache import ExpertCache
 from ft_core.experts.cached import q_policy
 from ft_kernels.gpu.cache_control import control
 
-def bank(n):
-    b = ExpertBank("dense", num_experts=n, hidden=2, inter=1, act="swiglu")
+def bank(n, E=None):
+    b = ExpertBank("dense", num_experts=E or n, hidden=2, inter=1, act="swiglu")
     b.tensors["w13"] = torch.zeros(n, 2, 2, dtype=torch.bfloat16); b.tensors["w2"] = torch.zeros(n, 2, 1, dtype=torch.bfloat16)
     return b
 
 rng = random.Random(0)
 cases = 0
-for n_ids, slots, mode, ratio in [(24, 1, "fill", 1.0), (24, 5, "fill", 1.0), (40, 12, "hybrid", 0.3),
-                                  (40, 12, "hybrid", 2.0), (16, 16, "fill", 1.0), (30, 7, "cpu", 1.0), (300, 260, "hybrid", 0.5)]:
-    ref = ExpertCache(bank(n_ids), slots)
-    ref.pinned[: slots // 4] = slots >= 8  # some pinned slots on the larger caches
-    t = {k: getattr(ref, k).clone() for k in ("slot_of_id", "id_of_slot", "last_use", "pinned")}
-    qf = q_policy(mode, ratio) if mode != "cpu" else (lambda m: 0)
-    for step in range(30):
-        R = rng.choice([0, 1, 3, 8, 17])
-        ids = torch.tensor([rng.randrange(n_ids) for _ in range(R)] if step % 5 else [rng.randrange(4) for _ in range(R)],
-                           dtype=torch.int64)
-        want = ref.control(ids, qf)
-        rs, ci, cs, nc = control(ids, t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode, ratio)
-        n = int(nc)
-        assert rs.tolist() == want.route_slot.tolist(), (step, rs, want.route_slot)
-        assert ci[:n].tolist() == want.copy_ids.tolist() and cs[:n].tolist() == want.copy_slots.tolist(), step
-        for k in ("slot_of_id", "id_of_slot", "last_use"):
-            assert torch.equal(t[k], getattr(ref, k)), (step, k)
-        cases += 1
+CASES = [(24, 1, "fill", 1.0), (24, 5, "fill", 1.0), (40, 12, "hybrid", 0.3), (40, 12, "hybrid", 2.0), (16, 16, "fill", 1.0),
+         (30, 7, "cpu", 1.0), (300, 260, "hybrid", 0.5)]
+for victims in ("lru", "reuse"):
+    for n_ids, slots, mode, ratio in CASES:
+        E = {24: 8, 40: 10, 16: 4, 30: 6, 300: 20}[n_ids] if victims == "reuse" else n_ids  # L = n_ids / E layers
+        L = n_ids // E
+        ref = ExpertCache(bank(n_ids, E), slots, policy=victims)
+        ref.pinned[: slots // 4] = slots >= 8  # some pinned slots on the larger caches
+        t = {k: getattr(ref, k).clone() for k in ("slot_of_id", "id_of_slot", "last_use", "pinned", "reuse")}
+        qf = q_policy(mode, ratio) if mode != "cpu" else (lambda m: 0)
+        for step in range(30):
+            R = rng.choice([0, 1, 3, 8, 17])
+            base = (step % L) * E  # one layer a step, in the layer cycle (LRU: any ids)
+            pick = (lambda: rng.randrange(E) + base) if victims == "reuse" else (lambda: rng.randrange(n_ids))
+            ids = torch.tensor([pick() for _ in range(R)] if step % 5 else [base + rng.randrange(min(4, E)) for _ in range(R)],
+                               dtype=torch.int64)
+            observe = step % 7 != 3  # now and then a prefetch-like step
+            want = ref.control(ids, qf, observe=observe)
+            rs, ci, cs, nc = control(ids, t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode, ratio,
+                                     victims, t["reuse"], E, L, observe)
+            n = int(nc)
+            assert rs.tolist() == want.route_slot.tolist(), (victims, step, rs, want.route_slot)
+            assert ci[:n].tolist() == want.copy_ids.tolist() and cs[:n].tolist() == want.copy_slots.tolist(), (victims, step)
+            for k in ("slot_of_id", "id_of_slot", "last_use", "reuse"):
+                assert torch.equal(t[k], getattr(ref, k)), (victims, step, k)
+            cases += 1
 print("ok", cases)
 """
 

@@ -1,6 +1,6 @@
 """ExpertCache: S device slots, each holding every bank row of one flat expert id; one global cache
 across all MoE layers (DESIGN §3). This file holds the tables and the per-layer control step as a
-torch reference (vectorised; the Triton twin is ft_kernels/gpu/cache_control.py, LRU so far).
+torch reference (vectorised; the Triton twin is ft_kernels/gpu/cache_control.py).
 
 Victim policies (``POLICIES``):
   lru    the least recently used slot first.
@@ -16,7 +16,7 @@ Tables (on the cache's device):
   slot_of_id [N] int64   slot holding flat id n, or -1
   id_of_slot [S] int64   flat id in slot s, or -1 (empty)
   last_use   [S] int64   clock of the last layer step that used slot s (-1: never)
-  reuse      [N] int64   reuse's p per flat id, in units of 2^-16 (kept whatever the policy)
+  reuse      [N] int64   reuse's p per flat id, in units of 2^-16 (kept by that policy only)
 Legend: R = routes of one layer step, N = flat ids (MoE layers x E), S = slots.
 """
 
@@ -76,7 +76,7 @@ class ExpertCache:
         before computing."""
         self.clock += 1
         uniq, counts = torch.unique(ids, return_counts=True)
-        if observe and uniq.numel():
+        if observe and self.policy == "reuse" and uniq.numel():
             self._observe(uniq)
         slot = self.slot_of_id[uniq]
         hit = slot >= 0
@@ -101,10 +101,11 @@ class ExpertCache:
     def _observe(self, uniq: torch.Tensor) -> None:
         """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0."""
         E = self.bank.num_experts
-        base = uniq[:1] // E * E
+        base = uniq[:1] // E * E  # the step's layer: that of its lowest id (a step routes one layer's ids)
         block = base + torch.arange(E, device=self.device)
         routed = torch.zeros(E, dtype=torch.int64, device=self.device)
-        routed[uniq - base] = REUSE_ONE >> REUSE_SHIFT
+        own = uniq[uniq < base + E]
+        routed[own - base] = REUSE_ONE >> REUSE_SHIFT
         self.reuse[block] += routed - (self.reuse[block] >> REUSE_SHIFT)
 
     def _victims(self, free: torch.Tensor, uniq: torch.Tensor, q: int) -> torch.Tensor:

@@ -7,8 +7,10 @@ used in this step (ties: lower slot); writes the copy list (id -> slot) and its 
 tables; rewrites every route to its slot or -1 (computed on the CPU).
 
 Policies (``mode``): 0 cpu (q = 0), 1 fill (q = m), 2 hybrid (q = clamp(floor(m * ratio + 1/2), 1, m)).
-Victims: LRU only so far (ExpertCache's "reuse" victim policy has no Triton twin yet).
-Twin: ``ft_core.experts.cache.ExpertCache.control`` with policy "lru" (torch), which it must match exactly.
+Victims (``policy``): "lru", the least recently used first; "reuse", the largest expected wait until next use,
+d + L (1/p - 1) (d: layer steps until the slot's layer runs again, p: a per-id moving average of being routed,
+updated here for the step's layer unless ``observe`` is False), in the integers ExpertCache defines.
+Twin: ``ft_core.experts.cache.ExpertCache.control`` (torch), which it must match exactly.
 Decode-sized: R <= 1024 routes per step (prefill loads whole layers instead).
 Legend: R = routes, N = flat ids, S = slots.
 """
@@ -20,12 +22,14 @@ import triton
 import triton.language as tl
 
 MODES = {"cpu": 0, "fill": 1, "hybrid": 2}
+VICTIMS = {"lru": 0, "reuse": 1}
 INT64_MAX = 2**63 - 1
+REUSE_ONE, REUSE_SHIFT = 1 << 16, 4  # = ft_core.experts.cache's (a test runs both twins)
 
 
 @triton.jit
-def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, S, clock, mode, ratio,
-             route_slot, copy_ids, copy_slots, n_copy, BR: tl.constexpr, BS: tl.constexpr):
+def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, reuse, S, E, L, clock, mode, ratio, policy, observe,
+             route_slot, copy_ids, copy_slots, n_copy, BR: tl.constexpr, BS: tl.constexpr, BE: tl.constexpr):
     r = tl.arange(0, BR)
     rm = r < R
     ids = tl.load(ids_ptr + r, mask=rm, other=-1)
@@ -34,6 +38,16 @@ def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, S, clock, mod
     earlier = eq & (r[None, :] < r[:, None])
     first = rm & (tl.sum(earlier.to(tl.int32), axis=1) == 0)
     count = tl.sum(eq.to(tl.int32), axis=1)
+    layer = tl.min(tl.where(rm, ids, INT64_MAX), axis=0) // E  # the step's layer: that of its lowest id
+    if policy == 1:
+        if observe == 1:  # reuse's statistics: the layer's ids move 1/16 of the way to 1 (routed) or 0
+            e = layer * E + tl.arange(0, BE)
+            em = tl.arange(0, BE) < E
+            routed = tl.sum(((ids[None, :] == e[:, None]) & rm[None, :]).to(tl.int32), axis=1) > 0
+            p = tl.load(reuse + e, mask=em, other=0)
+            p = p + tl.where(routed, REUSE_ONE >> REUSE_SHIFT, 0) - (p >> REUSE_SHIFT)
+            tl.store(reuse + e, p, mask=em)
+            tl.debug_barrier()
     slot = tl.load(slot_of_id + ids, mask=rm, other=-1)
     hit = first & (slot >= 0)
     tl.store(last_use + slot, tl.full([BR], 0, tl.int64) + clock, mask=hit)
@@ -66,7 +80,14 @@ def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, S, clock, mod
             sm = s < S
             lu = tl.load(last_use + s, mask=sm, other=clock)
             pn = tl.load(pinned + s, mask=sm, other=1)
-            key = tl.where((lu != clock) & (pn == 0) & sm, lu, INT64_MAX)
+            k = lu  # the smallest key goes first
+            if policy == 1:  # minus the expected wait; empty slots before all
+                sid = tl.load(id_of_slot + s, mask=sm, other=-1)
+                d = ((sid // E - layer - 1) % L + L) % L + 1
+                p = tl.maximum(tl.load(reuse + tl.maximum(sid, 0), mask=sm, other=1), 1)
+                wait = d * REUSE_ONE + L * (REUSE_ONE * REUSE_ONE // p - REUSE_ONE)
+                k = tl.where(sid < 0, -INT64_MAX, -wait)
+            key = tl.where((lu != clock) & (pn == 0) & sm, k, INT64_MAX)
             kmin = tl.min(key, axis=0)
             kidx = tl.min(tl.where(key == kmin, s, S + BS).to(tl.int64), axis=0)
             better = kmin < best_lu
@@ -89,11 +110,17 @@ def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, S, clock, mod
 
 
 def control(ids: torch.Tensor, slot_of_id: torch.Tensor, id_of_slot: torch.Tensor, last_use: torch.Tensor,
-            pinned: torch.Tensor, clock: int, mode: str, ratio: float = 1.0):
-    """Run one control step in place on the tables (int64; pinned bool/uint8). Returns
+            pinned: torch.Tensor, clock: int, mode: str, ratio: float = 1.0, victims: str = "lru",
+            reuse: torch.Tensor | None = None, experts: int = 1, layers: int = 1, observe: bool = True):
+    """Run one control step in place on the tables (int64; pinned bool/uint8; ``reuse`` [N] int64, the
+    "reuse" victims' statistics, of ``layers`` MoE layers x ``experts`` ids, updated in place). Returns
     (route_slot [R] int64, copy_ids [R] int64, copy_slots [R] int64, n_copy [1] int32): the first
     n_copy entries of the copy list are valid (a device-side count: no host sync needed)."""
     R, S = ids.numel(), id_of_slot.numel()
+    if victims not in VICTIMS:
+        raise ValueError(f"victims must be one of {', '.join(VICTIMS)}, got {victims!r}")
+    if victims == "reuse" and (reuse is None or reuse.numel() != experts * layers):
+        raise ValueError(f"victims 'reuse' needs reuse statistics of layers * experts = {experts * layers} ids")
     if R > 1024:
         raise ValueError(f"cache control handles up to 1024 routes per layer step, got {R}")
     dev = ids.device
@@ -104,6 +131,8 @@ def control(ids: torch.Tensor, slot_of_id: torch.Tensor, id_of_slot: torch.Tenso
     if R == 0:
         return route_slot, copy_ids, copy_slots, n_copy
     BR = max(16, triton.next_power_of_2(R))
-    _control[(1,)](ids.contiguous(), R, slot_of_id, id_of_slot, last_use, pinned.to(torch.uint8), S, clock,
-                   MODES[mode], float(ratio), route_slot, copy_ids, copy_slots, n_copy, BR=BR, BS=256)
+    stats = reuse if reuse is not None else torch.zeros(1, dtype=torch.int64, device=dev)
+    _control[(1,)](ids.contiguous(), R, slot_of_id, id_of_slot, last_use, pinned.to(torch.uint8), stats, S, experts,
+                   layers, clock, MODES[mode], float(ratio), VICTIMS[victims], int(observe), route_slot, copy_ids,
+                   copy_slots, n_copy, BR=BR, BS=256, BE=max(16, triton.next_power_of_2(experts)))
     return route_slot, copy_ids, copy_slots, n_copy
