@@ -75,9 +75,9 @@ class EngineConfig:
                      "fill / hybrid / static (an expert cache of slots on the device; with --device cpu a separate "
                      "memory region, which runs the whole hierarchy for tests)")
     moe_cache_policy: MoeCachePolicy = option(
-        "lru", help="which cached experts make room for misses: lru (least recently used) or reuse (the one whose "
-                    "next use is expected last: its layer's distance in the layer cycle and a moving average of how "
-                    "often it is routed; experts/cache.py)")
+        "reuse", help="which cached experts make room for misses: reuse (default: the one whose next use is expected "
+                      "last, from its layer's distance in the layer cycle and a moving average of how often it is "
+                      "routed; experts/cache.py) or lru (least recently used)")
     moe_cache_slots: int | None = option(None, help="expert cache size in slots (one slot = every bank row of one expert)")
     moe_cache_fraction: float | None = option(None, help="expert cache size as a fraction of all experts (default 0.5)")
     moe_cache_bytes: int | None = option(None, flag="--moe-cache-size", units="bytes",
