@@ -55,3 +55,52 @@ def test_triton_control_matches_torch_control_under_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     res = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0 and "ok" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
+
+
+HYPOTHESIS = r"""
+import torch
+from hypothesis import given, settings, strategies as st
+from ft_core.experts.bank import ExpertBank
+from ft_core.experts.cache import ExpertCache
+from ft_core.experts.cached import q_policy
+from ft_kernels.gpu.cache_control import control
+
+@st.composite
+def runs(draw):
+    E, L = draw(st.integers(1, 12)), draw(st.integers(1, 5))
+    slots = draw(st.integers(1, E * L))
+    mode = draw(st.sampled_from(["fill", "hybrid", "cpu"]))
+    ratio = draw(st.sampled_from([0.3, 0.5, 2.0]))
+    steps = draw(st.lists(st.tuples(st.lists(st.integers(0, E - 1), max_size=12), st.booleans()), min_size=1, max_size=12))
+    return E, L, slots, mode, ratio, steps, draw(st.sampled_from(["lru", "reuse"]))
+
+@settings(max_examples=40, deadline=None)
+@given(runs())
+def check(run):
+    E, L, slots, mode, ratio, steps, victims = run
+    b = ExpertBank("dense", num_experts=E, hidden=2, inter=1, act="swiglu")
+    b.tensors["w13"] = torch.zeros(E * L, 2, 2); b.tensors["w2"] = torch.zeros(E * L, 2, 1)
+    ref = ExpertCache(b, slots, policy=victims)
+    t = {k: getattr(ref, k).clone() for k in ("slot_of_id", "id_of_slot", "last_use", "pinned", "reuse")}
+    qf = q_policy(mode, ratio) if mode != "cpu" else (lambda m: 0)
+    for i, (experts, observe) in enumerate(steps):
+        ids = torch.tensor([(i % L) * E + e for e in experts], dtype=torch.int64)  # the layers in their cycle
+        want = ref.control(ids, qf, observe=observe)
+        rs, ci, cs, nc = control(ids, t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode,
+                                 ratio, victims, t["reuse"], E, L, observe)
+        assert rs.tolist() == want.route_slot.tolist()
+        assert ci[:int(nc)].tolist() == want.copy_ids.tolist() and cs[:int(nc)].tolist() == want.copy_slots.tolist()
+        for k in ("slot_of_id", "id_of_slot", "last_use", "reuse"):
+            assert torch.equal(t[k], getattr(ref, k)), k
+
+check()
+print("ok")
+"""
+
+
+def test_triton_control_matches_torch_control_on_generated_routing():
+    """The same equality over hypothesis-generated caches and routing (layer and expert counts, slots, miss
+    policies, victim policies, duplicate routes, empty steps, prefetch steps)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    res = subprocess.run([sys.executable, "-c", HYPOTHESIS], env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0 and "ok" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
