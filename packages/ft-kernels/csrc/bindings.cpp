@@ -13,10 +13,10 @@
 #include "cpu/attn_decode.h"
 #include "cpu/dispatch.h"
 #include "cpu/linear.h"
-#include "cpu/router.h"
 #include "cpu/moe_ffn.h"
 #include "cpu/norm.h"
 #include "cpu/rope.h"
+#include "cpu/router.h"
 #include "cpu/threadpool.h"
 
 namespace nb = nanobind;

@@ -46,6 +46,9 @@ struct FloatBuf {
   ~FloatBuf() { std::free(p); }
 };
 
+// A thread's grow-only buffer of n bf16 values (FloatBuf storage).
+inline uint16_t* u16_buf(FloatBuf& b, int64_t n) { return reinterpret_cast<uint16_t*>(b.get((n + 1) / 2)); }
+
 // ---------------------------------------------------------------------------------------------------
 // Dense formats (BF16, F16): Y[t, r] = sum_c decode(W[r, c]) * X[t, c]; NR rows x NT tokens per tile.
 template <class I, class D, int NR, int NT, int PF = 0>  // PF: as pair_tile

@@ -20,7 +20,7 @@ namespace ft {
 namespace avx512_lut4 {
 namespace {  // internal linkage: each SIMD file its own copy, built with its flags
 
-inline int64_t chunks(int64_t cols) { return (cols + 127) / 128; }
+using avx512_nib::chunks;
 inline int64_t padded_ld(int64_t cols) { return chunks(cols) * 128 + 16; }  // floats per x row (no 4 KiB aliasing)
 
 // x rows of nt tokens in the table order; zeros past cols. xs (D::kZero): per chunk and lane, the sum of x

@@ -2,8 +2,8 @@
 // kernel (x86_avx512_lut4.h) and the int8 VNNI kernel (x86_avx512vnni_q8.cpp). In both, lane i of chunk k
 // covers the 8 columns 128k + 8i .. 128k + 8i + 7, which lie in one scale block (MXFP4: 32 columns, NVFP4: 16,
 // INT4: a group of 32, 64 or 128k columns); scales(m, row, k) spreads each block's scale over its lanes.
-// Lanes past the matrix get what a zero scale byte decodes to (their weights are code 0, their x 0). lut() is the format's 16 code values (zero point aside) as fp32.
-// Included only by x86_avx512*.cpp files.
+// Lanes past the matrix get what a zero scale byte decodes to (their weights are code 0, their x 0). lut() is
+// the format's 16 code values (zero point aside) as fp32. Included only by x86_avx512*.cpp files.
 #pragma once
 #include <immintrin.h>
 
@@ -17,6 +17,19 @@ namespace ft {
 namespace avx512_nib {
 namespace {  // internal linkage: each SIMD file its own copy, built with its flags
 
+inline int64_t chunks(int64_t cols) { return (cols + 127) / 128; }  // chunks of 128 columns, the last partial
+
+// The n <= sizeof(U) bytes at s (fewer only at a row's end: nothing past it is read) as a little-endian U.
+template <class U>
+inline U le_bytes(const uint8_t* s, int64_t n) {
+  U u = 0;
+  if (n >= static_cast<int64_t>(sizeof(U)))
+    std::memcpy(&u, s, sizeof(U));
+  else
+    for (int64_t i = 0; i < n; ++i) u |= static_cast<U>(s[i]) << (8 * i);
+  return u;
+}
+
 // The e2m1 codes' values (MXFP4, NVFP4): code c in lane c.
 inline __m512 e2m1_lut() {
   return _mm512_setr_ps(0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f);
@@ -27,12 +40,7 @@ struct Mxfp4Lanes {  // e8m0 per 32 columns: 2^(s - 127) is s in the fp32 expone
   static __m512 lut() { return e2m1_lut(); }
   static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
     const uint8_t* s = static_cast<const uint8_t*>(m.scale) + row * m.scale_stride + 4 * k;
-    const int64_t n = m.scale_stride - 4 * k;  // blocks left in the row (the last chunk may have fewer than 4)
-    uint32_t u = 0;
-    if (n >= 4)
-      std::memcpy(&u, s, 4);
-    else
-      for (int64_t i = 0; i < n; ++i) u |= static_cast<uint32_t>(s[i]) << (8 * i);
+    const uint32_t u = le_bytes<uint32_t>(s, m.scale_stride - 4 * k);  // the chunk's 4 blocks (fewer at the end)
     const __m128i b = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(u)),
                                        _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
     const __m512i e = _mm512_slli_epi32(_mm512_cvtepu8_epi32(b), 23);
@@ -50,12 +58,7 @@ struct Nvfp4Lanes {  // e4m3 per 16 columns (each byte spread over a lane pair),
   // or subnormal alike; one exact multiply by 2^120 restores it. 0x7f (NaN) is set apart.
   static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
     const uint8_t* s = static_cast<const uint8_t*>(m.scale) + row * m.scale_stride + 8 * k;
-    const int64_t n = m.scale_stride - 8 * k;
-    uint64_t u = 0;
-    if (n >= 8)
-      std::memcpy(&u, s, 8);
-    else
-      for (int64_t i = 0; i < n; ++i) u |= static_cast<uint64_t>(s[i]) << (8 * i);
+    const uint64_t u = le_bytes<uint64_t>(s, m.scale_stride - 8 * k);  // the chunk's 8 blocks (fewer at the end)
     const __m128i b = _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(u)),
                                        _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
     const __m512i v = _mm512_cvtepu8_epi32(b), mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7f));

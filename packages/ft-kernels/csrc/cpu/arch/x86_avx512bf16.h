@@ -25,9 +25,6 @@ namespace {
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 inline int64_t padded_ld(int64_t cols) { return (cols + 63) / 64 * 64 + 32; }  // bf16 elements per x row
 
-// A thread's grow-only bf16 buffer (FloatBuf storage).
-inline uint16_t* u16_buf(FloatBuf& b, int64_t n) { return reinterpret_cast<uint16_t*>(b.get((n + 1) / 2)); }
-
 inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 // ---------------------------------------------------------------------------------------------------

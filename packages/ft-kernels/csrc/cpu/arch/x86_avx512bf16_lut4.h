@@ -20,14 +20,14 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, u16_buf, kTokBlock
 #include "cpu/arch/x86_avx512_nib.h"  // the formats' per-lane scales and code tables
 
 namespace ft {
 namespace avx512bf16_lut4 {
 namespace {  // internal linkage: each SIMD file its own copy, built with its flags
 
-inline int64_t chunks(int64_t cols) { return (cols + 127) / 128; }
+using avx512_nib::chunks;
 inline int64_t padded_ld(int64_t cols) { return chunks(cols) * 128 + 32; }  // bf16 per x row (no 4 KiB aliasing)
 
 // The 16 fp32 code values of D::lut() as 32 bf16 words (twice over: vpermw reads 5 index bits). Exact.
@@ -127,7 +127,7 @@ inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, 
                  int64_t ldy) {
   const int64_t ldp = padded_ld(m.cols), lds = chunks(m.cols) * 16;
   thread_local FloatBuf xbuf, sbuf;
-  uint16_t* xp = reinterpret_cast<uint16_t*>(xbuf.get(kTokBlock * ldp / 2));
+  uint16_t* xp = u16_buf(xbuf, kTokBlock * ldp);
   float* xs = D::kZero ? sbuf.get(kTokBlock * lds) : nullptr;
   const __m512i lut = bf16_table(D::lut());
   for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
