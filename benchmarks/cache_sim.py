@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -61,8 +62,6 @@ def load_trace(path: str, domain: str | None = None) -> Trace:
     (``{"dataset", "problem_id", "layer", "experts", "token_idx"}``, the Mixtral format; a directory: every
     ``*_routing.jsonl`` in it). Those two are decode-only; ``domain`` keeps one part of them (npz: "general" =
     domain 0, "code" = 1; JSON lines: a dataset name)."""
-    import os
-
     if path.endswith(".npz"):
         return _load_npz(path, domain)
     files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith("_routing.jsonl")) \
@@ -118,7 +117,7 @@ def _load_npz(path: str, domain: str | None) -> Trace:
 
 
 def _load_token_layer_jsonl(files: list[str], path: str, domain: str | None) -> Trace:
-    tokens: dict[tuple, dict[int, list[int]]] = {}  # (dataset, problem, token) -> layer -> experts, file order
+    tokens: dict[tuple, dict[int, list[int]]] = {}  # (dataset, problem, token) -> layer -> experts
     E = L = 0
     for fn in files:
         with open(fn) as f:

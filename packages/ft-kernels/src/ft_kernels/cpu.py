@@ -125,7 +125,7 @@ def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool
     """MoE routes of T tokens on the calling thread from float32 router logits [T, E]: ``softmax`` takes the k
     largest of softmax(logits) as gates (divided by their sum when ``renorm``); ``topk_softmax`` the k largest
     logits, gates the softmax over those k (GPT-OSS). Returns tok, eid [T*k] int32 (token t's routes at t*k..,
-    experts base + id in descending order, ties to the lower id, NaN first as in torch.topk) and gate [T*k]
+    experts base + id in descending order, picked as torch.topk picks them, ties and NaN included) and gate [T*k]
     float32: the flat route lists ``moe_experts`` takes. For a decode step, where torch's ~6 ops cost more than
     the arithmetic. Twin: ``ft_kernels.reference.route_topk``."""
     if kind not in ROUTES:

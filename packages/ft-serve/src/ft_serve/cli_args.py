@@ -24,8 +24,8 @@ def engine_args(p: argparse.ArgumentParser) -> None:
         elif o.units == "bytes":
             p.add_argument(o.flag, dest=o.name, default=None, metavar="BYTES", help=help)
         else:
-            p.add_argument(o.flag, dest=o.name, type=o.kind, default=None if o.name == "model" else o.default,
-                           choices=o.choices, metavar=o.metavar, help=help)
+            p.add_argument(o.flag, dest=o.name, type=o.kind, default=o.default, choices=o.choices, metavar=o.metavar,
+                           help=help)
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict:

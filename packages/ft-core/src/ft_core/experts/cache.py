@@ -110,6 +110,8 @@ class ExpertCache:
 
     def _victims(self, free: torch.Tensor, uniq: torch.Tensor, q: int) -> torch.Tensor:
         """The q free slots the policy evicts first (empty ones first; ties: the lower slot)."""
+        if q == 0:  # every routed id resident (most decode steps of a warm cache): nothing to rank
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
         big = torch.iinfo(torch.int64).max
         if self.policy == "lru":  # empty slots have last_use -1
             return torch.sort(torch.where(free, self.last_use, big), stable=True).indices[:q]
