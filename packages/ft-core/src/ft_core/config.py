@@ -85,6 +85,9 @@ class EngineConfig:
     moe_bandwidth_ratio: float | None = option(None, help="B_P / B_H for --moe-backend hybrid")
     moe_prefill_overlap: bool = option(True, flag="--no-moe-prefill-overlap",
                                        help="prefill: do not load layer l+1's experts while layer l computes")
+    decode_plans: bool = option(True, flag="--no-decode-plans",
+                                help="decode steps: run each decoder layer op by op from Python instead of as one C++ call "
+                                     "(models/decode_plan.py; the same result, bit for bit)")
     device_expert_impl: DeviceExpertImpl = option(
         "auto", help="routes on cache slots: auto (= expert_impl with --device cpu) | triton | kernel | torch")
     record_routing: str | None = option(None, metavar="FILE", help="append every forward's routed expert ids to FILE "

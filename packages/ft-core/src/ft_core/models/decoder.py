@@ -28,6 +28,7 @@ from ft_core.layers.moe import MoELayer
 from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
+from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
 from ft_core.models.dense_quant import quantize_dense
 from ft_core.models.weight_source import WeightSource
 
@@ -81,6 +82,8 @@ class Decoder:
         self.dense_bytes_per_token = r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
         if engine.dense_format is not None:
             self.dense_bytes_per_token -= quantize_dense(self, engine.dense_format, engine.int8_activations)
+        # Each layer's one-call decode plan (None: the layer runs op by op), after quantize_dense.
+        self.plans = [layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers]
 
     def _norm_weight(self, r: WeightSource, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
@@ -122,7 +125,12 @@ class Decoder:
             x = F.embedding(batch.input_ids, self.embed)
             trace("the embedding", x)
             cos_sin = self.rotary.cos_sin(batch.positions)
+            k = self.cfg.moe.top_k if self.bank is not None else 0
+            planned = finite_log is None and k > 0 and plan_applies(batch, x, k)
             for i, (ln1, attn, ln2, mlp) in enumerate(self.layers):
+                plan = self.plans[i] if planned else None
+                if plan is not None and run_planned(plan, x, batch, kv, i, cos_sin, routing_log, k):
+                    continue
                 x = x + attn(self._rms_norm(x, ln1), batch, kv, cos_sin)
                 trace(f"layer {i} attention", x)
                 h = self._rms_norm(x, ln2)

@@ -1,0 +1,180 @@
+// The decode-layer plan (cpu/decode_layer.h) as a Python class: built once per layer from the layer's weights
+// (kept alive by the plan), then called once per decode step with the step's tensors -- ~8 arguments instead
+// of the ~60 tensor conversions of the same layer run op by op from Python.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bind_common.h"
+#include "cpu/decode_layer.h"
+
+using namespace ft_bind;
+
+namespace {
+
+const auto kBf16 = nb::dlpack::dtype_code::Bfloat;
+
+class DecodeLayerPlan {
+ public:
+  DecodeLayerPlan(int64_t H, int64_t N, int64_t K, int64_t D, float eps, Arr ln1, Arr ln2) {
+    expect(H > 0 && N > 0 && K > 0 && D > 0 && N % K == 0, "H, N, K, D must be > 0 with N a multiple of K");
+    L_.H = H, L_.N = N, L_.K = K, L_.D = D, L_.eps = eps;
+    L_.ln1 = vec_bf16("ln1", ln1, H);
+    L_.ln2 = vec_bf16("ln2", ln2, H);
+  }
+
+  // One dense projection ("qkv", "o" or "router") in any kernel format; bias float32 [rows] or None.
+  void set_dense(const std::string& which, int fmt, Arr q, OptArr scale, OptArr zero, int group, float gscale,
+                 int64_t cols, OptArr bias, bool act_int8) {
+    ft::DenseRef* d = which == "qkv" ? &L_.qkv : which == "o" ? &L_.o : which == "router" ? &L_.router : nullptr;
+    expect(d != nullptr, "set_dense: which must be qkv, o or router, got " + which);
+    ft::ExpertBankRef b = bank(which, fmt, q, scale, zero, group, gscale, cols, std::nullopt);
+    expect(b.n_experts == 1, which + "_q must hold one matrix [1, rows, row bytes], got " + shape_of(q));
+    const int64_t rows = which == "qkv" ? (L_.N + 2 * L_.K) * L_.D : which == "o" ? L_.H : b.mat.rows;
+    const int64_t want_cols = which == "o" ? L_.N * L_.D : L_.H;
+    expect(b.mat.rows == rows && cols == want_cols, which + " must be [" + (which == "router" ? "E" : std::to_string(rows)) +
+                                                        ", " + std::to_string(want_cols) + "], got [" +
+                                                        std::to_string(b.mat.rows) + ", " + std::to_string(cols) + "]");
+    d->w = b.mat;
+    d->act_int8 = act_int8;
+    d->bias = nullptr;
+    if (bias) {
+      expect(bias->ndim() == 1 && int64_t(bias->shape(0)) == b.mat.rows && bias->dtype() == nb::dtype<float>(),
+             which + "_bias must be float32 [" + std::to_string(b.mat.rows) + "], got " + shape_of(*bias));
+      d->bias = static_cast<const float*>(bias->data());
+    }
+    keep(q), keep(scale), keep(zero), keep(bias);
+    set_ |= which == "qkv" ? 1 : which == "o" ? 2 : 4;
+  }
+
+  void set_attention(int qk_norm, OptArr q_norm, OptArr k_norm, bool interleaved, float scale, int64_t window,
+                     OptArr sinks) {
+    expect(qk_norm >= 0 && qk_norm <= 2, "qk_norm must be 0 (none), 1 (per head) or 2 (whole projection)");
+    L_.qk_norm = static_cast<ft::QkNorm>(qk_norm);
+    if (qk_norm) {
+      expect(q_norm && k_norm, "q_norm and k_norm are required with qk_norm");
+      L_.q_norm = vec_bf16("q_norm", *q_norm, qk_norm == 1 ? L_.D : L_.N * L_.D);
+      L_.k_norm = vec_bf16("k_norm", *k_norm, qk_norm == 1 ? L_.D : L_.K * L_.D);
+    }
+    expect(window >= 0, "window must be >= 0 (0: no window)");
+    L_.rope_interleaved = interleaved, L_.attn_scale = scale, L_.window = window;
+    L_.sinks = nullptr;
+    if (sinks) {
+      expect(sinks->ndim() == 1 && int64_t(sinks->shape(0)) == L_.N && sinks->dtype() == nb::dtype<float>(),
+             "sinks must be float32 [N=" + std::to_string(L_.N) + "], got " + shape_of(*sinks));
+      L_.sinks = static_cast<const float*>(sinks->data());
+    }
+    keep(sinks);
+    set_ |= 8;
+  }
+
+  void set_experts(int top_k, int route, bool renorm, int64_t base,                                          //
+                   int w13_fmt, Arr w13_q, OptArr w13_scale, OptArr w13_zero, int w13_group, float w13_gscale,  //
+                   OptArr w13_bias, int w2_fmt, Arr w2_q, OptArr w2_scale, OptArr w2_zero, int w2_group,      //
+                   float w2_gscale, OptArr w2_bias, int act, float alpha, float limit, bool act_int8) {
+    expect(route == 0 || route == 1, "route must be 0 (softmax) or 1 (topk_softmax)");
+    expect(act == 0 || act == 1, "act must be 0 (swiglu) or 1 (gptoss)");
+    L_.w13 = bank("w13", w13_fmt, w13_q, w13_scale, w13_zero, w13_group, w13_gscale, L_.H, w13_bias);
+    expect(L_.w13.mat.rows % 2 == 0, "w13 must have 2I rows (gate rows, then up rows)");
+    L_.w2 = bank("w2", w2_fmt, w2_q, w2_scale, w2_zero, w2_group, w2_gscale, L_.w13.mat.rows / 2, w2_bias);
+    expect(L_.w2.mat.rows == L_.H, "w2 must have H=" + std::to_string(L_.H) + " rows");
+    expect(base >= 0 && top_k >= 1, "base must be >= 0 and top_k >= 1");
+    L_.top_k = top_k, L_.route = static_cast<ft::RouteKind>(route), L_.renorm = renorm, L_.base = base;
+    L_.act = static_cast<ft::Act>(act), L_.alpha = alpha, L_.limit = limit, L_.experts_int8 = act_int8;
+    keep(w13_q), keep(w13_scale), keep(w13_zero), keep(w13_bias), keep(w2_q), keep(w2_scale), keep(w2_zero), keep(w2_bias);
+    set_ |= 16;
+  }
+
+  void run(Arr x, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx, Arr slots, Arr cos, Arr sin, OptArr eid_out) {
+    expect(set_ == 31, "the plan is incomplete: set_dense(qkv, o, router), set_attention and set_experts first");
+    const int64_t H = L_.H, K = L_.K, D = L_.D;
+    expect(x.ndim() == 2 && is_dtype(x, kBf16, 16) && int64_t(x.shape(1)) == H,
+           "x must be bfloat16 [T, H=" + std::to_string(H) + "], got " + shape_of(x));
+    const int64_t T = x.shape(0);
+    for (const auto& [p, name] : {std::pair{&k_pool, "k_pool"}, std::pair{&v_pool, "v_pool"}})
+      expect(p->ndim() == 4 && is_dtype(*p, kBf16, 16) && int64_t(p->shape(2)) == K && int64_t(p->shape(3)) == D &&
+                 p->shape(0) == k_pool.shape(0) && p->shape(1) == k_pool.shape(1),
+             std::string(name) + " must be bfloat16 [P, S, K=" + std::to_string(K) + ", D=" + std::to_string(D) +
+                 "] like k_pool, got " + shape_of(*p));
+    expect(page_table.ndim() == 2 && int64_t(page_table.shape(0)) == T && page_table.dtype() == nb::dtype<int64_t>(),
+           "page_table must be int64 [T=" + std::to_string(T) + ", Pmax], got " + shape_of(page_table));
+    for (const auto& [p, name] : {std::pair{&ctx, "ctx_lens"}, std::pair{&slots, "slots"}})
+      expect(p->ndim() == 1 && int64_t(p->shape(0)) == T && p->dtype() == nb::dtype<int64_t>(),
+             std::string(name) + " must be int64 [T=" + std::to_string(T) + "], got " + shape_of(*p));
+    expect(cos.ndim() == 2 && int64_t(cos.shape(0)) == T && cos.dtype() == nb::dtype<float>() && sin.ndim() == 2 &&
+               sin.shape(0) == cos.shape(0) && sin.shape(1) == cos.shape(1) && sin.dtype() == nb::dtype<float>(),
+           "cos and sin must be float32 [T, R/2], got " + shape_of(cos) + " and " + shape_of(sin));
+    if (eid_out)
+      expect(eid_out->ndim() == 2 && int64_t(eid_out->shape(0)) == T && int64_t(eid_out->shape(1)) == L_.top_k &&
+                 eid_out->dtype() == nb::dtype<int32_t>(),
+             "eid_out must be int32 [T, top_k=" + std::to_string(L_.top_k) + "], got " + shape_of(*eid_out));
+    ft::DecodeStep s;
+    s.x = static_cast<uint16_t*>(x.data());
+    s.T = T;
+    s.k_pool = static_cast<uint16_t*>(k_pool.data());
+    s.v_pool = static_cast<uint16_t*>(v_pool.data());
+    s.P = k_pool.shape(0), s.S = k_pool.shape(1), s.pmax = page_table.shape(1);
+    s.page_table = static_cast<const int64_t*>(page_table.data());
+    s.ctx = static_cast<const int64_t*>(ctx.data());
+    s.slots = static_cast<const int64_t*>(slots.data());
+    s.cos = static_cast<const float*>(cos.data());
+    s.sin = static_cast<const float*>(sin.data());
+    s.R = 2 * int64_t(cos.shape(1));
+    s.eid_out = eid_out ? static_cast<int32_t*>(eid_out->data()) : nullptr;
+    std::string err;
+    {
+      nb::gil_scoped_release release;
+      try {
+        ft::decode_layer(L_, s);
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+    }
+    if (!err.empty()) throw nb::value_error(err.c_str());
+  }
+
+ private:
+  const uint16_t* vec_bf16(const std::string& name, const Arr& a, int64_t n) {
+    expect(a.ndim() == 1 && int64_t(a.shape(0)) == n && is_dtype(a, kBf16, 16),
+           name + " must be bfloat16 [" + std::to_string(n) + "], got " + shape_of(a));
+    keep(a);
+    return static_cast<const uint16_t*>(a.data());
+  }
+  void keep(const Arr& a) { kept_.push_back(a); }
+  void keep(const OptArr& a) {
+    if (a) kept_.push_back(*a);
+  }
+
+  ft::DecodeLayer L_;
+  std::vector<Arr> kept_;  // the weights the plan points into
+  int set_ = 0;            // bits: qkv, o, router, attention, experts
+};
+
+}  // namespace
+
+void bind_decode_layer(nb::module_& m) {
+  nb::class_<DecodeLayerPlan>(m, "DecodeLayerPlan",
+                              "One GQA + routed-experts decoder layer of a bf16 decode step in one call "
+                              "(cpu/decode_layer.h). Holds the weights it points into.")
+      .def(nb::init<int64_t, int64_t, int64_t, int64_t, float, Arr, Arr>(), nb::arg("H"), nb::arg("N"), nb::arg("K"),
+           nb::arg("D"), nb::arg("eps"), nb::arg("ln1"), nb::arg("ln2"))
+      .def("set_dense", &DecodeLayerPlan::set_dense, nb::arg("which"), nb::arg("fmt"), nb::arg("q"),
+           nb::arg("scale").none(), nb::arg("zero").none(), nb::arg("group"), nb::arg("gscale"), nb::arg("cols"),
+           nb::arg("bias").none(), nb::arg("act_int8"))
+      .def("set_attention", &DecodeLayerPlan::set_attention, nb::arg("qk_norm"), nb::arg("q_norm").none(),
+           nb::arg("k_norm").none(), nb::arg("interleaved"), nb::arg("scale"), nb::arg("window"),
+           nb::arg("sinks").none())
+      .def("set_experts", &DecodeLayerPlan::set_experts, nb::arg("top_k"), nb::arg("route"), nb::arg("renorm"),
+           nb::arg("base"), nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(),
+           nb::arg("w13_zero").none(), nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(),
+           nb::arg("w2_fmt"), nb::arg("w2_q"), nb::arg("w2_scale").none(), nb::arg("w2_zero").none(),
+           nb::arg("w2_group"), nb::arg("w2_gscale"), nb::arg("w2_bias").none(), nb::arg("act"), nb::arg("alpha"),
+           nb::arg("limit"), nb::arg("act_int8"))
+      .def("run", &DecodeLayerPlan::run, nb::arg("x"), nb::arg("k_pool"), nb::arg("v_pool"), nb::arg("page_table"),
+           nb::arg("ctx_lens"), nb::arg("slots"), nb::arg("cos"), nb::arg("sin"), nb::arg("eid_out").none() = nb::none(),
+           "x [T, H] bf16 <- the layer applied (in place); the new keys and values written at slots; the routed "
+           "experts into eid_out if given. GIL released.");
+}

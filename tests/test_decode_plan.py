@@ -1,0 +1,74 @@
+"""Decode plans (models/decode_plan.py: a decoder layer of a bf16 decode step as one ft_kernels.DecodeLayer
+call) against the same engine running every layer op by op (decode_plans=False).
+
+The plan runs the same kernels in the same order with the same roundings, so the logits of every decode step,
+the sampled tokens and the routing record must be equal bit for bit -- for every architecture (those the plan
+does not cover run op by op in both engines; a model may mix planned and op-by-op layers, as GPT-OSS's
+windowed layers do), with bf16 and 4-bit dense weights, for three sequences of different lengths decoding
+together. Which layers get a plan is checked too, so a change that silently stops planning them fails here.
+"""
+
+import json
+
+import pytest
+import torch
+import tiny_checkpoints
+
+from ft_core import Engine, SamplingParams
+
+# Architectures whose decoder layers the plan covers (GQA over paged KV, routed experts, no shared experts):
+# every MoE layer, or (GPT-OSS) the full-attention ones -- its windowed layers keep their window as state.
+ALL_PLANNED = {"qwen3_moe", "mixtral", "olmoe"}
+SOME_PLANNED = {"gpt_oss"}
+CASES = [(a, None) for a in tiny_checkpoints.ARCHS + tiny_checkpoints.HYBRID_ARCHS] + [("qwen3_moe", "fp8"),
+                                                                                         ("gpt_oss", "mxfp4")]
+PROMPTS = [[(i * 37 + 11 + 5 * s) % 500 + 3 for i in range(n)] for s, n in enumerate((9, 3, 14))]
+
+
+def sampled_logits(eng) -> dict[int, list]:
+    """seq_id -> the logits rows [V] the engine sampled from (as packages/ft-core/tests/engine_spy.py)."""
+    rows, forward = {}, eng.runner.forward
+
+    def spy(b, *a):
+        out = forward(b, *a)
+        for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):
+            if seq.num_computed + n == seq.total_len:
+                rows.setdefault(seq.seq_id, []).append(out[i].clone())
+        return out
+
+    eng.runner.forward = spy
+    return rows
+
+
+def _run(path, tmp_path, name, plans, dense_format):
+    log = tmp_path / f"{name}.jsonl"
+    log.touch()
+    eng = Engine.from_pretrained(path, device="cpu", dtype="bfloat16", decode_plans=plans, dense_format=dense_format,
+                                 record_routing=str(log))
+    rows = sampled_logits(eng)
+    seqs = [eng.add_request(p, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)) for p in PROMPTS]
+    while not all(s.finished for s in seqs):
+        eng.step()
+    routes = [json.loads(line) for line in log.read_text().splitlines()]
+    return eng, [s.output_ids for s in seqs], {k: torch.stack(v) for k, v in rows.items()}, routes
+
+
+@pytest.mark.parametrize("dense_format", [None, "int4_sym"])
+@pytest.mark.parametrize("arch, variant", CASES, ids=[f"{a}-{v}" if v else a for a, v in CASES])
+def test_planned_decode_equals_op_by_op(tiny_ckpt, tmp_path, arch, variant, dense_format):
+    path = tiny_ckpt(arch, variant)
+    planned, toks_p, rows_p, routes_p = _run(path, tmp_path, "plans", True, dense_format)
+    plain, toks_o, rows_o, routes_o = _run(path, tmp_path, "ops", False, dense_format)
+    n_plans = sum(p is not None for p in planned.model.plans)
+    assert all(p is None for p in plain.model.plans)
+    if arch in ALL_PLANNED:
+        assert n_plans == sum(planned.model_config.moe_layers) > 0
+    elif arch in SOME_PLANNED:
+        assert 0 < n_plans < len(planned.model.plans)
+    else:
+        assert n_plans == 0
+    assert toks_p == toks_o
+    assert rows_p.keys() == rows_o.keys()
+    for k in rows_p:
+        assert torch.equal(rows_p[k], rows_o[k]), (arch, k, (rows_p[k] - rows_o[k]).abs().max())
+    assert routes_p == routes_o and len(routes_p) > 1
