@@ -2,11 +2,13 @@
 // with the GIL released. Tensors arrive by DLPack without copies. The decode-layer plan is bound in
 // bind_decode_layer.cpp.
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "bind_common.h"
 #include "cpu/attn_decode.h"
@@ -219,6 +221,11 @@ NB_MODULE(_C, m) {
         "Top-k routes of T tokens from fp32 logits [T, E] (softmax or top-k softmax), as flat tok/eid/gate lists. GIL released.");
   m.def("rope", &rope, nb::arg("x"), nb::arg("cos"), nb::arg("sin"), nb::arg("interleaved"), nb::arg("y"),
         "y = x with its first R dims rotated (NeoX or interleaved pairs, output in halves), fp32 math. GIL released.");
+  m.def("format_names", [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < static_cast<int>(ft::Fmt::COUNT); ++i) names.emplace_back(ft::fmt_name(static_cast<ft::Fmt>(i)));
+    return names;
+  }, "The weight formats' names in the order of their codes (cpu/formats.h: Fmt); ft_kernels.FORMATS is built from it.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),

@@ -162,7 +162,8 @@ AttnSpanFn attn_span_kernel() {
 }
 
 const char* fmt_name(Fmt f) {
-  static const char* names[] = {"bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"};
+  static constexpr const char* names[] = {"bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fmt::COUNT), "one name per Fmt, in order");
   int i = static_cast<int>(f);
   return i >= 0 && i < static_cast<int>(Fmt::COUNT) ? names[i] : "?";
 }

@@ -24,7 +24,11 @@ from dataclasses import dataclass
 
 import torch
 
-FORMATS = {"bf16": 0, "f16": 1, "fp8_e4m3": 2, "mxfp4": 3, "nvfp4": 4, "int4_sym": 5, "int4_asym": 6}
+from ft_kernels import _C
+
+# name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
+# cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym".
+FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 DEFAULT_GROUP = {"fp8_e4m3": 128, "mxfp4": 32, "nvfp4": 16, "int4_sym": 128, "int4_asym": 128}
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
