@@ -169,7 +169,7 @@ def _replayed(trace: Trace, prefill: str):
 def _bank(n_ids: int, experts: int) -> ExpertBank:
     """A one-element-per-row fake bank: ExpertCache needs one for its slot storage (and its layer size), not the
     weights."""
-    return ExpertBank("dense", num_experts=experts, hidden=1, inter=1, act="swiglu",
+    return ExpertBank("f32", num_experts=experts, hidden=1, inter=1, act="swiglu",
                       tensors={"w13": torch.zeros(n_ids, 1, 1), "w2": torch.zeros(n_ids, 1, 1)})
 
 

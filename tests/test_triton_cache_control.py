@@ -15,7 +15,7 @@ from ft_core.experts.cached import q_policy
 from ft_kernels.gpu.cache_control import control
 
 def bank(n, E=None):
-    b = ExpertBank("dense", num_experts=E or n, hidden=2, inter=1, act="swiglu")
+    b = ExpertBank("bf16", num_experts=E or n, hidden=2, inter=1, act="swiglu")
     b.tensors["w13"] = torch.zeros(n, 2, 2, dtype=torch.bfloat16); b.tensors["w2"] = torch.zeros(n, 2, 1, dtype=torch.bfloat16)
     return b
 
@@ -78,7 +78,7 @@ def runs(draw):
 @given(runs())
 def check(run):
     E, L, slots, mode, ratio, steps, victims = run
-    b = ExpertBank("dense", num_experts=E, hidden=2, inter=1, act="swiglu")
+    b = ExpertBank("f32", num_experts=E, hidden=2, inter=1, act="swiglu")
     b.tensors["w13"] = torch.zeros(E * L, 2, 2); b.tensors["w2"] = torch.zeros(E * L, 2, 1)
     ref = ExpertCache(b, slots, policy=victims)
     t = {k: getattr(ref, k).clone() for k in ("slot_of_id", "id_of_slot", "last_use", "pinned", "reuse")}

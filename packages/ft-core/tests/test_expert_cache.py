@@ -10,7 +10,7 @@ from ft_core.experts.cached import q_policy
 
 
 def _bank(n_ids: int) -> ExpertBank:
-    b = ExpertBank("dense", num_experts=n_ids, hidden=4, inter=2, act="swiglu")
+    b = ExpertBank("bf16", num_experts=n_ids, hidden=4, inter=2, act="swiglu")
     b.tensors["w13"] = torch.arange(n_ids * 16, dtype=torch.float32).view(n_ids, 4, 4).bfloat16()
     b.tensors["w2"] = torch.arange(n_ids * 8, dtype=torch.float32).view(n_ids, 4, 2).bfloat16()
     return b

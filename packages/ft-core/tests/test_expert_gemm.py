@@ -18,7 +18,7 @@ def _bank(act, E=6, H=96, I=64, bias=False, seed=0):
     if bias:
         t["w13_bias"] = torch.randn(E, 2 * I, generator=g) * 0.1
         t["w2_bias"] = torch.randn(E, H, generator=g) * 0.1
-    return ExpertBank("dense", E, H, I, act, t), g
+    return ExpertBank("bf16", E, H, I, act, t), g
 
 
 @pytest.mark.parametrize("act, bias", [("swiglu", False), ("gptoss", True)])

@@ -186,3 +186,24 @@ def test_buffered_fallback_without_direct_io(ckpt, tmp_path, monkeypatch, failur
     assert reader.stats["direct_bytes"] == 0 and reader.stats["bytes"] > 0
     monkeypatch.undo()
     assert torch.equal(eng.score(IDS), Engine.from_pretrained(src).score(IDS))
+
+
+@pytest.mark.parametrize("arch,variant,fmt,old", [("qwen3_moe", None, "auto", "dense"), ("qwen3_moe", "fp8", "auto", "fp8"),
+                                                  ("qwen3_moe", None, "int4", "int4_sym")])
+def test_indexes_with_the_old_bank_names_still_load(ckpt, tmp_path, arch, variant, fmt, old):
+    """FTW indexes written before ExpertBank took the kernels' format names say "dense" (bf16/f16/f32 banks) or
+    "fp8": they load as the same bank under the new name, with the same logits."""
+    out = tmp_path / "ftw"
+    convert(ckpt(arch, variant), out, fmt, shard_bytes=SHARD)
+    new = Engine.from_pretrained(out)
+    index = json.loads((out / INDEX_NAME).read_text())
+    assert index["bank"]["fmt"] == new.model.bank.fmt in ft_kernels.FORMATS
+    index["bank"]["fmt"] = old
+    (out / INDEX_NAME).write_text(json.dumps(index))
+    again = Engine.from_pretrained(out)
+    assert again.model.bank.fmt == new.model.bank.fmt
+    assert torch.equal(again.score(IDS), new.score(IDS))
+    index["bank"]["fmt"] = "int3"
+    (out / INDEX_NAME).write_text(json.dumps(index))
+    with pytest.raises(Exception, match="invalid bank record.*'int3' is not one of"):
+        Engine.from_pretrained(out)

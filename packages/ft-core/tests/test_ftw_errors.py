@@ -109,7 +109,7 @@ def test_overwrite_replaces_atomically(demo_dir, tmp_path):
     out = tmp_path / "ftw"
     convert(demo_dir, out, "int4")
     convert(demo_dir, out, overwrite=True)
-    assert _index(out)["bank"]["fmt"] == "dense" and sorted(p.name for p in tmp_path.iterdir()) == ["ftw"]
+    assert _index(out)["bank"]["fmt"] == "bf16" and sorted(p.name for p in tmp_path.iterdir()) == ["ftw"]
 
 
 def test_exception_mid_convert_leaves_nothing(demo_dir, tmp_path):

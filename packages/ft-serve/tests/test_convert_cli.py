@@ -25,7 +25,7 @@ def test_convert_then_generate_gives_the_same_text(demo, tmp_path):
     out = tmp_path / "demo.ftw"
     res = ft("convert", "--model", str(demo), "--out", str(out), "--shard-size", "256KiB")
     assert res.returncode == 0, res.stderr
-    assert f"wrote {out}" in res.stdout and "experts dense" in res.stdout
+    assert f"wrote {out}" in res.stdout and "experts bf16" in res.stdout
     index = json.loads((out / "ftw_index.json").read_text())
     assert len(index["shards"]) > 1 and all(s["bytes"] <= 256 << 10 for s in index["shards"])
     a = ft("generate", "--model", str(demo), "--max-tokens", "12", "the model")

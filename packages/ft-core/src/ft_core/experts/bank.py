@@ -1,10 +1,11 @@
 """ExpertBank: every routed expert of the model in a few tensors whose first dim is the flat id.
 
 Flat id = ``m * E + e`` where m is the index of the MoE layer among MoE layers (dense layers have no
-experts) and e the expert. Layout per format (N = flat ids, I = expert intermediate, H = hidden):
+experts) and e the expert. The formats are the kernels' own (``ft_kernels.FORMATS``) plus ``f32``, which no
+kernel takes. Layout per format (N = flat ids, I = expert intermediate, H = hidden):
 
-- ``dense``: ``w13 [N, 2I, H]`` (gate rows, then up rows), ``w2 [N, H, I]``, stored dtype (bf16/f16/f32)
-- ``fp8``:   ``w13``/``w2`` float8_e4m3fn as above, ``w13_scale [N, 2I, ceil(H/B1)]``,
+- ``bf16`` / ``f16`` / ``f32``: ``w13 [N, 2I, H]`` (gate rows, then up rows), ``w2 [N, H, I]`` in that dtype
+- ``fp8_e4m3``: ``w13``/``w2`` float8_e4m3fn as above, ``w13_scale [N, 2I, ceil(H/B1)]``,
              ``w2_scale [N, H, ceil(I/B1)]`` float32: one scale row per weight row (block rows expanded)
 - ``mxfp4``: ``w13_blocks [N, 2I, H/32, 16]``, ``w13_scales [N, 2I, H/32]`` uint8; ``w2_*`` likewise
 - ``nvfp4``: ``w13_q [N, 2I, H/2]`` uint8 (e2m1 pairs), ``w13_scale [N, 2I, H/16]`` uint8 e4m3, one global
@@ -23,13 +24,30 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import ft_kernels
 import torch
+
+FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
+# Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
+_LEGACY = {"fp8": "fp8_e4m3"}
+
+
+def bank_format(name: str, dtype: torch.dtype | None = None) -> str:
+    """``name`` as an ExpertBank format, old FTW names included ("dense" -> the name of ``dtype``, the
+    bank's float dtype; "fp8" -> "fp8_e4m3"). ValueError for anything else unknown."""
+    if name == "dense" and dtype in FLOAT_FORMATS:
+        return FLOAT_FORMATS[dtype]
+    name = _LEGACY.get(name, name)
+    if name not in BANK_FORMATS:
+        raise ValueError(f"expert bank format {name!r} is not one of {', '.join(BANK_FORMATS)}")
+    return name
 
 
 
 @dataclass
 class ExpertBank:
-    fmt: str  # "dense" | "fp8" | "mxfp4" | "nvfp4" | "int4_sym" | "int4_asym"
+    fmt: str  # one of BANK_FORMATS: "bf16" | "f16" | "f32" | "fp8_e4m3" | "mxfp4" | "nvfp4" | "int4_*"
     num_experts: int  # E per layer
     hidden: int  # H
     inter: int  # I
@@ -38,6 +56,10 @@ class ExpertBank:
     fp8_block: int = 0  # column group of the scales: B1 for fp8, G for int4_*
     global_scale: tuple[float, float] = (1.0, 1.0)  # nvfp4: (w13, w2) global scales
     _kernel_views: tuple | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.fmt not in BANK_FORMATS:
+            raise ValueError(f"expert bank format {self.fmt!r} is not one of {', '.join(BANK_FORMATS)}")
 
     @property
     def num_ids(self) -> int:
@@ -51,7 +73,7 @@ class ExpertBank:
 
     def dequant(self, ids: torch.Tensor, which: str) -> torch.Tensor:
         """Float32 weights of ``which`` ("w13" [n, 2I, H] or "w2" [n, H, I]) for flat ``ids`` [n]."""
-        if self.fmt == "dense":
+        if self.fmt in FLOAT_FORMATS.values():
             return self.tensors[which][ids].float()
         from ft_kernels.reference import dequantize  # the kernels' own reference twin
 
@@ -80,7 +102,7 @@ class ExpertBank:
                 blocks = t[f"{which}_blocks"]
                 q = blocks.view(blocks.shape[0], blocks.shape[1], -1)
                 out.append(ExpertWeights("mxfp4", q, cols, t[f"{which}_scales"], group=32, bias=bias))
-            elif self.fmt == "fp8":
+            elif self.fmt == "fp8_e4m3":
                 q = t[which].view(torch.uint8)
                 out.append(ExpertWeights("fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias))
             elif self.fmt in ("nvfp4", "int4_sym", "int4_asym"):
@@ -88,9 +110,8 @@ class ExpertBank:
                 gs = self.global_scale[0 if which == "w13" else 1]
                 out.append(ExpertWeights(self.fmt, t[f"{which}_q"], cols, t[f"{which}_scale"], t.get(f"{which}_zero"),
                                          group=group, global_scale=gs, bias=bias))
-            elif t[which].dtype in (torch.bfloat16, torch.float16):
-                fmt = "bf16" if t[which].dtype == torch.bfloat16 else "f16"
-                out.append(ExpertWeights(fmt, t[which], cols, bias=bias))
+            elif self.fmt in ("bf16", "f16"):
+                out.append(ExpertWeights(self.fmt, t[which], cols, bias=bias))
             else:
                 return None
         return tuple(out)

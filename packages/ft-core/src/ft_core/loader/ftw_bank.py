@@ -20,11 +20,10 @@ import torch
 from ft_core.errors import FTError
 from ft_core.experts.bank import ExpertBank
 
-# user name -> (ExpertBank.fmt, ft_kernels format, scale group)
+# `ft convert --format` name -> (ExpertBank / ft_kernels format, scale group); "fp8" and "int4" are short names
 TARGETS = {
-    "bf16": ("dense", "bf16", 0), "f16": ("dense", "f16", 0), "fp8": ("fp8", "fp8_e4m3", 128),
-    "mxfp4": ("mxfp4", "mxfp4", 32), "nvfp4": ("nvfp4", "nvfp4", 16), "int4": ("int4_sym", "int4_sym", 128),
-    "int4_asym": ("int4_asym", "int4_asym", 128),
+    "bf16": ("bf16", 0), "f16": ("f16", 0), "fp8": ("fp8_e4m3", 128), "mxfp4": ("mxfp4", 32),
+    "nvfp4": ("nvfp4", 16), "int4": ("int4_sym", 128), "int4_asym": ("int4_asym", 128),
 }
 FORMATS = ("auto", *TARGETS)
 _CHUNK_ELEMS = 1 << 22  # fp32 elements quantised per call
@@ -44,11 +43,7 @@ def check_format(fmt: str, hidden: int, inter: int) -> None:
 
 def keeps_stored(bank: ExpertBank, fmt: str) -> bool:
     """True when ``fmt`` asks for what the bank already holds (its bytes are written unchanged)."""
-    if fmt == "auto":
-        return True
-    if bank.fmt == "dense":
-        return fmt == {torch.bfloat16: "bf16", torch.float16: "f16"}.get(bank.tensors["w13"].dtype)
-    return TARGETS[fmt][0] == bank.fmt
+    return fmt == "auto" or TARGETS[fmt][0] == bank.fmt
 
 
 def bank_absmax(bank: ExpertBank) -> tuple[float, float]:
@@ -62,7 +57,7 @@ def convert_bank(bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None 
     model's ``bank_absmax`` (needed by nvfp4, whose global scale spans every layer). Biases are kept."""
     if keeps_stored(bank, fmt):
         return bank
-    bank_fmt, kfmt, group = TARGETS[fmt]
+    kfmt, group = TARGETS[fmt]
     out: dict[str, torch.Tensor] = {}
     gscale = [1.0, 1.0]
     for k, which in enumerate(("w13", "w2")):
@@ -70,13 +65,13 @@ def convert_bank(bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None 
                  for w in _dequant_chunks(bank, which)]
         gscale[k] = parts[0].global_scale
         q = torch.cat([p.q for p in parts])
-        if bank_fmt == "dense":
+        if kfmt in ("bf16", "f16"):
             out[which] = q
             continue
         scale = torch.cat([p.scale for p in parts])
-        if bank_fmt == "fp8":
+        if kfmt == "fp8_e4m3":
             out[which], out[f"{which}_scale"] = q.view(torch.float8_e4m3fn), scale
-        elif bank_fmt == "mxfp4":
+        elif kfmt == "mxfp4":
             out[f"{which}_blocks"], out[f"{which}_scales"] = q.view(*q.shape[:2], -1, 16), scale
         else:
             out[f"{which}_q"], out[f"{which}_scale"] = q, scale
@@ -85,9 +80,9 @@ def convert_bank(bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None 
     for k in ("w13_bias", "w2_bias"):
         if k in bank.tensors:
             out[k] = bank.tensors[k]
-    return ExpertBank(bank_fmt, bank.num_experts, bank.hidden, bank.inter, bank.act, out,
-                      fp8_block=group if bank_fmt in ("fp8", "int4_sym", "int4_asym") else 0,
-                      global_scale=(gscale[0], gscale[1]) if bank_fmt == "nvfp4" else (1.0, 1.0))
+    return ExpertBank(kfmt, bank.num_experts, bank.hidden, bank.inter, bank.act, out,
+                      fp8_block=group if kfmt in ("fp8_e4m3", "int4_sym", "int4_asym") else 0,
+                      global_scale=(gscale[0], gscale[1]) if kfmt == "nvfp4" else (1.0, 1.0))
 
 
 def _dequant_chunks(bank: ExpertBank, which: str):

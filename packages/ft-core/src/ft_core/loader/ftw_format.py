@@ -6,14 +6,15 @@ last, so a directory without it is never taken for a finished conversion)::
 
     {"format": "ftw", "version": 1, "alignment": 4096,
      "checksum": {"algorithm": "blocksum64", "chunk_bytes": 16777216},
-     "bank": {"fmt": "dense", "num_experts": E, "hidden": H, "inter": I, "act": "swiglu",
+     "bank": {"fmt": "bf16", "num_experts": E, "hidden": H, "inter": I, "act": "swiglu",
               "num_ids": N, "fp8_block": 0, "global_scale": [1.0, 1.0], "tensors": ["w13", "w2"]} | null,
      "shards": [{"file": "model-00001.ftw", "bytes": 123}],
      "tensors": [{"name": "model.embed_tokens.weight", "kind": "dense", "shape": [V, H], "dtype": "BF16",
                   "file": "model-00001.ftw", "offset": 0, "bytes": 2*V*H, "checksum": [c0, c1, ...]},
                  {"name": "experts.w13", "kind": "bank", "rows": [a, b], "shape": [b - a, 2I, H], ...}]}
 
-Dense tensors keep their checkpoint names, dtypes and values (fp8 weights with their
+``bank.fmt`` is an ExpertBank format (``experts/bank.py``: the kernels' names, or ``f32``); indexes written
+before those names say ``dense`` or ``fp8`` and are still read. Dense tensors keep their checkpoint names, dtypes and values (fp8 weights with their
 ``weight_scale_inv``): the engine's ``WeightReader`` treats them as it treats safetensors. Bank
 entries hold rows ``[a, b)`` (flat ids) of one ``ExpertBank`` tensor in the kernels' layout
 (``experts/bank.py``). Every tensor starts at a multiple of ``alignment`` in its shard, so it can be

@@ -22,7 +22,7 @@ import torch
 
 from ft_core import env
 from ft_core.errors import CheckpointError
-from ft_core.experts.bank import ExpertBank
+from ft_core.experts.bank import ExpertBank, bank_format
 from ft_core.loader.ftw_format import DTYPES, Entry, FTWIndex, read_index
 from ft_core.loader.ftw_io import ShardFiles, aligned_empty, byte_view, pin_in_place, read_chunk
 from ft_core.loader.progress import Progress
@@ -118,7 +118,9 @@ def _alloc_bank(index: FTWIndex, huge: bool) -> tuple[ExpertBank | None, dict[En
         return None, {}
     try:
         N = int(meta["num_ids"])
-        bank = ExpertBank(str(meta["fmt"]), int(meta["num_experts"]), int(meta["hidden"]), int(meta["inter"]),
+        w13 = next((e for e in index.entries if e.kind == "bank" and e.name == "experts.w13"), None)
+        fmt = bank_format(str(meta["fmt"]), DTYPES.get(w13.dtype) if w13 is not None else None)  # old names too
+        bank = ExpertBank(fmt, int(meta["num_experts"]), int(meta["hidden"]), int(meta["inter"]),
                           str(meta["act"]), {}, int(meta["fp8_block"]), tuple(float(g) for g in meta["global_scale"]))
         names = [str(k) for k in meta["tensors"]]
     except (KeyError, TypeError, ValueError) as e:

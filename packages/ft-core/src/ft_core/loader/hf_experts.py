@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ft_core.errors import CheckpointError
-from ft_core.experts.bank import ExpertBank
+from ft_core.experts.bank import FLOAT_FORMATS, ExpertBank, bank_format
 from ft_core.loader.quant import FLOAT, FP8, fp8_row_scales
 from ft_core.model_config import ModelConfig
 
@@ -27,7 +27,8 @@ _DEFAULT_NAMES = ("gate_proj", "up_proj", "down_proj")
 
 def load_hf_bank(r: WeightReader, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
     """Read the experts of every MoE layer (``prefixes[m]`` = that layer's MLP module name) into one
-    bank of L * E flat ids: ``dense`` (stored float dtype), ``fp8`` (row scales) or ``mxfp4``."""
+    bank of L * E flat ids: ``bf16`` / ``f16`` / ``f32`` (the stored float dtype), ``fp8_e4m3`` (row scales) or
+    ``mxfp4``."""
     m = cfg.moe
     E, H, I = m.num_experts, cfg.hidden_size, m.intermediate
     L = len(prefixes)
@@ -35,8 +36,10 @@ def load_hf_bank(r: WeightReader, cfg: ModelConfig, prefixes: list[str]) -> Expe
     _check_dtypes(r, prefixes)
     stored = r.stored_dtype(probe)
     fp8 = stored == torch.float8_e4m3fn
-    fmt = "mxfp4" if probe.endswith("_blocks") else "fp8" if fp8 else "dense"
-    bank = ExpertBank(fmt, E, H, I, m.act, fp8_block=cfg.quant.block[1] if fmt == "fp8" else 0)
+    if not fp8 and stored not in FLOAT_FORMATS and not probe.endswith("_blocks"):
+        stored = torch.float32  # float64 / float8_e5m2 experts are held as float32 (exact for e5m2)
+    fmt = "mxfp4" if probe.endswith("_blocks") else "fp8_e4m3" if fp8 else bank_format("dense", stored)
+    bank = ExpertBank(fmt, E, H, I, m.act, fp8_block=cfg.quant.block[1] if fp8 else 0)
     alloc = _Alloc(bank, L * E, H, I, stored, cfg)
     names = _PER_EXPERT_NAMES.get(cfg.model_type, _DEFAULT_NAMES)
     for li, p in enumerate(prefixes):
@@ -94,7 +97,7 @@ class _Alloc:
         else:
             t["w13"] = torch.empty(N, 2 * I, H, dtype=stored)
             t["w2"] = torch.empty(N, H, I, dtype=stored)
-        if bank.fmt == "fp8":
+        if bank.fmt == "fp8_e4m3":
             b1 = bank.fp8_block
             t["w13_scale"] = torch.empty(N, 2 * I, -(-H // b1))
             t["w2_scale"] = torch.empty(N, H, -(-I // b1))
@@ -123,7 +126,7 @@ def _load_per_expert(r, bank, p, base, E, H, I, names):
             dst = "w13" if rows is not None else "w2"
             row = t[dst][base + e] if rows is None else t[dst][base + e, rows]
             jobs.append((f"{q}.{name}.weight", row))
-            if bank.fmt == "fp8":
+            if bank.fmt == "fp8_e4m3":
                 b0, b1 = r.quant.block
                 s = r.raw(f"{q}.{name}.weight_scale_inv", (-(-shape[0] // b0), -(-shape[1] // b1)))
                 sc = t[f"{dst}_scale"]
