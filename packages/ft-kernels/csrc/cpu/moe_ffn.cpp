@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -18,6 +20,40 @@ namespace {
 
 struct Group {
   int64_t e, start, k;  // expert, first position in the expert-sorted route order, routes
+};
+
+// A calling thread's work arrays, kept between calls: a prefill call needs ~90 MB of them (512 tokens,
+// Qwen3-30B-A3B shape), and fresh allocations are fresh pages, which the OS faults in and zeroes on every
+// call. Uninitialised (every element is written before it is read). Released after a call that grew them
+// past kKeepBytes, so one long prompt does not pin its arrays.
+class Scratch {
+ public:
+  static constexpr int64_t kKeepBytes = int64_t(256) << 20;
+  template <class T>
+  T* get(int i, int64_t n) {
+    const int64_t bytes = std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(T));
+    if (bytes > size_[i]) {
+      std::free(p_[i]);
+      p_[i] = std::malloc(bytes);
+      size_[i] = p_[i] ? bytes : 0;
+      if (!p_[i]) throw std::bad_alloc();
+    }
+    return static_cast<T*>(p_[i]);
+  }
+  void trim() {
+    int64_t total = 0;
+    for (int64_t b : size_) total += b;
+    if (total <= kKeepBytes) return;
+    for (int i = 0; i < kSlots; ++i) std::free(p_[i]), p_[i] = nullptr, size_[i] = 0;
+  }
+  ~Scratch() {
+    for (void* p : p_) std::free(p);
+  }
+
+ private:
+  static constexpr int kSlots = 6;
+  void* p_[kSlots] = {};
+  int64_t size_[kSlots] = {};
 };
 
 // Rows per task. Prefill: one task's weight rows within ~256 KiB (L2) so token blocks reuse them. Decode
@@ -88,8 +124,13 @@ void moe_experts(const MoeArgs& a) {
       pool.run(n, fn);
     }
   };
-  std::vector<float> xs(k13b ? 0 : R * H), gu(R * 2 * I), h(R * I), out(R * H);
-  std::vector<uint16_t> xsb(k13b ? R * H : 0), hb(xb ? R * I : 0);
+  thread_local Scratch scratch;
+  float* xs = scratch.get<float>(0, k13b ? 0 : R * H);
+  float* gu = scratch.get<float>(1, R * 2 * I);
+  float* h = scratch.get<float>(2, R * I);
+  float* out = scratch.get<float>(3, R * H);
+  uint16_t* xsb = scratch.get<uint16_t>(4, k13b ? R * H : 0);
+  uint16_t* hb = scratch.get<uint16_t>(5, xb ? R * I : 0);
   for (int64_t j = 0; j < R; ++j) {
     int64_t t = a.tok[order[j]];
     if (k13b) {
@@ -101,7 +142,7 @@ void moe_experts(const MoeArgs& a) {
     }
   }
 
-  if (q8) xq.set(xs.data(), R, H, H);
+  if (q8) xq.set(xs, R, H, H);
 
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
@@ -144,7 +185,7 @@ void moe_experts(const MoeArgs& a) {
     });
   }
 
-  if (q8) hq.set(h.data(), R, I, I);
+  if (q8) hq.set(h, R, I, I);
 
   // Phase 2. Decode: tasks = (group, block of H), each streaming one expert's contiguous W2 rows into that
   // group's rows of out; then the gate-weighted sum into y on the calling thread (R x H adds).
@@ -185,6 +226,7 @@ void moe_experts(const MoeArgs& a) {
       }
     });
   }
+  scratch.trim();
 }
 
 }  // namespace ft
