@@ -6,7 +6,9 @@ import dataclasses
 import ft_kernels
 import pytest
 from ft_core import FTError
-from ft_core.config import EngineConfig, KernelFormat, MoeCachePolicy, options
+from ft_core.config import DeviceExpertImpl, EngineConfig, ExpertImpl, KernelFormat, MoeCachePolicy, options
+from ft_core.experts.backends import IMPLS
+from ft_core.experts.bank import BANK_FORMATS
 from ft_core.experts.cache import POLICIES
 from typing import get_args
 
@@ -30,6 +32,14 @@ def test_one_format_vocabulary():
     cache policies' Literal is ExpertCache's list."""
     assert tuple(get_args(KernelFormat)) == tuple(ft_kernels.FORMATS)
     assert tuple(get_args(MoeCachePolicy)) == POLICIES
+    assert BANK_FORMATS == (*ft_kernels.FORMATS, "f32")  # expert banks: the kernels' names, plus f32
+
+
+def test_one_implementation_vocabulary():
+    """expert_impl / device_expert_impl name the registered implementations (plus auto); moe_backend is the
+    hierarchy's policy and names none of them."""
+    assert set(get_args(DeviceExpertImpl)) == {"auto", *IMPLS}
+    assert set(get_args(ExpertImpl)) <= set(get_args(DeviceExpertImpl))
 
 
 @pytest.mark.parametrize("name", [o.name for o in options() if o.choices])

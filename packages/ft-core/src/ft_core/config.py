@@ -69,7 +69,8 @@ class EngineConfig:
     linear_attn_impl: LinearAttnImpl = option(
         "auto", help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; pip "
                      "install 'ft-core[fla]', CUDA only) or torch (layers/gated_delta.py); auto: fla on CUDA when installed")
-    # Expert memory hierarchy (DESIGN §3).
+    # Expert memory hierarchy (DESIGN §3). moe_backend is the hierarchy's policy (the name is the CLI's contract);
+    # expert_impl / device_expert_impl name the implementations that compute routes (experts/backends.py IMPLS).
     moe_backend: MoeBackend = option(
         "auto", help="expert hierarchy policy: cpu (every expert on the host kernels; auto picks it without a GPU), "
                      "fill / hybrid / static (an expert cache of slots on the device; with --device cpu a separate "

@@ -1,4 +1,8 @@
-"""Expert backends: compute a MoE layer's routes on an ExpertBank. Small ABC + registry (DESIGN §8.4).
+"""Expert implementations: compute a MoE layer's routes on an ExpertBank. Small ABC + registry (DESIGN §8.4).
+
+Vocabulary: an *implementation* (``IMPLS``, chosen by ``EngineConfig.expert_impl`` / ``device_expert_impl``:
+torch, kernel, triton) computes routes on one bank; the hierarchy *policy* (``EngineConfig.moe_backend``: cpu,
+fill, hybrid, static) decides which bank a route runs on (``experts/factory.py``, ``experts/cached.py``).
 
 A route is (token t, flat expert id, gate weight g); the backend returns
 ``y[t] = sum over routes of g * expert(x[t])`` as float32 [T, H], whatever format the bank holds.
@@ -151,10 +155,10 @@ class TritonBackend(ExpertBackend):
         return grouped_experts(x, tok, eid, gate, w13, w2, act=bank.act, alpha=self.alpha, limit=self.limit)
 
 
-BACKENDS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend, "triton": TritonBackend}
+IMPLS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend, "triton": TritonBackend}
 
 
-def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float, int8: bool = False) -> ExpertBackend:
+def select_impl(name: str, bank: ExpertBank, alpha: float, limit: float, int8: bool = False) -> ExpertBackend:
     """``auto`` takes the C++ kernel where it supports the bank, else the torch reference. ``int8``
     (EngineConfig.int8_activations) needs the kernel."""
     from ft_core.errors import FTError
@@ -166,9 +170,9 @@ def select_backend(name: str, bank: ExpertBank, alpha: float, limit: float, int8
         if int8 and not k.supports(bank):
             raise FTError(f"int8_activations needs the C++ kernels, which do not take this {bank.fmt} bank")
         return k if k.supports(bank) else TorchBackend(alpha, limit)
-    if name not in BACKENDS:
-        raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(BACKENDS)}")
-    b = CpuKernelBackend(alpha, limit, int8) if name == "kernel" else BACKENDS[name](alpha, limit)
+    if name not in IMPLS:
+        raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(IMPLS)}")
+    b = CpuKernelBackend(alpha, limit, int8) if name == "kernel" else IMPLS[name](alpha, limit)
     if not b.supports(bank):
         raise FTError(f"expert implementation {name!r} does not support {bank.fmt} {bank.act} banks; use auto or torch")
     return b

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ft_core.config import EngineConfig
 from ft_core.errors import FTError
-from ft_core.experts.backends import ExpertBackend, select_backend
+from ft_core.experts.backends import ExpertBackend, select_impl
 from ft_core.experts.bank import ExpertBank
 from ft_core.experts.cache import ExpertCache
 from ft_core.experts.cached import CachedBackend
@@ -28,12 +28,12 @@ def cache_slots(bank: ExpertBank, engine: EngineConfig) -> int:
 
 def build_backend(bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_layers: int) -> ExpertBackend:
     """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
-    host = select_backend(engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations)
+    host = select_impl(engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations)
     policy = engine.resolved_moe_backend
     if policy == "cpu":
         return host
     cache = ExpertCache(bank, cache_slots(bank, engine), engine.device, engine.moe_cache_policy)
     impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
-    device = select_backend(impl, cache.slot_bank(), moe.swiglu_alpha, moe.swiglu_limit)
+    device = select_impl(impl, cache.slot_bank(), moe.swiglu_alpha, moe.swiglu_limit)
     return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers,
                          overlap=engine.moe_prefill_overlap)
