@@ -4,6 +4,7 @@
     uv run python benchmarks/bench_cache_policies.py --trace trace.jsonl [--json FILE] [--png FILE]
         [--domain general|code|DATASET]  (--trace also takes ../shared/traces/*.npz and *_routing.jsonl)
         [--fractions 0.05,0.1,0.25,0.5] [--ratio 0.5] [--prefill warm|skip] [--static-from trace|prefill|decode]
+        [--prefetch N]
 
 The DECODE layer steps of the trace are replayed through caches of S = fraction * L * E slots
 (L MoE layers, E experts each). Prefill steps warm the replayed caches (``--prefill warm``, the
@@ -20,6 +21,10 @@ Columns:
   static           KTransformers-like: the S most-routed ids pinned, never changing
   static_layer     llama.cpp-like: each layer gets S/L slots holding its most-routed experts
   belady           Belady's optimum for a global cache that fills every miss (bound for lru_fill)
+  reuse_prefetch   (--prefetch N) reuse_fill, and after each decode layer step the N experts expected at the
+                   next layer (cache_sim.NextLayerGuess: from routing alone) fetched before that layer runs;
+                   misses are what the layers still wait for. pf_per_token: experts the prefetches copied per
+                   decode token (demand fills: fill_per_token); pf_used: the share of them the next layer routed
 The static sets come from route counts over the whole trace by default (an oracle profile: the
 best a frozen set can do); ``--static-from prefill`` profiles the prefill forwards only.
 The PNG (written without matplotlib) plots miss rate against the fraction for every policy.
@@ -42,7 +47,7 @@ COLORS = {"lru_fill": (31, 119, 180), "reuse_fill": (148, 103, 189), "hybrid": (
           "static_layer": (214, 39, 40), "belady": (0, 0, 0)}
 
 
-def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace") -> dict:
+def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace", prefetch=0) -> dict:
     rows = []
     for f in fractions:
         S = sim.slots_for(trace, f)
@@ -55,10 +60,15 @@ def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace") -> dic
         rows.append({"fraction": f, "slots": S, "lru_fill": fill.miss_rate, "reuse_fill": reuse.miss_rate, "hybrid": hyb.miss_rate,
                      "hyb_cpu": hyb.cpu_fraction, "static": st.miss_rate, "static_layer": sl.miss_rate,
                      "belady": bel.miss_rate, "distinct": fill.distinct})
+        if prefetch:
+            pf = sim.replay_prefetch(trace, S, prefetch, "reuse", prefill)
+            n = max(1, trace.decode_tokens)
+            rows[-1].update(reuse_prefetch=pf.miss_rate, fill_per_token=pf.fills / n, pf_per_token=pf.prefetched / n,
+                            pf_used=pf.used / max(1, pf.prefetched), reuse_fill_per_token=reuse.fills / n)
     return {"trace": trace.source, "layers": trace.num_layers, "experts": trace.num_experts,
             "num_ids": trace.num_ids, "decode_layer_steps": sum(s[0] for s in trace.steps),
             "decode_tokens": trace.decode_tokens, "prefill": prefill, "static_from": static_from,
-            "ratio": ratio, "rows": rows}
+            "ratio": ratio, "prefetch": prefetch, "rows": rows}
 
 
 def print_table(out: dict) -> None:
@@ -70,6 +80,14 @@ def print_table(out: dict) -> None:
     for r in out["rows"]:
         print("  ".join(f"{r[c]:>12}" if c == "slots" else f"{r[c]:>12.4f}" for c in cols))
     print("miss rate = misses / distinct ids routed, summed over decode layer steps; hyb_cpu = share of hybrid's misses run on the CPU")
+    if out.get("prefetch"):
+        pcols = ("fraction", "reuse_fill", "reuse_prefetch", "belady", "reuse_fill_per_token", "fill_per_token",
+                 "pf_per_token", "pf_used")
+        print(f"prefetch of {out['prefetch']} experts a layer step (experts copied per decode token: reuse alone, then "
+              "with prefetch: demand fills + prefetch copies)")
+        print("  ".join(f"{c:>12}" for c in pcols))
+        for r in out["rows"]:
+            print("  ".join(f"{r[c]:>12.4f}" for c in pcols))
 
 
 # --- a tiny PNG line plot (no matplotlib): a 3x5 bitmap font, lines, zlib + CRC chunks -------------
@@ -157,10 +175,13 @@ def main() -> None:
     ap.add_argument("--ratio", type=float, default=0.5, help="hybrid's B_P / B_H (default 0.5)")
     ap.add_argument("--prefill", choices=["warm", "skip"], default="warm", help="prefill steps warm the caches or are skipped")
     ap.add_argument("--static-from", choices=["trace", "prefill", "decode"], default="trace", help="route counts that pick the static sets")
+    ap.add_argument("--prefetch", type=int, default=0, metavar="N",
+                    help="also replay reuse with a prefetch of the N experts expected at the next layer (0: off)")
     ap.add_argument("--json", metavar="FILE", help="write the same figures as JSON")
     ap.add_argument("--png", metavar="FILE", help="plot miss rate vs fraction per policy")
     a = ap.parse_args()
-    out = run(sim.load_trace(a.trace, a.domain), [float(x) for x in a.fractions.split(",")], a.ratio, a.prefill, a.static_from)
+    out = run(sim.load_trace(a.trace, a.domain), [float(x) for x in a.fractions.split(",")], a.ratio, a.prefill, a.static_from,
+              a.prefetch)
     print_table(out)
     if a.json:
         with open(a.json, "w") as f:

@@ -182,3 +182,32 @@ def test_reuse_beats_lru_where_lru_cycles():
     reuse = sim.replay_lru(trace, 4, "fill", victim="reuse")
     assert lru.miss_rate == 1.0 and reuse.miss_rate < 0.7, (lru.miss_rate, reuse.miss_rate)
     assert sim.replay_belady(trace, 4, "warm").misses <= reuse.misses
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_prefetch_off_is_the_reuse_replay(seed):
+    """A prefetch of 0 experts replays exactly what reuse_fill does."""
+    t = _random_trace(seed, L=4, E=8, k=2, n_decode=40)
+    S = sim.slots_for(t, 0.25)
+    pf, reuse = sim.replay_prefetch(t, S, 0), sim.replay_lru(t, S, "fill", victim="reuse")
+    assert pf.per_step == reuse.per_step and pf.prefetched == 0
+
+
+def test_prefetch_learns_a_layer_to_layer_rule():
+    """Each token's experts at layer l + 1 follow from those at layer l (e -> e + 1 mod E), the first layer's at
+    random: once NextLayerGuess has seen the rule, every expert of layers >= 1 was fetched before its layer ran
+    (nearly every prefetch used), so only layer 0 still misses; without prefetch the small cache misses throughout."""
+    L, E, k = 4, 16, 2
+    rng = random.Random(0)
+    forwards = []
+    for _ in range(200):
+        first = rng.sample(range(E), k)
+        forwards.append((True, [[layer * E + (e + layer) % E for e in first] for layer in range(L)]))
+    t = _trace(forwards, L, E)
+    S = 2 * k  # room for one layer step and one prefetch
+    pf, plain = sim.replay_prefetch(t, S, k), sim.replay_lru(t, S, "fill", victim="reuse")
+    late = slice(len(pf.per_step) // 2, None)  # the second half: the rule learned
+    miss_layer = [sum(m for (_, m, _), i in zip(pf.per_step[late], range(10**9)) if i % L == layer) for layer in range(L)]
+    assert miss_layer[0] > 0 and miss_layer[1:] == [0] * (L - 1)
+    assert sum(m for _, m, _ in plain.per_step[late]) > 3 * miss_layer[0]
+    assert pf.used >= 0.9 * pf.prefetched > 0
