@@ -22,7 +22,7 @@ Columns:
   static_layer     llama.cpp-like: each layer gets S/L slots holding its most-routed experts
   belady           Belady's optimum for a global cache that fills every miss (bound for lru_fill)
   reuse_prefetch   (--prefetch N) reuse_fill, and after each decode layer step the N experts expected at the
-                   next layer (cache_sim.NextLayerGuess: from routing alone) fetched before that layer runs;
+                   next layer (cache_prefetch.NextLayerGuess: from routing alone) fetched before that layer runs;
                    misses are what the layers still wait for. pf_per_token: experts the prefetches copied per
                    decode token (demand fills: fill_per_token); pf_used: the share of them the next layer routed
 The static sets come from route counts over the whole trace by default (an oracle profile: the
@@ -40,6 +40,7 @@ import sys
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cache_prefetch  # noqa: E402
 import cache_sim as sim  # noqa: E402  (benchmarks/ is not a package)
 
 POLICIES = ("lru_fill", "reuse_fill", "hybrid", "static", "static_layer", "belady")
@@ -61,7 +62,7 @@ def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace", prefet
                      "hyb_cpu": hyb.cpu_fraction, "static": st.miss_rate, "static_layer": sl.miss_rate,
                      "belady": bel.miss_rate, "distinct": fill.distinct})
         if prefetch:
-            pf = sim.replay_prefetch(trace, S, prefetch, "reuse", prefill)
+            pf = cache_prefetch.replay_prefetch(trace, S, prefetch, "reuse", prefill)
             n = max(1, trace.decode_tokens)
             rows[-1].update(reuse_prefetch=pf.miss_rate, fill_per_token=pf.fills / n, pf_per_token=pf.prefetched / n,
                             pf_used=pf.used / max(1, pf.prefetched), reuse_fill_per_token=reuse.fills / n)

@@ -20,6 +20,7 @@ def _load(name: str):
 
 
 sim = _load("cache_sim")
+prefetch = _load("cache_prefetch")
 
 
 def _trace(forwards, L: int, E: int):
@@ -189,7 +190,7 @@ def test_prefetch_off_is_the_reuse_replay(seed):
     """A prefetch of 0 experts replays exactly what reuse_fill does."""
     t = _random_trace(seed, L=4, E=8, k=2, n_decode=40)
     S = sim.slots_for(t, 0.25)
-    pf, reuse = sim.replay_prefetch(t, S, 0), sim.replay_lru(t, S, "fill", victim="reuse")
+    pf, reuse = prefetch.replay_prefetch(t, S, 0), sim.replay_lru(t, S, "fill", victim="reuse")
     assert pf.per_step == reuse.per_step and pf.prefetched == 0
 
 
@@ -205,7 +206,7 @@ def test_prefetch_learns_a_layer_to_layer_rule():
         forwards.append((True, [[layer * E + (e + layer) % E for e in first] for layer in range(L)]))
     t = _trace(forwards, L, E)
     S = 2 * k  # room for one layer step and one prefetch
-    pf, plain = sim.replay_prefetch(t, S, k), sim.replay_lru(t, S, "fill", victim="reuse")
+    pf, plain = prefetch.replay_prefetch(t, S, k), sim.replay_lru(t, S, "fill", victim="reuse")
     late = slice(len(pf.per_step) // 2, None)  # the second half: the rule learned
     miss_layer = [sum(m for (_, m, _), i in zip(pf.per_step[late], range(10**9)) if i % L == layer) for layer in range(L)]
     assert miss_layer[0] > 0 and miss_layer[1:] == [0] * (L - 1)
