@@ -7,7 +7,7 @@ workers spin waiting for the busy core). One thread keeps the suite fast and its
 flash-linear-attention (``fla``, a dev dependency) is hidden from the test process: transformers'
 Qwen3-Next / Qwen3.5 modeling imports it when installed (~25 s) and then runs its Triton kernels,
 which need a GPU driver, instead of its torch path; our references must stay torch on the CPU. The fla
-parity tests (packages/ft-core/tests/test_gated_delta_fla.py) run fla in their own processes.
+parity tests (packages/ft-core/tests/layers/test_gated_delta_fla.py) run fla in their own processes.
 """
 
 import sys

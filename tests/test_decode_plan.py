@@ -13,6 +13,7 @@ import json
 import pytest
 import torch
 import tiny_checkpoints
+from engine_spy import sampled_logits
 
 from ft_core import Engine, SamplingParams
 
@@ -23,21 +24,6 @@ SOME_PLANNED = {"gpt_oss"}
 CASES = [(a, None) for a in tiny_checkpoints.ARCHS + tiny_checkpoints.HYBRID_ARCHS] + [("qwen3_moe", "fp8"),
                                                                                          ("gpt_oss", "mxfp4")]
 PROMPTS = [[(i * 37 + 11 + 5 * s) % 500 + 3 for i in range(n)] for s, n in enumerate((9, 3, 14))]
-
-
-def sampled_logits(eng) -> dict[int, list]:
-    """seq_id -> the logits rows [V] the engine sampled from (as packages/ft-core/tests/engine_spy.py)."""
-    rows, forward = {}, eng.runner.forward
-
-    def spy(b, *a):
-        out = forward(b, *a)
-        for i, (seq, n) in enumerate(zip(b.seqs, b.chunk)):
-            if seq.num_computed + n == seq.total_len:
-                rows.setdefault(seq.seq_id, []).append(out[i].clone())
-        return out
-
-    eng.runner.forward = spy
-    return rows
 
 
 def _run(path, tmp_path, name, plans, dense_format):

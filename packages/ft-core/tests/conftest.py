@@ -4,10 +4,13 @@ from pathlib import Path
 
 import pytest
 
-# The workspace tests' helpers (bounds.py, tiny_checkpoints.py) are plain modules, as here.
-_WORKSPACE_TESTS = str(Path(__file__).resolve().parents[3] / "tests")
-if _WORKSPACE_TESTS not in sys.path:
-    sys.path.insert(0, _WORKSPACE_TESTS)
+# The helpers beside this file (fla_interpret.py) and the workspace tests' (bounds.py, engine_spy.py,
+# tiny_checkpoints.py) are plain modules (pytest runs with --import-mode=importlib), for the tests of
+# every subfolder.
+_HERE = Path(__file__).resolve().parent
+for _helpers in (str(_HERE.parents[2] / "tests"), str(_HERE)):
+    if _helpers not in sys.path:
+        sys.path.insert(0, _helpers)
 
 from ft_core.demo import write_demo_model
 

@@ -3,7 +3,7 @@ private ``CODEX_HOME``; the key travels in an environment variable named by ``en
 
 Reasoning needs no key: Codex 0.171 asks every model, its fallback metadata for an unknown id included, for
 ``reasoning`` (``summary: "auto"``, no effort) with ``include: ["reasoning.encrypted_content"]``, and sends
-the reasoning items back in later turns (tests/test_e2e_harnesses.py). The older
+the reasoning items back in later turns (tests/harnesses/test_e2e_harnesses.py). The older
 ``model_supports_reasoning_summaries`` is gone (``--strict-config`` rejects it); a model that does not
 reason simply returns no reasoning items. ``model_reasoning_effort`` is left to the user (``-c``): without
 it the chat template's default applies."""

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -18,8 +16,7 @@ import pytest
 from ft_core import Engine
 from serve_helpers import API_KEY, start_server
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
-import tiny_checkpoints  # noqa: E402
+import tiny_checkpoints
 
 SYSTEM = "You are a coding agent. Answer briefly. " * 4
 

@@ -1,8 +1,6 @@
 """Prefix reuse of KV pages (cache/radix.py + the scheduler): same logits and tokens as without it,
 page-aligned hits, shared pages with reference counts, LRU eviction from a small pool, abort."""
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,13 +9,11 @@ from ft_core import Engine, SamplingParams
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.cache.radix import RadixCache
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
-import tiny_checkpoints  # noqa: E402
+import tiny_checkpoints
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
-import engine_spy  # noqa: E402
-from engine_spy import sampled_logits  # noqa: E402
-from bounds import assert_logits_close  # noqa: E402
+import engine_spy
+from engine_spy import sampled_logits
+from bounds import assert_logits_close
 
 IDS = [(i * 37 + 11) % 700 + 20 for i in range(64)]  # inside every tiny vocabulary (>= 800)
 GREEDY = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)

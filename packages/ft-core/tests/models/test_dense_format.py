@@ -9,8 +9,6 @@
   would mix numerics are refused.
 """
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,9 +17,8 @@ from ft_core import Engine, FTError
 from ft_core.layers.dense import QuantDense
 from ft_kernels import reference as R
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
-import tiny_checkpoints  # noqa: E402
-from bounds import assert_logits_close  # noqa: E402
+import tiny_checkpoints
+from bounds import assert_logits_close
 
 IDS = [(i * 37 + 11) % 500 + 3 for i in range(30)]
 

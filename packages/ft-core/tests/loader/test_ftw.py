@@ -10,8 +10,6 @@ the torch reference on the loaded bank, and the logits stay near the unquantised
 import dataclasses
 import json
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,9 +19,8 @@ from ft_core import Engine, SamplingParams
 from ft_core.loader.ftw_format import ALIGN, INDEX_NAME
 from ft_core.loader.ftw_write import convert
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
-import tiny_checkpoints  # noqa: E402
-from bounds import assert_logits_close  # noqa: E402
+import tiny_checkpoints
+from bounds import assert_logits_close
 
 IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]
 SHARD = 1 << 16  # small shards: many files, bank rows split across them

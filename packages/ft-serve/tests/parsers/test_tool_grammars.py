@@ -6,8 +6,6 @@ parameter, a missing required one or an over-long string is refused."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,8 +13,7 @@ from ft_core.tokenizer import Tokenizer
 from ft_serve.parsers import collect, make_parser
 from ft_serve.server.structured import Grammars
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_tokenizers (workspace tests)
-import tiny_tokenizers  # noqa: E402
+import tiny_tokenizers
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
     "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14},

@@ -20,7 +20,7 @@ import pytest
 from ft_core import FTError
 from ft_core.config import EngineConfig
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # ft-core/tests: fla_interpret
 WORKSPACE_TESTS = HERE.parents[2] / "tests"  # tiny_checkpoints
 
 

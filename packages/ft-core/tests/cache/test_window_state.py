@@ -6,21 +6,17 @@ chunking (inside a window, across windows, longer than a query block); batched m
 single runs; a prefix resumes at a checkpoint of the window (and of nothing else) with the same
 logits and tokens as from scratch; anchors come from the harmony tokens."""
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from ft_core import Engine, SamplingParams
 from ft_core.cache.anchors import AnchorTokens
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
-import tiny_checkpoints  # noqa: E402
+import tiny_checkpoints
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
-import engine_spy  # noqa: E402
-from bounds import assert_logits_close  # noqa: E402
-from engine_spy import sampled_logits  # noqa: E402
+import engine_spy
+from bounds import assert_logits_close
+from engine_spy import sampled_logits
 
 IDS = [(i * 37 + 11) % 700 + 20 for i in range(600)]  # inside the tiny vocabulary
 GREEDY = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)  # more tokens than the window (8)

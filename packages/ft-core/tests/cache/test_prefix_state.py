@@ -5,21 +5,17 @@ Resumed outputs equal outputs computed from scratch (sampled logits within round
 tokens); the deepest valid checkpoint is restored, also between page ends; the checkpoint budget is
 kept with LRU eviction; live state slots bound concurrency and survive preemption and abort."""
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from ft_core import Engine, SamplingParams
 from ft_core.cache.anchors import AnchorTokens, CheckpointPolicy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # tiny_checkpoints (workspace tests)
-import tiny_checkpoints  # noqa: E402
+import tiny_checkpoints
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # engine_spy beside this file
-import engine_spy  # noqa: E402
-from engine_spy import sampled_logits  # noqa: E402
-from bounds import assert_logits_close  # noqa: E402
+import engine_spy
+from engine_spy import sampled_logits
+from bounds import assert_logits_close
 
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 S = 4  # page size: checkpoints fall inside pages as often as at their ends
