@@ -44,8 +44,14 @@ import cache_prefetch  # noqa: E402
 import cache_sim as sim  # noqa: E402  (benchmarks/ is not a package)
 
 POLICIES = ("lru_fill", "reuse_fill", "hybrid", "static", "static_layer", "belady")
-COLORS = {"lru_fill": (31, 119, 180), "reuse_fill": (148, 103, 189), "hybrid": (255, 127, 14), "static": (44, 160, 44),
-          "static_layer": (214, 39, 40), "belady": (0, 0, 0)}
+COLORS = {
+    "lru_fill": (31, 119, 180),
+    "reuse_fill": (148, 103, 189),
+    "hybrid": (255, 127, 14),
+    "static": (44, 160, 44),
+    "static_layer": (214, 39, 40),
+    "belady": (0, 0, 0),
+}
 
 
 def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace", prefetch=0) -> dict:
@@ -58,48 +64,95 @@ def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace", prefet
         st = sim.replay_static(trace, sim.static_set(trace, S, static_from))
         sl = sim.replay_static(trace, sim.static_set(trace, S, static_from, per_layer=True))
         bel = sim.replay_belady(trace, S, prefill=prefill)
-        rows.append({"fraction": f, "slots": S, "lru_fill": fill.miss_rate, "reuse_fill": reuse.miss_rate, "hybrid": hyb.miss_rate,
-                     "hyb_cpu": hyb.cpu_fraction, "static": st.miss_rate, "static_layer": sl.miss_rate,
-                     "belady": bel.miss_rate, "distinct": fill.distinct})
+        rows.append(
+            {
+                "fraction": f,
+                "slots": S,
+                "lru_fill": fill.miss_rate,
+                "reuse_fill": reuse.miss_rate,
+                "hybrid": hyb.miss_rate,
+                "hyb_cpu": hyb.cpu_fraction,
+                "static": st.miss_rate,
+                "static_layer": sl.miss_rate,
+                "belady": bel.miss_rate,
+                "distinct": fill.distinct,
+            }
+        )
         if prefetch:
             pf = cache_prefetch.replay_prefetch(trace, S, prefetch, "reuse", prefill)
             n = max(1, trace.decode_tokens)
-            rows[-1].update(reuse_prefetch=pf.miss_rate, fill_per_token=pf.fills / n, pf_per_token=pf.prefetched / n,
-                            pf_used=pf.used / max(1, pf.prefetched), reuse_fill_per_token=reuse.fills / n)
-    return {"trace": trace.source, "layers": trace.num_layers, "experts": trace.num_experts,
-            "num_ids": trace.num_ids, "decode_layer_steps": sum(s[0] for s in trace.steps),
-            "decode_tokens": trace.decode_tokens, "prefill": prefill, "static_from": static_from,
-            "ratio": ratio, "prefetch": prefetch, "rows": rows}
+            rows[-1].update(
+                reuse_prefetch=pf.miss_rate,
+                fill_per_token=pf.fills / n,
+                pf_per_token=pf.prefetched / n,
+                pf_used=pf.used / max(1, pf.prefetched),
+                reuse_fill_per_token=reuse.fills / n,
+            )
+    return {
+        "trace": trace.source,
+        "layers": trace.num_layers,
+        "experts": trace.num_experts,
+        "num_ids": trace.num_ids,
+        "decode_layer_steps": sum(s[0] for s in trace.steps),
+        "decode_tokens": trace.decode_tokens,
+        "prefill": prefill,
+        "static_from": static_from,
+        "ratio": ratio,
+        "prefetch": prefetch,
+        "rows": rows,
+    }
 
 
 def print_table(out: dict) -> None:
-    print(f"trace: {out['trace']}  (L={out['layers']} MoE layers x E={out['experts']} = {out['num_ids']} ids, "
-          f"{out['decode_layer_steps']} decode layer steps, {out['decode_tokens']} decode tokens)")
-    print(f"prefill: {out['prefill']}; static sets from: {out['static_from']}; hybrid ratio B_P/B_H = {out['ratio']}")
+    print(
+        f"trace: {out['trace']}  (L={out['layers']} MoE layers x E={out['experts']} = {out['num_ids']} ids, "
+        f"{out['decode_layer_steps']} decode layer steps, {out['decode_tokens']} decode tokens)"
+    )
+    print(
+        f"prefill: {out['prefill']}; static sets from: {out['static_from']}; hybrid ratio B_P/B_H = {out['ratio']}"
+    )
     cols = ("fraction", "slots") + POLICIES[:3] + ("hyb_cpu",) + POLICIES[3:]
     print("  ".join(f"{c:>12}" for c in cols))
     for r in out["rows"]:
         print("  ".join(f"{r[c]:>12}" if c == "slots" else f"{r[c]:>12.4f}" for c in cols))
-    print("miss rate = misses / distinct ids routed, summed over decode layer steps; hyb_cpu = share of hybrid's misses run on the CPU")
+    print(
+        "miss rate = misses / distinct ids routed, summed over decode layer steps; hyb_cpu = share of hybrid's misses run on the CPU"
+    )
     if out.get("prefetch"):
-        pcols = ("fraction", "reuse_fill", "reuse_prefetch", "belady", "reuse_fill_per_token", "fill_per_token",
-                 "pf_per_token", "pf_used")
-        print(f"prefetch of {out['prefetch']} experts a layer step (experts copied per decode token: reuse alone, then "
-              "with prefetch: demand fills + prefetch copies)")
+        pcols = (
+            "fraction",
+            "reuse_fill",
+            "reuse_prefetch",
+            "belady",
+            "reuse_fill_per_token",
+            "fill_per_token",
+            "pf_per_token",
+            "pf_used",
+        )
+        print(
+            f"prefetch of {out['prefetch']} experts a layer step (experts copied per decode token: reuse alone, then "
+            "with prefetch: demand fills + prefetch copies)"
+        )
         print("  ".join(f"{c:>12}" for c in pcols))
         for r in out["rows"]:
             print("  ".join(f"{r[c]:>12.4f}" for c in pcols))
 
 
 # --- a tiny PNG line plot (no matplotlib): a 3x5 bitmap font, lines, zlib + CRC chunks -------------
-_GLYPHS = dict(zip("0123456789.-_%ABCDEFGHIJKLMNOPQRSTUVWXYZ /", (
-    "111101101101111 010110010010111 111001111100111 111001111001111 101101111001001 111100111001111 "
-    "111100111101111 111001001001001 111101111101111 111101111001111 000000000000010 000000111000000 "
-    "000000000000111 101001010100101 010101111101101 110101110101110 011100100100011 110101101101110 "
-    "111100110100111 111100110100100 011100101101011 101101111101101 111010010010111 001001001101010 "
-    "101101110101101 100100100100111 101111111101101 110101101101101 010101101101010 110101110100100 "
-    "010101101110011 110101110101101 011100010001110 111010010010010 101101101101111 101101101101010 "
-    "101101111111101 101101010101101 101101010010010 111001010100111 000000000000000 001001010100100").split()))
+_GLYPHS = dict(
+    zip(
+        "0123456789.-_%ABCDEFGHIJKLMNOPQRSTUVWXYZ /",
+        (
+            "111101101101111 010110010010111 111001111100111 111001111001111 101101111001001 111100111001111 "
+            "111100111101111 111001001001001 111101111101111 111101111001111 000000000000010 000000111000000 "
+            "000000000000111 101001010100101 010101111101101 110101110101110 011100100100011 110101101101110 "
+            "111100110100111 111100110100100 011100101101011 101101111101101 111010010010111 001001001101010 "
+            "101101110101101 100100100100111 101111111101101 110101101101101 010101101101010 110101110100100 "
+            "010101101110011 110101110101101 011100010001110 111010010010010 101101101101111 101101101101010 "
+            "101101111111101 101101010101101 101101010010010 111001010100111 000000000000000 001001010100100"
+        ).split(),
+    )
+)
 
 
 class Canvas:
@@ -130,10 +183,16 @@ class Canvas:
 
     def png(self, path: str) -> None:
         raw = b"".join(b"\x00" + bytes(row) for row in self.px)
-        chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+        chunk = lambda t, d: (
+            struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+        )
         with open(path, "wb") as f:
-            f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
-                    + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+            f.write(
+                b"\x89PNG\r\n\x1a\n"
+                + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw, 9))
+                + chunk(b"IEND", b"")
+            )
 
 
 def plot(out: dict, path: str) -> None:
@@ -167,22 +226,53 @@ def plot(out: dict, path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--trace", required=True,
-                    help="routing trace: JSON lines from ft generate --record-routing, or a recorded trace of a trained "
-                         "model (.npz rows per token and layer; a folder or file of per-token-layer JSON lines)")
-    ap.add_argument("--domain", default=None,
-                    help="a part of a recorded trace: general or code (npz), a dataset name (JSON lines)")
-    ap.add_argument("--fractions", default="0.05,0.1,0.15,0.25,0.375,0.5,0.75,1.0", help="cache sizes as fractions of L*E")
+    ap.add_argument(
+        "--trace",
+        required=True,
+        help="routing trace: JSON lines from ft generate --record-routing, or a recorded trace of a trained "
+        "model (.npz rows per token and layer; a folder or file of per-token-layer JSON lines)",
+    )
+    ap.add_argument(
+        "--domain",
+        default=None,
+        help="a part of a recorded trace: general or code (npz), a dataset name (JSON lines)",
+    )
+    ap.add_argument(
+        "--fractions",
+        default="0.05,0.1,0.15,0.25,0.375,0.5,0.75,1.0",
+        help="cache sizes as fractions of L*E",
+    )
     ap.add_argument("--ratio", type=float, default=0.5, help="hybrid's B_P / B_H (default 0.5)")
-    ap.add_argument("--prefill", choices=["warm", "skip"], default="warm", help="prefill steps warm the caches or are skipped")
-    ap.add_argument("--static-from", choices=["trace", "prefill", "decode"], default="trace", help="route counts that pick the static sets")
-    ap.add_argument("--prefetch", type=int, default=0, metavar="N",
-                    help="also replay reuse with a prefetch of the N experts expected at the next layer (0: off)")
+    ap.add_argument(
+        "--prefill",
+        choices=["warm", "skip"],
+        default="warm",
+        help="prefill steps warm the caches or are skipped",
+    )
+    ap.add_argument(
+        "--static-from",
+        choices=["trace", "prefill", "decode"],
+        default="trace",
+        help="route counts that pick the static sets",
+    )
+    ap.add_argument(
+        "--prefetch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also replay reuse with a prefetch of the N experts expected at the next layer (0: off)",
+    )
     ap.add_argument("--json", metavar="FILE", help="write the same figures as JSON")
     ap.add_argument("--png", metavar="FILE", help="plot miss rate vs fraction per policy")
     a = ap.parse_args()
-    out = run(sim.load_trace(a.trace, a.domain), [float(x) for x in a.fractions.split(",")], a.ratio, a.prefill, a.static_from,
-              a.prefetch)
+    out = run(
+        sim.load_trace(a.trace, a.domain),
+        [float(x) for x in a.fractions.split(",")],
+        a.ratio,
+        a.prefill,
+        a.static_from,
+        a.prefetch,
+    )
     print_table(out)
     if a.json:
         with open(a.json, "w") as f:

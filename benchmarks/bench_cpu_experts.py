@@ -42,11 +42,13 @@ BANK_BYTES = 1 << 30
 
 def tile_bank(w: ExpertWeights, n: int) -> ExpertWeights:
     """``w`` with its K experts copied round-robin into ``n`` distinct slots (same bytes, new addresses)."""
+
     def rep(t: torch.Tensor | None) -> torch.Tensor | None:
         if t is None:
             return None
         k = t.shape[0]
         return t.repeat((-(-n // k),) + (1,) * (t.dim() - 1))[:n].contiguous()
+
     return dataclasses.replace(w, q=rep(w.q), scale=rep(w.scale), zero=rep(w.zero))
 
 
@@ -56,9 +58,15 @@ def make_bank(fmt: str, H: int, I: int, k: int = 1) -> tuple[ExpertWeights, Expe
     for _ in range(k):  # one expert at a time: the quantisers' temporaries are ~8x the fp32 weights
         parts13.append(fk.quantize(torch.randn(1, 2 * I, H) * 0.02, fmt))
         parts2.append(fk.quantize(torch.randn(1, H, I) * 0.02, fmt))
-    cat = lambda ps, f: None if getattr(ps[0], f) is None else torch.cat([getattr(p, f) for p in ps])
-    w13 = dataclasses.replace(parts13[0], q=cat(parts13, "q"), scale=cat(parts13, "scale"), zero=cat(parts13, "zero"))
-    w2 = dataclasses.replace(parts2[0], q=cat(parts2, "q"), scale=cat(parts2, "scale"), zero=cat(parts2, "zero"))
+    cat = lambda ps, f: (
+        None if getattr(ps[0], f) is None else torch.cat([getattr(p, f) for p in ps])
+    )
+    w13 = dataclasses.replace(
+        parts13[0], q=cat(parts13, "q"), scale=cat(parts13, "scale"), zero=cat(parts13, "zero")
+    )
+    w2 = dataclasses.replace(
+        parts2[0], q=cat(parts2, "q"), scale=cat(parts2, "scale"), zero=cat(parts2, "zero")
+    )
     per = w13.nbytes_per_expert() + w2.nbytes_per_expert()
     n = max(-(-BANK_BYTES // per), 2 * TOPK)
     return tile_bank(w13, n), tile_bank(w2, n)
@@ -86,7 +94,9 @@ def torch_experts(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor) -> tor
     return y
 
 
-def time_calls(fn, T: int, n: int, per_expert: int, reps: int, gen: torch.Generator) -> tuple[float, float]:
+def time_calls(
+    fn, T: int, n: int, per_expert: int, reps: int, gen: torch.Generator
+) -> tuple[float, float]:
     """(bytes of distinct experts read per second, seconds per call) over ``reps`` calls with fresh routes."""
     fn(*routes(T, n, gen))  # warm-up
     total_bytes, total_s = 0, 0.0
@@ -101,13 +111,24 @@ def time_calls(fn, T: int, n: int, per_expert: int, reps: int, gen: torch.Genera
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=None, help="write one JSON record per measurement to this file")
+    ap.add_argument(
+        "--json", default=None, help="write one JSON record per measurement to this file"
+    )
     ap.add_argument("--quick", action="store_true", help="T=1 rows only (under a minute)")
-    ap.add_argument("--threads", type=int, default=None, help="kernel pool threads (default: the pool's size)")
-    ap.add_argument("--x-dtype", default="float32", choices=["float32", "bfloat16"],
-                    help="activations of ft's kernels (bfloat16: the path of a bfloat16 engine; default float32)")
-    ap.add_argument("--formats", default=",".join(fk.FORMATS),
-                    help=f"comma-separated formats to run (default all: {','.join(fk.FORMATS)})")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="kernel pool threads (default: the pool's size)"
+    )
+    ap.add_argument(
+        "--x-dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="activations of ft's kernels (bfloat16: the path of a bfloat16 engine; default float32)",
+    )
+    ap.add_argument(
+        "--formats",
+        default=",".join(fk.FORMATS),
+        help=f"comma-separated formats to run (default all: {','.join(fk.FORMATS)})",
+    )
     args = ap.parse_args()
     xdt = getattr(torch, args.x_dtype)
     formats = [f for f in args.formats.split(",") if f]
@@ -122,9 +143,13 @@ def main() -> None:
     torch.set_num_threads(threads)
     Ts = [1] if args.quick else [1, 4, 8, 512]
     gen = torch.Generator().manual_seed(0)
-    print(f"isa {fk.active_isa()}, {threads} threads, x {args.x_dtype}, read bandwidth {read / 1e9:.1f} GB/s "
-          f"(1 GiB fp32 sum, {cores} threads)")
-    print(f"{'shape':14} {'format':13} {'T':>4} {'N':>5} {'GB/s':>7} {'ratio':>6} {'torch GB/s':>10} {'x_torch':>7}")
+    print(
+        f"isa {fk.active_isa()}, {threads} threads, x {args.x_dtype}, read bandwidth {read / 1e9:.1f} GB/s "
+        f"(1 GiB fp32 sum, {cores} threads)"
+    )
+    print(
+        f"{'shape':14} {'format':13} {'T':>4} {'N':>5} {'GB/s':>7} {'ratio':>6} {'torch GB/s':>10} {'x_torch':>7}"
+    )
     records = []
     for shape, (H, I) in SHAPES.items():
         ref13, ref2 = make_bank("bf16", H, I)  # the torch engine's bank (bf16, same shapes)
@@ -148,24 +173,51 @@ def main() -> None:
             w13, w2 = (ref13, ref2) if fmt == "bf16" else make_bank(fmt, H, I)
             n, per = w13.num_experts, w13.nbytes_per_expert() + w2.nbytes_per_expert()
             for q8 in (False, True) if fmt in fk.reference.INT8_FORMATS else (False,):
-                read = read_bandwidth(buf, cores, reps=3)  # this host's bandwidth drifts: measure next to each group
+                read = read_bandwidth(
+                    buf, cores, reps=3
+                )  # this host's bandwidth drifts: measure next to each group
                 for T in Ts:
                     x = torch.randn(T, H).to(xdt)
                     reps = 2 if T >= 512 else 8
                     out = torch.empty(T, H)
-                    nr = min(n, nt) if T >= 512 else n  # prefill routes among torch's N: same tokens per expert
-                    run = lambda tok, eid, gate, a=w13, b=w2: fk.moe_experts(x, tok, eid, gate, a, b, out=out,  # noqa: E731
-                                                                             act_int8=q8)
+                    nr = (
+                        min(n, nt) if T >= 512 else n
+                    )  # prefill routes among torch's N: same tokens per expert
+                    run = lambda tok, eid, gate, a=w13, b=w2: fk.moe_experts(
+                        x,
+                        tok,
+                        eid,
+                        gate,
+                        a,
+                        b,
+                        out=out,  # noqa: E731
+                        act_int8=q8,
+                    )
                     gbps, secs = time_calls(run, T, nr, per, reps, gen)
                     t_gbps, t_secs = torch_fig[T]
                     # Prefill: same tokens and routes, so per-call times; decode: distinct experts per second.
                     x_torch = t_secs / secs if T >= 512 else (gbps / per) / (t_gbps / per_bf16)
                     label = f"{fmt}/q8" if q8 else fmt
-                    print(f"{shape:14} {label:13} {T:>4} {nr:>5} {gbps / 1e9:>7.2f} {gbps / read:>6.2f} "
-                          f"{t_gbps / 1e9:>10.2f} {x_torch:>7.2f}", flush=True)
-                    records.append(dict(format=fmt, act_int8=q8, x_dtype=args.x_dtype, H=H, I=I, T=T, threads=threads,
-                                        weight_gbps=round(gbps / 1e9, 3), read_gbps=round(read / 1e9, 3),
-                                        ratio=round(gbps / read, 4), torch_gbps=round(t_gbps / 1e9, 3)))
+                    print(
+                        f"{shape:14} {label:13} {T:>4} {nr:>5} {gbps / 1e9:>7.2f} {gbps / read:>6.2f} "
+                        f"{t_gbps / 1e9:>10.2f} {x_torch:>7.2f}",
+                        flush=True,
+                    )
+                    records.append(
+                        dict(
+                            format=fmt,
+                            act_int8=q8,
+                            x_dtype=args.x_dtype,
+                            H=H,
+                            I=I,
+                            T=T,
+                            threads=threads,
+                            weight_gbps=round(gbps / 1e9, 3),
+                            read_gbps=round(read / 1e9, 3),
+                            ratio=round(gbps / read, 4),
+                            torch_gbps=round(t_gbps / 1e9, 3),
+                        )
+                    )
             del w13, w2
     if args.json:
         with open(args.json, "w") as f:

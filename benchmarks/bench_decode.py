@@ -28,14 +28,29 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--decode-tokens", type=int, default=64)
-    ap.add_argument("--concurrent", type=int, default=4, help="also decode this many sequences at once (1: skip)")
-    ap.add_argument("--dense-format", default=None, help="EngineConfig.dense_format (e.g. int4_sym, mxfp4)")
-    ap.add_argument("--int8-activations", action="store_true", help="EngineConfig.int8_activations (opt-in)")
-    ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
+    ap.add_argument(
+        "--concurrent",
+        type=int,
+        default=4,
+        help="also decode this many sequences at once (1: skip)",
+    )
+    ap.add_argument(
+        "--dense-format", default=None, help="EngineConfig.dense_format (e.g. int4_sym, mxfp4)"
+    )
+    ap.add_argument(
+        "--int8-activations", action="store_true", help="EngineConfig.int8_activations (opt-in)"
+    )
+    ap.add_argument(
+        "--json", default=None, help="also write the figures to this file as one JSON object"
+    )
     args = ap.parse_args()
 
-    eng = Engine.from_pretrained(args.model, dtype=args.dtype, dense_format=args.dense_format,
-                                 int8_activations=args.int8_activations)
+    eng = Engine.from_pretrained(
+        args.model,
+        dtype=args.dtype,
+        dense_format=args.dense_format,
+        int8_activations=args.int8_activations,
+    )
     vocab = eng.model_config.vocab_size
     prompt = [(i * 7919 + 13) % (vocab - 10) + 5 for i in range(args.prompt_len)]
     eng.score(prompt[:16])  # warm-up
@@ -47,7 +62,10 @@ def main() -> None:
     def decode(n: int) -> float:
         """tok/s of n greedy sequences decoding together through Engine.step (distinct 32-token prompts)."""
         p = SamplingParams(max_tokens=args.decode_tokens + 1, temperature=0, ignore_eos=True)
-        seqs = [eng.add_request([(t + 101 * i) % (vocab - 10) + 5 for t in prompt[:32]], p) for i in range(n)]
+        seqs = [
+            eng.add_request([(t + 101 * i) % (vocab - 10) + 5 for t in prompt[:32]], p)
+            for i in range(n)
+        ]
         while not all(s.output_ids for s in seqs):  # prefills and first tokens
             eng.step()
         t = time.perf_counter()

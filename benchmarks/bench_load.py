@@ -63,7 +63,9 @@ def drop_cache(files: list[Path]) -> str:
     return "fadvise"
 
 
-def sequential_read(files: list[Path], fresh: bool = False, direct: bool = False, block: int = 8 << 20):
+def sequential_read(
+    files: list[Path], fresh: bool = False, direct: bool = False, block: int = 8 << 20
+):
     """dd-like: read every file front to back with ``block``-byte reads into one reused buffer (``dd
     bs=8M``; ``direct``: ``iflag=direct``) or, ``fresh``, each block into new memory (what any loader
     must at least do). Returns (bytes, seconds)."""
@@ -71,7 +73,9 @@ def sequential_read(files: list[Path], fresh: bool = False, direct: bool = False
 
     total = sum(p.stat().st_size for p in files)
     n, t0 = 0, time.perf_counter()
-    mem = memoryview(mmap.mmap(-1, total if fresh else block, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+    mem = memoryview(
+        mmap.mmap(-1, total if fresh else block, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    )
     for p in files:
         fd = os.open(p, os.O_RDONLY | (os.O_DIRECT if direct else 0))
         try:
@@ -104,7 +108,9 @@ def child(path: str) -> None:
     handler.emit = lambda r: records.append(r.getMessage())
     logging.getLogger("ft_core.loader").addHandler(handler)
     logging.getLogger("ft_core.loader").setLevel(logging.INFO)
-    nbytes = sum(f.stat().st_size for f in Path(path).iterdir() if f.suffix in (".safetensors", ".ftw"))
+    nbytes = sum(
+        f.stat().st_size for f in Path(path).iterdir() if f.suffix in (".safetensors", ".ftw")
+    )
     base = _proc_status()
     t0 = time.perf_counter()
     eng = Engine.from_pretrained(path, dtype="bfloat16", kv_cache_bytes=16 << 20)
@@ -112,15 +118,32 @@ def child(path: str) -> None:
     after = _proc_status()
     mem = {}
     if after:
-        mem = {"base_rss": base["VmRSS"], "peak_rss": after["VmHWM"], "rss_anon": after["RssAnon"],
-               "rss_file": after["RssFile"], "peak_rss_over_bytes": (after["VmHWM"] - base["VmRSS"]) / nbytes}
-    print(json.dumps({"seconds": dt, "num_ids": eng.model.bank.num_ids, "bytes": nbytes, **mem, "log": records}))
+        mem = {
+            "base_rss": base["VmRSS"],
+            "peak_rss": after["VmHWM"],
+            "rss_anon": after["RssAnon"],
+            "rss_file": after["RssFile"],
+            "peak_rss_over_bytes": (after["VmHWM"] - base["VmRSS"]) / nbytes,
+        }
+    print(
+        json.dumps(
+            {
+                "seconds": dt,
+                "num_ids": eng.model.bank.num_ids,
+                "bytes": nbytes,
+                **mem,
+                "log": records,
+            }
+        )
+    )
 
 
 def timed_load(path: Path, files: list[Path], threads: int | None) -> dict:
     method = drop_cache(files)
     env = dict(os.environ, **({"FT_LOAD_THREADS": str(threads)} if threads else {}))
-    res = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, env=env)
+    res = subprocess.run(
+        [sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, env=env
+    )
     if res.returncode:
         raise SystemExit(f"load of {path} failed:\n{res.stderr}")
     return {**json.loads(res.stdout.strip().splitlines()[-1]), "cache": method}
@@ -140,22 +163,39 @@ def print_table(out: dict, best: dict, rounds: int) -> None:
     hf_gbps, ftw_gbps = out["hf_gbps"], out["ftw_gbps"]
     print(f"\ncold page cache via {out['cache_method']}; best of {rounds} round(s)")
     print(f"{'':28s}{'GB':>7s}{'seconds':>10s}{'GB/s':>8s}{'peak RSS GB':>13s}{'x bytes':>9s}")
-    for key, label in (("disk", "disk seq. read (dd bs=8M)"), ("disk_direct", "  the same, iflag=direct")):
-        print(f"{label:28s}{ftw_bytes / 1e9:7.2f}{best[key]['seconds']:10.2f}{best[key]['gbps']:8.2f}")
-    print(f"{'dd into fresh memory':28s}{ftw_bytes / 1e9:7.2f}{best['fresh']['seconds']:10.2f}"
-          f"{best['fresh']['gbps']:8.2f}")
-    for key, label, nbytes, gbps in (("hf", "HF safetensors -> ready", hf_bytes, hf_gbps),
-                                     ("ftw", "FTW -> ready", ftw_bytes, ftw_gbps)):
+    for key, label in (
+        ("disk", "disk seq. read (dd bs=8M)"),
+        ("disk_direct", "  the same, iflag=direct"),
+    ):
+        print(
+            f"{label:28s}{ftw_bytes / 1e9:7.2f}{best[key]['seconds']:10.2f}{best[key]['gbps']:8.2f}"
+        )
+    print(
+        f"{'dd into fresh memory':28s}{ftw_bytes / 1e9:7.2f}{best['fresh']['seconds']:10.2f}"
+        f"{best['fresh']['gbps']:8.2f}"
+    )
+    for key, label, nbytes, gbps in (
+        ("hf", "HF safetensors -> ready", hf_bytes, hf_gbps),
+        ("ftw", "FTW -> ready", ftw_bytes, ftw_gbps),
+    ):
         r = best[key]
-        peak = f"{r['peak_rss'] / 1e9:13.2f}{r['peak_rss_over_bytes']:9.2f}" if "peak_rss" in r else ""
+        peak = (
+            f"{r['peak_rss'] / 1e9:13.2f}{r['peak_rss_over_bytes']:9.2f}" if "peak_rss" in r else ""
+        )
         print(f"{label:28s}{nbytes / 1e9:7.2f}{r['seconds']:10.2f}{gbps:8.2f}{peak}")
     if "peak_rss" in best["hf"]:
-        print("  peak RSS: VmHWM of the loading process; x bytes = (VmHWM - RSS before loading) / checkpoint "
-              "bytes (target <= 1.15)")
-    print(f"FTW GB/s / disk GB/s = {out['ftw_over_disk']:.2f} (target >= 0.80; disk = the faster dd)")
+        print(
+            "  peak RSS: VmHWM of the loading process; x bytes = (VmHWM - RSS before loading) / checkpoint "
+            "bytes (target <= 1.15)"
+        )
+    print(
+        f"FTW GB/s / disk GB/s = {out['ftw_over_disk']:.2f} (target >= 0.80; disk = the faster dd)"
+    )
     per = sorted(out["ftw_over_disk_per_round"])
-    print(f"  per round (same-round disk): {', '.join(f'{x:.2f}' for x in out['ftw_over_disk_per_round'])}; "
-          f"median {per[len(per) // 2]:.2f}")
+    print(
+        f"  per round (same-round disk): {', '.join(f'{x:.2f}' for x in out['ftw_over_disk_per_round'])}; "
+        f"median {per[len(per) // 2]:.2f}"
+    )
     print(f"FTW GB/s / dd into fresh memory GB/s = {out['ftw_over_fresh_read']:.2f}")
     print(f"FTW time / HF time   = {out['ftw_time_over_hf']:.2f} (target < 1)")
     for line in best["ftw"]["log"]:
@@ -164,12 +204,22 @@ def print_table(out: dict, best: dict, rounds: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-gb", type=float, default=2.5, help="checkpoint size to generate (default 2.5)")
-    ap.add_argument("--dir", default=None, help="where to write the checkpoints (default: a temp dir in /tmp)")
-    ap.add_argument("--rounds", type=int, default=2, help="measurement rounds; the best of each is reported")
-    ap.add_argument("--threads", type=int, default=None, help="FTW read threads (default: the loader's)")
+    ap.add_argument(
+        "--size-gb", type=float, default=2.5, help="checkpoint size to generate (default 2.5)"
+    )
+    ap.add_argument(
+        "--dir", default=None, help="where to write the checkpoints (default: a temp dir in /tmp)"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="measurement rounds; the best of each is reported"
+    )
+    ap.add_argument(
+        "--threads", type=int, default=None, help="FTW read threads (default: the loader's)"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoints")
-    ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
+    ap.add_argument(
+        "--json", default=None, help="also write the figures to this file as one JSON object"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -183,39 +233,76 @@ def main() -> None:
         hf, ftw = work / "hf", work / "ftw"
         t0 = time.perf_counter()
         L = write_checkpoint(hf, args.size_gb)
-        print(f"wrote {hf} ({L} layers) in {time.perf_counter() - t0:.1f}s; file system: {fs_type(work)}")
+        print(
+            f"wrote {hf} ({L} layers) in {time.perf_counter() - t0:.1f}s; file system: {fs_type(work)}"
+        )
         conv = convert(hf, ftw, progress=False)
-        print(f"converted to FTW in {conv['seconds']:.1f}s ({conv['bytes'] / conv['seconds'] / 1e9:.2f} GB/s)")
+        print(
+            f"converted to FTW in {conv['seconds']:.1f}s ({conv['bytes'] / conv['seconds'] / 1e9:.2f} GB/s)"
+        )
         hf_files, ftw_files = sorted(hf.glob("*.safetensors")), sorted(ftw.glob("*.ftw"))
-        hf_bytes, ftw_bytes = sum(p.stat().st_size for p in hf_files), sum(p.stat().st_size for p in ftw_files)
+        hf_bytes, ftw_bytes = (
+            sum(p.stat().st_size for p in hf_files),
+            sum(p.stat().st_size for p in ftw_files),
+        )
         rounds = []
         every = hf_files + ftw_files
         for i in range(args.rounds):
             r = {}
-            for key, kw in (("disk", {}), ("disk_direct", {"direct": True}), ("fresh", {"fresh": True})):
+            for key, kw in (
+                ("disk", {}),
+                ("disk_direct", {"direct": True}),
+                ("fresh", {"fresh": True}),
+            ):
                 method = drop_cache(every)
                 n, dt = sequential_read(ftw_files, **kw)
                 r[key] = {"seconds": dt, "gbps": n / dt / 1e9, "cache": method}
-            for key in ("hf", "ftw") if i % 2 == 0 else ("ftw", "hf"):  # alternate: neither always goes first
+            for key in (
+                ("hf", "ftw") if i % 2 == 0 else ("ftw", "hf")
+            ):  # alternate: neither always goes first
                 r[key] = timed_load(hf if key == "hf" else ftw, every, args.threads)
             rounds.append(r)
-        best = {k: min((r[k] for r in rounds), key=lambda x: x["seconds"])
-                for k in ("disk", "disk_direct", "fresh", "hf", "ftw")}
+        best = {
+            k: min((r[k] for r in rounds), key=lambda x: x["seconds"])
+            for k in ("disk", "disk_direct", "fresh", "hf", "ftw")
+        }
         disk_gbps = max(best["disk"]["gbps"], best["disk_direct"]["gbps"])
-        hf_gbps, ftw_gbps = hf_bytes / best["hf"]["seconds"] / 1e9, ftw_bytes / best["ftw"]["seconds"] / 1e9
-        out = {"size_gb": ftw_bytes / 1e9, "hf_bytes": hf_bytes, "ftw_bytes": ftw_bytes, "layers": L,
-               "file_system": fs_type(work), "cache_method": best["disk"]["cache"], "convert_seconds": conv["seconds"],
-               "disk_gbps": disk_gbps, "disk_buffered_gbps": best["disk"]["gbps"],
-               "disk_direct_gbps": best["disk_direct"]["gbps"], "fresh_memory_read_gbps": best["fresh"]["gbps"],
-               "hf_seconds": best["hf"]["seconds"], "hf_gbps": hf_gbps,
-               "ftw_seconds": best["ftw"]["seconds"], "ftw_gbps": ftw_gbps, "ftw_log": best["ftw"]["log"],
-               **{f"{k}_{m}": best[k][m] for k in ("hf", "ftw") for m in ("peak_rss", "peak_rss_over_bytes")
-                  if m in best[k]},
-               "ftw_over_disk": ftw_gbps / disk_gbps, "ftw_over_fresh_read": ftw_gbps / best["fresh"]["gbps"],
-               "ftw_time_over_hf": best["ftw"]["seconds"] / best["hf"]["seconds"],
-               "ftw_over_disk_per_round": [min(r["disk"]["seconds"], r["disk_direct"]["seconds"]) / r["ftw"]["seconds"]
-                                           for r in rounds],
-               "rounds": rounds}
+        hf_gbps, ftw_gbps = (
+            hf_bytes / best["hf"]["seconds"] / 1e9,
+            ftw_bytes / best["ftw"]["seconds"] / 1e9,
+        )
+        out = {
+            "size_gb": ftw_bytes / 1e9,
+            "hf_bytes": hf_bytes,
+            "ftw_bytes": ftw_bytes,
+            "layers": L,
+            "file_system": fs_type(work),
+            "cache_method": best["disk"]["cache"],
+            "convert_seconds": conv["seconds"],
+            "disk_gbps": disk_gbps,
+            "disk_buffered_gbps": best["disk"]["gbps"],
+            "disk_direct_gbps": best["disk_direct"]["gbps"],
+            "fresh_memory_read_gbps": best["fresh"]["gbps"],
+            "hf_seconds": best["hf"]["seconds"],
+            "hf_gbps": hf_gbps,
+            "ftw_seconds": best["ftw"]["seconds"],
+            "ftw_gbps": ftw_gbps,
+            "ftw_log": best["ftw"]["log"],
+            **{
+                f"{k}_{m}": best[k][m]
+                for k in ("hf", "ftw")
+                for m in ("peak_rss", "peak_rss_over_bytes")
+                if m in best[k]
+            },
+            "ftw_over_disk": ftw_gbps / disk_gbps,
+            "ftw_over_fresh_read": ftw_gbps / best["fresh"]["gbps"],
+            "ftw_time_over_hf": best["ftw"]["seconds"] / best["hf"]["seconds"],
+            "ftw_over_disk_per_round": [
+                min(r["disk"]["seconds"], r["disk_direct"]["seconds"]) / r["ftw"]["seconds"]
+                for r in rounds
+            ],
+            "rounds": rounds,
+        }
         print_table(out, best, args.rounds)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=1))

@@ -43,8 +43,14 @@ from ft_core import Engine, SamplingParams  # noqa: E402
 from ft_core.constraint import TokenConstraint  # noqa: E402
 
 POLICIES = ("anchors", "every_n", "llama", "none")
-COLORS = {"min": (0, 0, 0), "anchors": (214, 39, 40), "every_n": (31, 119, 180), "llama": (44, 160, 44),
-          "none": (170, 170, 170), "paged": (148, 103, 189)}
+COLORS = {
+    "min": (0, 0, 0),
+    "anchors": (214, 39, 40),
+    "every_n": (31, 119, 180),
+    "llama": (44, 160, 44),
+    "none": (170, 170, 170),
+    "paged": (148, 103, 189),
+}
 COLUMNS = (*POLICIES, "paged")
 
 
@@ -73,9 +79,13 @@ def render(tok, session, stop: set[int]) -> list[tuple[list[int], list[int]]]:
     out = []
     for call in session.calls:
         prompt = tok.apply_chat_template(call.messages, tools=session.tools)
-        full = tok.apply_chat_template(call.messages + [call.response], tools=session.tools, add_generation_prompt=False)
-        assert full.startswith(prompt), "the template renders the answer after the generation prompt"
-        answer = tok.encode(full[len(prompt):], add_special_tokens=False)
+        full = tok.apply_chat_template(
+            call.messages + [call.response], tools=session.tools, add_generation_prompt=False
+        )
+        assert full.startswith(prompt), (
+            "the template renders the answer after the generation prompt"
+        )
+        answer = tok.encode(full[len(prompt) :], add_special_tokens=False)
         end = next((i for i, t in enumerate(answer) if t in stop), len(answer) - 1)
         out.append((tok.encode(prompt), answer[: end + 1]))
     return out
@@ -107,11 +117,22 @@ def minimum(rendered: list[list[tuple[list[int], list[int]]]]) -> list[list[int]
 
 def replay(ckpt: str, rendered, policy: str, args) -> tuple[list[list[int]], dict]:
     """Run every session's calls round by round; returns re-prefilled tokens per call and prefix_stats."""
-    paged = {"window_state": False, "checkpoint_policy": "none"} if policy == "paged" else {"checkpoint_policy": policy}
-    eng = Engine.from_pretrained(ckpt, page_size=args.page_size, state_checkpoints=args.slots, **paged,
-                                 checkpoint_interval=args.interval,
-                                 checkpoints_per_prompt=args.per_prompt, max_batch_tokens=1 << 16,
-                                 state_slots=max(16, len(rendered)), max_model_len=args.max_model_len)
+    paged = (
+        {"window_state": False, "checkpoint_policy": "none"}
+        if policy == "paged"
+        else {"checkpoint_policy": policy}
+    )
+    eng = Engine.from_pretrained(
+        ckpt,
+        page_size=args.page_size,
+        state_checkpoints=args.slots,
+        **paged,
+        checkpoint_interval=args.interval,
+        checkpoints_per_prompt=args.per_prompt,
+        max_batch_tokens=1 << 16,
+        state_slots=max(16, len(rendered)),
+        max_model_len=args.max_model_len,
+    )
     out = [[] for _ in rendered]
     for r in range(max(len(s) for s in rendered)):
         seqs = {}
@@ -134,7 +155,9 @@ def run(args) -> dict:
     if ckpt is None:
         import tiny_checkpoints
 
-        ckpt = str(tiny_checkpoints.make_checkpoint(args.arch, os.path.join(tempfile.mkdtemp(), args.arch)))
+        ckpt = str(
+            tiny_checkpoints.make_checkpoint(args.arch, os.path.join(tempfile.mkdtemp(), args.arch))
+        )
         # A random tiny model has no trained context to respect; the traces need ~8k tokens.
         os.environ["FT_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
         args.max_model_len = 1 << 14
@@ -153,31 +176,68 @@ def run(args) -> dict:
     turns = []
     for i, s in enumerate(sessions):
         for k in range(len(rendered[i])):
-            turns.append({"session": i, "harness": s.harness, "call": k, "prompt": len(rendered[i][k][0]),
-                          "answer": len(rendered[i][k][1]), **{c: res[c][i][k] for c in res}})
+            turns.append(
+                {
+                    "session": i,
+                    "harness": s.harness,
+                    "call": k,
+                    "prompt": len(rendered[i][k][0]),
+                    "answer": len(rendered[i][k][1]),
+                    **{c: res[c][i][k] for c in res},
+                }
+            )
     totals = {c: sum(t[c] for t in turns) for c in res}
-    by_harness = {h: {c: sum(t[c] for t in turns if t["harness"] == h) for c in res}
-                  for h in dict.fromkeys(s.harness for s in sessions)}
-    return {"checkpoint": ckpt, "sessions": args.sessions, "calls": len(turns), "slots": args.slots,
-            "per_prompt": args.per_prompt, "interval": args.interval, "page_size": args.page_size,
-            "prompt_tokens": sum(t["prompt"] for t in turns), "totals": totals, "by_harness": by_harness,
-            "over_min": {p: round(totals[p] / totals["min"], 4) for p in args.policies},
-            "seconds": secs, "stats": stats, "turns": turns}
+    by_harness = {
+        h: {c: sum(t[c] for t in turns if t["harness"] == h) for c in res}
+        for h in dict.fromkeys(s.harness for s in sessions)
+    }
+    return {
+        "checkpoint": ckpt,
+        "sessions": args.sessions,
+        "calls": len(turns),
+        "slots": args.slots,
+        "per_prompt": args.per_prompt,
+        "interval": args.interval,
+        "page_size": args.page_size,
+        "prompt_tokens": sum(t["prompt"] for t in turns),
+        "totals": totals,
+        "by_harness": by_harness,
+        "over_min": {p: round(totals[p] / totals["min"], 4) for p in args.policies},
+        "seconds": secs,
+        "stats": stats,
+        "turns": turns,
+    }
 
 
 def print_table(out: dict) -> None:
     cols = ["min", *[p for p in COLUMNS if p in out["totals"]]]
-    print(f"{out['sessions']} sessions, {out['calls']} calls, {out['prompt_tokens']} prompt tokens; "
-          f"checkpoint budget {out['slots']} slots, <= {out['per_prompt']} per prompt, N = {out['interval']}")
-    print(f"{'sess':>4} {'harness':>12} {'call':>4} {'prompt':>6} " + " ".join(f"{c:>8}" for c in cols))
+    print(
+        f"{out['sessions']} sessions, {out['calls']} calls, {out['prompt_tokens']} prompt tokens; "
+        f"checkpoint budget {out['slots']} slots, <= {out['per_prompt']} per prompt, N = {out['interval']}"
+    )
+    print(
+        f"{'sess':>4} {'harness':>12} {'call':>4} {'prompt':>6} "
+        + " ".join(f"{c:>8}" for c in cols)
+    )
     for t in out["turns"]:
-        print(f"{t['session']:>4} {t['harness']:>12} {t['call']:>4} {t['prompt']:>6} " + " ".join(f"{t[c]:>8}" for c in cols))
+        print(
+            f"{t['session']:>4} {t['harness']:>12} {t['call']:>4} {t['prompt']:>6} "
+            + " ".join(f"{t[c]:>8}" for c in cols)
+        )
     for h, v in out["by_harness"].items():
         print(f"{'':>4} {h:>12} {'all':>4} {'':>6} " + " ".join(f"{v[c]:>8}" for c in cols))
-    print(f"{'':>4} {'TOTAL':>12} {'':>4} {out['prompt_tokens']:>6} " + " ".join(f"{out['totals'][c]:>8}" for c in cols))
-    print(f"{'':>4} {'/ min':>12} {'':>4} {'':>6} {'1.000':>8} " + " ".join(f"{out['over_min'][c]:>8.3f}" for c in cols[1:]))
-    print("re-prefilled tokens per call (min = tokens after the first changed position); seconds per policy:",
-          out["seconds"])
+    print(
+        f"{'':>4} {'TOTAL':>12} {'':>4} {out['prompt_tokens']:>6} "
+        + " ".join(f"{out['totals'][c]:>8}" for c in cols)
+    )
+    print(
+        f"{'':>4} {'/ min':>12} {'':>4} {'':>6} {'1.000':>8} "
+        + " ".join(f"{out['over_min'][c]:>8.3f}" for c in cols[1:])
+    )
+    print(
+        "re-prefilled tokens per call (min = tokens after the first changed position); seconds per policy:",
+        out["seconds"],
+    )
 
 
 def plot(out: dict, path: str) -> None:
@@ -215,14 +275,24 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=6)
     ap.add_argument("--tasks", type=int, default=3, help="user tasks per session")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--slots", type=int, default=48, help="checkpoint budget (slots), the same for every policy")
+    ap.add_argument(
+        "--slots", type=int, default=48, help="checkpoint budget (slots), the same for every policy"
+    )
     ap.add_argument("--per-prompt", type=int, default=2, help="snapshots per prompt at most")
-    ap.add_argument("--interval", type=int, default=256, help="every_n spacing (and the anchors' fallback)")
+    ap.add_argument(
+        "--interval", type=int, default=256, help="every_n spacing (and the anchors' fallback)"
+    )
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--arch", default="qwen3_next", help="the tiny checkpoint made with transformers (qwen3_next, "
-                    "qwen3_5_moe, gpt_oss)")
-    ap.add_argument("--ckpt", help="a checkpoint with state layers (linear attention or windows) instead of --arch")
+    ap.add_argument(
+        "--arch",
+        default="qwen3_next",
+        help="the tiny checkpoint made with transformers (qwen3_next, qwen3_5_moe, gpt_oss)",
+    )
+    ap.add_argument(
+        "--ckpt",
+        help="a checkpoint with state layers (linear attention or windows) instead of --arch",
+    )
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--png", metavar="FILE")
     a = ap.parse_args()

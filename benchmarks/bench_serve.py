@@ -40,13 +40,15 @@ import time
 
 import httpx
 
-_WORDS = ("time year people way day man thing woman life child world school state family student group "
-          "country problem hand part place case week company system program question work government number "
-          "night point home water room mother area money story fact month lot right study book eye job word "
-          "business issue side kind head house service friend father power hour game line end member law car "
-          "city community name president team minute idea kid body information back parent face others level "
-          "office door health person art war history party result change morning reason research girl guy "
-          "moment air teacher force education river bridge garden engine window market signal pattern").split()
+_WORDS = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work government number "
+    "night point home water room mother area money story fact month lot right study book eye job word "
+    "business issue side kind head house service friend father power hour game line end member law car "
+    "city community name president team minute idea kid body information back parent face others level "
+    "office door health person art war history party result change morning reason research girl guy "
+    "moment air teacher force education river bridge garden engine window market signal pattern"
+).split()
 
 
 def _prompt(level: int, client: int, req: int, n_words: int) -> str:
@@ -105,7 +107,9 @@ async def _one_request(client: httpx.AsyncClient, url: str, headers: dict, body:
     usage = None
     error = None
     try:
-        async with client.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers) as r:
+        async with client.stream(
+            "POST", f"{url}/v1/chat/completions", json=body, headers=headers
+        ) as r:
             if r.status_code != 200:
                 error = f"HTTP {r.status_code}: {(await r.aread())[:200]!r}"
             else:
@@ -134,15 +138,25 @@ async def _one_request(client: httpx.AsyncClient, url: str, headers: dict, body:
 
 async def _run_level(url: str, model: str, headers: dict, n_clients: int, args) -> dict:
     limits = httpx.Limits(max_connections=n_clients + 4, max_keepalive_connections=n_clients + 4)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0), limits=limits) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(600.0, connect=10.0), limits=limits
+    ) as client:
         before = await _metrics(client, url)
 
         async def worker(c: int) -> list[dict]:
             res = []
             for i in range(args.requests_per_client):
-                body = {"model": model, "stream": True, "stream_options": {"include_usage": True},
-                        "max_tokens": args.max_tokens, "temperature": 0, "ignore_eos": True,
-                        "messages": [{"role": "user", "content": _prompt(n_clients, c, i, args.prompt_words)}]}
+                body = {
+                    "model": model,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                    "max_tokens": args.max_tokens,
+                    "temperature": 0,
+                    "ignore_eos": True,
+                    "messages": [
+                        {"role": "user", "content": _prompt(n_clients, c, i, args.prompt_words)}
+                    ],
+                }
                 res.append(await _one_request(client, url, headers, body))
             return res
 
@@ -185,7 +199,11 @@ async def _run_level(url: str, model: str, headers: dict, n_clients: int, args) 
     if usage_missing:
         res["usage_missing"] = usage_missing
     for key, name in _SERVER_METRICS.items():
-        res[key] = (after.get(name, 0.0) - before.get(name, 0.0)) if before is not None and after is not None else None
+        res[key] = (
+            (after.get(name, 0.0) - before.get(name, 0.0))
+            if before is not None and after is not None
+            else None
+        )
     errs = [r["error"] for r in reqs if r["error"]]
     if errs:
         res["first_error"] = errs[0]
@@ -200,7 +218,16 @@ def _free_port() -> int:
 
 def _start_server(args, log) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "ft_serve.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ft_serve.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     if args.model:
         cmd += ["--model", args.model]
     if args.api_key:
@@ -211,7 +238,9 @@ def _start_server(args, log) -> tuple[subprocess.Popen, str]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode} before answering /health")
+            raise RuntimeError(
+                f"server exited with code {proc.returncode} before answering /health"
+            )
         try:
             if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
                 return proc, url
@@ -238,12 +267,21 @@ def _fmt(v, spec: str) -> str:
 
 
 def _print_table(results: list[dict]) -> None:
-    cols = [("N", "clients", "d"), ("reqs", "requests", "d"), ("err", "errors", "d"), ("wall s", "wall_s", ".2f"),
-            ("prompt tok", "prompt_tokens_mean", ".0f"), ("out tok/s", "output_tok_s", ".1f"),
-            ("req/s", "requests_s", ".2f"), ("TTFT p50", "ttft_ms_p50", ".1f"), ("TTFT p99", "ttft_ms_p99", ".1f"),
-            ("ITL p50", "itl_ms_p50", ".1f"), ("ITL p99", "itl_ms_p99", ".1f"),
-            ("srv gen tok", "server_generation_tokens", ".0f"),
-            ("srv prefix hit", "server_prefix_cache_hit_tokens", ".0f")]
+    cols = [
+        ("N", "clients", "d"),
+        ("reqs", "requests", "d"),
+        ("err", "errors", "d"),
+        ("wall s", "wall_s", ".2f"),
+        ("prompt tok", "prompt_tokens_mean", ".0f"),
+        ("out tok/s", "output_tok_s", ".1f"),
+        ("req/s", "requests_s", ".2f"),
+        ("TTFT p50", "ttft_ms_p50", ".1f"),
+        ("TTFT p99", "ttft_ms_p99", ".1f"),
+        ("ITL p50", "itl_ms_p50", ".1f"),
+        ("ITL p99", "itl_ms_p99", ".1f"),
+        ("srv gen tok", "server_generation_tokens", ".0f"),
+        ("srv prefix hit", "server_prefix_cache_hit_tokens", ".0f"),
+    ]
     rows = [[_fmt(r.get(k), f) for _, k, f in cols] for r in results]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, (h, _, _) in enumerate(cols)]
     print("  ".join(h.rjust(w) for (h, _, _), w in zip(cols, widths)))
@@ -252,13 +290,19 @@ def _print_table(results: list[dict]) -> None:
     print("(TTFT / ITL in ms, client-side; srv = GET /metrics deltas over the level)")
 
 
-async def _calibrate(client: httpx.AsyncClient, url: str, headers: dict, model: str, target: int) -> int:
+async def _calibrate(
+    client: httpx.AsyncClient, url: str, headers: dict, model: str, target: int
+) -> int:
     """Words per prompt so that the templated prompt is about ``target`` tokens with the server's tokenizer,
     from the usage of two 1-token requests (8 and 72 words). Falls back to one word per token."""
     counts = []
     for n in (8, 72):
-        body = {"model": model, "max_tokens": 1, "temperature": 0,
-                "messages": [{"role": "user", "content": _prompt(0, 0, n, n)}]}
+        body = {
+            "model": model,
+            "max_tokens": 1,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": _prompt(0, 0, n, n)}],
+        }
         try:
             r = await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
             r.raise_for_status()
@@ -279,46 +323,100 @@ async def _main_async(args, url: str) -> dict:
         r.raise_for_status()
         models = r.json().get("data") or []
         model = models[0]["id"] if models else "default"
-        warm = {"model": model, "stream": True, "max_tokens": 4, "ignore_eos": True, "temperature": 0,
-                "messages": [{"role": "user", "content": "warm-up"}]}
+        warm = {
+            "model": model,
+            "stream": True,
+            "max_tokens": 4,
+            "ignore_eos": True,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": "warm-up"}],
+        }
         w = await _one_request(c, url, headers, warm)
         if w["error"]:
             raise RuntimeError(f"warm-up request failed: {w['error']}")
         args.prompt_words = await _calibrate(c, url, headers, model, args.prompt_tokens)
     results = []
     for n in args.clients:
-        print(f"running N={n} ({n * args.requests_per_client} requests) ...", file=sys.stderr, flush=True)
+        print(
+            f"running N={n} ({n * args.requests_per_client} requests) ...",
+            file=sys.stderr,
+            flush=True,
+        )
         results.append(await _run_level(url, model, headers, n, args))
     base = next((r["output_tok_s"] for r in results if r["clients"] == 1), None)
-    gain = {str(r["clients"]): r["output_tok_s"] / base for r in results if base and r["clients"] != 1}
-    return {"url": url, "model": model, "max_tokens": args.max_tokens, "prompt_tokens_target": args.prompt_tokens,
-            "prompt_words": args.prompt_words,
-            "requests_per_client": args.requests_per_client, "levels": results,
-            "batching_gain_vs_n1": gain}
+    gain = {
+        str(r["clients"]): r["output_tok_s"] / base for r in results if base and r["clients"] != 1
+    }
+    return {
+        "url": url,
+        "model": model,
+        "max_tokens": args.max_tokens,
+        "prompt_tokens_target": args.prompt_tokens,
+        "prompt_words": args.prompt_words,
+        "requests_per_client": args.requests_per_client,
+        "levels": results,
+        "batching_gain_vs_n1": gain,
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--url", default=None, help="base URL of a running ft server (default: start one)")
-    ap.add_argument("--model", default=None, help="checkpoint for the server this starts (default: the demo model)")
-    ap.add_argument("--clients", default="1,4,8", help="comma-separated concurrency levels (default: 1,4,8)")
-    ap.add_argument("--requests-per-client", type=int, default=4, help="sequential requests per client (default: 4)")
-    ap.add_argument("--max-tokens", type=int, default=64, help="output tokens per request (ignore_eos; default: 64)")
-    ap.add_argument("--prompt-tokens", type=int, default=128,
-                    help="approximate prompt length in tokens, met by choosing a word count (default: 128)")
-    ap.add_argument("--json", default=None, help="also write the figures to this file as one JSON object")
-    ap.add_argument("--api-key", default=os.environ.get("FT_API_KEY"), help="API key (default: $FT_API_KEY)")
+    ap.add_argument(
+        "--url", default=None, help="base URL of a running ft server (default: start one)"
+    )
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="checkpoint for the server this starts (default: the demo model)",
+    )
+    ap.add_argument(
+        "--clients", default="1,4,8", help="comma-separated concurrency levels (default: 1,4,8)"
+    )
+    ap.add_argument(
+        "--requests-per-client",
+        type=int,
+        default=4,
+        help="sequential requests per client (default: 4)",
+    )
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        default=64,
+        help="output tokens per request (ignore_eos; default: 64)",
+    )
+    ap.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=128,
+        help="approximate prompt length in tokens, met by choosing a word count (default: 128)",
+    )
+    ap.add_argument(
+        "--json", default=None, help="also write the figures to this file as one JSON object"
+    )
+    ap.add_argument(
+        "--api-key", default=os.environ.get("FT_API_KEY"), help="API key (default: $FT_API_KEY)"
+    )
     args = ap.parse_args()
     try:
         args.clients = [int(x) for x in args.clients.split(",") if x.strip()]
     except ValueError:
         ap.error("--clients takes comma-separated integers, e.g. 1,4,8")
-    if not args.clients or min(args.clients) < 1 or args.requests_per_client < 1 or args.max_tokens < 1:
+    if (
+        not args.clients
+        or min(args.clients) < 1
+        or args.requests_per_client < 1
+        or args.max_tokens < 1
+    ):
         ap.error("--clients, --requests-per-client and --max-tokens must be >= 1")
     if args.url and args.model:
-        print("note: --model is ignored with --url (the running server's model is used)", file=sys.stderr)
+        print(
+            "note: --model is ignored with --url (the running server's model is used)",
+            file=sys.stderr,
+        )
 
-    with tempfile.TemporaryFile("w+b", prefix="ft-bench-serve-") as log:  # the started server's output
+    with tempfile.TemporaryFile(
+        "w+b", prefix="ft-bench-serve-"
+    ) as log:  # the started server's output
         proc = None
         try:
             if args.url:
@@ -339,8 +437,10 @@ def main() -> int:
             if proc is not None:
                 _stop_server(proc)
 
-    print(f"server {out['url']}  model {out['model']}  max_tokens {args.max_tokens}  prompt ~{args.prompt_tokens} "
-          f"tokens ({out['prompt_words']} words)  {args.requests_per_client} requests/client  (streaming)")
+    print(
+        f"server {out['url']}  model {out['model']}  max_tokens {args.max_tokens}  prompt ~{args.prompt_tokens} "
+        f"tokens ({out['prompt_words']} words)  {args.requests_per_client} requests/client  (streaming)"
+    )
     _print_table(out["levels"])
     for n, g in out["batching_gain_vs_n1"].items():
         print(f"batching gain N={n} vs N=1: {g:.2f}x aggregate tok/s")
@@ -348,7 +448,9 @@ def main() -> int:
         if r.get("first_error"):
             print(f"N={r['clients']}: {r['errors']} failed requests; first: {r['first_error']}")
         if r.get("usage_missing"):
-            print(f"N={r['clients']}: {r['usage_missing']} requests had no usage chunk (counted content chunks)")
+            print(
+                f"N={r['clients']}: {r['usage_missing']} requests had no usage chunk (counted content chunks)"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

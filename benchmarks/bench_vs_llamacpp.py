@@ -76,8 +76,10 @@ SHAPES = {
 # format -> (ft: FTW --format or None for the HF directory, llama.cpp: GGUF type)
 FORMATS = {"bf16": (None, "BF16"), "mxfp4": ("mxfp4", "MXFP4_MOE"), "int4": ("int4", "Q4_0")}
 VOCABS = {"gpt-2": 50257, "qwen2": 151936}  # llama.cpp vocabulary file -> entries (= vocab_size)
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def log(msg: str) -> None:
@@ -88,7 +90,9 @@ def log(msg: str) -> None:
 def default_llama_dir() -> Path:
     from ft_core.paths import cache_dir
 
-    return cache_dir() / "llamacpp" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
+    return (
+        cache_dir() / "llamacpp" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
+    )
 
 
 def llama_bins(d: Path) -> tuple[Path, Path]:
@@ -135,19 +139,52 @@ def ensure_llama_cpp(arg: str | None) -> Path:
         if not d.is_dir():
             sdist = root.parent / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
             if not sdist.exists():
-                log(f"downloading the llama-cpp-python=={LLAMA_CPP_PYTHON} sdist into {root.parent}")
-                subprocess.run([*pip_command(), "download", "--no-binary", ":all:", "--no-deps",
-                                f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(root.parent)], check=True)
+                log(
+                    f"downloading the llama-cpp-python=={LLAMA_CPP_PYTHON} sdist into {root.parent}"
+                )
+                subprocess.run(
+                    [
+                        *pip_command(),
+                        "download",
+                        "--no-binary",
+                        ":all:",
+                        "--no-deps",
+                        f"llama-cpp-python=={LLAMA_CPP_PYTHON}",
+                        "-d",
+                        str(root.parent),
+                    ],
+                    check=True,
+                )
             with tarfile.open(sdist) as tf:
                 tf.extractall(root.parent, filter="data")
         build_log = root.parent / "build.log"
-        log(f"building llama-bench and llama-quantize in {d} (~10-15 min on 2 cores; log {build_log})")
+        log(
+            f"building llama-bench and llama-quantize in {d} (~10-15 min on 2 cores; log {build_log})"
+        )
         t0 = time.perf_counter()
         jobs = str(os.cpu_count() or 2)
         with open(build_log, "a") as f:
-            for cmd in (["cmake", "-B", "build", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
-                         "-DCMAKE_BUILD_TYPE=Release"],
-                        ["cmake", "--build", "build", "--target", "llama-bench", "llama-quantize", "-j", jobs]):
+            for cmd in (
+                [
+                    "cmake",
+                    "-B",
+                    "build",
+                    "-DGGML_NATIVE=ON",
+                    "-DLLAMA_CURL=OFF",
+                    "-DLLAMA_OPENSSL=OFF",
+                    "-DCMAKE_BUILD_TYPE=Release",
+                ],
+                [
+                    "cmake",
+                    "--build",
+                    "build",
+                    "--target",
+                    "llama-bench",
+                    "llama-quantize",
+                    "-j",
+                    jobs,
+                ],
+            ):
                 if subprocess.run(cmd, cwd=d, stdout=f, stderr=subprocess.STDOUT).returncode:
                     raise SystemExit(f"llama.cpp build failed: {' '.join(cmd)} (see {build_log})")
         log(f"built llama.cpp in {time.perf_counter() - t0:.0f}s")
@@ -167,7 +204,15 @@ def vocab_tokenizer(llama_dir: Path, name: str):
     """A ``tokenizers`` BPE rebuilt from llama.cpp's ``models/ggml-vocab-<name>.gguf`` (tokens, merges,
     token types) with the model's pre-tokenizer, checked against the test vectors shipped beside it.
     Returns (tokenizer, eos token, number of normal tokens)."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+    )
 
     gguf = import_gguf(llama_dir)
     path = llama_dir / "models" / f"ggml-vocab-{name}.gguf"
@@ -180,9 +225,12 @@ def vocab_tokenizer(llama_dir: Path, name: str):
     tok = Tokenizer(models.BPE(vocab=normal, merges=merges))
     if name == "qwen2":
         tok.normalizer = normalizers.NFC()
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     else:  # gpt-2
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -190,12 +238,20 @@ def vocab_tokenizer(llama_dir: Path, name: str):
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
     if len(toks) != VOCABS[name]:
         raise SystemExit(f"{path}: {len(toks)} tokens, expected {VOCABS[name]}")
-    assert all(tok.token_to_id(t) == i for i, t in enumerate(toks)), "token ids differ from the GGUF's"
+    assert all(tok.token_to_id(t) == i for i, t in enumerate(toks)), (
+        "token ids differ from the GGUF's"
+    )
     inp = (path.parent / (path.name + ".inp")).read_text().split("\n__ggml_vocab_test__\n")
     out = (path.parent / (path.name + ".out")).read_text().split("\n")
-    bad = [a for a, b in zip(inp, out) if tok.encode(a, add_special_tokens=False).ids != [int(x) for x in b.split()]]
+    bad = [
+        a
+        for a, b in zip(inp, out)
+        if tok.encode(a, add_special_tokens=False).ids != [int(x) for x in b.split()]
+    ]
     if bad:
-        raise SystemExit(f"{path.name}: the rebuilt tokenizer differs from llama.cpp's test vectors on {bad[:3]}")
+        raise SystemExit(
+            f"{path.name}: the rebuilt tokenizer differs from llama.cpp's test vectors on {bad[:3]}"
+        )
     eos = toks[int(f["tokenizer.ggml.eos_token_id"].contents())]
     return tok, eos, len(normal)
 
@@ -227,7 +283,9 @@ def run_logged(cmd: list, log_file: Path, env: dict | None = None) -> None:
         res = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env)
     if res.returncode:
         tail = "".join(log_file.read_text().splitlines(keepends=True)[-30:])
-        raise SystemExit(f"{' '.join(map(str, cmd))} failed ({res.returncode}); {log_file}:\n{tail}")
+        raise SystemExit(
+            f"{' '.join(map(str, cmd))} failed ({res.returncode}); {log_file}:\n{tail}"
+        )
 
 
 def prepare(args, llama_dir: Path, shape: Shape | None, work: Path, stages: dict) -> dict:
@@ -239,8 +297,14 @@ def prepare(args, llama_dir: Path, shape: Shape | None, work: Path, stages: dict
     if not (hf / "config.json").exists():
         log(f"writing the random checkpoint ({shape.describe()}) to {hf}")
         tok, eos, _ = vocab_tokenizer(llama_dir, args.vocab)
-        timed(stages, "write_checkpoint", lambda: atomic_dir(
-            hf, lambda d: write_checkpoint(d, shape, tokenizer=tok, eos_token=eos, pad_token=eos)))
+        timed(
+            stages,
+            "write_checkpoint",
+            lambda: atomic_dir(
+                hf,
+                lambda d: write_checkpoint(d, shape, tokenizer=tok, eos_token=eos, pad_token=eos),
+            ),
+        )
     _, quantize = llama_bins(llama_dir)
     bf16 = work / "model-bf16.gguf"
     if not bf16.exists():
@@ -248,8 +312,18 @@ def prepare(args, llama_dir: Path, shape: Shape | None, work: Path, stages: dict
         part = bf16.with_name(bf16.name + ".partial")
 
         def conv():
-            run_logged([sys.executable, llama_dir / "convert_hf_to_gguf.py", hf, "--outtype", "bf16",
-                        "--outfile", part], work / "convert_hf_to_gguf.log")
+            run_logged(
+                [
+                    sys.executable,
+                    llama_dir / "convert_hf_to_gguf.py",
+                    hf,
+                    "--outtype",
+                    "bf16",
+                    "--outfile",
+                    part,
+                ],
+                work / "convert_hf_to_gguf.log",
+            )
             part.rename(bf16)
 
         timed(stages, "convert_gguf_bf16", conv)
@@ -262,7 +336,10 @@ def prepare(args, llama_dir: Path, shape: Shape | None, work: Path, stages: dict
             part = gguf_path.with_name(gguf_path.name + ".partial")
 
             def quant(part=part, gguf_path=gguf_path, gtype=gtype):
-                run_logged([quantize, bf16, part, gtype, max(args.threads)], work / f"quantize-{gtype.lower()}.log")
+                run_logged(
+                    [quantize, bf16, part, gtype, max(args.threads)],
+                    work / f"quantize-{gtype.lower()}.log",
+                )
                 part.rename(gguf_path)
 
             timed(stages, f"quantize_{gtype.lower()}", quant)
@@ -271,10 +348,24 @@ def prepare(args, llama_dir: Path, shape: Shape | None, work: Path, stages: dict
             ft_path = work / f"ftw-{ft_fmt}"
             if not (ft_path / "ftw_index.json").exists():
                 log(f"ft convert --format {ft_fmt} -> {ft_path}")
-                cmd = [sys.executable, "-m", "ft_serve.cli", "convert", "--model", hf, "--out", ft_path,
-                       "--format", ft_fmt, "--overwrite"]
-                timed(stages, f"ft_convert_{ft_fmt}", lambda c=cmd, f=ft_fmt: run_logged(
-                    c, work / f"ft-convert-{f}.log"))
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "ft_serve.cli",
+                    "convert",
+                    "--model",
+                    hf,
+                    "--out",
+                    ft_path,
+                    "--format",
+                    ft_fmt,
+                    "--overwrite",
+                ]
+                timed(
+                    stages,
+                    f"ft_convert_{ft_fmt}",
+                    lambda c=cmd, f=ft_fmt: run_logged(c, work / f"ft-convert-{f}.log"),
+                )
         out[fmt] = (ft_path, gguf_path)
     return out
 
@@ -298,16 +389,22 @@ def gguf_bytes_per_token(llama_dir: Path, path: Path) -> dict:
             experts += int(t.n_bytes)
         else:
             dense += int(t.n_bytes)
-    return {"bytes_per_token": dense + experts * top_k // n_exp, "dense_bytes": dense,
-            "expert_bytes_per_token": experts * top_k // n_exp, "file_bytes": path.stat().st_size,
-            "bytes_by_type": types}
+    return {
+        "bytes_per_token": dense + experts * top_k // n_exp,
+        "dense_bytes": dense,
+        "expert_bytes_per_token": experts * top_k // n_exp,
+        "file_bytes": path.stat().st_size,
+        "bytes_by_type": types,
+    }
 
 
 # ---- measurements ----------------------------------------------------------------------------------
-SIGILL_HINT = ("\n(illegal instruction: a -DGGML_NATIVE=ON build uses every extension the CPU lists, and some VMs "
-               "list AMX without enabling it; llama.cpp then dies in prompt processing. Build it with "
-               "-DGGML_NATIVE=OFF and this CPU's GGML_AVX* flags (GGML_AVX512, _VBMI, _VNNI, _BF16, GGML_AVX_VNNI), "
-               "no AMX, and pass that tree with --llama-cpp DIR.)")
+SIGILL_HINT = (
+    "\n(illegal instruction: a -DGGML_NATIVE=ON build uses every extension the CPU lists, and some VMs "
+    "list AMX without enabling it; llama.cpp then dies in prompt processing. Build it with "
+    "-DGGML_NATIVE=OFF and this CPU's GGML_AVX* flags (GGML_AVX512, _VBMI, _VNNI, _BF16, GGML_AVX_VNNI), "
+    "no AMX, and pass that tree with --llama-cpp DIR.)"
+)
 
 
 def run_child(cmd: list, env: dict) -> tuple[str, str, int]:
@@ -340,28 +437,62 @@ def thread_env(n: int) -> dict:
     return dict(os.environ, FT_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
 
 
-def measure_ft(path: Path, threads: int, prompts: list[int], decode: int, options: list[str] = ()) -> dict:
-    cmd = [sys.executable, __file__, "--child", path, "--threads", threads,
-           "--prompt", ",".join(map(str, prompts)), "--decode", decode, *options]
+def measure_ft(
+    path: Path, threads: int, prompts: list[int], decode: int, options: list[str] = ()
+) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        path,
+        "--threads",
+        threads,
+        "--prompt",
+        ",".join(map(str, prompts)),
+        "--decode",
+        decode,
+        *options,
+    ]
     t0 = time.perf_counter()
     out, _, rss = run_child(cmd, thread_env(threads))
     res = json.loads(out.strip().splitlines()[-1])
     return {**res, "peak_rss_bytes": rss, "wall_s": time.perf_counter() - t0}
 
 
-def measure_llama(llama_dir: Path, gguf_path: Path, threads: int, prompts: list[int], decode: int,
-                  bpt: int) -> dict:
+def measure_llama(
+    llama_dir: Path, gguf_path: Path, threads: int, prompts: list[int], decode: int, bpt: int
+) -> dict:
     bench, _ = llama_bins(llama_dir)
-    cmd = [bench, "-m", gguf_path, "-p", ",".join(map(str, prompts)), "-n", decode, "-t", threads,
-           "-r", 1, "-o", "json"]
+    cmd = [
+        bench,
+        "-m",
+        gguf_path,
+        "-p",
+        ",".join(map(str, prompts)),
+        "-n",
+        decode,
+        "-t",
+        threads,
+        "-r",
+        1,
+        "-o",
+        "json",
+    ]
     t0 = time.perf_counter()
     out, _, rss = run_child(cmd, os.environ.copy())
     tests = json.loads(out)
     pre = {str(t["n_prompt"]): t["avg_ts"] for t in tests if t["n_gen"] == 0}
     tg = [t["avg_ts"] for t in tests if t["n_prompt"] == 0 and t["n_gen"] == decode]
-    return {"prefill_tok_s": pre, "decode_tok_s": tg[0], "bytes_per_token": bpt, "peak_rss_bytes": rss,
-            "wall_s": time.perf_counter() - t0, "build_commit": tests[0].get("build_commit"),
-            "model_type": tests[0].get("model_type"), "cpu_info": tests[0].get("cpu_info")}
+    return {
+        "prefill_tok_s": pre,
+        "decode_tok_s": tg[0],
+        "bytes_per_token": bpt,
+        "peak_rss_bytes": rss,
+        "wall_s": time.perf_counter() - t0,
+        "build_commit": tests[0].get("build_commit"),
+        "model_type": tests[0].get("model_type"),
+        "cpu_info": tests[0].get("cpu_info"),
+    }
 
 
 def child(args) -> None:
@@ -372,10 +503,18 @@ def child(args) -> None:
     from ft_core import Engine, SamplingParams
 
     t0 = time.perf_counter()
-    eng = Engine.from_pretrained(args.child, dtype="bfloat16", prefix_cache=False, kv_cache_bytes=256 << 20,
-                                 dense_format=args.ft_dense_format, int8_activations=args.ft_int8)
+    eng = Engine.from_pretrained(
+        args.child,
+        dtype="bfloat16",
+        prefix_cache=False,
+        kv_cache_bytes=256 << 20,
+        dense_format=args.ft_dense_format,
+        int8_activations=args.ft_int8,
+    )
     load_s = time.perf_counter() - t0
-    n_ids = min(eng.tokenizer.vocab_size, eng.model_config.vocab_size)  # prompts of random token ids
+    n_ids = min(
+        eng.tokenizer.vocab_size, eng.model_config.vocab_size
+    )  # prompts of random token ids
 
     def ids(n: int, seed: int) -> list[int]:
         rng = random.Random(seed)
@@ -398,12 +537,23 @@ def child(args) -> None:
     decode_tps = args.decode / (time.perf_counter() - t)
     import ft_kernels
 
-    print(json.dumps({"prefill_tok_s": prefill, "decode_tok_s": decode_tps, "load_s": load_s,
-                      "bytes_per_token": eng.model.weight_bytes_per_token(),
-                      "expert_backend": eng.model.backend.name if eng.model.backend else None,
-                      "torch_threads": torch.get_num_threads(), "kernel_threads": ft_kernels.num_threads(),
-                      "isa": ft_kernels.active_isa(), "vm_hwm_bytes": vm_hwm(),
-                      "dense_format": args.ft_dense_format, "int8_activations": args.ft_int8}))
+    print(
+        json.dumps(
+            {
+                "prefill_tok_s": prefill,
+                "decode_tok_s": decode_tps,
+                "load_s": load_s,
+                "bytes_per_token": eng.model.weight_bytes_per_token(),
+                "expert_backend": eng.model.backend.name if eng.model.backend else None,
+                "torch_threads": torch.get_num_threads(),
+                "kernel_threads": ft_kernels.num_threads(),
+                "isa": ft_kernels.active_isa(),
+                "vm_hwm_bytes": vm_hwm(),
+                "dense_format": args.ft_dense_format,
+                "int8_activations": args.ft_int8,
+            }
+        )
+    )
 
 
 def vm_hwm() -> int:
@@ -421,22 +571,37 @@ def stats(xs: list[float]) -> dict:
 
 def metrics(m: dict, bw: float, prompts: list[int]) -> dict:
     out = {f"pp{P}": m["prefill_tok_s"][str(P)] for P in prompts}
-    out.update(decode=m["decode_tok_s"], mb_per_token=m["bytes_per_token"] / 1e6,
-               of_bw=m["decode_tok_s"] * m["bytes_per_token"] / bw, rss_gb=m["peak_rss_bytes"] / 1e9)
+    out.update(
+        decode=m["decode_tok_s"],
+        mb_per_token=m["bytes_per_token"] / 1e6,
+        of_bw=m["decode_tok_s"] * m["bytes_per_token"] / bw,
+        rss_gb=m["peak_rss_bytes"] / 1e9,
+    )
     return out
 
 
-def summarize(pairs: list[dict], formats: list[str], threads: list[int], prompts: list[int]) -> list[dict]:
+def summarize(
+    pairs: list[dict], formats: list[str], threads: list[int], prompts: list[int]
+) -> list[dict]:
     rows = []
     for fmt in formats:
         for n in threads:
             ps = [p for p in pairs if p["format"] == fmt and p["threads"] == n]
-            per = {eng: [metrics(p[eng], p["read_bandwidth_Bps"], prompts) for p in ps] for eng in ("ft", "llama.cpp")}
-            row = {"format": fmt, "threads": n, "read_GBps": stats([p["read_bandwidth_Bps"] / 1e9 for p in ps])}
+            per = {
+                eng: [metrics(p[eng], p["read_bandwidth_Bps"], prompts) for p in ps]
+                for eng in ("ft", "llama.cpp")
+            }
+            row = {
+                "format": fmt,
+                "threads": n,
+                "read_GBps": stats([p["read_bandwidth_Bps"] / 1e9 for p in ps]),
+            }
             keys = list(per["ft"][0])
             for eng in ("ft", "llama.cpp"):
                 row[eng] = {k: stats([m[k] for m in per[eng]]) for k in keys}
-            row["ratio"] = {k: stats([a[k] / b[k] for a, b in zip(per["ft"], per["llama.cpp"])]) for k in keys}
+            row["ratio"] = {
+                k: stats([a[k] / b[k] for a, b in zip(per["ft"], per["llama.cpp"])]) for k in keys
+            }
             rows.append(row)
     return rows
 
@@ -453,8 +618,11 @@ def cell(s: dict, ratio: bool = False) -> str:
 
 def print_table(rows: list[dict], prompts: list[int], rounds: int) -> None:
     cols = [f"pp{P}" for P in prompts] + ["decode", "mb_per_token", "of_bw", "rss_gb"]
-    heads = ["format", "thr", "engine"] + [f"pp{P} tok/s" for P in prompts] + ["decode tok/s", "MB/tok", "of BW",
-                                                                              "RSS GB"]
+    heads = (
+        ["format", "thr", "engine"]
+        + [f"pp{P} tok/s" for P in prompts]
+        + ["decode tok/s", "MB/tok", "of BW", "RSS GB"]
+    )
     lines = []
     for r in rows:
         for eng, label in (("ft", "ft"), ("llama.cpp", "llama.cpp"), ("ratio", "ft/llama")):
@@ -462,8 +630,10 @@ def print_table(rows: list[dict], prompts: list[int], rounds: int) -> None:
             lines.append(lead + [label] + [cell(r[eng][c], eng == "ratio") for c in cols])
         lines.append(["", "", "read GB/s", cell(r["read_GBps"])] + [""] * (len(cols) - 1))
     w = [max(len(x) for x in col) + 2 for col in zip(heads, *lines)]
-    log(f"\nmedian over {rounds} round(s){' [min-max]' if rounds > 1 else ''}; of BW = decode tok/s x MB/tok / "
-        "read bandwidth beside that pair; ft/llama = median of per-round ratios")
+    log(
+        f"\nmedian over {rounds} round(s){' [min-max]' if rounds > 1 else ''}; of BW = decode tok/s x MB/tok / "
+        "read bandwidth beside that pair; ft/llama = median of per-round ratios"
+    )
     for line in [heads] + lines:
         log("".join(x.ljust(w[i]) if i < 3 else x.rjust(w[i]) for i, x in enumerate(line)).rstrip())
 
@@ -477,21 +647,51 @@ def main() -> None:
     if sys.argv[1:2] == ["--measure-rss"]:
         sys.exit(measure_rss(sys.argv[2], sys.argv[3:]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", default="mid", help="mid (default) or deep: the generated checkpoint's shape")
-    ap.add_argument("--formats", default="bf16,mxfp4,int4", help="of bf16, mxfp4, int4 (default: all)")
+    ap.add_argument(
+        "--shape", default="mid", help="mid (default) or deep: the generated checkpoint's shape"
+    )
+    ap.add_argument(
+        "--formats", default="bf16,mxfp4,int4", help="of bf16, mxfp4, int4 (default: all)"
+    )
     ap.add_argument("--threads", type=int_list, default=[1, 2], help="thread counts (default 1,2)")
     ap.add_argument("--rounds", type=int, default=3, help="measurement rounds (default 3)")
-    ap.add_argument("--prompt", type=int_list, default=[128, 512], help="prompt lengths for prefill (default 128,512)")
+    ap.add_argument(
+        "--prompt",
+        type=int_list,
+        default=[128, 512],
+        help="prompt lengths for prefill (default 128,512)",
+    )
     ap.add_argument("--decode", type=int, default=64, help="decode tokens (default 64)")
-    ap.add_argument("--model", default=None, help="an existing qwen3_moe HF checkpoint instead of a generated one")
-    ap.add_argument("--llama-cpp", default=None, help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize)")
-    ap.add_argument("--work", default=None, help="where the generated files go (default: ft's cache dir)")
-    ap.add_argument("--vocab", default="gpt-2", choices=VOCABS, help="tokenizer of the generated checkpoint")
-    ap.add_argument("--ft-dense-format", default=None,
-                    help="4-bit formats only: ft re-quantises its dense projections to this kernel format (e.g. "
-                         "int4_sym), as llama.cpp's MXFP4_MOE / Q4_0 files quantise theirs (default: kept bf16)")
-    ap.add_argument("--ft-int8", action="store_true", help="4-bit formats only: ft with --int8-activations (opt-in)")
-    ap.add_argument("--json", default=None, help="also write everything to this file as one JSON object")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="an existing qwen3_moe HF checkpoint instead of a generated one",
+    )
+    ap.add_argument(
+        "--llama-cpp",
+        default=None,
+        help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize)",
+    )
+    ap.add_argument(
+        "--work", default=None, help="where the generated files go (default: ft's cache dir)"
+    )
+    ap.add_argument(
+        "--vocab", default="gpt-2", choices=VOCABS, help="tokenizer of the generated checkpoint"
+    )
+    ap.add_argument(
+        "--ft-dense-format",
+        default=None,
+        help="4-bit formats only: ft re-quantises its dense projections to this kernel format (e.g. "
+        "int4_sym), as llama.cpp's MXFP4_MOE / Q4_0 files quantise theirs (default: kept bf16)",
+    )
+    ap.add_argument(
+        "--ft-int8",
+        action="store_true",
+        help="4-bit formats only: ft with --int8-activations (opt-in)",
+    )
+    ap.add_argument(
+        "--json", default=None, help="also write everything to this file as one JSON object"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -510,7 +710,11 @@ def main() -> None:
         work = Path(args.work).expanduser().resolve()
     elif args.model:
         m = Path(args.model).expanduser().resolve()
-        work = cache_dir() / "bench_vs_llamacpp" / f"{m.name}-{hashlib.sha256(str(m).encode()).hexdigest()[:8]}"
+        work = (
+            cache_dir()
+            / "bench_vs_llamacpp"
+            / f"{m.name}-{hashlib.sha256(str(m).encode()).hexdigest()[:8]}"
+        )
     else:
         work = cache_dir() / "bench_vs_llamacpp" / f"{args.shape}-{args.vocab}"
     stages: dict[str, float] = {}
@@ -534,15 +738,34 @@ def main() -> None:
                 bw = read_bandwidth(buf, threads=n)
                 opts = []
                 if fmt != "bf16":
-                    opts += ["--ft-dense-format", args.ft_dense_format] if args.ft_dense_format else []
+                    opts += (
+                        ["--ft-dense-format", args.ft_dense_format] if args.ft_dense_format else []
+                    )
                     opts += ["--ft-int8"] if args.ft_int8 else []
                 ft = measure_ft(ft_path, n, args.prompt, args.decode, opts)
-                ll = measure_llama(llama_dir, gguf_path, n, args.prompt, args.decode, gguf_info[fmt]["bytes_per_token"])
-                pairs.append({"round": rnd, "format": fmt, "threads": n, "read_bandwidth_Bps": bw,
-                              "ft": ft, "llama.cpp": ll})
-                log(f"round {rnd + 1} {fmt} t={n}: read {bw / 1e9:.1f} GB/s | ft decode {ft['decode_tok_s']:.1f} "
+                ll = measure_llama(
+                    llama_dir,
+                    gguf_path,
+                    n,
+                    args.prompt,
+                    args.decode,
+                    gguf_info[fmt]["bytes_per_token"],
+                )
+                pairs.append(
+                    {
+                        "round": rnd,
+                        "format": fmt,
+                        "threads": n,
+                        "read_bandwidth_Bps": bw,
+                        "ft": ft,
+                        "llama.cpp": ll,
+                    }
+                )
+                log(
+                    f"round {rnd + 1} {fmt} t={n}: read {bw / 1e9:.1f} GB/s | ft decode {ft['decode_tok_s']:.1f} "
                     f"tok/s ({ft['wall_s']:.0f}s) | llama.cpp decode {ll['decode_tok_s']:.1f} tok/s "
-                    f"({ll['wall_s']:.0f}s)")
+                    f"({ll['wall_s']:.0f}s)"
+                )
     rows = summarize(pairs, args.formats, args.threads, args.prompt)
     desc = shape.describe() if shape else f"--model {args.model}"
     log(f"\n{desc}; llama.cpp {pairs[0]['llama.cpp']['build_commit']}; ft {pairs[0]['ft']['isa']}")
@@ -550,14 +773,26 @@ def main() -> None:
     if stages:
         log("stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
     if args.json:
-        res = {"shape": args.shape if shape else None, "shape_params": shape.as_dict() if shape else None,
-               "vocab": args.vocab if shape else None, "model": str(paths[args.formats[0]][0]),
-               "work": str(work), "llama_cpp": str(llama_dir),
-               "formats": {f: [str(p) for p in paths[f]] for f in paths},
-               "ft_dense_format": args.ft_dense_format, "ft_int8": args.ft_int8,
-               "threads": args.threads, "rounds": args.rounds, "prompt": args.prompt, "decode": args.decode,
-               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "stages_s": stages, "gguf": gguf_info,
-               "summary": rows, "pairs": pairs}
+        res = {
+            "shape": args.shape if shape else None,
+            "shape_params": shape.as_dict() if shape else None,
+            "vocab": args.vocab if shape else None,
+            "model": str(paths[args.formats[0]][0]),
+            "work": str(work),
+            "llama_cpp": str(llama_dir),
+            "formats": {f: [str(p) for p in paths[f]] for f in paths},
+            "ft_dense_format": args.ft_dense_format,
+            "ft_int8": args.ft_int8,
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "prompt": args.prompt,
+            "decode": args.decode,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "stages_s": stages,
+            "gguf": gguf_info,
+            "summary": rows,
+            "pairs": pairs,
+        }
         Path(args.json).write_text(json.dumps(res, indent=1))
 
 

@@ -19,7 +19,9 @@ import sys
 import tempfile
 import time
 
-sys.modules.setdefault("fla", None)  # transformers would import flash-linear-attention (dev dependency) for nothing
+sys.modules.setdefault(
+    "fla", None
+)  # transformers would import flash-linear-attention (dev dependency) for nothing
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
@@ -37,9 +39,19 @@ def checkpoint() -> str:
     import transformers
 
     cfg = transformers.GptOssConfig(
-        vocab_size=800, hidden_size=512, num_hidden_layers=8, num_attention_heads=64, num_key_value_heads=8,
-        head_dim=64, intermediate_size=256, num_local_experts=8, num_experts_per_tok=2, sliding_window=128,
-        max_position_embeddings=16384, layer_types=["sliding_attention", "full_attention"] * 4)
+        vocab_size=800,
+        hidden_size=512,
+        num_hidden_layers=8,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=64,
+        intermediate_size=256,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        max_position_embeddings=16384,
+        layer_types=["sliding_attention", "full_attention"] * 4,
+    )
     torch.manual_seed(0)
     transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(path)
     tiny_tokenizers.write_tokenizer("harmony", path)
@@ -47,16 +59,24 @@ def checkpoint() -> str:
 
 
 def run(path: str, ids: list[int], decode: int, window_state: bool) -> dict:
-    eng = Engine.from_pretrained(path, window_state=window_state, max_batch_tokens=len(ids), prefix_cache=False)
-    seq = eng.add_request(ids, SamplingParams(max_tokens=decode + 1, temperature=0.0, ignore_eos=True))
+    eng = Engine.from_pretrained(
+        path, window_state=window_state, max_batch_tokens=len(ids), prefix_cache=False
+    )
+    seq = eng.add_request(
+        ids, SamplingParams(max_tokens=decode + 1, temperature=0.0, ignore_eos=True)
+    )
     t = time.perf_counter()
     eng.step()  # the whole prompt in one chunk, and the first token
     prefill = time.perf_counter() - t
     t = time.perf_counter()
     while not seq.finished:
         eng.step()
-    return {"prefill_s": round(prefill, 2), "decode_tok_s": round(decode / (time.perf_counter() - t), 2),
-            "kv_bytes_per_token": eng.model.kv_bytes_per_token(torch.float32), "tokens": list(seq.output_ids)}
+    return {
+        "prefill_s": round(prefill, 2),
+        "decode_tok_s": round(decode / (time.perf_counter() - t), 2),
+        "kv_bytes_per_token": eng.model.kv_bytes_per_token(torch.float32),
+        "tokens": list(seq.output_ids),
+    }
 
 
 def main() -> None:
@@ -67,20 +87,31 @@ def main() -> None:
     a = ap.parse_args()
     path = checkpoint()
     ids = [(i * 37 + 11) % 700 + 20 for i in range(a.prompt_len)]
-    res = {"paged": run(path, ids, a.decode_tokens, False), "window_state": run(path, ids, a.decode_tokens, True)}
-    fused, attention._FLASH_CPU = attention._FLASH_CPU, None  # the blocked reference for sinks, same run
+    res = {
+        "paged": run(path, ids, a.decode_tokens, False),
+        "window_state": run(path, ids, a.decode_tokens, True),
+    }
+    fused, attention._FLASH_CPU = (
+        attention._FLASH_CPU,
+        None,
+    )  # the blocked reference for sinks, same run
     try:
         res["window_state_blocked_sinks"] = run(path, ids, a.decode_tokens, True)
     finally:
         attention._FLASH_CPU = fused
     for name, r in res.items():
-        print(f"{name:>27}: prefill {a.prompt_len} tokens {r['prefill_s']:7.2f} s, decode at that context "
-              f"{r['decode_tok_s']:6.2f} tok/s, KV {r['kv_bytes_per_token']} B/token")
+        print(
+            f"{name:>27}: prefill {a.prompt_len} tokens {r['prefill_s']:7.2f} s, decode at that context "
+            f"{r['decode_tok_s']:6.2f} tok/s, KV {r['kv_bytes_per_token']} B/token"
+        )
     p, w, b = res["paged"], res["window_state"], res["window_state_blocked_sinks"]
     same = p["tokens"] == w["tokens"] == b["tokens"]
-    ratios = {"window_state_prefill_speedup": round(p["prefill_s"] / w["prefill_s"], 2),
-              "window_state_decode_speedup": round(w["decode_tok_s"] / p["decode_tok_s"], 2),
-              "fused_sinks_prefill_speedup": round(b["prefill_s"] / w["prefill_s"], 2), "same_tokens": same}
+    ratios = {
+        "window_state_prefill_speedup": round(p["prefill_s"] / w["prefill_s"], 2),
+        "window_state_decode_speedup": round(w["decode_tok_s"] / p["decode_tok_s"], 2),
+        "fused_sinks_prefill_speedup": round(b["prefill_s"] / w["prefill_s"], 2),
+        "same_tokens": same,
+    }
     print(ratios)
     if a.json:
         with open(a.json, "w") as f:

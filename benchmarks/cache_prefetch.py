@@ -25,7 +25,9 @@ class NextLayerGuess:
     def guess(self, layer: int, local: list[int], n: int) -> list[int]:
         """The n likeliest local experts of layer + 1 given this token's ``local`` experts at ``layer``."""
         rows = self.counts[layer, local]
-        return torch.topk((rows / rows.sum(1, keepdim=True).clamp(min=1)).mean(0), n).indices.tolist()
+        return torch.topk(
+            (rows / rows.sum(1, keepdim=True).clamp(min=1)).mean(0), n
+        ).indices.tolist()
 
     def learn(self, layer: int, local: list[int], following: list[int]) -> None:
         """One token went from ``local`` at ``layer`` to ``following`` at layer + 1."""
@@ -38,7 +40,9 @@ class PrefetchResult(Result):
     used: int = 0  # of those, routed at the layer they were fetched for
 
 
-def replay_prefetch(trace: Trace, slots: int, budget: int, victim: str = "reuse", prefill: str = "warm") -> PrefetchResult:
+def replay_prefetch(
+    trace: Trace, slots: int, budget: int, victim: str = "reuse", prefill: str = "warm"
+) -> PrefetchResult:
     """Fill-everything caching through the engine's ExpertCache with prefetch: after each decode layer step l
     (its routes known, layer l + 1 not yet run) the ``budget`` experts NextLayerGuess expects at l + 1 are looked
     up as a prefetch step (``control(observe=False)``: missing ones are copied in, evicting by ``victim``), so a
@@ -47,7 +51,9 @@ def replay_prefetch(trace: Trace, slots: int, budget: int, victim: str = "reuse"
     E, L = trace.num_experts, trace.num_layers
     cache = ExpertCache(_bank(trace.num_ids, E), slots, policy=victim)
     fill, guess, res = q_policy("fill", None), NextLayerGuess(L, E), PrefetchResult()
-    prev: tuple[int, list[int]] | None = None  # the previous step of this forward: (layer, local experts)
+    prev: tuple[int, list[int]] | None = (
+        None  # the previous step of this forward: (layer, local experts)
+    )
     fetched: set[int] = set()
     for dec, layer, ids in _replayed(trace, prefill):
         r = cache.control(torch.tensor(ids, dtype=torch.int64), fill)

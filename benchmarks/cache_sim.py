@@ -43,7 +43,9 @@ class Trace:
 
 @dataclass
 class Result:
-    per_step: list[tuple[int, int, int]] = field(default_factory=list)  # decode layer steps: (distinct, m, q)
+    per_step: list[tuple[int, int, int]] = field(
+        default_factory=list
+    )  # decode layer steps: (distinct, m, q)
 
     def add(self, distinct: int, m: int, q: int) -> None:
         self.per_step.append((distinct, m, q))
@@ -52,7 +54,9 @@ class Result:
     misses = property(lambda self: sum(s[1] for s in self.per_step))
     fills = property(lambda self: sum(s[2] for s in self.per_step))
     miss_rate = property(lambda self: self.misses / max(1, self.distinct))
-    cpu_fraction = property(lambda self: (self.misses - self.fills) / max(1, self.misses))  # of misses
+    cpu_fraction = property(
+        lambda self: (self.misses - self.fills) / max(1, self.misses)
+    )  # of misses
 
 
 def load_trace(path: str, domain: str | None = None) -> Trace:
@@ -64,8 +68,11 @@ def load_trace(path: str, domain: str | None = None) -> Trace:
     domain 0, "code" = 1; JSON lines: a dataset name)."""
     if path.endswith(".npz"):
         return _load_npz(path, domain)
-    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith("_routing.jsonl")) \
-        if os.path.isdir(path) else [path]
+    files = (
+        sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith("_routing.jsonl"))
+        if os.path.isdir(path)
+        else [path]
+    )
     if not files:
         raise ValueError(f"{path}: no *_routing.jsonl files")
     with open(files[0]) as f:
@@ -125,38 +132,60 @@ def _load_token_layer_jsonl(files: list[str], path: str, domain: str | None) -> 
                 if not line.strip():
                     continue
                 r = json.loads(line)
-                E, L = max(E, max(r["experts"]) + 1), max(L, r["layer"] + 1)  # the model's, whatever domain
+                E, L = (
+                    max(E, max(r["experts"]) + 1),
+                    max(L, r["layer"] + 1),
+                )  # the model's, whatever domain
                 if domain is None or r["dataset"] == domain:
-                    tokens.setdefault((r["dataset"], r["problem_id"], r["token_idx"]), {})[r["layer"]] = r["experts"]
+                    tokens.setdefault((r["dataset"], r["problem_id"], r["token_idx"]), {})[
+                        r["layer"]
+                    ] = r["experts"]
     order = sorted(tokens)  # problem by problem, tokens in order
     steps = []
     whole = 0
     for key in order:
         layers = tokens[key]
-        if len(layers) != L:  # tokens with an incomplete layer set (a few in the Mixtral trace) are skipped
+        if (
+            len(layers) != L
+        ):  # tokens with an incomplete layer set (a few in the Mixtral trace) are skipped
             continue
         whole += 1
         steps += [(True, lay, [lay * E + e for e in layers[lay]]) for lay in range(L)]
     if not steps:
-        raise ValueError(f"{path}: no token with all {L} layers" + (f" in dataset {domain!r}" if domain else ""))
+        raise ValueError(
+            f"{path}: no token with all {L} layers" + (f" in dataset {domain!r}" if domain else "")
+        )
     return Trace(E, L, steps, whole, path + (f" ({domain})" if domain else ""))
 
 
-def synthetic_trace(layers: int = 48, experts: int = 128, top_k: int = 8, decode_steps: int = 256,
-                    prefill_tokens: int = 64, zipf: float = 1.0, seed: int = 0) -> Trace:
+def synthetic_trace(
+    layers: int = 48,
+    experts: int = 128,
+    top_k: int = 8,
+    decode_steps: int = 256,
+    prefill_tokens: int = 64,
+    zipf: float = 1.0,
+    seed: int = 0,
+) -> Trace:
     """Zipf-like routing: in each layer expert of popularity rank r (a seeded random permutation) is
     drawn with weight 1/r**zipf, top_k distinct per token, tokens independent. One prefill forward of
     ``prefill_tokens`` then ``decode_steps`` decode forwards of one token."""
     g = torch.Generator().manual_seed(seed)
     w = 1.0 / torch.arange(1, experts + 1, dtype=torch.float64) ** zipf
-    probs = torch.stack([w[torch.argsort(torch.randperm(experts, generator=g))] for _ in range(layers)])  # [L, E]
+    probs = torch.stack(
+        [w[torch.argsort(torch.randperm(experts, generator=g))] for _ in range(layers)]
+    )  # [L, E]
     steps = []
     for t, dec in [(prefill_tokens, False)] + [(1, True)] * decode_steps:
         for layer in range(layers):
-            ids = torch.multinomial(probs[layer].expand(t, experts), top_k, replacement=False, generator=g)
+            ids = torch.multinomial(
+                probs[layer].expand(t, experts), top_k, replacement=False, generator=g
+            )
             steps.append((dec, layer, (ids + layer * experts).flatten().tolist()))
-    src = (f"synthetic (zipf {zipf}, L={layers}, E={experts}, top-{top_k}, {prefill_tokens}-token prefill, "
-           f"{decode_steps} decode steps, seed {seed})")
+    src = (
+        f"synthetic (zipf {zipf}, L={layers}, E={experts}, top-{top_k}, {prefill_tokens}-token prefill, "
+        f"{decode_steps} decode steps, seed {seed})"
+    )
     return Trace(experts, layers, steps, decode_steps, src)
 
 
@@ -169,12 +198,24 @@ def _replayed(trace: Trace, prefill: str):
 def _bank(n_ids: int, experts: int) -> ExpertBank:
     """A one-element-per-row fake bank: ExpertCache needs one for its slot storage (and its layer size), not the
     weights."""
-    return ExpertBank("f32", num_experts=experts, hidden=1, inter=1, act="swiglu",
-                      tensors={"w13": torch.zeros(n_ids, 1, 1), "w2": torch.zeros(n_ids, 1, 1)})
+    return ExpertBank(
+        "f32",
+        num_experts=experts,
+        hidden=1,
+        inter=1,
+        act="swiglu",
+        tensors={"w13": torch.zeros(n_ids, 1, 1), "w2": torch.zeros(n_ids, 1, 1)},
+    )
 
 
-def replay_lru(trace: Trace, slots: int, policy: str = "fill", ratio: float | None = None,
-               prefill: str = "warm", victim: str = "lru") -> Result:
+def replay_lru(
+    trace: Trace,
+    slots: int,
+    policy: str = "fill",
+    ratio: float | None = None,
+    prefill: str = "warm",
+    victim: str = "lru",
+) -> Result:
     """The engine's global cache (ft_core ExpertCache.control) with q from ft_core's q_policy and the victim
     policy ``victim`` (ExpertCache's lru or reuse)."""
     cache = ExpertCache(_bank(trace.num_ids, trace.num_experts), slots, policy=victim)
@@ -198,10 +239,14 @@ def route_counts(trace: Trace, source: str) -> Counter:
 
 
 def _top(counts: Counter, ids, n: int) -> set[int]:
-    return set(sorted(ids, key=lambda i: (-counts[i], i))[:n])  # most routed, ties by lower id (as the engine)
+    return set(
+        sorted(ids, key=lambda i: (-counts[i], i))[:n]
+    )  # most routed, ties by lower id (as the engine)
 
 
-def static_set(trace: Trace, slots: int, source: str = "trace", per_layer: bool = False) -> set[int]:
+def static_set(
+    trace: Trace, slots: int, source: str = "trace", per_layer: bool = False
+) -> set[int]:
     """KTransformers-like: the ``slots`` most-routed ids of all layers; llama.cpp-like (per_layer):
     layer l gets slots // L slots (+1 for the first slots % L layers) holding its most-routed experts."""
     counts, E, L = route_counts(trace, source), trace.num_experts, trace.num_layers

@@ -41,16 +41,25 @@ class Shape:
         return self.vocab_bytes() + self.layers * self.layer_bytes()
 
     def describe(self) -> str:
-        return (f"{self.layers} layers, {self.experts} experts top-{self.top_k}, H {self.hidden}, "
-                f"I {self.moe_intermediate}, {self.heads}/{self.kv_heads} heads x {self.head_dim}, "
-                f"vocab {self.vocab}, {self.total_bytes() / 1e9:.2f} GB bf16")
+        return (
+            f"{self.layers} layers, {self.experts} experts top-{self.top_k}, H {self.hidden}, "
+            f"I {self.moe_intermediate}, {self.heads}/{self.kv_heads} heads x {self.head_dim}, "
+            f"vocab {self.vocab}, {self.total_bytes() / 1e9:.2f} GB bf16"
+        )
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def write_checkpoint(out: Path, shape: Shape, tokenizer=None, eos_token: str = "<|im_end|>",
-                     pad_token: str | None = "<|endoftext|>", shard_bytes: float = 1e9, seed: int = 0) -> None:
+def write_checkpoint(
+    out: Path,
+    shape: Shape,
+    tokenizer=None,
+    eos_token: str = "<|im_end|>",
+    pad_token: str | None = "<|endoftext|>",
+    shard_bytes: float = 1e9,
+    seed: int = 0,
+) -> None:
     """Write a random ``qwen3_moe`` checkpoint of ``shape`` into the new directory ``out``.
 
     ``tokenizer``: a ``tokenizers.Tokenizer`` holding ``eos_token`` (and ``pad_token``); None: a
@@ -67,7 +76,9 @@ def write_checkpoint(out: Path, shape: Shape, tokenizer=None, eos_token: str = "
     tok = tokenizer if tokenizer is not None else train_bpe(1024, SPECIAL)
     eos = tok.token_to_id(eos_token)
     if eos is None or tok.get_vocab_size() > s.vocab:
-        raise ValueError(f"tokenizer: needs {eos_token!r} and at most {s.vocab} entries (has {tok.get_vocab_size()})")
+        raise ValueError(
+            f"tokenizer: needs {eos_token!r} and at most {s.vocab} entries (has {tok.get_vocab_size()})"
+        )
     out.mkdir(parents=True)
     g = torch.Generator().manual_seed(seed)
     rnd = lambda *sh: (torch.randn(*sh, generator=g) * 0.02).to(torch.bfloat16)  # noqa: E731
@@ -91,8 +102,12 @@ def write_checkpoint(out: Path, shape: Shape, tokenizer=None, eos_token: str = "
     add("model.norm.weight", torch.ones(H, dtype=torch.bfloat16))
     for l in range(s.layers):
         p = f"model.layers.{l}"
-        for k, sh in (("q_proj", (s.heads * D, H)), ("k_proj", (s.kv_heads * D, H)),
-                      ("v_proj", (s.kv_heads * D, H)), ("o_proj", (H, s.heads * D))):
+        for k, sh in (
+            ("q_proj", (s.heads * D, H)),
+            ("k_proj", (s.kv_heads * D, H)),
+            ("v_proj", (s.kv_heads * D, H)),
+            ("o_proj", (H, s.heads * D)),
+        ):
             add(f"{p}.self_attn.{k}.weight", rnd(*sh))
         for k in ("q_norm", "k_norm"):
             add(f"{p}.self_attn.{k}.weight", torch.ones(D, dtype=torch.bfloat16))
@@ -103,13 +118,38 @@ def write_checkpoint(out: Path, shape: Shape, tokenizer=None, eos_token: str = "
             for k, sh in (("gate_proj", (I, H)), ("up_proj", (I, H)), ("down_proj", (H, I))):
                 add(f"{p}.mlp.experts.{e}.{k}.weight", rnd(*sh))
     flush()
-    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": s.vocab,
-              "hidden_size": H, "intermediate_size": 6144, "moe_intermediate_size": I, "num_hidden_layers": s.layers,
-              "num_attention_heads": s.heads, "num_key_value_heads": s.kv_heads, "head_dim": D,
-              "num_experts": E, "num_experts_per_tok": s.top_k, "norm_topk_prob": True, "decoder_sparse_step": 1,
-              "mlp_only_layers": [], "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
-              "rope_theta": 1e6, "tie_word_embeddings": False, "eos_token_id": eos, "torch_dtype": "bfloat16"}
+    (out / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
+    config = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "vocab_size": s.vocab,
+        "hidden_size": H,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": I,
+        "num_hidden_layers": s.layers,
+        "num_attention_heads": s.heads,
+        "num_key_value_heads": s.kv_heads,
+        "head_dim": D,
+        "num_experts": E,
+        "num_experts_per_tok": s.top_k,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 4096,
+        "rope_theta": 1e6,
+        "tie_word_embeddings": False,
+        "eos_token_id": eos,
+        "torch_dtype": "bfloat16",
+    }
     (out / "config.json").write_text(json.dumps(config, indent=1))
-    write_tokenizer_files(tok, out, chat_template=CHAT_TEMPLATE, bos_token=None, eos_token=eos_token,
-                          pad_token=pad_token)
+    write_tokenizer_files(
+        tok,
+        out,
+        chat_template=CHAT_TEMPLATE,
+        bos_token=None,
+        eos_token=eos_token,
+        pad_token=pad_token,
+    )

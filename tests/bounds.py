@@ -64,8 +64,9 @@ def logits_tol(cfg, scale: float, tokens: int) -> float:
     return 2 * (STAGES_PER_LAYER * cfg.num_layers + 2) * gamma(longest_sum(cfg, tokens)) * scale
 
 
-def assert_logits_close(got: torch.Tensor, want: torch.Tensor, cfg,
-                        tokens: int | None = None) -> None:
+def assert_logits_close(
+    got: torch.Tensor, want: torch.Tensor, cfg, tokens: int | None = None
+) -> None:
     """``got`` and ``want`` logits [T, V] (or any shape) of ``cfg`` within ``logits_tol``;
     ``tokens``: the longest context of the rows (default: T, as ``Engine.score`` returns)."""
     assert got.shape == want.shape, (got.shape, want.shape)
@@ -73,12 +74,18 @@ def assert_logits_close(got: torch.Tensor, want: torch.Tensor, cfg,
     scale = want.abs().max().item()
     tol = logits_tol(cfg, scale, tokens if tokens is not None else want.shape[0])
     err = (got - want).abs().max().item()
-    assert err <= tol, (f"max |a - b| {err:.3g} > {tol:.3g} (max |logit| {scale:.3g}; "
-                        "tests/bounds.py)")
+    assert err <= tol, (
+        f"max |a - b| {err:.3g} > {tol:.3g} (max |logit| {scale:.3g}; tests/bounds.py)"
+    )
 
 
-def attention_tol(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                  sinks: torch.Tensor | None = None) -> float:
+def attention_tol(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    sinks: torch.Tensor | None = None,
+) -> float:
     """Largest |a - b| of two float32 evaluations of softmax(scale q k^T (+ sink)) v.
 
     q [..., Lq, D], k/v [..., Lk, D] (broadcast over heads). Each score errs by at most
@@ -88,8 +95,11 @@ def attention_tol(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
     2 max|v| (2 e_s + 2 gamma(Lk + 1) + 4 u).
     A wrong mask or a dropped key changes outputs by O(max |v| / Lk), far above this."""
     D, Lk = q.shape[-1], k.shape[-2]
-    qk = (q.abs().double() @ k.abs().double().transpose(-1, -2).unsqueeze(-3)
-          if q.dim() == k.dim() + 1 else q.abs().double() @ k.abs().double().transpose(-1, -2))
+    qk = (
+        q.abs().double() @ k.abs().double().transpose(-1, -2).unsqueeze(-3)
+        if q.dim() == k.dim() + 1
+        else q.abs().double() @ k.abs().double().transpose(-1, -2)
+    )
     e_sink = U * sinks.abs().max().item() if sinks is not None else 0.0
     e_s = gamma(D) * scale * qk.max().item() + e_sink
     return 2 * v.abs().max().item() * (2 * e_s + 2 * gamma(Lk + 1) + 4 * U)

@@ -24,7 +24,9 @@ def tiny_ckpt(tmp_path_factory):
         key = (arch, variant)
         if key not in cache:
             name = arch if variant is None else f"{arch}-{variant}"
-            cache[key] = tiny_checkpoints.make_checkpoint(arch, tmp_path_factory.mktemp(name) / name, variant)
+            cache[key] = tiny_checkpoints.make_checkpoint(
+                arch, tmp_path_factory.mktemp(name) / name, variant
+            )
         return cache[key]
 
     return get

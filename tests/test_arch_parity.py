@@ -13,7 +13,9 @@ from tiny_checkpoints import VARIANTS, load_reference, reference_greedy
 from ft_core import Engine, SamplingParams
 from bounds import assert_logits_close
 
-IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]  # longer than every sliding window in the tiny configs
+IDS = [
+    (i * 37 + 11) % 500 + 3 for i in range(48)
+]  # longer than every sliding window in the tiny configs
 PROMPTS = [IDS[:5], IDS[10:23], IDS[30:39]]
 GREEDY = SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
 
@@ -50,7 +52,9 @@ def test_decode_step_logits_match_transformers(pair):
 
     eng.runner.forward = spy
     try:
-        toks = eng.generate(PROMPTS[2], SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True))[0].token_ids
+        toks = eng.generate(
+            PROMPTS[2], SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
+        )[0].token_ids
     finally:
         del eng.runner.forward
     want = []
@@ -78,8 +82,11 @@ def test_batched_decode_equals_alone(pair):
     assert together == alone
 
 
-@pytest.mark.parametrize("variant", [("qwen3_moe", "fp8"), ("deepseek_v3", "fp8"), ("gpt_oss", None), ("gpt_oss", "mxfp4")],
-                         ids=_id)
+@pytest.mark.parametrize(
+    "variant",
+    [("qwen3_moe", "fp8"), ("deepseek_v3", "fp8"), ("gpt_oss", None), ("gpt_oss", "mxfp4")],
+    ids=_id,
+)
 def test_cpu_kernels_and_torch_reference_experts_agree(tiny_ckpt, variant):
     """The C++ kernels (in-kernel dequantisation, GPT-OSS activation with biases) against the torch backend."""
     path = tiny_ckpt(*variant)

@@ -32,8 +32,12 @@ def models(request, tiny_ckpt, tmp_path_factory):
     logs = tmp_path_factory.mktemp("routes")
     for name in ("16.jsonl", "32.jsonl"):
         (logs / name).touch()
-    eng16 = Engine.from_pretrained(path, device="cpu", dtype="bfloat16", record_routing=str(logs / "16.jsonl"))
-    eng32 = Engine.from_pretrained(path, device="cpu", dtype="float32", record_routing=str(logs / "32.jsonl"))
+    eng16 = Engine.from_pretrained(
+        path, device="cpu", dtype="bfloat16", record_routing=str(logs / "16.jsonl")
+    )
+    eng32 = Engine.from_pretrained(
+        path, device="cpu", dtype="float32", record_routing=str(logs / "32.jsonl")
+    )
     return ref32, copy.deepcopy(ref32).to(torch.bfloat16), eng16, eng32
 
 
@@ -43,17 +47,25 @@ def _take_routes(eng) -> list[list[frozenset]]:
     with open(path) as f:
         recs = [json.loads(line) for line in f]
     open(path, "w").close()
-    return [[frozenset(layer[t]) for layer in r["layers"]] for r in recs for t in range(sum(r["seq_tokens"]))]
+    return [
+        [frozenset(layer[t]) for layer in r["layers"]]
+        for r in recs
+        for t in range(sum(r["seq_tokens"]))
+    ]
 
 
 def _bound_ok(got, ref16, ref32, flipped, what):
     keep = torch.tensor([not f for f in flipped])
-    assert keep.float().mean() >= 0.75, f"{what}: routing flipped at {sum(flipped)} of {len(flipped)} positions"
+    assert keep.float().mean() >= 0.75, (
+        f"{what}: routing flipped at {sum(flipped)} of {len(flipped)} positions"
+    )
     got, ref16, ref32 = got[keep], ref16[keep], ref32[keep]
     err_ft = (got - ref32).abs().max().item()
     err_hf = (ref16 - ref32).abs().max().item()
     bound = 2 * err_hf + 2**-8 * ref32.abs().max().item()
-    assert err_ft <= bound, f"{what}: ft bf16 error {err_ft:.3g} > {bound:.3g} (transformers bf16 error {err_hf:.3g})"
+    assert err_ft <= bound, (
+        f"{what}: ft bf16 error {err_ft:.3g} > {bound:.3g} (transformers bf16 error {err_hf:.3g})"
+    )
 
 
 def test_decode_steps_within_bf16_error(models):
@@ -68,7 +80,9 @@ def test_decode_steps_within_bf16_error(models):
 
     eng.runner.forward = spy
     try:
-        toks = eng.generate(IDS[:9], SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True))[0].token_ids
+        toks = eng.generate(
+            IDS[:9], SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
+        )[0].token_ids
     finally:
         del eng.runner.forward
     r16 = _take_routes(eng)[8 : 8 + STEPS]  # the prompt's last token, then one per decode step
@@ -92,7 +106,10 @@ def test_decode_steps_within_bf16_error(models):
 def test_score_within_bf16_error(models):
     ref32, ref16, eng, eng32 = models
     with torch.no_grad():
-        w32, w16 = ref32(torch.tensor([IDS])).logits[0].float(), ref16(torch.tensor([IDS])).logits[0].float()
+        w32, w16 = (
+            ref32(torch.tensor([IDS])).logits[0].float(),
+            ref16(torch.tensor([IDS])).logits[0].float(),
+        )
     _take_routes(eng)
     _take_routes(eng32)
     got = eng.score(IDS)

@@ -33,7 +33,9 @@ def _random_trace(seed: int, L=3, E=6, k=2, n_decode=30, prefill_tokens=4):
     rng = random.Random(seed)
     tok = lambda layer: [layer * E + e for e in rng.sample(range(E), k)]
     pre = (False, [[i for _ in range(prefill_tokens) for i in tok(layer)] for layer in range(L)])
-    return _trace([pre] + [(True, [tok(layer) for layer in range(L)]) for _ in range(n_decode)], L, E)
+    return _trace(
+        [pre] + [(True, [tok(layer) for layer in range(L)]) for _ in range(n_decode)], L, E
+    )
 
 
 CYCLIC = _trace([(True, [[0, 1, 2], [3, 4, 5]])] * 6, 2, 6)  # LRU's worst case at small sizes
@@ -83,7 +85,11 @@ def test_static_sets_with_every_slot_never_miss():
 def test_static_per_layer_split_and_choice():
     # layer 0 routes expert 1 most, layer 1 routes expert 3 (flat 4 + 3 = 7) most; 3 slots, 2 layers
     trace = _trace([(True, [[1, 1, 2], [7, 7, 5]]), (True, [[1, 2], [7, 6]])], 2, 4)
-    assert sim.static_set(trace, 3, "trace", per_layer=True) == {1, 2, 7}  # layer 0: 2 slots, layer 1: 1
+    assert sim.static_set(trace, 3, "trace", per_layer=True) == {
+        1,
+        2,
+        7,
+    }  # layer 0: 2 slots, layer 1: 1
     assert sim.static_set(trace, 2, "trace") == {1, 7}
 
 
@@ -112,16 +118,26 @@ def test_recorded_trace_formats(tmp_path):
     import numpy as np
 
     L, E = 2, 4
-    ids = np.array([[0, 1], [2, 3], [1, 2], [0, 3], [3, 0], [1, 1]], dtype=np.int16)  # 3 tokens x 2 layers
-    np.savez(tmp_path / "t.npz", layer_index=np.array([0, 1] * 3, dtype=np.int16), requested_expert_ids=ids,
-             domain_id=np.array([0, 0, 1, 1, 0, 0], dtype=np.int8), sequence_id=np.zeros(6, dtype=np.int32))
+    ids = np.array(
+        [[0, 1], [2, 3], [1, 2], [0, 3], [3, 0], [1, 1]], dtype=np.int16
+    )  # 3 tokens x 2 layers
+    np.savez(
+        tmp_path / "t.npz",
+        layer_index=np.array([0, 1] * 3, dtype=np.int16),
+        requested_expert_ids=ids,
+        domain_id=np.array([0, 0, 1, 1, 0, 0], dtype=np.int8),
+        sequence_id=np.zeros(6, dtype=np.int32),
+    )
     t = sim.load_trace(str(tmp_path / "t.npz"))
     assert (t.num_layers, t.num_experts, t.decode_tokens) == (L, E, 3)
     assert t.steps[:2] == [(True, 0, [0, 1]), (True, 1, [6, 7])]
     g = sim.load_trace(str(tmp_path / "t.npz"), "general")
     assert g.decode_tokens == 2 and g.steps[2] == (True, 0, [3, 0])
-    rows = [{"dataset": "a", "problem_id": 0, "layer": lay, "experts": [lay, 3], "token_idx": tok}
-            for lay in range(2) for tok in range(3)]  # layer-major, as recorded
+    rows = [
+        {"dataset": "a", "problem_id": 0, "layer": lay, "experts": [lay, 3], "token_idx": tok}
+        for lay in range(2)
+        for tok in range(3)
+    ]  # layer-major, as recorded
     rows = [r for r in rows if not (r["token_idx"] == 2 and r["layer"] == 1)]  # token 2 incomplete
     rows.append({"dataset": "b", "problem_id": 0, "layer": 0, "experts": [1, 2], "token_idx": 0})
     rows.append({"dataset": "b", "problem_id": 0, "layer": 1, "experts": [0, 2], "token_idx": 0})
@@ -129,7 +145,10 @@ def test_recorded_trace_formats(tmp_path):
     t = sim.load_trace(str(tmp_path))
     assert (t.num_layers, t.num_experts, t.decode_tokens) == (2, 4, 3)
     assert [s[2] for s in t.steps[:4]] == [[0, 3], [5, 7], [0, 3], [5, 7]]
-    assert sim.load_trace(str(tmp_path / "x_routing.jsonl"), "b").steps == [(True, 0, [1, 2]), (True, 1, [4, 6])]
+    assert sim.load_trace(str(tmp_path / "x_routing.jsonl"), "b").steps == [
+        (True, 0, [1, 2]),
+        (True, 1, [4, 6]),
+    ]
 
 
 def _reuse_model(trace, S, shift=4, one=1 << 16):
@@ -156,7 +175,7 @@ def _reuse_model(trace, S, shift=4, one=1 << 16):
             return d * one + L * (one * one // max(p[slot_id[s]], 1) - one)
 
         free = [s for s in range(S) if last[s] != clock]
-        victims = sorted(free, key=lambda s: (-wait(s), s))[:len(miss)]
+        victims = sorted(free, key=lambda s: (-wait(s), s))[: len(miss)]
         for i, s in zip(miss, victims):
             where.pop(slot_id[s], None)
             slot_id[s], last[s], where[i] = i, clock, s
@@ -203,12 +222,17 @@ def test_prefetch_learns_a_layer_to_layer_rule():
     forwards = []
     for _ in range(200):
         first = rng.sample(range(E), k)
-        forwards.append((True, [[layer * E + (e + layer) % E for e in first] for layer in range(L)]))
+        forwards.append(
+            (True, [[layer * E + (e + layer) % E for e in first] for layer in range(L)])
+        )
     t = _trace(forwards, L, E)
     S = 2 * k  # room for one layer step and one prefetch
     pf, plain = prefetch.replay_prefetch(t, S, k), sim.replay_lru(t, S, "fill", victim="reuse")
     late = slice(len(pf.per_step) // 2, None)  # the second half: the rule learned
-    miss_layer = [sum(m for (_, m, _), i in zip(pf.per_step[late], range(10**9)) if i % L == layer) for layer in range(L)]
+    miss_layer = [
+        sum(m for (_, m, _), i in zip(pf.per_step[late], range(10**9)) if i % L == layer)
+        for layer in range(L)
+    ]
     assert miss_layer[0] > 0 and miss_layer[1:] == [0] * (L - 1)
     assert sum(m for _, m, _ in plain.per_step[late]) > 3 * miss_layer[0]
     assert pf.used >= 0.9 * pf.prefetched > 0

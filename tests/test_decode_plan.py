@@ -21,18 +21,29 @@ from ft_core import Engine, SamplingParams
 # every MoE layer, or (GPT-OSS) the full-attention ones -- its windowed layers keep their window as state.
 ALL_PLANNED = {"qwen3_moe", "mixtral", "olmoe"}
 SOME_PLANNED = {"gpt_oss"}
-CASES = [(a, None) for a in tiny_checkpoints.ARCHS + tiny_checkpoints.HYBRID_ARCHS] + [("qwen3_moe", "fp8"),
-                                                                                         ("gpt_oss", "mxfp4")]
+CASES = [(a, None) for a in tiny_checkpoints.ARCHS + tiny_checkpoints.HYBRID_ARCHS] + [
+    ("qwen3_moe", "fp8"),
+    ("gpt_oss", "mxfp4"),
+]
 PROMPTS = [[(i * 37 + 11 + 5 * s) % 500 + 3 for i in range(n)] for s, n in enumerate((9, 3, 14))]
 
 
 def _run(path, tmp_path, name, plans, dense_format):
     log = tmp_path / f"{name}.jsonl"
     log.touch()
-    eng = Engine.from_pretrained(path, device="cpu", dtype="bfloat16", decode_plans=plans, dense_format=dense_format,
-                                 record_routing=str(log))
+    eng = Engine.from_pretrained(
+        path,
+        device="cpu",
+        dtype="bfloat16",
+        decode_plans=plans,
+        dense_format=dense_format,
+        record_routing=str(log),
+    )
     rows = sampled_logits(eng)
-    seqs = [eng.add_request(p, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)) for p in PROMPTS]
+    seqs = [
+        eng.add_request(p, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
+        for p in PROMPTS
+    ]
     while not all(s.finished for s in seqs):
         eng.step()
     routes = [json.loads(line) for line in log.read_text().splitlines()]

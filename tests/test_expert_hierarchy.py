@@ -14,8 +14,11 @@ POLICIES = [("fill", None), ("hybrid", 0.3), ("hybrid", 2.0), ("static", None)]
 FRACTIONS = ["1slot", 0.1, 0.5, 1.0]
 
 
-@pytest.fixture(scope="module", params=[("qwen3_moe", None), ("deepseek_v3", "fp8"), ("gpt_oss", "mxfp4")],
-                ids=lambda v: v[0] if v[1] is None else f"{v[0]}-{v[1]}")
+@pytest.fixture(
+    scope="module",
+    params=[("qwen3_moe", None), ("deepseek_v3", "fp8"), ("gpt_oss", "mxfp4")],
+    ids=lambda v: v[0] if v[1] is None else f"{v[0]}-{v[1]}",
+)
 def ckpt(request, tiny_ckpt):
     path = tiny_ckpt(*request.param)
     eng = Engine.from_pretrained(path, moe_backend="cpu")
@@ -28,7 +31,9 @@ def ckpt(request, tiny_ckpt):
 def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction, victims):
     path, want_logits, want_tokens = ckpt
     size = {"moe_cache_slots": 1} if fraction == "1slot" else {"moe_cache_fraction": fraction}
-    eng = Engine.from_pretrained(path, moe_backend=policy, moe_bandwidth_ratio=ratio, moe_cache_policy=victims, **size)
+    eng = Engine.from_pretrained(
+        path, moe_backend=policy, moe_bandwidth_ratio=ratio, moe_cache_policy=victims, **size
+    )
     got = eng.score(IDS)
     assert_logits_close(got, want_logits, eng.model_config)
     assert eng.generate(IDS[:9], GREEDY)[0].token_ids == want_tokens
@@ -37,7 +42,9 @@ def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction, vi
     t = st["total"]
     assert st["backend"] == policy and t["routes"] == t["device_routes"] + t["cpu_routes"] > 0
     if policy == "fill" and fraction == 1.0:
-        assert t["cpu_routes"] == 0 and t["evictions"] == 0  # everything fits: each expert copied once
+        assert (
+            t["cpu_routes"] == 0 and t["evictions"] == 0
+        )  # everything fits: each expert copied once
     if policy == "static":
         assert t["fills"] == 0
 
@@ -45,7 +52,9 @@ def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction, vi
 def test_cache_size_in_bytes(tiny_ckpt):
     eng = Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_slots=None)
     per = eng.model.bank.nbytes_per_id()
-    eng = Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_bytes=3 * per + per // 2)
+    eng = Engine.from_pretrained(
+        tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_bytes=3 * per + per // 2
+    )
     assert eng.model.backend.cache.num_slots == 3
     with pytest.raises(FTError, match="holds no expert"):
         Engine.from_pretrained(tiny_ckpt("qwen3_moe"), moe_backend="fill", moe_cache_bytes=per // 2)
@@ -86,8 +95,13 @@ assert_logits_close(got, want, eng.model_config)
 assert eng.expert_stats()["total"]["device_routes"] > 0
 print("ok")
 """
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRITON_INTERPRET": "1"},
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
 
 
@@ -96,7 +110,9 @@ def test_prefill_double_buffering(tiny_ckpt, policy, ratio):
     """With room for two layers, prefill loads layer l+1's experts while layer l computes; outputs equal."""
     path = tiny_ckpt("qwen3_moe")
     base = Engine.from_pretrained(path, moe_backend="cpu")
-    kw = dict(moe_backend=policy, moe_bandwidth_ratio=ratio, moe_cache_slots=16)  # 2 layers x 8 experts
+    kw = dict(
+        moe_backend=policy, moe_bandwidth_ratio=ratio, moe_cache_slots=16
+    )  # 2 layers x 8 experts
     on = Engine.from_pretrained(path, **kw)
     off = Engine.from_pretrained(path, moe_prefill_overlap=False, **kw)
     want = base.score(IDS)
@@ -104,6 +120,10 @@ def test_prefill_double_buffering(tiny_ckpt, policy, ratio):
         assert_logits_close(eng.score(IDS), want, eng.model_config)
         eng.model.backend.cache.check()
     layer1 = on.expert_stats()["layers"][1]
-    assert layer1["prefetched"] > 0 and layer1["cpu_routes"] == 0  # every expert of layer 1 was loaded ahead
+    assert (
+        layer1["prefetched"] > 0 and layer1["cpu_routes"] == 0
+    )  # every expert of layer 1 was loaded ahead
     assert "prefetched" not in off.expert_stats()["layers"][1]
-    assert on.generate(IDS[:20], GREEDY)[0].token_ids == base.generate(IDS[:20], GREEDY)[0].token_ids
+    assert (
+        on.generate(IDS[:20], GREEDY)[0].token_ids == base.generate(IDS[:20], GREEDY)[0].token_ids
+    )

@@ -8,7 +8,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "packages"
 ORDER = ["ft_kernels", "ft_core", "ft_serve", "ft_agents"]
-ALLOWED = {"ft_kernels": set(), "ft_core": {"ft_kernels"}, "ft_serve": {"ft_core", "ft_kernels"}, "ft_agents": set()}
+ALLOWED = {
+    "ft_kernels": set(),
+    "ft_core": {"ft_kernels"},
+    "ft_serve": {"ft_core", "ft_kernels"},
+    "ft_agents": set(),
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -58,8 +63,9 @@ def _core_units(path: Path) -> set[str]:
             base = list(pkg)[: len(pkg) - node.level + 1]
             names = [".".join(["ft_core", *base, *([node.module] if node.module else [])])]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module] + ([f"ft_core.{a.name}" for a in node.names]
-                                     if node.module == "ft_core" else [])
+            names = [node.module] + (
+                [f"ft_core.{a.name}" for a in node.names] if node.module == "ft_core" else []
+            )
         out |= {n.split(".")[1] for n in names if n.startswith("ft_core.")}
     return out
 

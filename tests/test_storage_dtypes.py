@@ -20,7 +20,11 @@ def test_float16_and_float32_storage(tiny_ckpt, tmp_path, arch, dtype):
     shutil.copytree(tiny_ckpt(arch), dst)
     for f in dst.glob("*.safetensors"):
         t = load_file(str(f))
-        save_file({k: v.to(dtype) if v.is_floating_point() else v for k, v in t.items()}, str(f), metadata={"format": "pt"})
+        save_file(
+            {k: v.to(dtype) if v.is_floating_point() else v for k, v in t.items()},
+            str(f),
+            metadata={"format": "pt"},
+        )
     eng = Engine.from_pretrained(dst)
     assert eng.model.bank.tensors["w13"].dtype == dtype  # experts kept as stored
     ref = load_reference(dst)

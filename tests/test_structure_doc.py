@@ -23,7 +23,11 @@ def _expand(path: str) -> list[str]:
     m = re.search(r"\{([^{}]+)\}", path)
     if not m:
         return [re.sub(r"<[^<>]+>", "*", path)]
-    return [x for alt in m.group(1).split(",") for x in _expand(path[: m.start()] + alt + path[m.end():])]
+    return [
+        x
+        for alt in m.group(1).split(",")
+        for x in _expand(path[: m.start()] + alt + path[m.end() :])
+    ]
 
 
 def _entries() -> list[tuple[str, str]]:
@@ -62,12 +66,17 @@ def _documented(path: str) -> bool:
 
 def test_every_module_is_in_the_code_map():
     globs = [c for base, pat in _entries() for c in _candidates(base, pat)]
-    missing = [f for f in _tracked() if _documented(f) and not any(fnmatch.fnmatch(f, g) for g in globs)]
+    missing = [
+        f for f in _tracked() if _documented(f) and not any(fnmatch.fnmatch(f, g) for g in globs)
+    ]
     assert not missing, "docs/structure.md has no line for:\n" + "\n".join(missing)
 
 
 def test_every_entry_names_a_file():
     files = _tracked()
-    stale = [f"{base}: {pat}" for base, pat in _entries()
-             if not any(fnmatch.fnmatch(f, g) for g in _candidates(base, pat) for f in files)]
+    stale = [
+        f"{base}: {pat}"
+        for base, pat in _entries()
+        if not any(fnmatch.fnmatch(f, g) for g in _candidates(base, pat) for f in files)
+    ]
     assert not stale, "docs/structure.md names files that do not exist:\n" + "\n".join(stale)

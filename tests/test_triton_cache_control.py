@@ -53,7 +53,9 @@ print("ok", cases)
 
 def test_triton_control_matches_torch_control_under_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    res = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=900
+    )
     assert res.returncode == 0 and "ok" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
 
 
@@ -102,5 +104,7 @@ def test_triton_control_matches_torch_control_on_generated_routing():
     """The same equality over hypothesis-generated caches and routing (layer and expert counts, slots, miss
     policies, victim policies, duplicate routes, empty steps, prefetch steps)."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    res = subprocess.run([sys.executable, "-c", HYPOTHESIS], env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [sys.executable, "-c", HYPOTHESIS], env=env, capture_output=True, text=True, timeout=900
+    )
     assert res.returncode == 0 and "ok" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])

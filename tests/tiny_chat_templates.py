@@ -22,8 +22,7 @@ _LAST_USER = (
 
 # Qwen (ChatML, Qwen3 thinking, <tool_call> JSON, tool results as a user turn of <tool_response> blocks).
 QWEN = (
-    _LAST_USER
-    + "{% if tools %}<|im_start|>system\n"
+    _LAST_USER + "{% if tools %}<|im_start|>system\n"
     "{% if messages and messages[0].role == 'system' %}{{ messages[0].content }}{{ '\\n\\n' }}{% endif %}"
     "# Tools\n\nThese functions are available; their signatures follow in <tools></tools> tags:\n<tools>"
     "{% for t in tools %}{{ '\\n' }}{{ t | tojson }}{% endfor %}"
@@ -38,7 +37,8 @@ QWEN = (
     "{% if loop.index0 > ns.last_user and m.reasoning_content %}"
     "<think>\n{{ m.reasoning_content | trim }}\n</think>\n\n{% endif %}"
     "{{ m.content or '' }}"
-    "{% for tc in m.tool_calls or [] %}" + _ARGS
+    "{% for tc in m.tool_calls or [] %}"
+    + _ARGS
     + "{% if loop.first and m.content %}{{ '\\n' }}{% endif %}"
     '{% if not loop.first %}{{ "\\n" }}{% endif %}'
     '<tool_call>\n{"name": "{{ tc.name }}", "arguments": {{ args }}}\n</tool_call>'
@@ -106,8 +106,7 @@ QWEN35 = (
 
 # DeepSeek-V3.x: BOS, system text, full-width role markers, tool calls between special markers.
 DEEPSEEK = (
-    _LAST_USER
-    + "{{ bos_token }}"
+    _LAST_USER + "{{ bos_token }}"
     "{% if messages and messages[0].role == 'system' %}{{ messages[0].content }}{% endif %}"
     "{% if tools %}{{ '\\n\\n' }}## Tools\nYou can call the following functions:\n"
     "{% for t in tools %}{% set f = t.function or t %}\n### {{ f.name }}\n{{ f.description }}\n"
@@ -122,7 +121,8 @@ DEEPSEEK = (
     "{% else %}</think>{% endif %}"
     "{% endif %}{{ m.content or '' }}"
     "{% if m.tool_calls %}<｜tool▁calls▁begin｜>"
-    "{% for tc in m.tool_calls %}" + _ARGS
+    "{% for tc in m.tool_calls %}"
+    + _ARGS
     + "<｜tool▁call▁begin｜>{{ tc.name }}<｜tool▁sep｜>{{ args }}<｜tool▁call▁end｜>{% endfor %}"
     "<｜tool▁calls▁end｜>{% endif %}<｜end▁of▁sentence｜>"
     "{% elif m.role == 'tool' %}"
@@ -146,7 +146,8 @@ MISTRAL = (
     "[INST]{{ ' ' }}{% if sys and loop.index0 == ns.last_user %}{{ sys }}{{ '\\n\\n' }}{% endif %}"
     "{{ m.content }}[/INST]"
     "{% elif m.role == 'assistant' %}"
-    "{% if m.tool_calls %}[TOOL_CALLS][{% for tc in m.tool_calls %}" + _ARGS
+    "{% if m.tool_calls %}[TOOL_CALLS][{% for tc in m.tool_calls %}"
+    + _ARGS
     + '{% if not loop.first %}, {% endif %}{"name": "{{ tc.name }}", "arguments": {{ args }}}{% endfor %}]</s>'
     "{% else %}{{ ' ' }}{{ m.content }}</s>{% endif %}"
     "{% elif m.role == 'tool' %}"
@@ -163,7 +164,8 @@ OLMOE = (
     "{% for m in messages %}"
     "{% if m.role == 'user' %}<|user|>\n{{ m.content }}\n"
     "{% elif m.role == 'assistant' %}<|assistant|>\n{{ m.content or '' }}"
-    "{% if m.tool_calls %}<function_calls>{% for tc in m.tool_calls %}" + _ARGS
+    "{% if m.tool_calls %}<function_calls>{% for tc in m.tool_calls %}"
+    + _ARGS
     + '{{ "\\n" }}{"name": "{{ tc.name }}", "arguments": {{ args }}}{% endfor %}\n</function_calls>{% endif %}'
     "<|endoftext|>\n"
     "{% elif m.role == 'tool' %}<|user|>\n<function_results>\n{{ m.content }}\n</function_results>\n"
@@ -173,8 +175,7 @@ OLMOE = (
 
 # gpt-oss harmony: system + developer (instructions, tools as a TypeScript-like namespace), channels.
 HARMONY = (
-    _LAST_USER
-    + "<|start|>system<|message|>You are a helpful assistant.\n"
+    _LAST_USER + "<|start|>system<|message|>You are a helpful assistant.\n"
     "Reasoning: {{ reasoning_effort if reasoning_effort is defined else 'medium' }}\n\n"
     "# Valid channels: analysis, commentary, final. Channel must be included for every message."
     "{% if tools %}{{ '\\n' }}Calls to these tools must go to the commentary channel: 'functions'.{% endif %}<|end|>"
@@ -204,8 +205,7 @@ HARMONY = (
 
 # GLM-4.5: [gMASK]<sop>, <|role|> markers, XML-ish tool calls with <arg_key>/<arg_value> pairs.
 GLM = (
-    _LAST_USER
-    + "[gMASK]<sop>"
+    _LAST_USER + "[gMASK]<sop>"
     "{% set sys = messages[0].content if messages and messages[0].role == 'system' else '' %}"
     "{% if sys or tools %}<|system|>\n{{ sys }}"
     "{% if tools %}{% if sys %}{{ '\\n' }}{% endif %}# Tools\n\nYou may call one or more of these functions:\n<tools>"
@@ -233,14 +233,18 @@ GLM = (
 )
 
 
-
 def _keep_newlines(template: str) -> str:
     """Make a newline written right after ``%}`` survive ``trim_blocks``."""
     return template.replace("%}\n", "%}{{ '\\n' }}")
 
 
 _SOURCES = {
-    "qwen": QWEN, "qwen35": QWEN35, "deepseek": DEEPSEEK, "mistral": MISTRAL, "olmoe": OLMOE, "harmony": HARMONY,
+    "qwen": QWEN,
+    "qwen35": QWEN35,
+    "deepseek": DEEPSEEK,
+    "mistral": MISTRAL,
+    "olmoe": OLMOE,
+    "harmony": HARMONY,
     "glm": GLM,
 }
 TEMPLATES: dict[str, str] = {name: _keep_newlines(t) for name, t in _SOURCES.items()}

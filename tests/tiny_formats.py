@@ -37,7 +37,11 @@ def write_tensors(ckpt: Path, tensors: dict[str, torch.Tensor]) -> None:
     """Replace the checkpoint's weights by one ``model.safetensors``."""
     for f in list(ckpt.glob("*.safetensors")) + list(ckpt.glob("*.safetensors.index.json")):
         f.unlink()
-    save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, ckpt / "model.safetensors", {"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in sorted(tensors.items())},
+        ckpt / "model.safetensors",
+        {"format": "pt"},
+    )
 
 
 def update_config(ckpt: Path, **fields) -> None:
@@ -66,7 +70,9 @@ def fuse_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             out[name] = t
     for prefix, g in groups.items():
         n = 1 + max(e for e, _ in g)
-        out[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat([g[e, "gate"], g[e, "up"]]) for e in range(n)])
+        out[f"{prefix}.gate_up_proj"] = torch.stack(
+            [torch.cat([g[e, "gate"], g[e, "up"]]) for e in range(n)]
+        )
         out[f"{prefix}.down_proj"] = torch.stack([g[e, "down"] for e in range(n)])
     return out
 
@@ -86,7 +92,9 @@ def fp8_quantize(w: torch.Tensor, block: tuple[int, int]) -> tuple[torch.Tensor,
     return q.to(torch.float8_e4m3fn), scale
 
 
-def fp8_dequantize(q: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int]) -> torch.Tensor:
+def fp8_dequantize(
+    q: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int]
+) -> torch.Tensor:
     """Exact fp32 ``W[i, j] = q[i, j] * scale_inv[i // B0, j // B1]``."""
     o, i = q.shape
     s = scale_inv.float().repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
@@ -100,7 +108,9 @@ def is_fp8_target(name: str, t: torch.Tensor) -> bool:
     return ".self_attn." in name or ".mlp." in name
 
 
-def fp8_quantize_all(tensors: dict[str, torch.Tensor], block: tuple[int, int]) -> dict[str, torch.Tensor]:
+def fp8_quantize_all(
+    tensors: dict[str, torch.Tensor], block: tuple[int, int]
+) -> dict[str, torch.Tensor]:
     out = {}
     for name, t in tensors.items():
         if is_fp8_target(name, t):
@@ -110,12 +120,18 @@ def fp8_quantize_all(tensors: dict[str, torch.Tensor], block: tuple[int, int]) -
     return out
 
 
-def fp8_dequantize_all(tensors: dict[str, torch.Tensor], block: tuple[int, int]) -> dict[str, torch.Tensor]:
+def fp8_dequantize_all(
+    tensors: dict[str, torch.Tensor], block: tuple[int, int]
+) -> dict[str, torch.Tensor]:
     out = {}
     for name, t in tensors.items():
         if name.endswith("_scale_inv"):
             continue
-        out[name] = fp8_dequantize(t, tensors[name + "_scale_inv"], block) if t.dtype == torch.float8_e4m3fn else t
+        out[name] = (
+            fp8_dequantize(t, tensors[name + "_scale_inv"], block)
+            if t.dtype == torch.float8_e4m3fn
+            else t
+        )
     return out
 
 
@@ -132,7 +148,9 @@ def mxfp4_quantize(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     assert i % 32 == 0, f"MXFP4 needs the input dimension ({i}) to be a multiple of 32"
     x = w.float().reshape(*lead, o, i // 32, 32)
     amax = x.abs().amax(dim=-1)
-    exp = torch.where(amax > 0, torch.ceil(torch.log2(amax / 6.0)), torch.zeros_like(amax)).clamp(-127, 127)
+    exp = torch.where(amax > 0, torch.ceil(torch.log2(amax / 6.0)), torch.zeros_like(amax)).clamp(
+        -127, 127
+    )
     v = x / torch.exp2(exp)[..., None]
     code = (v.abs()[..., None] - E2M1).abs().argmin(dim=-1).to(torch.uint8)  # nearest magnitude
     code |= (v < 0).to(torch.uint8) << 3

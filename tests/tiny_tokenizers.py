@@ -34,13 +34,22 @@ class Family:
     pad: str | None = None
     generation_eos: tuple[str, ...] = field(default=())  # generation_config.json eos_token_id list
     generation_bos: str | None = None  # generation_config.json bos_token_id (defaults to ``bos``)
-    hf_class: str | None = None  # the transformers tokenizer class AutoTokenizer forces on the model type
+    hf_class: str | None = (
+        None  # the transformers tokenizer class AutoTokenizer forces on the model type
+    )
 
 
 _DS = "<｜{}｜>".format  # DeepSeek's full-width bars and "▁" word separators
 _QWEN = Family(
     special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
-    added=("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"),
+    added=(
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    ),
     eos="<|im_end|>",
     pad="<|endoftext|>",
     generation_eos=("<|im_end|>", "<|endoftext|>"),
@@ -51,12 +60,25 @@ FAMILIES: dict[str, Family] = {
     # Qwen3.5 / 3.6: the same ChatML and markup tokens (``<function=`` / ``<parameter=`` are plain text).
     "qwen35": replace(_QWEN, hf_class="Qwen3_5Tokenizer"),
     "deepseek": Family(
-        special=(_DS("begin▁of▁sentence"), _DS("end▁of▁sentence"), _DS("▁pad▁"), _DS("User"), _DS("Assistant")),
+        special=(
+            _DS("begin▁of▁sentence"),
+            _DS("end▁of▁sentence"),
+            _DS("▁pad▁"),
+            _DS("User"),
+            _DS("Assistant"),
+        ),
         added=(
-            "<think>", "</think>",
-            _DS("tool▁calls▁begin"), _DS("tool▁calls▁end"), _DS("tool▁call▁begin"), _DS("tool▁call▁end"),
-            _DS("tool▁sep"), _DS("tool▁outputs▁begin"), _DS("tool▁outputs▁end"),
-            _DS("tool▁output▁begin"), _DS("tool▁output▁end"),
+            "<think>",
+            "</think>",
+            _DS("tool▁calls▁begin"),
+            _DS("tool▁calls▁end"),
+            _DS("tool▁call▁begin"),
+            _DS("tool▁call▁end"),
+            _DS("tool▁sep"),
+            _DS("tool▁outputs▁begin"),
+            _DS("tool▁outputs▁end"),
+            _DS("tool▁output▁begin"),
+            _DS("tool▁output▁end"),
         ),
         bos=_DS("begin▁of▁sentence"),
         eos=_DS("end▁of▁sentence"),
@@ -65,8 +87,16 @@ FAMILIES: dict[str, Family] = {
     ),
     "mistral": Family(
         special=(
-            "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
-            "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
+            "<unk>",
+            "<s>",
+            "</s>",
+            "[INST]",
+            "[/INST]",
+            "[TOOL_CALLS]",
+            "[AVAILABLE_TOOLS]",
+            "[/AVAILABLE_TOOLS]",
+            "[TOOL_RESULTS]",
+            "[/TOOL_RESULTS]",
         ),
         bos="<s>",
         eos="</s>",
@@ -80,8 +110,15 @@ FAMILIES: dict[str, Family] = {
     ),
     "harmony": Family(
         special=(
-            "<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>",
-            "<|return|>", "<|call|>", "<|constrain|>",
+            "<|startoftext|>",
+            "<|endoftext|>",
+            "<|start|>",
+            "<|end|>",
+            "<|message|>",
+            "<|channel|>",
+            "<|return|>",
+            "<|call|>",
+            "<|constrain|>",
         ),
         eos="<|return|>",
         pad="<|endoftext|>",
@@ -90,11 +127,25 @@ FAMILIES: dict[str, Family] = {
     ),
     "glm": Family(
         special=(
-            "<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
+            "<|endoftext|>",
+            "[gMASK]",
+            "<sop>",
+            "<|system|>",
+            "<|user|>",
+            "<|assistant|>",
+            "<|observation|>",
         ),
         added=(
-            "<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-            "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+            "<think>",
+            "</think>",
+            "<tool_call>",
+            "</tool_call>",
+            "<tool_response>",
+            "</tool_response>",
+            "<arg_key>",
+            "</arg_key>",
+            "<arg_value>",
+            "</arg_value>",
         ),
         eos="<|endoftext|>",
         pad="<|endoftext|>",
@@ -109,14 +160,22 @@ def _tokenizer_json(family: str) -> str:
     fam = FAMILIES[family]
     tok = train_bpe(VOCAB_SIZE - len(fam.added), special_tokens=list(fam.special))
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in fam.added])
-    if fam.hf_class is not None:  # the splitting rules of the class transformers will load the file with
+    if (
+        fam.hf_class is not None
+    ):  # the splitting rules of the class transformers will load the file with
         ref = getattr(transformers, fam.hf_class)().backend_tokenizer
-        tok.normalizer, tok.pre_tokenizer, tok.decoder = ref.normalizer, ref.pre_tokenizer, ref.decoder
+        tok.normalizer, tok.pre_tokenizer, tok.decoder = (
+            ref.normalizer,
+            ref.pre_tokenizer,
+            ref.decoder,
+        )
     if fam.bos is not None:
         # Real Llama/DeepSeek tokenizer.json files prepend BOS in their post-processor.
         bos_id = tok.token_to_id(fam.bos)
         tok.post_processor = processors.TemplateProcessing(
-            single=f"{fam.bos}:0 $A:0", pair=f"{fam.bos}:0 $A:0 {fam.bos}:1 $B:1", special_tokens=[(fam.bos, bos_id)]
+            single=f"{fam.bos}:0 $A:0",
+            pair=f"{fam.bos}:0 $A:0 {fam.bos}:1 $B:1",
+            special_tokens=[(fam.bos, bos_id)],
         )
     return tok.to_str()
 
@@ -126,7 +185,12 @@ def write_tokenizer(family: str, out_dir: str | Path) -> HFTokenizer:
     fam = FAMILIES[family]
     tok = HFTokenizer.from_str(_tokenizer_json(family))
     write_tokenizer_files(
-        tok, out_dir, chat_template=TEMPLATES[family], bos_token=fam.bos, eos_token=fam.eos, pad_token=fam.pad
+        tok,
+        out_dir,
+        chat_template=TEMPLATES[family],
+        bos_token=fam.bos,
+        eos_token=fam.eos,
+        pad_token=fam.pad,
     )
     return tok
 
@@ -138,6 +202,8 @@ def special_ids(family: str, tok: HFTokenizer) -> dict:
     bos = fam.generation_bos or fam.bos
     return {
         "bos_token_id": tid(bos) if bos else None,
-        "eos_token_id": [tid(t) for t in fam.generation_eos] if len(fam.generation_eos) > 1 else tid(fam.eos),
+        "eos_token_id": [tid(t) for t in fam.generation_eos]
+        if len(fam.generation_eos) > 1
+        else tid(fam.eos),
         "pad_token_id": tid(fam.pad or fam.eos),
     }

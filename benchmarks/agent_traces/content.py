@@ -51,7 +51,9 @@ def source_file(rng: random.Random, n_lines: int) -> str:
         lines.append(f"def {fn}({rng.choice(_WORDS)}, {rng.choice(_WORDS)}=None):")
         lines.append(f'    """{words(rng, rng.randint(4, 9)).capitalize()}."""')
         for _ in range(rng.randint(2, 6)):
-            lines.append(f"    {rng.choice(_WORDS)} = {rng.choice(_NAMES)}.{rng.choice(_VERBS)}({rng.choice(_WORDS)})")
+            lines.append(
+                f"    {rng.choice(_WORDS)} = {rng.choice(_NAMES)}.{rng.choice(_VERBS)}({rng.choice(_WORDS)})"
+            )
         lines.append(f"    return {rng.choice(_WORDS)}")
         lines.append("")
     return "\n".join(lines[:n_lines])
@@ -61,8 +63,10 @@ def command_output(rng: random.Random, n_lines: int) -> str:
     """Test-runner / grep-like output of ``n_lines`` lines."""
     kinds = [
         lambda: f"{path(rng)}:{rng.randint(1, 400)}: {words(rng, rng.randint(3, 8))}",
-        lambda: f"tests/test_{rng.choice(_NAMES)}.py::test_{rng.choice(_VERBS)}_{rng.choice(_NAMES)} "
-                f"{rng.choice(['PASSED', 'PASSED', 'PASSED', 'FAILED'])}",
+        lambda: (
+            f"tests/test_{rng.choice(_NAMES)}.py::test_{rng.choice(_VERBS)}_{rng.choice(_NAMES)} "
+            f"{rng.choice(['PASSED', 'PASSED', 'PASSED', 'FAILED'])}"
+        ),
         lambda: f"E   AssertionError: {words(rng, rng.randint(3, 7))}",
     ]
     return "\n".join(rng.choice(kinds)() for _ in range(n_lines))

@@ -37,7 +37,9 @@ class Session:
 
 def _system(rng: random.Random) -> str:
     """The agent's system prompt, the same for every session (sessions share it as a prefix)."""
-    return "You are a coding agent working in a git repository. " + content.prose(random.Random(1234), 24)
+    return "You are a coding agent working in a git repository. " + content.prose(
+        random.Random(1234), 24
+    )
 
 
 def _tool_call(rng: random.Random) -> tuple[dict, str]:
@@ -45,17 +47,30 @@ def _tool_call(rng: random.Random) -> tuple[dict, str]:
     name = rng.choice(["read", "read", "grep", "bash", "edit"])
     p = content.path(rng)
     if name == "read":
-        return {"name": "read", "arguments": {"path": p}}, content.source_file(rng, rng.randint(10, 30))
+        return {"name": "read", "arguments": {"path": p}}, content.source_file(
+            rng, rng.randint(10, 30)
+        )
     if name == "grep":
         pat = content.words(rng, 1)
-        return {"name": "grep", "arguments": {"pattern": pat, "path": "src"}}, content.command_output(rng, rng.randint(4, 12))
+        return {
+            "name": "grep",
+            "arguments": {"pattern": pat, "path": "src"},
+        }, content.command_output(rng, rng.randint(4, 12))
     if name == "bash":
-        return {"name": "bash", "arguments": {"command": "pytest -q tests"}}, content.command_output(rng, rng.randint(6, 18))
+        return {
+            "name": "bash",
+            "arguments": {"command": "pytest -q tests"},
+        }, content.command_output(rng, rng.randint(6, 18))
     old, new = content.words(rng, 4), content.words(rng, 4)
-    return {"name": "edit", "arguments": {"path": p, "old": old, "new": new}}, f"Edited {p}: 1 replacement."
+    return {
+        "name": "edit",
+        "arguments": {"path": p, "old": old, "new": new},
+    }, f"Edited {p}: 1 replacement."
 
 
-def make_session(harness: str, seed: int, tasks: int = 3, steps: tuple[int, int] = (2, 4)) -> Session:
+def make_session(
+    harness: str, seed: int, tasks: int = 3, steps: tuple[int, int] = (2, 4)
+) -> Session:
     rng = random.Random(seed)
     h = HARNESSES[harness](rng, _system(rng))
     history: list[dict] = []
@@ -68,10 +83,18 @@ def make_session(harness: str, seed: int, tasks: int = 3, steps: tuple[int, int]
             think = content.thinking(rng, rng.randint(15, 45))
             if k < n:
                 call, output = _tool_call(rng)
-                resp = {"role": "assistant", "content": "", "reasoning_content": think,
-                        "tool_calls": [{"type": "function", "function": call}]}
+                resp = {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning_content": think,
+                    "tool_calls": [{"type": "function", "function": call}],
+                }
             else:
-                resp = {"role": "assistant", "content": content.prose(rng, rng.randint(1, 3)), "reasoning_content": think}
+                resp = {
+                    "role": "assistant",
+                    "content": content.prose(rng, rng.randint(1, 3)),
+                    "reasoning_content": think,
+                }
             calls.append(Call(msgs, resp))
             history.append(resp)
             if k < n:

@@ -25,12 +25,24 @@ from agent_traces import content
 
 CLEARED = "[Old tool result content cleared]"
 TOOLS = [
-    {"type": "function", "function": {"name": n, "description": d, "parameters": {
-        "type": "object", "properties": {k: {"type": "string"} for k in ks}, "required": list(ks)}}}
-    for n, d, ks in (("read", "Read a file of the workspace.", ("path",)),
-                     ("grep", "Search the workspace for a pattern.", ("pattern", "path")),
-                     ("bash", "Run a shell command and return its output.", ("command",)),
-                     ("edit", "Replace text in a file.", ("path", "old", "new")))
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": d,
+            "parameters": {
+                "type": "object",
+                "properties": {k: {"type": "string"} for k in ks},
+                "required": list(ks),
+            },
+        },
+    }
+    for n, d, ks in (
+        ("read", "Read a file of the workspace.", ("path",)),
+        ("grep", "Search the workspace for a pattern.", ("pattern", "path")),
+        ("bash", "Run a shell command and return its output.", ("command",)),
+        ("edit", "Replace text in a file.", ("path", "old", "new")),
+    )
 ]
 
 
@@ -64,7 +76,10 @@ class OpenClawLike(Harness):
 
 class OpenCodeLike(Harness):
     name = "opencode"
-    PROTECT, MINIMUM = 900, 450  # tokens of newest tool output kept; prune once this much is prunable
+    PROTECT, MINIMUM = (
+        900,
+        450,
+    )  # tokens of newest tool output kept; prune once this much is prunable
 
     def messages(self, history, call):
         outputs = [m for m in history if m["role"] == "tool" and m["content"] != CLEARED]
@@ -81,11 +96,18 @@ class OpenCodeLike(Harness):
 
 class ClaudeCodeLike(Harness):
     name = "claude_code"
-    KEEP, MICRO, COMPACT = 3, 2600, 4200  # tool results kept by microcompact; its trigger; compaction's
+    KEEP, MICRO, COMPACT = (
+        3,
+        2600,
+        4200,
+    )  # tool results kept by microcompact; its trigger; compaction's
 
     def __init__(self, rng, system):
         cch = "".join(rng.choice("0123456789abcdef") for _ in range(16))
-        super().__init__(rng, f"x-anthropic-billing-header: cc_version=2.1.3; cc_entrypoint=cli; cch={cch};\n{system}")
+        super().__init__(
+            rng,
+            f"x-anthropic-billing-header: cc_version=2.1.3; cc_entrypoint=cli; cch={cch};\n{system}",
+        )
 
     def messages(self, history, call):
         if size(history) > self.MICRO:
@@ -94,8 +116,10 @@ class ClaudeCodeLike(Harness):
                 m["content"] = CLEARED
         if size(history) > self.COMPACT:
             last_user = next(m for m in reversed(history) if m["role"] == "user")
-            summary = ("This session is being continued from a previous conversation that ran out of context. "
-                       f"Summary: {content.prose(self.rng, 12)}\n\nThe last request was: {last_user['content']}")
+            summary = (
+                "This session is being continued from a previous conversation that ran out of context. "
+                f"Summary: {content.prose(self.rng, 12)}\n\nThe last request was: {last_user['content']}"
+            )
             history[:] = [{"role": "user", "content": summary}]
         return super().messages(history, call)
 

@@ -14,8 +14,11 @@ from fakes import FakeServer  # noqa: E402
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "e2e: runs a real harness CLI from npm against `ft serve` (fails in CI when "
-                                       "the harness is missing, skips locally)")
+    config.addinivalue_line(
+        "markers",
+        "e2e: runs a real harness CLI from npm against `ft serve` (fails in CI when "
+        "the harness is missing, skips locally)",
+    )
 
 
 @pytest.fixture

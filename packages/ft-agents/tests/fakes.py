@@ -24,7 +24,11 @@ class FakeServer:
     """``models``: the ``data`` list of /v1/models; ``api_key``: required as a bearer token when set."""
 
     def __init__(self, models: list[dict] | None = None, api_key: str | None = None):
-        self.models = models if models is not None else [{"id": "m1", "context_length": 65536, "max_model_len": 65536}]
+        self.models = (
+            models
+            if models is not None
+            else [{"id": "m1", "context_length": 65536, "max_model_len": 65536}]
+        )
         self.api_key = api_key
         self.requests: list[tuple[str, dict]] = []
         fake = self
@@ -71,5 +75,12 @@ def make_fake_harness(bin_dir: Path, name: str) -> Path:
 
 def run_agents(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 120):
     """``python -m ft_agents ARGS`` in a child process; the caller's environment plus ``env``."""
-    return subprocess.run([sys.executable, "-m", "ft_agents", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "ft_agents", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )

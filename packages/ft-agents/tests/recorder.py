@@ -15,8 +15,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "host",
-        "content-length", "accept-encoding"}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "host",
+    "content-length",
+    "accept-encoding",
+}
 
 
 @dataclass
@@ -68,7 +78,10 @@ def _delta_text(e: dict) -> str:
     if e.get("type") == "content_block_delta":  # Anthropic
         d = e.get("delta", {})
         return d.get("text", "") or d.get("thinking", "")
-    if e.get("type") in ("response.output_text.delta", "response.reasoning_text.delta"):  # Responses
+    if e.get("type") in (
+        "response.output_text.delta",
+        "response.reasoning_text.delta",
+    ):  # Responses
         return e.get("delta", "")
     out = ""
     for c in e.get("choices") or []:  # Chat Completions
@@ -112,10 +125,14 @@ class Recorder:
 
             def _proxy(self):
                 raw = self._body()
-                ex = Exchange(self.command, self.path, _decoded(raw, self.headers.get("content-encoding", "")))
+                ex = Exchange(
+                    self.command, self.path, _decoded(raw, self.headers.get("content-encoding", ""))
+                )
                 with rec._lock:
                     rec.exchanges.append(ex)
-                conn = http.client.HTTPConnection(rec.upstream.hostname, rec.upstream.port, timeout=900)
+                conn = http.client.HTTPConnection(
+                    rec.upstream.hostname, rec.upstream.port, timeout=900
+                )
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 conn.request(self.command, self.path, body=raw or None, headers=headers)
                 resp = conn.getresponse()

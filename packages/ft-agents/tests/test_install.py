@@ -10,8 +10,18 @@ import pytest
 from ft_agents import harnesses, install, paths
 
 
-@pytest.mark.parametrize("version,ok", [((24, 16, 0), True), ((24, 21, 0), True), ((24, 15, 9), False),
-                                        ((25, 3, 0), False), ((26, 10, 0), True), ((20, 20, 2), False), (None, False)])
+@pytest.mark.parametrize(
+    "version,ok",
+    [
+        ((24, 16, 0), True),
+        ((24, 21, 0), True),
+        ((24, 15, 9), False),
+        ((25, 3, 0), False),
+        ((26, 10, 0), True),
+        ((20, 20, 2), False),
+        (None, False),
+    ],
+)
 def test_openclaw_node_rule(version, ok):
     assert install.node_ok(version, (24, 16)) is ok
 
@@ -40,10 +50,19 @@ def test_skipped_postinstall_is_run_and_bins_linked(tmp_path):
     pkg = prefix / "lib" / "node_modules" / "@acme" / "agent"
     (pkg / "bin").mkdir(parents=True)
     (pkg / "real.sh").write_text("#!/bin/sh\necho agent 1.2.3\n")
-    (pkg / "package.json").write_text(json.dumps({
-        "name": "@acme/agent", "version": "1.2.3", "bin": {"agent": "bin/agent", "agent-tool": "bin/tool"},
-        "scripts": {"postinstall": "cp real.sh bin/agent && cp real.sh bin/tool && chmod +x bin/agent bin/tool",
-                    "test": "false"}}))
+    (pkg / "package.json").write_text(
+        json.dumps(
+            {
+                "name": "@acme/agent",
+                "version": "1.2.3",
+                "bin": {"agent": "bin/agent", "agent-tool": "bin/tool"},
+                "scripts": {
+                    "postinstall": "cp real.sh bin/agent && cp real.sh bin/tool && chmod +x bin/agent bin/tool",
+                    "test": "false",
+                },
+            }
+        )
+    )
     install._run_package_scripts(pkg, None, open(os.devnull, "w"))
     for name in ("agent", "agent-tool"):
         link = prefix / "bin" / name
@@ -56,5 +75,7 @@ def test_failing_install_script_is_reported(tmp_path):
     pkg.mkdir(parents=True)
     scripts = {"postinstall": "echo boom >&2; exit 4"}
     (pkg / "package.json").write_text(json.dumps({"name": "agent", "scripts": scripts}))
-    with pytest.raises(install.AgentsError, match="agent's postinstall script failed \\(4\\):\nboom"):
+    with pytest.raises(
+        install.AgentsError, match="agent's postinstall script failed \\(4\\):\nboom"
+    ):
         install._run_package_scripts(pkg, None, open(os.devnull, "w"))

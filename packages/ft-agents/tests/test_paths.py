@@ -19,10 +19,14 @@ def test_links_point_into_a_private_store_and_pruning_launches_keeps_it(agents_e
     assert (store / "sessions" / "2026" / "rollout.jsonl").read_text() == "turn 1\n"
 
     second = paths.new_launch_dir("codex")
-    paths.link_sessions(store, {second / "codex" / "sessions": store / "sessions"})  # an existing store is reused
+    paths.link_sessions(
+        store, {second / "codex" / "sessions": store / "sessions"}
+    )  # an existing store is reused
     os.utime(first, (1, 1))  # the oldest two
     os.utime(second, (2, 2))
     paths.new_launch_dir("codex")
     paths.new_launch_dir("codex")
     assert not first.exists() and not second.exists()  # pruned: rmtree removed the links ...
-    assert (store / "sessions" / "2026" / "rollout.jsonl").read_text() == "turn 1\n"  # ... not what they point to
+    assert (
+        store / "sessions" / "2026" / "rollout.jsonl"
+    ).read_text() == "turn 1\n"  # ... not what they point to

@@ -23,7 +23,9 @@ import os
 
 def patch() -> None:
     """Apply both patches (idempotent). Needs TRITON_INTERPRET=1 set before triton was imported."""
-    assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before importing triton"
+    assert os.environ.get("TRITON_INTERPRET") == "1", (
+        "set TRITON_INTERPRET=1 before importing triton"
+    )
     from triton.runtime import autotuner, interpreter
 
     if getattr(autotuner.Autotuner.prune_configs, "_ft_first_only", False):
@@ -40,18 +42,32 @@ def patch() -> None:
 
 def _calls_to_on(name: str, body: list[ast.stmt]) -> bool:
     """Whether ``name.to(...)`` appears anywhere in ``body``."""
-    return any(isinstance(n, ast.Attribute) and n.attr == "to" and isinstance(n.value, ast.Name) and n.value.id == name
-               for stmt in body for n in ast.walk(stmt))
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "to"
+        and isinstance(n.value, ast.Name)
+        and n.value.id == name
+        for stmt in body
+        for n in ast.walk(stmt)
+    )
 
 
 def _visit_for(self, node: ast.For) -> ast.For:
     node = self.generic_visit(node)
     if isinstance(node.target, ast.Name) and _calls_to_on(node.target.id, node.body):
         name = node.target.id
-        to_tensor = ast.Attribute(value=ast.Name(id="interpreter_semantic", ctx=ast.Load()), attr="to_tensor",
-                                  ctx=ast.Load())
-        rebind = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
-                            value=ast.Call(func=to_tensor, args=[ast.Name(id=name, ctx=ast.Load()),
-                                                                 ast.Constant(value=False)], keywords=[]))
+        to_tensor = ast.Attribute(
+            value=ast.Name(id="interpreter_semantic", ctx=ast.Load()),
+            attr="to_tensor",
+            ctx=ast.Load(),
+        )
+        rebind = ast.Assign(
+            targets=[ast.Name(id=name, ctx=ast.Store())],
+            value=ast.Call(
+                func=to_tensor,
+                args=[ast.Name(id=name, ctx=ast.Load()), ast.Constant(value=False)],
+                keywords=[],
+            ),
+        )
         node.body.insert(0, ast.copy_location(rebind, node.body[0]))
     return node

@@ -41,7 +41,9 @@ def test_constrained_requests_follow_their_constraint_and_others_do_not_change()
     forced = Sequence([7, 300, 42, 9])
     a = eng.add_request("forced", p, constraint=forced)
     b = eng.add_request("plain request", p)
-    c = eng.add_request("even", SamplingParams(max_tokens=12, temperature=1.0, seed=3), constraint=EvenTokens())
+    c = eng.add_request(
+        "even", SamplingParams(max_tokens=12, temperature=1.0, seed=3), constraint=EvenTokens()
+    )
     while not (a.finished and b.finished and c.finished):
         eng.step()
     assert a.output_ids == [7, 300, 42, 9] and a.finish_reason == "stop"
@@ -51,6 +53,10 @@ def test_constrained_requests_follow_their_constraint_and_others_do_not_change()
 
 def test_mask_logits():
     x = torch.tensor([1.0, 5.0, 3.0, 2.0])
-    y = mask_logits(x, torch.tensor([True, False, True]))  # shorter mask: ids past it are disallowed
+    y = mask_logits(
+        x, torch.tensor([True, False, True])
+    )  # shorter mask: ids past it are disallowed
     assert y.tolist() == [1.0, float("-inf"), 3.0, float("-inf")]
-    assert torch.equal(mask_logits(x, torch.zeros(4, dtype=torch.bool)), x)  # nothing allowed: unchanged
+    assert torch.equal(
+        mask_logits(x, torch.zeros(4, dtype=torch.bool)), x
+    )  # nothing allowed: unchanged

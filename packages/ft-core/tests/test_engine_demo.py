@@ -20,11 +20,15 @@ def eng(demo_dir):
 def test_demo_is_deterministic(demo_dir, tmp_path):
     again = write_demo_model(tmp_path / "again")
     for f in ["model.safetensors", "tokenizer.json", "config.json", "tokenizer_config.json"]:
-        assert hashlib.sha256((demo_dir / f).read_bytes()).digest() == hashlib.sha256((again / f).read_bytes()).digest(), f
+        assert (
+            hashlib.sha256((demo_dir / f).read_bytes()).digest()
+            == hashlib.sha256((again / f).read_bytes()).digest()
+        ), f
 
 
 def test_demo_loads_in_transformers_and_matches(demo_dir, eng):
     import transformers  # a dev dependency: the reference
+
     ref = transformers.AutoModelForCausalLM.from_pretrained(demo_dir, dtype=torch.float32).eval()
     ids = eng.tokenizer.encode(PROMPTS[1] * 3)
     with torch.no_grad():
@@ -46,7 +50,9 @@ def test_chunked_prefill_and_preemption_do_not_change_output(demo_dir, eng):
     want = [o.token_ids for o in eng.generate(PROMPTS, p)]
     # 3 tokens of prefill per step, and a KV pool of 12 pages of 4 tokens (the three need 23 pages at the end):
     # sequences get preempted and recomputed
-    small = Engine.from_pretrained(demo_dir, max_batch_tokens=3, page_size=4, kv_cache_bytes=12 * 4 * small_kv(eng))
+    small = Engine.from_pretrained(
+        demo_dir, max_batch_tokens=3, page_size=4, kv_cache_bytes=12 * 4 * small_kv(eng)
+    )
     assert small.kv.num_pages == 12 and small.max_model_len == 48
     assert [o.token_ids for o in small.generate(PROMPTS, p)] == want
     ids = eng.tokenizer.encode(PROMPTS[1])
@@ -60,27 +66,43 @@ def small_kv(eng):
 def test_seeded_sampling_reproduces_and_is_batch_independent(eng):
     p = SamplingParams(max_tokens=12, temperature=1.0, top_p=0.95, seed=1234, ignore_eos=True)
     a = eng.generate(PROMPTS[0], p)[0].token_ids
-    b = eng.generate([PROMPTS[0], PROMPTS[2]], [p, SamplingParams(max_tokens=5, temperature=1.0, seed=9)])[0].token_ids
+    b = eng.generate(
+        [PROMPTS[0], PROMPTS[2]], [p, SamplingParams(max_tokens=5, temperature=1.0, seed=9)]
+    )[0].token_ids
     assert a == b
-    c = eng.generate(PROMPTS[0], SamplingParams(max_tokens=12, temperature=1.0, top_p=0.95, seed=4321, ignore_eos=True))[0]
+    c = eng.generate(
+        PROMPTS[0],
+        SamplingParams(max_tokens=12, temperature=1.0, top_p=0.95, seed=4321, ignore_eos=True),
+    )[0]
     assert c.token_ids != a
 
 
 def test_stop_token_ids_and_strings(eng):
-    base = eng.generate(PROMPTS[0], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[0]
+    base = eng.generate(PROMPTS[0], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[
+        0
+    ]
     stop_tok = base.token_ids[4]
-    out = eng.generate(PROMPTS[0], SamplingParams(max_tokens=12, temperature=0, stop_token_ids=(stop_tok,)))[0]
-    assert out.finish_reason == "stop" and out.token_ids == base.token_ids[: base.token_ids.index(stop_tok) + 1]
+    out = eng.generate(
+        PROMPTS[0], SamplingParams(max_tokens=12, temperature=0, stop_token_ids=(stop_tok,))
+    )[0]
+    assert (
+        out.finish_reason == "stop"
+        and out.token_ids == base.token_ids[: base.token_ids.index(stop_tok) + 1]
+    )
     text = base.text
     needle = text[len(text) // 2 : len(text) // 2 + 3]
-    out = eng.generate(PROMPTS[0], SamplingParams(max_tokens=12, temperature=0, stop=(needle,), ignore_eos=True))[0]
+    out = eng.generate(
+        PROMPTS[0], SamplingParams(max_tokens=12, temperature=0, stop=(needle,), ignore_eos=True)
+    )[0]
     assert out.finish_reason == "stop" and out.text == text[: text.index(needle)]
 
 
 def test_eos_stops_unless_ignored(eng):
     # force EOS by banning nothing and putting it at the top through a huge negative repetition... use min_tokens:
     eos = next(iter(eng.eos_ids))
-    base = eng.generate(PROMPTS[1], SamplingParams(max_tokens=40, temperature=0, ignore_eos=True))[0]
+    base = eng.generate(PROMPTS[1], SamplingParams(max_tokens=40, temperature=0, ignore_eos=True))[
+        0
+    ]
     if eos in base.token_ids:
         cut = eng.generate(PROMPTS[1], SamplingParams(max_tokens=40, temperature=0))[0]
         assert cut.finish_reason == "stop" and cut.token_ids[-1] == eos
@@ -91,7 +113,9 @@ def test_eos_stops_unless_ignored(eng):
 def test_kv_pool_caps_context(demo_dir, eng):
     tiny = Engine.from_pretrained(demo_dir, page_size=4, kv_cache_bytes=6 * 4 * small_kv(eng))
     assert tiny.max_model_len == 24
-    out = tiny.generate(PROMPTS[1], SamplingParams(max_tokens=100, temperature=0, ignore_eos=True))[0]
+    out = tiny.generate(PROMPTS[1], SamplingParams(max_tokens=100, temperature=0, ignore_eos=True))[
+        0
+    ]
     assert out.finish_reason == "length" and len(out.prompt_token_ids) + len(out.token_ids) == 24
 
 
@@ -106,12 +130,22 @@ def test_request_errors(eng):
 
 def test_chat_template_renders_tools_and_thinking(eng):
     tools = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}]
-    msgs = [{"role": "user", "content": "list files"},
-            {"role": "assistant", "content": "", "reasoning_content": "use ls",
-             "tool_calls": [{"function": {"name": "ls", "arguments": {"path": "."}}}]},
-            {"role": "tool", "content": "a.py"}]
+    msgs = [
+        {"role": "user", "content": "list files"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "use ls",
+            "tool_calls": [{"function": {"name": "ls", "arguments": {"path": "."}}}],
+        },
+        {"role": "tool", "content": "a.py"},
+    ]
     s = eng.tokenizer.apply_chat_template(msgs, tools=tools, enable_thinking=False)
-    assert '"name": "ls"' in s and "<tool_response>\na.py\n</tool_response>" in s and "<think>\nuse ls\n</think>" in s
+    assert (
+        '"name": "ls"' in s
+        and "<tool_response>\na.py\n</tool_response>" in s
+        and "<think>\nuse ls\n</think>" in s
+    )
     assert s.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     ids = eng.tokenizer.encode(s, add_special_tokens=False)
     assert eng.tokenizer.token_to_id("<tool_response>") in ids

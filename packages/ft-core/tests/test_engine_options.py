@@ -6,7 +6,14 @@ import dataclasses
 import ft_kernels
 import pytest
 from ft_core import FTError
-from ft_core.config import DeviceExpertImpl, EngineConfig, ExpertImpl, KernelFormat, MoeCachePolicy, options
+from ft_core.config import (
+    DeviceExpertImpl,
+    EngineConfig,
+    ExpertImpl,
+    KernelFormat,
+    MoeCachePolicy,
+    options,
+)
 from ft_core.experts.backends import IMPLS
 from ft_core.experts.bank import BANK_FORMATS
 from ft_core.experts.cache import POLICIES
@@ -21,7 +28,9 @@ def test_every_field_is_an_option_with_help_and_a_flag():
     assert len(set(flags)) == len(flags) and all(f.startswith("--") for f in flags)
     for o in opts:
         assert o.help and o.kind in (str, int, float, bool), o
-        if o.kind is bool and not o.optional:  # a flag flips the default: a True default needs a --no- flag
+        if (
+            o.kind is bool and not o.optional
+        ):  # a flag flips the default: a True default needs a --no- flag
             assert o.flag.startswith("--no-") == bool(o.default), o
         if o.choices is not None and o.default is not None:
             assert o.default in o.choices, o
@@ -32,7 +41,10 @@ def test_one_format_vocabulary():
     cache policies' Literal is ExpertCache's list."""
     assert tuple(get_args(KernelFormat)) == tuple(ft_kernels.FORMATS)
     assert tuple(get_args(MoeCachePolicy)) == POLICIES
-    assert BANK_FORMATS == (*ft_kernels.FORMATS, "f32")  # expert banks: the kernels' names, plus f32
+    assert BANK_FORMATS == (
+        *ft_kernels.FORMATS,
+        "f32",
+    )  # expert banks: the kernels' names, plus f32
 
 
 def test_one_implementation_vocabulary():
@@ -44,7 +56,10 @@ def test_one_implementation_vocabulary():
 
 @pytest.mark.parametrize("name", [o.name for o in options() if o.choices])
 def test_choices_are_checked_from_the_literal(name):
-    with pytest.raises(FTError, match=f"{name} 'nope' is not one of {', '.join(next(o for o in options() if o.name == name).choices)}"):
+    with pytest.raises(
+        FTError,
+        match=f"{name} 'nope' is not one of {', '.join(next(o for o in options() if o.name == name).choices)}",
+    ):
         EngineConfig(model="x", **{name: "nope"})
 
 

@@ -13,8 +13,13 @@ def test_unset_or_empty_gives_the_default(monkeypatch):
     assert env.integer("FT_LOAD_THREADS") == 3
 
 
-@pytest.mark.parametrize("value,match", [("many", r"\$FT_LOAD_THREADS='many': expected an integer"),
-                                         ("0", r"\$FT_LOAD_THREADS=0: must be >= 1")])
+@pytest.mark.parametrize(
+    "value,match",
+    [
+        ("many", r"\$FT_LOAD_THREADS='many': expected an integer"),
+        ("0", r"\$FT_LOAD_THREADS=0: must be >= 1"),
+    ],
+)
 def test_a_bad_value_names_the_variable(monkeypatch, value, match):
     monkeypatch.setenv("FT_LOAD_THREADS", value)
     with pytest.raises(FTError, match=match):

@@ -16,7 +16,9 @@ def test_greedy_is_argmax():
     assert sample_one(lg, SamplingParams(temperature=0), [], [], None) == int(lg.argmax())
 
 
-@pytest.mark.parametrize("p", [SamplingParams(top_k=1), SamplingParams(top_p=1e-6), SamplingParams(min_p=1.0)])
+@pytest.mark.parametrize(
+    "p", [SamplingParams(top_k=1), SamplingParams(top_p=1e-6), SamplingParams(min_p=1.0)]
+)
 def test_filters_that_leave_one_token_equal_greedy(p):
     lg = _logits(1)
     g = torch.Generator().manual_seed(0)
@@ -27,7 +29,9 @@ def test_top_k_support():
     lg = _logits(2)
     top3 = set(torch.topk(lg, 3).indices.tolist())
     g = torch.Generator().manual_seed(0)
-    draws = {sample_one(lg, SamplingParams(top_k=3, temperature=5.0), [], [], g) for _ in range(200)}
+    draws = {
+        sample_one(lg, SamplingParams(top_k=3, temperature=5.0), [], [], g) for _ in range(200)
+    }
     assert draws <= top3 and len(draws) == 3
 
 
@@ -60,7 +64,9 @@ def test_repetition_penalty_hf_rule():
 
 def test_presence_and_frequency_penalties():
     lg = torch.zeros(4)
-    out = apply_penalties(lg, SamplingParams(presence_penalty=0.5, frequency_penalty=0.25), [3], [1, 1, 2])
+    out = apply_penalties(
+        lg, SamplingParams(presence_penalty=0.5, frequency_penalty=0.25), [3], [1, 1, 2]
+    )
     assert out.tolist() == [0.0, -1.0, -0.75, 0.0]  # prompt tokens are not penalised by these
 
 
@@ -84,9 +90,16 @@ def test_banned_ids():
 
 @pytest.mark.parametrize(
     "kw,field",
-    [({"max_tokens": 0}, "max_tokens"), ({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"),
-     ({"min_p": 2}, "min_p"), ({"top_k": -5}, "top_k"), ({"repetition_penalty": 0}, "repetition_penalty"),
-     ({"presence_penalty": 3}, "presence_penalty"), ({"min_tokens": 99, "max_tokens": 3}, "min_tokens")],
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"temperature": -1}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"min_p": 2}, "min_p"),
+        ({"top_k": -5}, "top_k"),
+        ({"repetition_penalty": 0}, "repetition_penalty"),
+        ({"presence_penalty": 3}, "presence_penalty"),
+        ({"min_tokens": 99, "max_tokens": 3}, "min_tokens"),
+    ],
 )
 def test_bad_fields_are_named(kw, field):
     with pytest.raises(RequestError, match=field):

@@ -16,7 +16,9 @@ def test_long_prompt_does_not_stall_decoding_streams(demo_dir, tmp_path):
     a, b = eng.add_request(IDS[:7], p), eng.add_request(IDS[50:61], p)
     eng.step()  # both prompts
     assert eng.scheduler.running == [a, b]
-    long = eng.add_request(IDS[100:400], SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True))
+    long = eng.add_request(
+        IDS[100:400], SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True)
+    )
     prefill_steps = 0
     while not long.finished:
         live = [s for s in (a, b) if not s.finished]
@@ -24,7 +26,9 @@ def test_long_prompt_does_not_stall_decoding_streams(demo_dir, tmp_path):
         prefilling = long.num_computed < len(long.prompt_ids)
         out = eng.step()
         assert out[: len(live)] == live and out[len(live) :] == [long]
-        assert [len(s.output_ids) for s in live] == [n + 1 for n in before]  # every stream got its token
+        assert [len(s.output_ids) for s in live] == [
+            n + 1 for n in before
+        ]  # every stream got its token
         prefill_steps += prefilling and len(live) == 2
     assert prefill_steps == 10  # 300 prompt tokens in chunks of 30 beside the two decodes
     while not (a.finished and b.finished):
@@ -35,7 +39,9 @@ def test_long_prompt_does_not_stall_decoding_streams(demo_dir, tmp_path):
     recs = [json.loads(line) for line in trace.read_text().splitlines()]
     phases = [(r["phase"], r["seq_tokens"]) for r in recs]
     assert phases[0] == ("prefill", [7, 11])
-    assert phases[1:11] == [("prefill", [1, 1, 30])] * 10  # decodes and a prompt chunk in one forward
+    assert (
+        phases[1:11] == [("prefill", [1, 1, 30])] * 10
+    )  # decodes and a prompt chunk in one forward
     assert phases[-1] == ("decode", [1] * len(phases[-1][1]))
 
 
@@ -65,7 +71,9 @@ def test_decodes_are_never_cut_by_the_budget(demo_dir):
         assert eng.step() == [late]
     alone = Engine.from_pretrained(demo_dir)
     seqs.append(late)
-    assert [s.output_ids for s in seqs] == [o.token_ids for o in alone.generate([s.prompt_ids for s in seqs], p)]
+    assert [s.output_ids for s in seqs] == [
+        o.token_ids for o in alone.generate([s.prompt_ids for s in seqs], p)
+    ]
 
 
 def test_preemption_with_shared_pages(demo_dir):
@@ -73,7 +81,9 @@ def test_preemption_with_shared_pages(demo_dir):
     are shared, recomputed mostly from the prefix cache; outputs equal a large pool without the cache."""
     big = Engine.from_pretrained(demo_dir, page_size=4, prefix_cache=False)
     per_page = 4 * big.model.kv_bytes_per_token(torch.float32)
-    small = Engine.from_pretrained(demo_dir, page_size=4, kv_cache_bytes=20 * per_page, max_batch_tokens=8)
+    small = Engine.from_pretrained(
+        demo_dir, page_size=4, kv_cache_bytes=20 * per_page, max_batch_tokens=8
+    )
     p = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
     prompts = [IDS[:24] + [5 + k, 9, 11 + k] for k in range(4)]
     want = [o.token_ids for o in big.generate(prompts, p)]
@@ -83,4 +93,6 @@ def test_preemption_with_shared_pages(demo_dir):
     assert [s.output_ids for s in seqs] == want
     assert sum(s.preemptions for s in seqs) > 0
     assert small.prefix_stats()["hit_tokens"] > 0
-    assert not small.kv.tables and small.kv.free_pages + small.prefix.num_pages == small.kv.num_pages
+    assert (
+        not small.kv.tables and small.kv.free_pages + small.prefix.num_pages == small.kv.num_pages
+    )

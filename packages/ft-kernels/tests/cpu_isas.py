@@ -4,7 +4,7 @@ import os
 
 
 def available_isas() -> list[str]:
-    """"scalar", then "avx2", "avx512" and "avx512bf16" when /proc/cpuinfo lists their flags."""
+    """ "scalar", then "avx2", "avx512" and "avx512bf16" when /proc/cpuinfo lists their flags."""
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""  # noqa: SIM115
     have = ["scalar"]
     if " avx2" in flags and " fma" in flags and " f16c" in flags:

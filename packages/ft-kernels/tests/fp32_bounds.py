@@ -22,7 +22,7 @@ def gamma(n: int) -> float:
 
 def linear_bound(x, w, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``."""
-    W = (w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double())
+    W = w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double()
     xd = x.double()
     y = xd @ W.T
     mag = xd.abs() @ W.abs().T
@@ -44,12 +44,16 @@ def bf16_round(h: torch.Tensor, e_h: torch.Tensor) -> tuple[torch.Tensor, torch.
     spacing (two near a power of two). So the bound is 0 for nearly every element and a kernel that skips
     or misplaces the rounding misses it by ~2^-9 |h|."""
     hr = h.float().bfloat16().double()
-    spacing = torch.ldexp(torch.ones_like(h), torch.frexp(h.abs().clamp_min(1e-30))[1] - 8)  # bf16 spacing at |h|
+    spacing = torch.ldexp(
+        torch.ones_like(h), torch.frexp(h.abs().clamp_min(1e-30))[1] - 8
+    )  # bf16 spacing at |h|
     near = spacing / 2 - (h - hr).abs() <= e_h + U * h.abs()
     return hr, torch.where(near, 2 * spacing, torch.zeros_like(h))
 
 
-def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) -> tuple[torch.Tensor, torch.Tensor]:
+def moe_bound(
+    x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact y [T, H] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.moe_experts``.
     Stage by stage: gu = W13 x (+ b13); h = act(gu), its error bounded by the act's change over the corners of
     gu's error box plus 8 ulps for the fp32 exp/division (x in bf16: h then rounded to bf16, ``bf16_round``);
@@ -70,7 +74,9 @@ def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) 
             e_gu = e_gu + U * (gu.abs() + e_gu)
         h = _act(gu, act, alpha, limit)
         e_h = torch.zeros_like(h)
-        for sg, su in itertools.product((-1, 1), repeat=2):  # corners of the error box of (gate, up)
+        for sg, su in itertools.product(
+            (-1, 1), repeat=2
+        ):  # corners of the error box of (gate, up)
             d = torch.cat([sg * e_gu[:I], su * e_gu[I:]])
             e_h = torch.maximum(e_h, (_act(gu + d, act, alpha, limit) - h).abs())
         e_h = e_h + 8 * U * h.abs()
@@ -87,8 +93,9 @@ def moe_bound(x, tok, eid, gate, w13, w2, act="swiglu", alpha=1.702, limit=7.0) 
     return y, err + gamma(max(routes, default=1)) * mag  # the sum over a token's routes
 
 
-def decode_attention_bound(q, k_pool, v_pool, page_table, ctx_lens, scale, window=0, sinks=None,
-                           block=64, spans=1) -> tuple[torch.Tensor, torch.Tensor]:
+def decode_attention_bound(
+    q, k_pool, v_pool, page_table, ctx_lens, scale, window=0, sinks=None, block=64, spans=1
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact o [B, N, Dv] in float64, bound [B, N] on |kernel - exact| per row) for ``ft_kernels.decode_attention``.
 
     Each score errs by d = gamma(D + 1) scale max_j sum |q||k_j| (the dot, then the scale) plus u max|s - m|
@@ -97,8 +104,16 @@ def decode_attention_bound(q, k_pool, v_pool, page_table, ctx_lens, scale, windo
     a relative error e in every weight moves the normalised sum by at most 2 e max|v|; the sums over L keys
     add gamma(L + blocks + 2) to the numerator and the denominator, 2 gamma max|v|. A context split in up to
     ``spans`` spans adds a partial block and one merge (an exp and a rescale, counted as a block) per span."""
-    exact = R.decode_attention(q.double(), k_pool.double(), v_pool.double(), page_table, ctx_lens, scale, window,
-                               None if sinks is None else sinks.double())
+    exact = R.decode_attention(
+        q.double(),
+        k_pool.double(),
+        v_pool.double(),
+        page_table,
+        ctx_lens,
+        scale,
+        window,
+        None if sinks is None else sinks.double(),
+    )
     B, N, D = q.shape
     S, K = k_pool.shape[1], k_pool.shape[2]
     bound = torch.zeros(B, N, dtype=torch.float64)
@@ -112,7 +127,11 @@ def decode_attention_bound(q, k_pool, v_pool, page_table, ctx_lens, scale, windo
         qb = q[b].double()
         s = torch.einsum("nd,lnd->nl", qb, k) * scale
         mag = torch.einsum("nd,lnd->nl", qb.abs(), k.abs()).max(dim=1).values * scale  # [N]
-        top = s.max(dim=1).values if sinks is None else torch.maximum(s.max(dim=1).values, sinks.double())
+        top = (
+            s.max(dim=1).values
+            if sinks is None
+            else torch.maximum(s.max(dim=1).values, sinks.double())
+        )
         spread = (top[:, None] - s).abs().max(dim=1).values
         d = gamma(D + 1) * mag + U * spread
         L, blocks = len(pos), -(-len(pos) // block) + 2 * spans

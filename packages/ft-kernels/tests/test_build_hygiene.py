@@ -19,14 +19,18 @@ def _objects():
 def test_no_weak_symbols_in_simd_objects():
     if not _objects() or not shutil.which("nm"):
         why = "needs the in-tree build objects (editable install: uv sync) and binutils' nm"
-        if os.environ.get("CI"):  # .ci/run builds in tree and the C++ toolchain brings nm: never skip there
+        if os.environ.get(
+            "CI"
+        ):  # .ci/run builds in tree and the C++ toolchain brings nm: never skip there
             pytest.fail(why)
         pytest.skip(why)
     bad = {}
     for o in _objects():
         if "scalar" in o.name:
             continue
-        out = subprocess.run(["nm", "-C", str(o)], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["nm", "-C", str(o)], capture_output=True, text=True, check=True
+        ).stdout
         weak = [line for line in out.splitlines() if line[17:19] in ("W ", "V ")]
         if weak:
             bad[o.name] = weak[:3]

@@ -18,7 +18,13 @@ import torch
 from cpu_isas import available_isas
 from fp32_bounds import decode_attention_bound
 
-SHAPES = [(8, 2, 64, 64), (16, 4, 128, 128), (6, 6, 36, 36), (12, 2, 40, 40), (4, 1, 48, 32)]  # N, K, D, Dv
+SHAPES = [
+    (8, 2, 64, 64),
+    (16, 4, 128, 128),
+    (6, 6, 36, 36),
+    (12, 2, 40, 40),
+    (4, 1, 48, 32),
+]  # N, K, D, Dv
 
 
 def make_case(N, K, D, Dv, dtype, S, ctx, seed):
@@ -42,12 +48,29 @@ def make_case(N, K, D, Dv, dtype, S, ctx, seed):
 def check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, seed=0, split_keys=0):
     q, kp, vp, table, ctx_t = make_case(N, K, D, Dv, dtype, S, ctx, seed)
     scale = D**-0.5
-    sinks = (torch.randn(N, generator=torch.Generator().manual_seed(seed + 1)) * 4) if sinks_on else None
+    sinks = (
+        (torch.randn(N, generator=torch.Generator().manual_seed(seed + 1)) * 4)
+        if sinks_on
+        else None
+    )
     got = fk.decode_attention(q, kp, vp, table, ctx_t, scale, window, sinks, split_keys=split_keys)
     spans = max(ctx) // split_keys + 1 if split_keys else max(ctx) // 256 + 1
-    exact, bound = decode_attention_bound(q, kp, vp, table, ctx_t, scale, window, sinks, spans=spans)
+    exact, bound = decode_attention_bound(
+        q, kp, vp, table, ctx_t, scale, window, sinks, spans=spans
+    )
     err = (got.double() - exact).abs().amax(-1)
-    assert (err <= bound).all(), (N, K, D, Dv, dtype, S, ctx, window, sinks_on, (err / bound).max().item())
+    assert (err <= bound).all(), (
+        N,
+        K,
+        D,
+        Dv,
+        dtype,
+        S,
+        ctx,
+        window,
+        sinks_on,
+        (err / bound).max().item(),
+    )
 
 
 def run_all():
@@ -95,15 +118,39 @@ def test_non_finite_keys_reach_the_output(split_keys):
     assert torch.isnan(o[0, 4:]).all() and torch.isfinite(o[0, :4]).all()
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda q, kp, vp, t, c: fk.decode_attention(q[:, :5], kp, vp, t, c, 1.0), "multiple of k_pool's KV heads"),
-    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp.float(), t, c, 1.0), "v_pool must be"),
-    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t.int(), c, 1.0), "page_table must be int64"),
-    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c + 1000, 1.0), r"ctx_lens\[0\] = 1017 is outside"),
-    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t + 100, c, 1.0), r"page_table\[0, 0\] = 1\d\d is outside"),
-    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, sinks=torch.zeros(3)), "sinks must be"),
-    (lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, split_keys=-1), "split_keys must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q[:, :5], kp, vp, t, c, 1.0),
+            "multiple of k_pool's KV heads",
+        ),
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp.float(), t, c, 1.0),
+            "v_pool must be",
+        ),
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t.int(), c, 1.0),
+            "page_table must be int64",
+        ),
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c + 1000, 1.0),
+            r"ctx_lens\[0\] = 1017 is outside",
+        ),
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t + 100, c, 1.0),
+            r"page_table\[0, 0\] = 1\d\d is outside",
+        ),
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, sinks=torch.zeros(3)),
+            "sinks must be",
+        ),
+        (
+            lambda q, kp, vp, t, c: fk.decode_attention(q, kp, vp, t, c, 1.0, split_keys=-1),
+            "split_keys must be >= 0",
+        ),
+    ],
+)
 def test_bad_arguments_raise_naming_them(call, match):
     q, kp, vp, table, ctx = make_case(8, 2, 64, 64, torch.bfloat16, 16, [17, 40], 0)
     with pytest.raises(ValueError, match=match):
@@ -119,6 +166,11 @@ assert fk.active_isa() == {isa!r}
 import test_decode_attention
 test_decode_attention.run_all()
 """
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_CPU_ISA": isa},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]

@@ -41,16 +41,37 @@ def make_layer(seed, dense_fmt, expert_fmt, qk_norm, extras, route, act, base_la
         w2 = dataclasses.replace(w2, bias=r(n_exp, H, sc=0.1))
     qn = {"none": None, "head": (D, D), "full": (N * D, K * D)}[qk_norm]
     p = dict(
-        H=H, N=N, K=K, D=D, eps=1e-6, ln1=(1 + r(H, sc=0.1)).to(BF), ln2=(1 + r(H, sc=0.1)).to(BF),
-        qkv=dense(r((N + 2 * K) * D, H, sc=H**-0.5), dense_fmt), o=dense(r(H, N * D, sc=(N * D) ** -0.5), dense_fmt),
-        router=r(E, H, sc=H**-0.5).to(BF), w13=w13, w2=w2, top_k=2, attn_scale=D**-0.5, qk_norm=qk_norm,
-        q_norm=None if qn is None else (1 + r(qn[0], sc=0.1)).to(BF), k_norm=None if qn is None else (1 + r(qn[1], sc=0.1)).to(BF),
-        route=route, renorm=route == "softmax" and seed % 2 == 0, base=E * base_layers, act=act,
+        H=H,
+        N=N,
+        K=K,
+        D=D,
+        eps=1e-6,
+        ln1=(1 + r(H, sc=0.1)).to(BF),
+        ln2=(1 + r(H, sc=0.1)).to(BF),
+        qkv=dense(r((N + 2 * K) * D, H, sc=H**-0.5), dense_fmt),
+        o=dense(r(H, N * D, sc=(N * D) ** -0.5), dense_fmt),
+        router=r(E, H, sc=H**-0.5).to(BF),
+        w13=w13,
+        w2=w2,
+        top_k=2,
+        attn_scale=D**-0.5,
+        qk_norm=qk_norm,
+        q_norm=None if qn is None else (1 + r(qn[0], sc=0.1)).to(BF),
+        k_norm=None if qn is None else (1 + r(qn[1], sc=0.1)).to(BF),
+        route=route,
+        renorm=route == "softmax" and seed % 2 == 0,
+        base=E * base_layers,
+        act=act,
         rope_interleaved=seed % 3 == 0,
     )
     if extras:
-        p.update(qkv_bias=r((N + 2 * K) * D, sc=0.1).to(BF).float(), o_bias=r(H, sc=0.1).to(BF).float(),
-                 router_bias=r(E, sc=0.1).to(BF).float(), sinks=r(N), window=5)
+        p.update(
+            qkv_bias=r((N + 2 * K) * D, sc=0.1).to(BF).float(),
+            o_bias=r(H, sc=0.1).to(BF).float(),
+            router_bias=r(E, sc=0.1).to(BF).float(),
+            sinks=r(N),
+            window=5,
+        )
     return p
 
 
@@ -58,7 +79,10 @@ def make_step(seed, T, ctx):
     g = torch.Generator().manual_seed(seed + 100)
     need = [-(-c // S) for c in ctx]
     pmax, P = max(need), sum(need) + 2
-    k_pool, v_pool = torch.randn(P, S, K, D, generator=g).to(BF), torch.randn(P, S, K, D, generator=g).to(BF)
+    k_pool, v_pool = (
+        torch.randn(P, S, K, D, generator=g).to(BF),
+        torch.randn(P, S, K, D, generator=g).to(BF),
+    )
     order = torch.randperm(P, generator=g)
     table = torch.zeros(T, pmax, dtype=torch.int64)
     used = 0
@@ -67,8 +91,12 @@ def make_step(seed, T, ctx):
         table[b, n:] = order[-1]
         used += n
     ctx_t = torch.tensor(ctx, dtype=torch.int64)
-    slots = torch.tensor([table[b, (c - 1) // S].item() * S + (c - 1) % S for b, c in enumerate(ctx)])
-    pos = (ctx_t - 1).float()[:, None] * torch.tensor([1.0, 0.3, 0.05, 0.01, 0.002, 0.0004])[None]  # R = 12 of D = 16
+    slots = torch.tensor(
+        [table[b, (c - 1) // S].item() * S + (c - 1) % S for b, c in enumerate(ctx)]
+    )
+    pos = (ctx_t - 1).float()[:, None] * torch.tensor([1.0, 0.3, 0.05, 0.01, 0.002, 0.0004])[
+        None
+    ]  # R = 12 of D = 16
     x = (torch.randn(T, H, generator=g) * 2).to(BF)
     return x, k_pool, v_pool, table, ctx_t, slots, pos.cos(), pos.sin()
 
@@ -80,19 +108,32 @@ def op_by_op(p, x, k_pool, v_pool, table, ctx_t, slots, cos, sin):
     qkv = lin(fk.rms_norm(x, p["ln1"], eps), p["qkv"], p.get("qkv_bias"))
     q, k, v = qkv.split((N * D, K * D, K * D), dim=-1)
     if p["qk_norm"] == "full":
-        q, k = fk.rms_norm(q.contiguous(), p["q_norm"], eps), fk.rms_norm(k.contiguous(), p["k_norm"], eps)
+        q, k = (
+            fk.rms_norm(q.contiguous(), p["q_norm"], eps),
+            fk.rms_norm(k.contiguous(), p["k_norm"], eps),
+        )
     q, k, v = q.reshape(T, N, D), k.reshape(T, K, D), v.reshape(T, K, D)
     if p["qk_norm"] == "head":
-        q, k = fk.rms_norm(q.contiguous(), p["q_norm"], eps), fk.rms_norm(k.contiguous(), p["k_norm"], eps)
-    q, k = fk.rope(q.contiguous(), cos, sin, p["rope_interleaved"]), fk.rope(k.contiguous(), cos, sin, p["rope_interleaved"])
+        q, k = (
+            fk.rms_norm(q.contiguous(), p["q_norm"], eps),
+            fk.rms_norm(k.contiguous(), p["k_norm"], eps),
+        )
+    q, k = (
+        fk.rope(q.contiguous(), cos, sin, p["rope_interleaved"]),
+        fk.rope(k.contiguous(), cos, sin, p["rope_interleaved"]),
+    )
     k_pool.view(-1, K, D).index_copy_(0, slots, k)
     v_pool.view(-1, K, D).index_copy_(0, slots, v)
-    o = fk.decode_attention(q, k_pool, v_pool, table, ctx_t, p["attn_scale"], p.get("window", 0), p.get("sinks")).to(BF)
+    o = fk.decode_attention(
+        q, k_pool, v_pool, table, ctx_t, p["attn_scale"], p.get("window", 0), p.get("sinks")
+    ).to(BF)
     x = x + lin(o.reshape(T, -1), p["o"], p.get("o_bias"))
     h = fk.rms_norm(x, p["ln2"], eps)
     logits = lin(h, p["router"], p.get("router_bias")).float()
     tok, eid, gate = fk.route_topk(logits, p["top_k"], p["route"], p["renorm"], p["base"])
-    return x + fk.moe_experts(h, tok, eid, gate, p["w13"], p["w2"], act=p["act"]).to(BF), eid.view(T, -1)
+    return x + fk.moe_experts(h, tok, eid, gate, p["w13"], p["w2"], act=p["act"]).to(BF), eid.view(
+        T, -1
+    )
 
 
 CASES = [  # dense fmt, expert fmt, qk_norm, extras (biases, sinks, window), route, act
@@ -132,7 +173,9 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="slots must be int64"):
         layer(x, kp, vp, table, ctx_t, slots.int(), cos, sin)
     with pytest.raises(ValueError, match=r"eid_out must be int32 \[T, top_k=2\]"):
-        layer(x, kp, vp, table, ctx_t, slots, cos, sin, eid_out=torch.zeros(1, 3, dtype=torch.int32))
+        layer(
+            x, kp, vp, table, ctx_t, slots, cos, sin, eid_out=torch.zeros(1, 3, dtype=torch.int32)
+        )
     with pytest.raises(ValueError, match="outside the pools"):
         layer(x, kp, vp, table, ctx_t, slots + 10_000, cos, sin)
     with pytest.raises(ValueError, match="qk_norm must be one of"):

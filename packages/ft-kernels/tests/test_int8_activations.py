@@ -30,10 +30,17 @@ Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
 @pytest.mark.parametrize("fmt", Q4)
 def test_linear_int8_matches_quantised_reference(fmt, T):
-    for N, K, group in ((37, 64, 32), (70, 96, 32), (9, 256, 128), (21, 416, 64)):  # 416: 3 chunks of 128 + 1 block
+    for N, K, group in (
+        (37, 64, 32),
+        (70, 96, 32),
+        (9, 256, 128),
+        (21, 416, 64),
+    ):  # 416: 3 chunks of 128 + 1 block
         g = torch.Generator().manual_seed(N + K + T)
         w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=group)
-        x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)  # magnitudes vary inside a block
+        x = torch.randn(T, K, generator=g) * torch.rand(
+            T, K, generator=g
+        )  # magnitudes vary inside a block
         y = fk.linear(x, w, act_int8=True)
         xhat = R.quantize_act_int8(x)
         exact, bound = linear_bound(xhat, w)
@@ -102,6 +109,11 @@ for fmt in t.Q4:
         t.test_linear_int8_matches_quantised_reference(fmt, T)
     t.test_moe_int8_matches_quantised_reference(fmt, 4)
 """
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa}, capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_CPU_ISA": isa},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]

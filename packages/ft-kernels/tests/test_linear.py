@@ -16,8 +16,11 @@ from ft_kernels import reference as R
 
 # (N, K): ragged against vector widths (8/16), the paired chunks (16/32) and groups (32)
 # and the 4-bit table kernels' chunks of 128 columns (whole ones and a partial last one)
-SHAPES = {"any": [(37, 72), (300, 130), (9, 34)], "mxfp4": [(37, 96), (70, 64), (21, 288)],
-          "nvfp4": [(37, 80), (70, 48), (21, 272)]}
+SHAPES = {
+    "any": [(37, 72), (300, 130), (9, 34)],
+    "mxfp4": [(37, 96), (70, 64), (21, 288)],
+    "nvfp4": [(37, 80), (70, 48), (21, 272)],
+}
 
 
 def _check(y, x, w, b=None):
@@ -66,14 +69,18 @@ def test_every_scale_byte(fmt, xdtype):
     if fmt == "mxfp4":
         codes = torch.arange(0, 160, dtype=torch.uint8)  # 2^-127 .. 2^32: x * 6 * 2^32 stays finite
     else:
-        codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)  # 0x7f / 0xff: NaN
+        codes = torch.tensor(
+            [c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8
+        )  # 0x7f / 0xff: NaN
     blk = 32 if fmt == "mxfp4" else 16
     K = 256
     N = -(-len(codes) // (K // blk))
     g = torch.Generator().manual_seed(len(codes))
     q = torch.randint(0, 256, (1, N, K // 2), generator=g, dtype=torch.uint8)
     sc = torch.cat([codes, codes[: N * (K // blk) - len(codes)]]).view(1, N, K // blk)
-    w = fk.ExpertWeights(fmt, q, K, scale=sc.contiguous(), group=blk, global_scale=0.5 if fmt == "nvfp4" else 1.0)
+    w = fk.ExpertWeights(
+        fmt, q, K, scale=sc.contiguous(), group=blk, global_scale=0.5 if fmt == "nvfp4" else 1.0
+    )
     for T in (1, 3):
         x = torch.randn(T, K, generator=g).to(xdtype)
         _check(fk.linear(x, w), x, w)
@@ -98,11 +105,25 @@ def test_plain_tensors_bf16_input_and_the_pool(dtype):
     [
         (lambda w: fk.linear(torch.randn(2, 63), w), "x has 63 columns, w has K=64"),
         (lambda w: fk.linear(torch.randn(2, 64).double(), w), "x must be float32 or bfloat16"),
-        (lambda w: fk.linear(torch.randn(2, 64), w, bias=torch.zeros(5)), r"bias must be float32 \[N=32\]"),
-        (lambda w: fk.linear(torch.randn(2, 64), w, out=torch.empty(2, 31)), r"y must be float32 \[T, N\] = \[2, 32\]"),
-        (lambda w: fk.linear(torch.randn(2, 64), w.float()), "w must be a \\[N, K\\] bfloat16 or float16 tensor"),
-        (lambda w: fk.linear(torch.randn(2, 64), fk.ExpertWeights("bf16", w[None].expand(2, 32, 64).contiguous(), 64)),
-         "w must hold one matrix"),
+        (
+            lambda w: fk.linear(torch.randn(2, 64), w, bias=torch.zeros(5)),
+            r"bias must be float32 \[N=32\]",
+        ),
+        (
+            lambda w: fk.linear(torch.randn(2, 64), w, out=torch.empty(2, 31)),
+            r"y must be float32 \[T, N\] = \[2, 32\]",
+        ),
+        (
+            lambda w: fk.linear(torch.randn(2, 64), w.float()),
+            "w must be a \\[N, K\\] bfloat16 or float16 tensor",
+        ),
+        (
+            lambda w: fk.linear(
+                torch.randn(2, 64),
+                fk.ExpertWeights("bf16", w[None].expand(2, 32, 64).contiguous(), 64),
+            ),
+            "w must hold one matrix",
+        ),
     ],
 )
 def test_bad_arguments_raise_naming_them(call, match):
@@ -126,7 +147,14 @@ for fmt in fk.FORMATS:
         exact, bound = linear_bound(x, w, b)
         assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
 """
-    for nib in ("0", "1") if isa == "avx512bf16" else ("",):  # the 4-bit bf16-x kernels on and off (test_moe_experts)
-        res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_NIBBLES": nib},
-                             capture_output=True, text=True, timeout=600)
+    for nib in (
+        ("0", "1") if isa == "avx512bf16" else ("",)
+    ):  # the 4-bit bf16-x kernels on and off (test_moe_experts)
+        res = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_NIBBLES": nib},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert res.returncode == 0, res.stderr[-3000:]

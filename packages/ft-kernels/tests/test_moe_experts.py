@@ -24,8 +24,11 @@ from ft_kernels import reference as R
 FORMATS = list(fk.FORMATS)
 # (H, I): ragged against vector widths (8/16) and groups (32); 4-bit needs even sizes, mx/nvfp4 multiples of 32/16
 # and the 4-bit table kernels' chunks of 128 columns (whole ones and a partial last one)
-SHAPES = {"any": [(72, 40), (130, 34), (64, 96)], "mxfp4": [(96, 64), (64, 32), (288, 160)],
-          "nvfp4": [(80, 48), (48, 16), (272, 144)]}
+SHAPES = {
+    "any": [(72, 40), (130, 34), (64, 96)],
+    "mxfp4": [(96, 64), (64, 32), (288, 160)],
+    "nvfp4": [(80, 48), (48, 16), (272, 144)],
+}
 
 
 def _shapes(fmt):
@@ -50,7 +53,9 @@ def _check(y, args, **kw):
     exact, bound = moe_bound(*args, **kw)
     assert y.dtype == torch.float32 and y.shape == exact.shape
     over = (y.double() - exact).abs() - bound
-    assert over.max().item() <= 0, f"error exceeds the fp32 bound by {over.max().item():.3g} (max |y| {exact.abs().max():.3g})"
+    assert over.max().item() <= 0, (
+        f"error exceeds the fp32 bound by {over.max().item():.3g} (max |y| {exact.abs().max():.3g})"
+    )
 
 
 @pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
@@ -58,7 +63,9 @@ def _check(y, args, **kw):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_matches_reference(fmt, T, xdtype):
     for H, I in _shapes(fmt):
-        x, *rest = _case(fmt, H, I, T, R=2 * T + 3, seed=H + I + T)  # more routes than tokens: duplicates
+        x, *rest = _case(
+            fmt, H, I, T, R=2 * T + 3, seed=H + I + T
+        )  # more routes than tokens: duplicates
         args = (x.to(xdtype), *rest)
         _check(fk.moe_experts(*args), args)
 
@@ -69,13 +76,19 @@ def test_activations_biases_and_bf16_input(fmt, act):
     H, I = _shapes(fmt)[0]
     x, tok, eid, gate, w13, w2 = _case(fmt, H, I, 6, 20, bias=True, seed=7)
     for xin in (x, x.bfloat16()):
-        _check(fk.moe_experts(xin, tok, eid, gate, w13, w2, act=act), (xin, tok, eid, gate, w13, w2), act=act)
+        _check(
+            fk.moe_experts(xin, tok, eid, gate, w13, w2, act=act),
+            (xin, tok, eid, gate, w13, w2),
+            act=act,
+        )
 
 
 @pytest.mark.parametrize("fmt", ["fp8_e4m3", "int4_sym", "int4_asym"])
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_group_sizes(fmt, group):
-    x, *rest = _case(fmt, 200, 136, 4, 10, group=group, seed=group)  # 200 % 64, 136 % 128: partial last groups
+    x, *rest = _case(
+        fmt, 200, 136, 4, 10, group=group, seed=group
+    )  # 200 % 64, 136 % 128: partial last groups
     for xin in (x, x.bfloat16()):
         _check(fk.moe_experts(xin, *rest), (xin, *rest))
 
@@ -100,7 +113,15 @@ def test_no_routes_gives_zeros():
     assert torch.equal(fk.moe_experts(x, e, e, torch.zeros(0), w13, w2), torch.zeros(3, 64))
 
 
-BOUNDS = {"bf16": 5e-3, "f16": 1e-3, "fp8_e4m3": 0.07, "mxfp4": 0.2, "nvfp4": 0.2, "int4_sym": 0.1, "int4_asym": 0.1}
+BOUNDS = {
+    "bf16": 5e-3,
+    "f16": 1e-3,
+    "fp8_e4m3": 0.07,
+    "mxfp4": 0.2,
+    "nvfp4": 0.2,
+    "int4_sym": 0.1,
+    "int4_asym": 0.1,
+}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -164,21 +185,34 @@ for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40
 """
     # on AVX-512 BF16 the 4-bit formats' bf16-activation kernels run on AMD CPUs only: both ways on any CPU
     for nib in ("0", "1") if isa == "avx512bf16" else ("",):
-        res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_NIBBLES": nib},
-                             capture_output=True, text=True, timeout=600)
+        res = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_NIBBLES": nib},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert res.returncode == 0, res.stderr[-3000:]
 
 
 def test_forced_unknown_isa_raises():
-    res = subprocess.run([sys.executable, "-c", "import ft_kernels; ft_kernels.active_isa()"],
-                         env={**os.environ, "FT_CPU_ISA": "sse9"}, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-c", "import ft_kernels; ft_kernels.active_isa()"],
+        env={**os.environ, "FT_CPU_ISA": "sse9"},
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode != 0 and "FT_CPU_ISA=sse9 is not one of" in res.stderr
 
 
 def test_bad_bf16_nibbles_switch_raises():
     code = "import torch, ft_kernels as fk; fk.linear(torch.randn(1, 64).bfloat16(), fk.quantize(torch.randn(1, 8, 64), 'mxfp4'))"
-    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FT_BF16_NIBBLES": "yes"}, capture_output=True,
-                         text=True)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_BF16_NIBBLES": "yes"},
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode != 0 and "FT_BF16_NIBBLES=yes is not 0 or 1" in res.stderr
 
 
@@ -194,13 +228,36 @@ def _bank():
         (lambda a: a.update(eid=torch.full_like(a["eid"], 9)), r"eid\[0\]=9 is outside \[0, N=2\)"),
         (lambda a: a.update(tok=torch.full_like(a["tok"], -1)), r"tok\[0\]=-1 is outside"),
         (lambda a: a.update(gate=a["gate"][:-1]), "gate must be float32"),
-        (lambda a: a.update(w13=fk.ExpertWeights("fp8_e4m3", a["w13"].q, 64, None, group=32)), "w13_scale is required"),
-        (lambda a: a.update(w13=fk.ExpertWeights("fp8_e4m3", a["w13"].q, 64, a["w13"].scale[:, :, :1].contiguous(), group=32)),
-         "w13_scale must be float32"),
-        (lambda a: a.update(w2=fk.ExpertWeights("fp8_e4m3", a["w2"].q[:, :, :-2].contiguous(), 30, a["w2"].scale, group=32)),
-         "w2_q rows hold 30 bytes; fp8_e4m3 with 32 columns needs 32"),
-        (lambda a: a.update(w13=fk.ExpertWeights("int4_asym", a["w13"].q, 64, a["w13"].scale, group=32)), "w13_q rows hold"),
-        (lambda a: a.update(w13=fk.ExpertWeights("fp4", a["w13"].q, 64)), "w13.fmt 'fp4' is not one of"),
+        (
+            lambda a: a.update(w13=fk.ExpertWeights("fp8_e4m3", a["w13"].q, 64, None, group=32)),
+            "w13_scale is required",
+        ),
+        (
+            lambda a: a.update(
+                w13=fk.ExpertWeights(
+                    "fp8_e4m3", a["w13"].q, 64, a["w13"].scale[:, :, :1].contiguous(), group=32
+                )
+            ),
+            "w13_scale must be float32",
+        ),
+        (
+            lambda a: a.update(
+                w2=fk.ExpertWeights(
+                    "fp8_e4m3", a["w2"].q[:, :, :-2].contiguous(), 30, a["w2"].scale, group=32
+                )
+            ),
+            "w2_q rows hold 30 bytes; fp8_e4m3 with 32 columns needs 32",
+        ),
+        (
+            lambda a: a.update(
+                w13=fk.ExpertWeights("int4_asym", a["w13"].q, 64, a["w13"].scale, group=32)
+            ),
+            "w13_q rows hold",
+        ),
+        (
+            lambda a: a.update(w13=fk.ExpertWeights("fp4", a["w13"].q, 64)),
+            "w13.fmt 'fp4' is not one of",
+        ),
         (lambda a: a.update(act="relu"), "act must be one of"),
     ],
 )
@@ -214,6 +271,8 @@ def test_bad_arguments_raise_naming_them(mutate, match):
 
 def test_moe_swiglu_shorthand():
     x, tok, eid, gate, w13, w2 = _case("bf16", 64, 32, 3, 5)
-    torch.testing.assert_close(fk.moe_swiglu(x, tok, eid, gate, w13.q, w2.q), fk.moe_experts(x, tok, eid, gate, w13, w2))
+    torch.testing.assert_close(
+        fk.moe_swiglu(x, tok, eid, gate, w13.q, w2.q), fk.moe_experts(x, tok, eid, gate, w13, w2)
+    )
     with pytest.raises(ValueError, match="bfloat16 banks"):
         fk.moe_swiglu(x, tok, eid, gate, w13.q.float(), w2.q)

@@ -16,7 +16,9 @@ U = 2.0**-24
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("shape", [(1, 2048), (3, 128), (2, 16, 128), (5, 4, 64), (1, 7), (4, 4096), (0, 32)])
+@pytest.mark.parametrize(
+    "shape", [(1, 2048), (3, 128), (2, 16, 128), (5, 4, 64), (1, 7), (4, 4096), (0, 32)]
+)
 def test_matches_reference(shape, dtype):
     g = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=g) * torch.rand(shape[-1], generator=g) * 3).to(dtype)
@@ -42,11 +44,17 @@ def test_eps_and_zero_rows():
     torch.testing.assert_close(fk.rms_norm(x, torch.ones(64), 0.0), torch.ones(1, 64))
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: fk.rms_norm(torch.randn(2, 8).double(), torch.ones(8).double(), 1e-6), "x must be float32 or bfloat16"),
-    (lambda: fk.rms_norm(torch.randn(2, 8), torch.ones(9), 1e-6), "w must be \\[D=8\\]"),
-    (lambda: fk.rms_norm(torch.randn(2, 8).bfloat16(), torch.ones(8), 1e-6), "in x's dtype"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (
+            lambda: fk.rms_norm(torch.randn(2, 8).double(), torch.ones(8).double(), 1e-6),
+            "x must be float32 or bfloat16",
+        ),
+        (lambda: fk.rms_norm(torch.randn(2, 8), torch.ones(9), 1e-6), "w must be \\[D=8\\]"),
+        (lambda: fk.rms_norm(torch.randn(2, 8).bfloat16(), torch.ones(8), 1e-6), "in x's dtype"),
+    ],
+)
 def test_bad_arguments_name_the_argument(bad, match):
     with pytest.raises(ValueError, match=match):
         bad()

@@ -12,8 +12,13 @@ from ft_core.demo import write_demo_model
 
 
 def ft(*args):
-    return subprocess.run([sys.executable, "-m", "ft_serve.cli", *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ft_serve.cli", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +48,17 @@ def test_convert_quantised_format_runs(demo, tmp_path):
     assert gen.returncode == 0, gen.stderr
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--format", "int3"], "'int3' is not one of auto, bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym"),
-    (["--shard-size", "lots"], "--shard-size: 'lots' is not a size"),
-    (["--shard-size", "100"], "below the 4096-byte alignment"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--format", "int3"],
+            "'int3' is not one of auto, bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym",
+        ),
+        (["--shard-size", "lots"], "--shard-size: 'lots' is not a size"),
+        (["--shard-size", "100"], "below the 4096-byte alignment"),
+    ],
+)
 def test_convert_errors_exit_1_with_message(demo, tmp_path, args, message):
     res = ft("convert", "--model", str(demo), "--out", str(tmp_path / "x"), *args)
     assert res.returncode == 1 and "Traceback" not in res.stderr

@@ -14,8 +14,13 @@ import httpx
 
 
 def _start(*args, env=None):
-    p = subprocess.Popen([sys.executable, "-m", "ft_serve.cli", "serve", "--port", "0", *args], stderr=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ft_serve.cli", "serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     deadline = time.time() + 120
     lines = []
     while time.time() < deadline:
@@ -31,14 +36,22 @@ def _start(*args, env=None):
 
 
 def test_serve_ready_line_then_sigterm_drains_a_running_stream(tmp_path):
-    p, url, _ = _start("--served-model-name", "demo", "--drain-seconds", "20", env={"FT_CACHE_DIR": str(tmp_path)})
+    p, url, _ = _start(
+        "--served-model-name", "demo", "--drain-seconds", "20", env={"FT_CACHE_DIR": str(tmp_path)}
+    )
     try:
         assert httpx.get(url + "/v1/models").json()["data"][0]["id"] == "demo"
         got, done = [], threading.Event()
 
         def client():
-            body = {"model": "demo", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-                    "max_tokens": 200, "ignore_eos": True, "stream_options": {"include_usage": True}}
+            body = {
+                "model": "demo",
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+                "max_tokens": 200,
+                "ignore_eos": True,
+                "stream_options": {"include_usage": True},
+            }
             with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=60) as r:
                 for line in r.iter_lines():
                     if line:
@@ -61,17 +74,45 @@ def test_serve_ready_line_then_sigterm_drains_a_running_stream(tmp_path):
 
 
 def test_serve_bad_flags_and_paths_fail_clearly(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(tmp_path / "nope")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0 and "nope" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "serve", "--max-running-requests", "0"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ft_serve.cli", "serve", "--max-running-requests", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0 and "--max-running-requests" in r.stderr
 
 
 def test_serve_help_lists_the_contract_flags():
-    r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "serve", "--help"], capture_output=True, text=True, timeout=60)
-    for flag in ("--model", "--host", "--port", "--api-key", "--served-model-name", "--max-running-requests",
-                 "--max-model-len", "--tool-call-parser", "--reasoning-parser", "--moe-backend", "--moe-cache-size",
-                 "--kv-cache-size", "--no-prefix-cache", "--state-checkpoints", "--checkpoint-policy", "--elastic"):
+    r = subprocess.run(
+        [sys.executable, "-m", "ft_serve.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    for flag in (
+        "--model",
+        "--host",
+        "--port",
+        "--api-key",
+        "--served-model-name",
+        "--max-running-requests",
+        "--max-model-len",
+        "--tool-call-parser",
+        "--reasoning-parser",
+        "--moe-backend",
+        "--moe-cache-size",
+        "--kv-cache-size",
+        "--no-prefix-cache",
+        "--state-checkpoints",
+        "--checkpoint-policy",
+        "--elastic",
+    ):
         assert flag in r.stdout, flag

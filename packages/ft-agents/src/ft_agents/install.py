@@ -22,8 +22,15 @@ _SCRIPTS = ("preinstall", "install", "postinstall")
 
 def _run(argv: list[str], env: dict | None = None, timeout: float = 60, cwd: Path | None = None):
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return subprocess.CompletedProcess(argv, 127, "", str(e))
 
@@ -46,7 +53,11 @@ def node_ok(version: tuple[int, ...] | None, minimum: tuple[int, int]) -> bool:
 def find_node(minimum: tuple[int, int] | None = None) -> Path | None:
     """A Node satisfying ``minimum``: the managed one first, then ``node`` on PATH."""
     for cand in (paths.node_prefix() / "bin" / "node", shutil.which("node")):
-        if cand and Path(cand).exists() and (minimum is None or node_ok(node_version(cand), minimum)):
+        if (
+            cand
+            and Path(cand).exists()
+            and (minimum is None or node_ok(node_version(cand), minimum))
+        ):
             return Path(cand)
     return None
 
@@ -82,8 +93,10 @@ def _env_with_node(node: Path | None) -> dict[str, str]:
 def _npm() -> str:
     npm = shutil.which("npm")
     if not npm:
-        raise AgentsError("npm is not installed: install Node.js (which brings npm), e.g. from https://nodejs.org "
-                          "or your package manager, then try again")
+        raise AgentsError(
+            "npm is not installed: install Node.js (which brings npm), e.g. from https://nodejs.org "
+            "or your package manager, then try again"
+        )
     return npm
 
 
@@ -94,9 +107,13 @@ def _npm_install(prefix: Path, spec: str, node: Path | None, log) -> bool:
     print(f"ft-agents: npm {' '.join(argv[1:])}", file=log, flush=True)
     r = _run(argv, env=_env_with_node(node), timeout=1800)
     if r.returncode != 0:
-        raise AgentsError(f"`npm install {spec}` failed ({r.returncode}):\n{(r.stderr or r.stdout)[-2000:]}")
+        raise AgentsError(
+            f"`npm install {spec}` failed ({r.returncode}):\n{(r.stderr or r.stdout)[-2000:]}"
+        )
     name = spec.rsplit("@", 1)[0] if spec.rfind("@") > 0 else spec
-    return any("install-scripts" in ln and f" {name}@" in ln for ln in (r.stderr + r.stdout).splitlines())
+    return any(
+        "install-scripts" in ln and f" {name}@" in ln for ln in (r.stderr + r.stdout).splitlines()
+    )
 
 
 def _package_dir(prefix: Path, package: str) -> Path:
@@ -117,11 +134,19 @@ def _run_package_scripts(pkg_dir: Path, node: Path | None, log) -> None:
     scripts = meta.get("scripts", {})
     for name in _SCRIPTS:
         if name in scripts:
-            print(f"ft-agents: running {pkg_dir.name}'s {name} script: {scripts[name]}", file=log, flush=True)
-            r = _run(["sh", "-c", scripts[name]], env=_env_with_node(node), cwd=pkg_dir, timeout=900)
+            print(
+                f"ft-agents: running {pkg_dir.name}'s {name} script: {scripts[name]}",
+                file=log,
+                flush=True,
+            )
+            r = _run(
+                ["sh", "-c", scripts[name]], env=_env_with_node(node), cwd=pkg_dir, timeout=900
+            )
             if r.returncode != 0:
-                raise AgentsError(f"{pkg_dir.name}'s {name} script failed ({r.returncode}):\n"
-                                  f"{(r.stderr or r.stdout)[-2000:]}")
+                raise AgentsError(
+                    f"{pkg_dir.name}'s {name} script failed ({r.returncode}):\n"
+                    f"{(r.stderr or r.stdout)[-2000:]}"
+                )
     bins = meta.get("bin") or {}
     bins = {meta["name"].split("/")[-1]: bins} if isinstance(bins, str) else bins
     prefix_bin = pkg_dir.parents[2 if meta["name"].startswith("@") else 1].parent / "bin"
@@ -143,8 +168,10 @@ def ensure_node(minimum: tuple[int, int], log=sys.stderr) -> Path:
     if skipped or not node_ok(node_version(node), minimum):
         _run_package_scripts(_package_dir(prefix, "node"), None, log)
     if not node_ok(node_version(node), minimum):
-        raise AgentsError(f"installing {NODE_PACKAGE} from npm gave no working Node >= {minimum[0]}.{minimum[1]} "
-                          f"in {prefix}; install one from https://nodejs.org")
+        raise AgentsError(
+            f"installing {NODE_PACKAGE} from npm gave no working Node >= {minimum[0]}.{minimum[1]} "
+            f"in {prefix}; install one from https://nodejs.org"
+        )
     return node
 
 
@@ -158,11 +185,17 @@ def install(h: Harness, version: str = "latest", upgrade: bool = False, log=sys.
     wanted = have is not None and (version == have or (version == "latest" and not upgrade))
     if not (wanted and exe.exists() and harness_version(h, exe, node)):
         skipped = False if wanted else _npm_install(prefix, f"{h.package}@{version}", node, log)
-        if skipped or not harness_version(h, exe, node):  # npm skipped the package's own install step
+        if skipped or not harness_version(
+            h, exe, node
+        ):  # npm skipped the package's own install step
             _run_package_scripts(_package_dir(prefix, h.package), node, log)
     if installed_version(prefix, h.package) == "0.0.1":
-        raise AgentsError(f"npm installed the empty 0.0.1 placeholder of {h.package} (Node too old?)")
+        raise AgentsError(
+            f"npm installed the empty 0.0.1 placeholder of {h.package} (Node too old?)"
+        )
     if not (v := harness_version(h, exe, node)):
-        raise AgentsError(f"{exe} does not run after installing {h.package}@{version}; try `{exe} --version`")
+        raise AgentsError(
+            f"{exe} does not run after installing {h.package}@{version}; try `{exe} --version`"
+        )
     print(f"ft-agents: {h.title} {v} at {exe}", file=log, flush=True)
     return exe

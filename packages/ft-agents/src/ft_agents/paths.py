@@ -64,8 +64,12 @@ def new_launch_dir(harness: str) -> Path:
     """Make a private (0700) folder for one launch and prune the oldest beyond ``KEEP_LAUNCHES``."""
     root = state_home() / "launches"
     root.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{harness}-", dir=root))  # 0700
-    old = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)[:-KEEP_LAUNCHES]
+    path = Path(
+        tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{harness}-", dir=root)
+    )  # 0700
+    old = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)[
+        :-KEEP_LAUNCHES
+    ]
     for p in old:
         shutil.rmtree(p, ignore_errors=True)  # removes symlinks, never follows them
     return path

@@ -26,7 +26,9 @@ from ft_agents.errors import AgentsError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "FT_SERVER_URL"
-FALLBACK_CONTEXT = 32768  # when a server does not report its context length (and --context-length is absent)
+FALLBACK_CONTEXT = (
+    32768  # when a server does not report its context length (and --context-length is absent)
+)
 _CONTEXT_FIELDS = ("context_length", "max_model_len", "context_window", "max_context_length")
 
 
@@ -66,22 +68,33 @@ def _get(url: str, api_key: str | None, timeout: float) -> dict:
     if api_key:
         headers |= {"Authorization": f"Bearer {api_key}", "x-api-key": api_key}
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout
+        ) as r:
             return json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         body = e.read()[:300].decode("utf-8", "replace")
         if e.code in (401, 403):
-            raise AgentsError(f"GET {url} was refused ({e.code}): the server needs an API key: "
-                              "pass --api-key KEY or set $FT_API_KEY") from None
+            raise AgentsError(
+                f"GET {url} was refused ({e.code}): the server needs an API key: "
+                "pass --api-key KEY or set $FT_API_KEY"
+            ) from None
         raise AgentsError(f"GET {url} answered {e.code}: {body}") from None
     except (urllib.error.URLError, OSError) as e:
         raise Unreachable(str(getattr(e, "reason", e))) from None
     except ValueError:
-        raise AgentsError(f"GET {url} did not answer JSON: is this an OpenAI-compatible server?") from None
+        raise AgentsError(
+            f"GET {url} did not answer JSON: is this an OpenAI-compatible server?"
+        ) from None
 
 
-def query(url: str, api_key: str | None = None, model_id: str | None = None, context_length: int | None = None,
-          timeout: float = 5.0) -> ServerInfo:
+def query(
+    url: str,
+    api_key: str | None = None,
+    model_id: str | None = None,
+    context_length: int | None = None,
+    timeout: float = 5.0,
+) -> ServerInfo:
     """Ask ``url``/v1/models for the model id and its context length.
 
     ``model_id`` picks one of several served models (default: the first); ``context_length``
@@ -91,9 +104,13 @@ def query(url: str, api_key: str | None = None, model_id: str | None = None, con
         raise AgentsError(f"{url}/v1/models lists no model")
     ids = [m.get("id") for m in data]
     if model_id is not None and model_id not in ids:
-        raise AgentsError(f"{url} does not serve a model {model_id!r}; it serves {', '.join(map(str, ids))}")
+        raise AgentsError(
+            f"{url} does not serve a model {model_id!r}; it serves {', '.join(map(str, ids))}"
+        )
     model = data[ids.index(model_id)] if model_id is not None else data[0]
-    reported = next((int(model[k]) for k in _CONTEXT_FIELDS if isinstance(model.get(k), (int, float))), None)
+    reported = next(
+        (int(model[k]) for k in _CONTEXT_FIELDS if isinstance(model.get(k), (int, float))), None
+    )
     ctx = context_length or reported or FALLBACK_CONTEXT
     return ServerInfo(url, str(model["id"]), ctx, context_reported=bool(context_length or reported))
 
@@ -109,8 +126,14 @@ def estimate_from_checkpoint(model: str, serve_args: list[str]) -> ServerInfo:
         pass
     if "--max-model-len" in serve_args[:-1]:
         ctx = min(ctx, int(serve_args[serve_args.index("--max-model-len") + 1]))
-    name = serve_args[serve_args.index("--served-model-name") + 1] if "--served-model-name" in serve_args[:-1] else None
-    return ServerInfo("http://127.0.0.1:<port>", name or Path(model).resolve().name, ctx, context_reported=False)
+    name = (
+        serve_args[serve_args.index("--served-model-name") + 1]
+        if "--served-model-name" in serve_args[:-1]
+        else None
+    )
+    return ServerInfo(
+        "http://127.0.0.1:<port>", name or Path(model).resolve().name, ctx, context_reported=False
+    )
 
 
 def ft_serve_command() -> list[str]:
@@ -119,8 +142,10 @@ def ft_serve_command() -> list[str]:
         return [sys.executable, "-m", "ft_serve.cli"]
     if exe := shutil.which("ft"):
         return [exe]
-    raise AgentsError("--model needs `ft serve`, which is not installed here: pip install ft-serve "
-                      "(or start a server yourself and pass --server URL)")
+    raise AgentsError(
+        "--model needs `ft serve`, which is not installed here: pip install ft-serve "
+        "(or start a server yourself and pass --server URL)"
+    )
 
 
 class ManagedServer:
@@ -132,10 +157,26 @@ class ManagedServer:
 
     READY = re.compile(r"ready at (https?://\S+)")
 
-    def __init__(self, model: str, log_path: Path, api_key: str | None = None, extra_args: list[str] = (),
-                 timeout: float = 1800.0, grace: float = 30.0):
-        self.argv = [*ft_serve_command(), "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-                     *extra_args]
+    def __init__(
+        self,
+        model: str,
+        log_path: Path,
+        api_key: str | None = None,
+        extra_args: list[str] = (),
+        timeout: float = 1800.0,
+        grace: float = 30.0,
+    ):
+        self.argv = [
+            *ft_serve_command(),
+            "serve",
+            "--model",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            *extra_args,
+        ]
         self.env = {k: v for k, v in os.environ.items() if k != "FT_API_KEY"}
         if api_key:  # through the environment: a key on the command line is visible in `ps`
             self.env["FT_API_KEY"] = api_key
@@ -143,14 +184,23 @@ class ManagedServer:
         self.proc: subprocess.Popen | None = None
 
     def display(self) -> str:
-        shown = ["***" if i and self.argv[i - 1] == "--api-key" else a for i, a in enumerate(self.argv)]
-        return shlex.join(["ft", *shown[shown.index("serve"):]])
+        shown = [
+            "***" if i and self.argv[i - 1] == "--api-key" else a for i, a in enumerate(self.argv)
+        ]
+        return shlex.join(["ft", *shown[shown.index("serve") :]])
 
     def start(self) -> str:
         log = open(self.log_path, "w", buffering=1)
         # in its own session: a Ctrl-C in the harness does not reach it
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE,
-                                     text=True, env=self.env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            start_new_session=True,
+        )
         found: list[str] = []
 
         def pump():  # copy stderr to the log for the server's whole life; note the ready line
@@ -166,11 +216,15 @@ class ManagedServer:
             if self.proc.poll() is not None:
                 time.sleep(0.2)  # let the pump write the last lines
                 tail = "".join(self.log_path.read_text(errors="replace").splitlines(True)[-15:])
-                raise AgentsError(f"`{self.display()}` exited with status {self.proc.returncode} before it was "
-                                  f"ready; its last lines ({self.log_path}):\n{tail}")
+                raise AgentsError(
+                    f"`{self.display()}` exited with status {self.proc.returncode} before it was "
+                    f"ready; its last lines ({self.log_path}):\n{tail}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
-                raise AgentsError(f"`{self.display()}` was not ready after {self.timeout:.0f} s; log: {self.log_path}")
+                raise AgentsError(
+                    f"`{self.display()}` was not ready after {self.timeout:.0f} s; log: {self.log_path}"
+                )
             time.sleep(0.1)
         return normalize_url(found[0])
 

@@ -50,7 +50,9 @@ AGAIN = "Say it once more."
 CONTINUE = {"claude": ["-c", "-p", AGAIN]}
 RESUME_CODEX = ["exec", "--skip-git-repo-check", "--strict-config", "resume", "--last", AGAIN]
 TIME_BOUND_S = 540
-REPORT = os.environ.get("FT_AGENTS_E2E_REPORT")  # append one JSON line per run (wall time, requests) here
+REPORT = os.environ.get(
+    "FT_AGENTS_E2E_REPORT"
+)  # append one JSON line per run (wall time, requests) here
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +61,18 @@ def long_demo(tmp_path_factory) -> Path:
 
     path = write_demo_model(tmp_path_factory.mktemp("model") / "ft-demo-64k")
     cfg = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": CONTEXT}, indent=2))
+    (path / "config.json").write_text(
+        json.dumps({**cfg, "max_position_embeddings": CONTEXT}, indent=2)
+    )
     gen = json.loads((path / "generation_config.json").read_text())
     gen["eos_token_id"] = sorted(set(gen["eos_token_id"]) | set(range(300, VOCAB, 40)))
     (path / "generation_config.json").write_text(json.dumps(gen, indent=2))
     return path
 
 
-_NO_THINKING = "{%- if enable_thinking is defined and not enable_thinking -%}{{- '<think>\n\n</think>\n\n' -}}"
+_NO_THINKING = (
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{- '<think>\n\n</think>\n\n' -}}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +83,43 @@ def thinking_demo(long_demo, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("model") / "ft-demo-64k-thinking"
     shutil.copytree(long_demo, path)
     cfg = json.loads((path / "tokenizer_config.json").read_text())
-    assert cfg["chat_template"].count(_NO_THINKING + "{%- endif -%}") == 1, "the demo template changed"
+    assert cfg["chat_template"].count(_NO_THINKING + "{%- endif -%}") == 1, (
+        "the demo template changed"
+    )
     cfg["chat_template"] = cfg["chat_template"].replace(
-        _NO_THINKING + "{%- endif -%}", _NO_THINKING + "{%- else -%}{{- '<think>\n' -}}{%- endif -%}")
+        _NO_THINKING + "{%- endif -%}",
+        _NO_THINKING + "{%- else -%}{{- '<think>\n' -}}{%- endif -%}",
+    )
     (path / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2))
     return path
 
 
 def _serve(model: Path, log: Path):
     with open(log, "w") as f:
-        p = subprocess.Popen([sys.executable, "-m", "ft_serve.cli", "serve", "--model", str(model), "--port", "0",
-                              "--served-model-name", "ft-demo", "--max-model-len", str(CONTEXT)],
-                             stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ft_serve.cli",
+                "serve",
+                "--model",
+                str(model),
+                "--port",
+                "0",
+                "--served-model-name",
+                "ft-demo",
+                "--max-model-len",
+                str(CONTEXT),
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     deadline = time.time() + 180
     while not (m := re.search(r"ready at (http://\S+)", log.read_text())):
-        assert p.poll() is None and time.time() < deadline, "ft serve did not start:\n" + log.read_text()
+        assert p.poll() is None and time.time() < deadline, (
+            "ft serve did not start:\n" + log.read_text()
+        )
         time.sleep(0.2)
     yield m.group(1)
     p.send_signal(signal.SIGTERM)
@@ -111,8 +139,12 @@ def thinking_server(thinking_demo, tmp_path_factory):
     yield from _serve(thinking_demo, tmp_path_factory.mktemp("serve") / "ft-serve-thinking.log")
 
 
-_TOTALS = ("ft_prompt_tokens_total", "ft_generation_tokens_total", "ft_time_to_first_token_seconds_sum",
-           "ft_prefix_cache_hit_tokens_total")
+_TOTALS = (
+    "ft_prompt_tokens_total",
+    "ft_generation_tokens_total",
+    "ft_time_to_first_token_seconds_sum",
+    "ft_prefix_cache_hit_tokens_total",
+)
 
 
 def _metrics(url: str) -> dict:
@@ -121,7 +153,7 @@ def _metrics(url: str) -> dict:
 
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     out = {}
-    for m in re.finditer(r'^(ft_\w+)\{([^}]*)\} (\S+)$', text, re.M):
+    for m in re.finditer(r"^(ft_\w+)\{([^}]*)\} (\S+)$", text, re.M):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
         if m.group(1) == "ft_requests_total":
             out[(labels["endpoint"], labels["status"])] = float(m.group(3))
@@ -136,12 +168,14 @@ _SPECIAL = re.compile(r"<\|[^|>]*\|>|</?think>|</?tool_call>|</?tool_response>")
 def _norm(text: str) -> str:
     """Text without special tokens, whitespace, control characters and replacement characters: what
     survives any terminal rendering or JSON escaping of the model's random bytes."""
-    return "".join(c for c in _SPECIAL.sub("", text) if c.isprintable() and not c.isspace() and c != "\ufffd")
+    return "".join(
+        c for c in _SPECIAL.sub("", text) if c.isprintable() and not c.isspace() and c != "\ufffd"
+    )
 
 
 def _printed(name: str, stdout: str) -> str:
     if name == "openclaw":  # --json: the envelope's final text
-        return json.loads(stdout[stdout.index("{"):])["final"]
+        return json.loads(stdout[stdout.index("{") :])["final"]
     return stdout
 
 
@@ -162,23 +196,40 @@ def _workspace(tmp_path: Path, attempt: int) -> tuple[Path, dict]:
     work, home = tmp_path / f"work{attempt}", tmp_path / f"home{attempt}"
     work.mkdir(exist_ok=True)
     home.mkdir(exist_ok=True)
-    env = {**os.environ, "HOME": str(home),  # harness state goes to a throwaway home ...
-           "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),  # ... caches stay
-           "FT_AGENTS_HOME": str(paths.data_home()), "FT_AGENTS_STATE_DIR": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-           "XDG_STATE_HOME": str(home / ".local/state"), "NO_COLOR": "1"}
+    env = {
+        **os.environ,
+        "HOME": str(home),  # harness state goes to a throwaway home ...
+        "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME")
+        or str(Path.home() / ".cache"),  # ... caches stay
+        "FT_AGENTS_HOME": str(paths.data_home()),
+        "FT_AGENTS_STATE_DIR": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "NO_COLOR": "1",
+    }
     return work, env
 
 
 def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tuple[int, str, str]:
-    p = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        argv,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = p.communicate(timeout=TIME_BOUND_S)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
-        pytest.fail(f"{name} ran past {TIME_BOUND_S} s\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}")
+        pytest.fail(
+            f"{name} ran past {TIME_BOUND_S} s\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}"
+        )
     return p.returncode, out, err
 
 
@@ -188,8 +239,19 @@ def _launch_dirs(stderr: str) -> list[str]:
 
 
 def _launch_argv(name: str, rec: Recorder, args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "ft_agents", "launch", name, "--server", rec.url, "--max-output-tokens", "1024",
-            "--", *args]
+    return [
+        sys.executable,
+        "-m",
+        "ft_agents",
+        "launch",
+        name,
+        "--server",
+        rec.url,
+        "--max-output-tokens",
+        "1024",
+        "--",
+        *args,
+    ]
 
 
 def _run_once(name: str, server: str, tmp_path: Path, attempt: int):
@@ -211,16 +273,28 @@ def test_harness_end_to_end(name, ft_server, tmp_path):
     # harness does not print (a tool call, a reasoning block) -- seen once in a CI run of OpenCode.
     for attempt in range(2):
         rc, out, err, wall, rec, delta = _run_once(name, ft_server, tmp_path, attempt)
-        texts = [_norm(e.generated_text()) for e in rec.exchanges if e.method == "POST" and 200 <= e.status < 300]
+        texts = [
+            _norm(e.generated_text())
+            for e in rec.exchanges
+            if e.method == "POST" and 200 <= e.status < 300
+        ]
         if rc != 0 or (any(texts) and _norm(_printed(name, out))):
             break
     info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
     endpoints = sorted({e.endpoint for e in rec.exchanges})
-    line = {"harness": name, "wall_s": round(wall, 1), "exit": rc, "endpoints": endpoints,
-            "requests": rec.summary().splitlines(),
-            "rejected": [f"{e.method} {e.path} {e.status}: {bytes(e.response[:500]).decode(errors='replace')}"
-                         for e in rec.exchanges if not 200 <= e.status < 300],
-            "server": {k.removeprefix("ft_"): round(delta.get(k, 0), 1) for k in _TOTALS}}
+    line = {
+        "harness": name,
+        "wall_s": round(wall, 1),
+        "exit": rc,
+        "endpoints": endpoints,
+        "requests": rec.summary().splitlines(),
+        "rejected": [
+            f"{e.method} {e.path} {e.status}: {bytes(e.response[:500]).decode(errors='replace')}"
+            for e in rec.exchanges
+            if not 200 <= e.status < 300
+        ],
+        "server": {k.removeprefix("ft_"): round(delta.get(k, 0), 1) for k in _TOTALS},
+    }
     print(json.dumps(line))
     if REPORT:
         with open(REPORT, "a") as f:
@@ -229,18 +303,37 @@ def test_harness_end_to_end(name, ft_server, tmp_path):
     assert rc == 0, f"{name} exited {rc}{info}"
     assert rec.calls(h.endpoint), f"{name} never called {h.endpoint}{info}"
     assert not line["rejected"], f"the server rejected requests of {name}{info}"
-    served = {k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")}
-    assert served.get((h.endpoint, "200"), 0) >= len([e for e in rec.calls(h.endpoint) if e.method == "POST"]), served
-    assert not [k for k in served if not k[1].startswith("2")], f"/metrics counted non-2xx answers: {served}{info}"
-    if name != "codex":  # the output limit ft-agents set reached the wire (Codex has no such setting)
-        caps = [e.request_json().get(k) for e in rec.calls(h.endpoint) if e.method == "POST"
-                for k in ("max_tokens", "max_completion_tokens") if e.request_json().get(k) is not None]
-        assert caps and max(caps) == 1024, f"{name} sent output limits {caps}, not --max-output-tokens 1024"
+    served = {
+        k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")
+    }
+    assert served.get((h.endpoint, "200"), 0) >= len(
+        [e for e in rec.calls(h.endpoint) if e.method == "POST"]
+    ), served
+    assert not [k for k in served if not k[1].startswith("2")], (
+        f"/metrics counted non-2xx answers: {served}{info}"
+    )
+    if (
+        name != "codex"
+    ):  # the output limit ft-agents set reached the wire (Codex has no such setting)
+        caps = [
+            e.request_json().get(k)
+            for e in rec.calls(h.endpoint)
+            if e.method == "POST"
+            for k in ("max_tokens", "max_completion_tokens")
+            if e.request_json().get(k) is not None
+        ]
+        assert caps and max(caps) == 1024, (
+            f"{name} sent output limits {caps}, not --max-output-tokens 1024"
+        )
     printed = _norm(_printed(name, out))
-    assert printed and not re.match(r"\s*(api )?error\b", out, re.I), f"{name} printed no model text{info}"
+    assert printed and not re.match(r"\s*(api )?error\b", out, re.I), (
+        f"{name} printed no model text{info}"
+    )
     tails = [t[-12:] for t in texts if t]
     assert tails, f"the model generated only empty replies twice{info}"
-    assert any(t in printed for t in tails), f"{name} did not print the text the server generated {tails}{info}"
+    assert any(t in printed for t in tails), (
+        f"{name} did not print the text the server generated {tails}{info}"
+    )
     if name in CONTINUE:
         _check_continues(name, ft_server, tmp_path, attempt, err)
 
@@ -255,12 +348,28 @@ def _check_continues(name: str, server: str, tmp_path: Path, attempt: int, err1:
         rc, out, err = _run(name, _launch_argv(name, rec, CONTINUE[name]), work, env, rec)
         wall = time.monotonic() - t0
     posts = [e for e in rec.calls(h.endpoint) if e.method == "POST"]
-    carried = [e for e in posts if PROMPT in json.dumps(e.request_json()) and AGAIN in json.dumps(e.request_json())]
-    print(json.dumps({"harness": name, "test": "continue in the next launch", "wall_s": round(wall, 1), "exit": rc,
-                      "requests": rec.summary().splitlines(), "carried": len(carried)}))
+    carried = [
+        e
+        for e in posts
+        if PROMPT in json.dumps(e.request_json()) and AGAIN in json.dumps(e.request_json())
+    ]
+    print(
+        json.dumps(
+            {
+                "harness": name,
+                "test": "continue in the next launch",
+                "wall_s": round(wall, 1),
+                "exit": rc,
+                "requests": rec.summary().splitlines(),
+                "carried": len(carried),
+            }
+        )
+    )
     info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}"
     assert rc == 0, f"{name} {shlex.join(CONTINUE[name])} exited {rc}{info}"
-    assert len(set(_launch_dirs(err1 + '\n' + err))) == 2, f"the second run was not a launch of its own{info}"
+    assert len(set(_launch_dirs(err1 + "\n" + err))) == 2, (
+        f"the second run was not a launch of its own{info}"
+    )
     assert all(200 <= e.status < 300 for e in rec.exchanges), f"the server rejected a request{info}"
     assert carried, f"the second launch did not carry the first's user message {PROMPT!r}{info}"
     kept = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / name
@@ -269,8 +378,11 @@ def _check_continues(name: str, server: str, tmp_path: Path, attempt: int, err1:
 
 def _reasoning_items(items) -> list[str]:
     """The ``encrypted_content`` of the reasoning items among Responses items."""
-    return [i["encrypted_content"] for i in items
-            if isinstance(i, dict) and i.get("type") == "reasoning" and i.get("encrypted_content")]
+    return [
+        i["encrypted_content"]
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "reasoning" and i.get("encrypted_content")
+    ]
 
 
 def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
@@ -283,18 +395,29 @@ def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
     sends its user message again; both through the same recording proxy."""
     _need("codex")
     h = harnesses.get("codex")
-    for attempt in range(2):  # a second try only when turn 1 returned no reasoning (an immediately ended reply)
+    for attempt in range(
+        2
+    ):  # a second try only when turn 1 returned no reasoning (an immediately ended reply)
         work, env = _workspace(tmp_path, attempt)
         with Recorder(thinking_server) as rec:
             before = _metrics(thinking_server)
             t0 = time.monotonic()
-            rc1, out1, err1 = _run("codex", _launch_argv("codex", rec, RUNS["codex"]), work, env, rec)
+            rc1, out1, err1 = _run(
+                "codex", _launch_argv("codex", rec, RUNS["codex"]), work, env, rec
+            )
             turn1 = len(rec.exchanges)
-            sent = [c for e in rec.calls(h.endpoint) for ev in e.events()
-                    if ev.get("type") == "response.output_item.done" for c in _reasoning_items([ev.get("item")])]
+            sent = [
+                c
+                for e in rec.calls(h.endpoint)
+                for ev in e.events()
+                if ev.get("type") == "response.output_item.done"
+                for c in _reasoning_items([ev.get("item")])
+            ]
             rc2, out2, err2 = 0, "", ""
             if rc1 == 0 and sent:
-                rc2, out2, err2 = _run("codex", _launch_argv("codex", rec, RESUME_CODEX), work, env, rec)
+                rc2, out2, err2 = _run(
+                    "codex", _launch_argv("codex", rec, RESUME_CODEX), work, env, rec
+                )
             wall = time.monotonic() - t0
             after = _metrics(thinking_server)
         if rc1 != 0 or sent:
@@ -302,31 +425,55 @@ def test_codex_round_trips_encrypted_reasoning(thinking_server, tmp_path):
     posts = [e for e in rec.calls(h.endpoint) if e.method == "POST"]
     later = [e for e in rec.exchanges[turn1:] if e.endpoint == h.endpoint and e.method == "POST"]
     echoed = [c for e in later for c in _reasoning_items(e.request_json().get("input") or [])]
-    info = (f"\n--- requests\n{rec.summary()}\n--- turn 1 stderr\n{err1[-3000:]}\n--- turn 2 stdout\n{out2[-1500:]}"
-            f"\n--- turn 2 stderr\n{err2[-3000:]}")
-    line = {"harness": "codex", "test": "reasoning round trip", "wall_s": round(wall, 1), "exit": [rc1, rc2],
-            "requests": rec.summary().splitlines(), "reasoning_items_returned": len(sent),
-            "reasoning_items_sent_back": len(echoed),
-            "request_fields": [{k: e.request_json().get(k) for k in ("reasoning", "include")} for e in posts]}
+    info = (
+        f"\n--- requests\n{rec.summary()}\n--- turn 1 stderr\n{err1[-3000:]}\n--- turn 2 stdout\n{out2[-1500:]}"
+        f"\n--- turn 2 stderr\n{err2[-3000:]}"
+    )
+    line = {
+        "harness": "codex",
+        "test": "reasoning round trip",
+        "wall_s": round(wall, 1),
+        "exit": [rc1, rc2],
+        "requests": rec.summary().splitlines(),
+        "reasoning_items_returned": len(sent),
+        "reasoning_items_sent_back": len(echoed),
+        "request_fields": [
+            {k: e.request_json().get(k) for k in ("reasoning", "include")} for e in posts
+        ],
+    }
     print(json.dumps(line))
     if REPORT:
         with open(REPORT, "a") as f:
             f.write(json.dumps(line) + "\n")
 
     assert rc1 == 0 and rc2 == 0, f"codex exited {rc1} (turn 1), {rc2} (turn 2){info}"
-    assert posts and all(200 <= e.status < 300 for e in rec.exchanges), f"the server rejected a request{info}"
+    assert posts and all(200 <= e.status < 300 for e in rec.exchanges), (
+        f"the server rejected a request{info}"
+    )
     for e in posts:
         body = e.request_json()
-        assert isinstance(body.get("reasoning"), dict), f"reasoning: {body.get('reasoning')!r}{info}"
-        assert "reasoning.encrypted_content" in (body.get("include") or []), f"include: {body.get('include')!r}{info}"
+        assert isinstance(body.get("reasoning"), dict), (
+            f"reasoning: {body.get('reasoning')!r}{info}"
+        )
+        assert "reasoning.encrypted_content" in (body.get("include") or []), (
+            f"include: {body.get('include')!r}{info}"
+        )
     assert sent, f"the thinking model returned no reasoning item twice{info}"
     assert later, f"turn 2 sent no request{info}"
     assert set(sent) & set(echoed), f"turn 2 did not send back the reasoning item of turn 1{info}"
-    assert len(set(_launch_dirs(err1 + '\n' + err2))) == 2, f"turn 2 was not a launch of its own{info}"
-    assert all(PROMPT in json.dumps(e.request_json().get("input")) for e in later), f"turn 1 not resumed{info}"
+    assert len(set(_launch_dirs(err1 + "\n" + err2))) == 2, (
+        f"turn 2 was not a launch of its own{info}"
+    )
+    assert all(PROMPT in json.dumps(e.request_json().get("input")) for e in later), (
+        f"turn 1 not resumed{info}"
+    )
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    served = {k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")}
-    assert served.get((h.endpoint, "200"), 0) >= len(posts) and all(k[1].startswith("2") for k in served), served
+    served = {
+        k: v for k, v in delta.items() if v and isinstance(k, tuple) and k[0].startswith("/v1")
+    }
+    assert served.get((h.endpoint, "200"), 0) >= len(posts) and all(
+        k[1].startswith("2") for k in served
+    ), served
 
 
 # ---- sessions begun elsewhere (issue 14, defect 5) -----------------------------------------
@@ -341,9 +488,11 @@ def _foreign_counts(url: str) -> dict[tuple[str, str], float]:
     import urllib.request
 
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    return {(lb["api"], lb["kind"]): float(m.group(2))
-            for m in re.finditer(r"^ft_foreign_reasoning_total\{([^}]*)\} (\S+)$", text, re.M)
-            for lb in [dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))]}
+    return {
+        (lb["api"], lb["kind"]): float(m.group(2))
+        for m in re.finditer(r"^ft_foreign_reasoning_total\{([^}]*)\} (\S+)$", text, re.M)
+        for lb in [dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))]
+    }
 
 
 def _claude_session_from_anthropic(work: Path, env: dict) -> str:
@@ -360,23 +509,59 @@ def _claude_session_from_anthropic(work: Path, env: dict) -> str:
     projects = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / "claude" / "projects"
     folder = projects / re.sub(r"[^A-Za-z0-9]", "-", cwd)
     folder.mkdir(parents=True)
-    common = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": sid,
-              "version": "2.0.14", "gitBranch": ""}
-    usage = {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 11808,
-             "output_tokens": 41, "service_tier": "standard"}
-    message = {"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
-               "model": "ft-demo", "stop_sequence": None, "usage": usage}
-    blocks = [{"type": "thinking", "thinking": FOREIGN_THOUGHT, "signature": ANTHROPIC_SIGNATURE},
-              {"type": "text", "text": "Hello! How can I help you today?"}]
-    lines = [{"parentUuid": None, **common, "type": "user",
-              "message": {"role": "user", "content": PROMPT}, "uuid": ids[0],
-              "timestamp": "2025-10-06T09:14:02.120Z"}]
+    common = {
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": cwd,
+        "sessionId": sid,
+        "version": "2.0.14",
+        "gitBranch": "",
+    }
+    usage = {
+        "input_tokens": 12,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 11808,
+        "output_tokens": 41,
+        "service_tier": "standard",
+    }
+    message = {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": "ft-demo",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    blocks = [
+        {"type": "thinking", "thinking": FOREIGN_THOUGHT, "signature": ANTHROPIC_SIGNATURE},
+        {"type": "text", "text": "Hello! How can I help you today?"},
+    ]
+    lines = [
+        {
+            "parentUuid": None,
+            **common,
+            "type": "user",
+            "message": {"role": "user", "content": PROMPT},
+            "uuid": ids[0],
+            "timestamp": "2025-10-06T09:14:02.120Z",
+        }
+    ]
     for i, block in enumerate(blocks):
-        lines.append({"parentUuid": ids[i], **common, "type": "assistant",
-                      "requestId": "req_011CTqa7uAnWpb6Hds",
-                      "message": {**message, "content": [block],
-                                  "stop_reason": "end_turn" if i else None},
-                      "uuid": ids[i + 1], "timestamp": f"2025-10-06T09:14:0{5 + i}.480Z"})
+        lines.append(
+            {
+                "parentUuid": ids[i],
+                **common,
+                "type": "assistant",
+                "requestId": "req_011CTqa7uAnWpb6Hds",
+                "message": {
+                    **message,
+                    "content": [block],
+                    "stop_reason": "end_turn" if i else None,
+                },
+                "uuid": ids[i + 1],
+                "timestamp": f"2025-10-06T09:14:0{5 + i}.480Z",
+            }
+        )
     (folder / f"{sid}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return sid
 
@@ -398,10 +583,19 @@ def test_claude_resumes_a_session_begun_on_anthropic(ft_server, tmp_path):
     posts = [e for e in rec.calls("/v1/messages") if e.method == "POST"]
     carried = [e for e in posts if ANTHROPIC_SIGNATURE in json.dumps(e.request_json())]
     counted = after.get(("anthropic", "thinking"), 0) - before.get(("anthropic", "thinking"), 0)
-    print(json.dumps({"harness": "claude", "test": "resume a session begun on Anthropic",
-                      "wall_s": round(wall, 1), "exit": rc, "requests": rec.summary().splitlines(),
-                      "carried": len(carried),
-                      "foreign_counted": counted}))
+    print(
+        json.dumps(
+            {
+                "harness": "claude",
+                "test": "resume a session begun on Anthropic",
+                "wall_s": round(wall, 1),
+                "exit": rc,
+                "requests": rec.summary().splitlines(),
+                "carried": len(carried),
+                "foreign_counted": counted,
+            }
+        )
+    )
     info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}"
     assert rc == 0, f"claude --resume exited {rc}{info}"
     assert posts and all(200 <= e.status < 300 for e in rec.exchanges), f"rejected{info}"
@@ -414,8 +608,9 @@ def test_claude_resumes_a_session_begun_on_anthropic(ft_server, tmp_path):
 
 
 # What OpenAI's Responses API hands out as a reasoning item's encrypted_content: a Fernet token.
-OPENAI_ENCRYPTED = base64.urlsafe_b64encode(b"\x80\x00\x00\x00\x00h\x9a\x1b"
-                                            + random.Random(2).randbytes(1200)).decode()
+OPENAI_ENCRYPTED = base64.urlsafe_b64encode(
+    b"\x80\x00\x00\x00\x00h\x9a\x1b" + random.Random(2).randbytes(1200)
+).decode()
 
 
 def _reencrypt_elsewhere(sessions: Path) -> int:
@@ -427,8 +622,12 @@ def _reencrypt_elsewhere(sessions: Path) -> int:
         for line in f.read_text().splitlines():
             d = json.loads(line)
             p = d.get("payload") if isinstance(d, dict) else None
-            if d.get("type") == "response_item" and isinstance(p, dict) \
-                    and p.get("type") == "reasoning" and p.get("encrypted_content"):
+            if (
+                d.get("type") == "response_item"
+                and isinstance(p, dict)
+                and p.get("type") == "reasoning"
+                and p.get("encrypted_content")
+            ):
                 p["encrypted_content"], n = OPENAI_ENCRYPTED, n + 1
                 line = json.dumps(d)
             lines.append(line)
@@ -445,8 +644,9 @@ def test_codex_resumes_reasoning_encrypted_elsewhere(thinking_server, tmp_path):
     for attempt in range(2):  # a second try only when turn 1 returned no reasoning item
         work, env = _workspace(tmp_path, attempt)
         with Recorder(thinking_server) as rec:
-            rc1, out1, err1 = _run("codex", _launch_argv("codex", rec, RUNS["codex"]), work, env,
-                                   rec)
+            rc1, out1, err1 = _run(
+                "codex", _launch_argv("codex", rec, RUNS["codex"]), work, env, rec
+            )
         kept = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / "codex"
         replaced = _reencrypt_elsewhere(kept) if rc1 == 0 else 0
         if rc1 != 0 or replaced:
@@ -462,14 +662,25 @@ def test_codex_resumes_reasoning_encrypted_elsewhere(thinking_server, tmp_path):
     posts = [e for e in rec.calls("/v1/responses") if e.method == "POST"]
     carried = [e for e in posts if OPENAI_ENCRYPTED in json.dumps(e.request_json().get("input"))]
     counted = after.get(("responses", "reasoning"), 0) - before.get(("responses", "reasoning"), 0)
-    print(json.dumps({"harness": "codex", "test": "resume reasoning encrypted elsewhere",
-                      "wall_s": round(wall, 1), "exit": rc, "requests": rec.summary().splitlines(),
-                      "replaced": replaced,
-                      "carried": len(carried), "foreign_counted": counted}))
+    print(
+        json.dumps(
+            {
+                "harness": "codex",
+                "test": "resume reasoning encrypted elsewhere",
+                "wall_s": round(wall, 1),
+                "exit": rc,
+                "requests": rec.summary().splitlines(),
+                "replaced": replaced,
+                "carried": len(carried),
+                "foreign_counted": counted,
+            }
+        )
+    )
     info = f"\n--- requests\n{rec.summary()}\n--- stdout\n{out[-1500:]}\n--- stderr\n{err[-3000:]}"
     assert rc == 0, f"codex exec resume exited {rc}{info}"
     assert posts and all(200 <= e.status < 300 for e in rec.exchanges), f"rejected{info}"
     assert carried, f"Codex did not send the OpenAI-encrypted reasoning back{info}"
-    assert all(PROMPT in json.dumps(e.request_json().get("input")) for e in carried), \
+    assert all(PROMPT in json.dumps(e.request_json().get("input")) for e in carried), (
         f"not resumed{info}"
+    )
     assert counted >= len(carried), f"ft_foreign_reasoning_total counted {counted}{info}"

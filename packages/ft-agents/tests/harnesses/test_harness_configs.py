@@ -16,8 +16,14 @@ KEY = "sk-very-secret-123"
 
 
 def _setup(tmp_path, ctx=65536, out=4096, url="http://10.0.0.5:8001") -> Setup:
-    return Setup(ServerInfo(url, "qwen3-30b", ctx), tmp_path / "launch", tmp_path / "work", KEY, out,
-                 tmp_path / "sessions")
+    return Setup(
+        ServerInfo(url, "qwen3-30b", ctx),
+        tmp_path / "launch",
+        tmp_path / "work",
+        KEY,
+        out,
+        tmp_path / "sessions",
+    )
 
 
 @pytest.mark.parametrize("name", list(harnesses.HARNESSES))
@@ -38,11 +44,22 @@ def test_claude_code(tmp_path):
     e = plan.env
     assert e["ANTHROPIC_BASE_URL"] == "http://10.0.0.5:8001"  # no /v1: the client adds /v1/messages
     assert e["ANTHROPIC_AUTH_TOKEN"] == KEY
-    for k in ("ANTHROPIC_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL",
-              "ANTHROPIC_DEFAULT_HAIKU_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"):
+    for k in (
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "CLAUDE_CODE_SUBAGENT_MODEL",
+    ):
         assert e[k] == "qwen3-30b"
-    assert e["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "65536" and e["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "4096"
-    assert e["CLAUDE_CODE_ATTRIBUTION_HEADER"] == "0" and e["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert (
+        e["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "65536"
+        and e["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "4096"
+    )
+    assert (
+        e["CLAUDE_CODE_ATTRIBUTION_HEADER"] == "0"
+        and e["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    )
     home = Path(e["CLAUDE_CONFIG_DIR"])
     state = json.loads(plan.files[home / ".claude.json"])
     assert state["hasCompletedOnboarding"] is True
@@ -63,15 +80,28 @@ def test_codex(tmp_path):
     assert plan.env[p["env_key"]] == KEY
     assert cfg["projects"][str(s.cwd)]["trust_level"] == "trusted"
     assert cfg["check_for_update_on_startup"] is False
-    assert any("output" in n for n in plan.notes)  # Codex has no output-limit setting: said, not hidden
-    assert plan.args == ["--no-daemon", "exec", "--skip-git-repo-check", "hi"]  # no daemon outliving the launch
+    assert any(
+        "output" in n for n in plan.notes
+    )  # Codex has no output-limit setting: said, not hidden
+    assert plan.args == [
+        "--no-daemon",
+        "exec",
+        "--skip-git-repo-check",
+        "hi",
+    ]  # no daemon outliving the launch
     assert harnesses.get("codex").plan(s, []).args == ["--no-daemon"]
     assert harnesses.get("codex").plan(s, ["queue", "x"]).args == ["queue", "x"]
 
 
 def test_codex_toml_quotes_odd_names(tmp_path):
-    s = Setup(ServerInfo("http://h:1", 'org/model "x"\\v2', 8192), tmp_path / "l", tmp_path / 'we"ird dir', KEY, 512,
-              tmp_path / "s")
+    s = Setup(
+        ServerInfo("http://h:1", 'org/model "x"\\v2', 8192),
+        tmp_path / "l",
+        tmp_path / 'we"ird dir',
+        KEY,
+        512,
+        tmp_path / "s",
+    )
     plan = harnesses.get("codex").plan(s, [])
     cfg = tomllib.loads(next(iter(plan.files.values())))
     assert cfg["model"] == 'org/model "x"\\v2' and str(s.cwd) in cfg["projects"]
@@ -86,7 +116,11 @@ def test_opencode(tmp_path):
     assert prov["options"]["baseURL"] == "http://10.0.0.5:8001/v1"
     assert prov["options"]["apiKey"] == f"{{env:{KEY_ENV}}}" and plan.env[KEY_ENV] == KEY
     m = prov["models"]["qwen3-30b"]
-    assert m["limit"] == {"context": 65536, "output": 4096} and m["tool_call"] is True and "reasoning" in m
+    assert (
+        m["limit"] == {"context": 65536, "output": 4096}
+        and m["tool_call"] is True
+        and "reasoning" in m
+    )
     assert cfg["model"] == "ft/qwen3-30b" and cfg["small_model"] == "ft/qwen3-30b"
     assert cfg["autoupdate"] is False and cfg["share"] == "disabled"
 
@@ -104,14 +138,23 @@ def test_openclaw(tmp_path):
     assert m["id"] == "qwen3-30b" and m["contextWindow"] == 65536 and m["maxTokens"] == 4096
     assert set(m["cost"].values()) == {0}
     assert cfg["agents"]["defaults"]["model"]["primary"] == "ft/qwen3-30b"
-    assert plan.args == ["agent", "exec", "hi", "--json", "--config", str(path)]  # the headless run is pinned
+    assert plan.args == [
+        "agent",
+        "exec",
+        "hi",
+        "--json",
+        "--config",
+        str(path),
+    ]  # the headless run is pinned
     assert Path(plan.env["OPENCLAW_STATE_DIR"]).is_relative_to(s.config_dir)
     assert h.plan(s, ["agent", "exec", "hi", "--config", "mine.json"]).args[-1] == "mine.json"
     assert h.plan(s, []).args == ["chat"]
     assert h.node_min == (24, 16)
 
 
-@pytest.mark.parametrize("ctx,out", [(4096, 1024), (65536, 16384), (2048, 512), (1000, 256), (1 << 20, 32000)])
+@pytest.mark.parametrize(
+    "ctx,out", [(4096, 1024), (65536, 16384), (2048, 512), (1000, 256), (1 << 20, 32000)]
+)
 def test_output_limit_follows_the_context(ctx, out):
     assert default_output_limit(ctx) == out
 
@@ -122,11 +165,14 @@ def test_unknown_harness_names_the_choices():
     assert harnesses.get("Claude-Code").name == "claude"
 
 
-@pytest.mark.parametrize("name, home_env, kept", [
-    ("codex", "CODEX_HOME", {"sessions", "archived_sessions"}),
-    ("claude", "CLAUDE_CONFIG_DIR", {"projects", "file-history", "todos", "plans"}),
-    ("openclaw", "OPENCLAW_STATE_DIR", {"agents", "state", "workspace"}),
-])
+@pytest.mark.parametrize(
+    "name, home_env, kept",
+    [
+        ("codex", "CODEX_HOME", {"sessions", "archived_sessions"}),
+        ("claude", "CLAUDE_CONFIG_DIR", {"projects", "file-history", "todos", "plans"}),
+        ("openclaw", "OPENCLAW_STATE_DIR", {"agents", "state", "workspace"}),
+    ],
+)
 def test_session_folders_of_the_home_link_to_the_kept_store(tmp_path, name, home_env, kept):
     s = _setup(tmp_path)
     plan = harnesses.get(name).plan(s, [])

@@ -21,11 +21,19 @@ CheckpointPolicy = Literal["anchors", "every_n", "llama", "none"]
 LinearAttnImpl = Literal["auto", "torch", "fla"]
 MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
 MoeCachePolicy = Literal["lru", "reuse"]  # = ft_core.experts.cache.POLICIES (a test checks)
-KernelFormat = Literal["bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"]  # = ft_kernels.FORMATS (a test checks)
+KernelFormat = Literal[
+    "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"
+]  # = ft_kernels.FORMATS (a test checks)
 
 
-def option(default=MISSING, *, help: str, flag: str | None = None, units: str | None = None,
-           metavar: str | None = None):
+def option(
+    default=MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    units: str | None = None,
+    metavar: str | None = None,
+):
     """An EngineConfig field with what its command-line flag needs: ``help``; ``flag`` when it is not
     ``--field-name`` (a True-by-default bool's flag turns it off); ``units`` "bytes" (the flag takes sizes such
     as 4GiB); ``metavar``."""
@@ -35,72 +43,134 @@ def option(default=MISSING, *, help: str, flag: str | None = None, units: str | 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model: str = option(help="checkpoint directory (Hugging Face layout or FTW); default: the built-in demo model")
+    model: str = option(
+        help="checkpoint directory (Hugging Face layout or FTW); default: the built-in demo model"
+    )
     device: str = option("cpu", help="cpu (default; GPU execution arrives with the expert cache)")
     dtype: Dtype = option("float32", help="activations and dense weights (default: float32)")
     expert_impl: ExpertImpl = option(
-        "auto", help="how routed experts run: ft_kernels C++ where supported (auto), always C++ (kernel), torch reference")
+        "auto",
+        help="how routed experts run: ft_kernels C++ where supported (auto), always C++ (kernel), torch reference",
+    )
     max_model_len: int | None = option(None, help="context limit in tokens (default: the model's)")
     page_size: int = option(16, help="tokens per KV page (default: 16)")
-    kv_cache_bytes: int = option(1 << 30, flag="--kv-cache-size", units="bytes",
-                                 help="KV page pool, host memory on the CPU (e.g. 4GiB; default 1GiB)")
-    max_batch_tokens: int = option(2048, help="tokens per step: every running decode, then prefill chunks (default: 2048)")
-    prefix_cache: bool = option(True, flag="--no-prefix-cache",
-                                help="do not share KV pages / states between requests (radix tree over token ids)")
+    kv_cache_bytes: int = option(
+        1 << 30,
+        flag="--kv-cache-size",
+        units="bytes",
+        help="KV page pool, host memory on the CPU (e.g. 4GiB; default 1GiB)",
+    )
+    max_batch_tokens: int = option(
+        2048, help="tokens per step: every running decode, then prefill chunks (default: 2048)"
+    )
+    prefix_cache: bool = option(
+        True,
+        flag="--no-prefix-cache",
+        help="do not share KV pages / states between requests (radix tree over token ids)",
+    )
     # Hybrid models (linear-attention layers, DESIGN §4): live recurrent states and prefix state checkpoints.
-    state_slots: int = option(16, help="models with state layers (hybrids, GPT-OSS windows): sequences running at "
-                                       "once, one live state slot each (default 16)")
+    state_slots: int = option(
+        16,
+        help="models with state layers (hybrids, GPT-OSS windows): sequences running at "
+        "once, one live state slot each (default 16)",
+    )
     state_checkpoints: int | None = option(
-        None, help="models with state layers: prefix state checkpoint budget in slots (default 32, or as many small "
-                   "slots as fit in 256 MiB, up to 256; see checkpoint_slots)")
-    state_checkpoint_bytes: int | None = option(None, flag="--state-checkpoint-size", units="bytes",
-                                                help="... or in bytes (whole slots that fit; e.g. 2GiB); apart from the KV pool")
+        None,
+        help="models with state layers: prefix state checkpoint budget in slots (default 32, or as many small "
+        "slots as fit in 256 MiB, up to 256; see checkpoint_slots)",
+    )
+    state_checkpoint_bytes: int | None = option(
+        None,
+        flag="--state-checkpoint-size",
+        units="bytes",
+        help="... or in bytes (whole slots that fit; e.g. 2GiB); apart from the KV pool",
+    )
     checkpoint_policy: CheckpointPolicy = option(
-        "anchors", help="models with state layers: where state checkpoints go (cache/anchors.py; default: anchors = "
-                        "think/tool/turn/prompt ends)")
-    checkpoint_interval: int = option(1024, help="every_n spacing of state checkpoints; anchors: the fallback spacing "
-                                                 "inside long blocks (default: 1024)")
-    checkpoints_per_prompt: int = option(2, help="state snapshots taken while prefilling one prompt, the latest anchors "
-                                                 "first (default: 2)")
+        "anchors",
+        help="models with state layers: where state checkpoints go (cache/anchors.py; default: anchors = "
+        "think/tool/turn/prompt ends)",
+    )
+    checkpoint_interval: int = option(
+        1024,
+        help="every_n spacing of state checkpoints; anchors: the fallback spacing "
+        "inside long blocks (default: 1024)",
+    )
+    checkpoints_per_prompt: int = option(
+        2,
+        help="state snapshots taken while prefilling one prompt, the latest anchors "
+        "first (default: 2)",
+    )
     window_state: bool | None = option(
-        None, help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, checkpointed "
-                   "like recurrent state (on), or paged KV of every token (off); auto: on for models mixing windowed "
-                   "and full attention")
+        None,
+        help="sliding-window layers (GPT-OSS): keep only the last W tokens per sequence as state, checkpointed "
+        "like recurrent state (on), or paged KV of every token (off); auto: on for models mixing windowed "
+        "and full attention",
+    )
     linear_attn_impl: LinearAttnImpl = option(
-        "auto", help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; pip "
-                     "install 'ft-core[fla]', CUDA only) or torch (layers/gated_delta.py); auto: fla on CUDA when installed")
+        "auto",
+        help="hybrid models: Gated DeltaNet layers through flash-linear-attention's Triton kernels (fla; pip "
+        "install 'ft-core[fla]', CUDA only) or torch (layers/gated_delta.py); auto: fla on CUDA when installed",
+    )
     # Expert memory hierarchy (DESIGN §3). moe_backend is the hierarchy's policy (the name is the CLI's contract);
     # expert_impl / device_expert_impl name the implementations that compute routes (experts/backends.py IMPLS).
     moe_backend: MoeBackend = option(
-        "auto", help="expert hierarchy policy: cpu (every expert on the host kernels; auto picks it without a GPU), "
-                     "fill / hybrid / static (an expert cache of slots on the device; with --device cpu a separate "
-                     "memory region, which runs the whole hierarchy for tests)")
+        "auto",
+        help="expert hierarchy policy: cpu (every expert on the host kernels; auto picks it without a GPU), "
+        "fill / hybrid / static (an expert cache of slots on the device; with --device cpu a separate "
+        "memory region, which runs the whole hierarchy for tests)",
+    )
     moe_cache_policy: MoeCachePolicy = option(
-        "reuse", help="which cached experts make room for misses: reuse (default: the one whose next use is expected "
-                      "last, from its layer's distance in the layer cycle and a moving average of how often it is "
-                      "routed; experts/cache.py) or lru (least recently used)")
-    moe_cache_slots: int | None = option(None, help="expert cache size in slots (one slot = every bank row of one expert)")
-    moe_cache_fraction: float | None = option(None, help="expert cache size as a fraction of all experts (default 0.5)")
-    moe_cache_bytes: int | None = option(None, flag="--moe-cache-size", units="bytes",
-                                         help="expert cache size in bytes (whole slots that fit)")
+        "reuse",
+        help="which cached experts make room for misses: reuse (default: the one whose next use is expected "
+        "last, from its layer's distance in the layer cycle and a moving average of how often it is "
+        "routed; experts/cache.py) or lru (least recently used)",
+    )
+    moe_cache_slots: int | None = option(
+        None, help="expert cache size in slots (one slot = every bank row of one expert)"
+    )
+    moe_cache_fraction: float | None = option(
+        None, help="expert cache size as a fraction of all experts (default 0.5)"
+    )
+    moe_cache_bytes: int | None = option(
+        None,
+        flag="--moe-cache-size",
+        units="bytes",
+        help="expert cache size in bytes (whole slots that fit)",
+    )
     moe_bandwidth_ratio: float | None = option(None, help="B_P / B_H for --moe-backend hybrid")
-    moe_prefill_overlap: bool = option(True, flag="--no-moe-prefill-overlap",
-                                       help="prefill: do not load layer l+1's experts while layer l computes")
-    decode_plans: bool = option(True, flag="--no-decode-plans",
-                                help="decode steps: run each decoder layer op by op from Python instead of as one C++ call "
-                                     "(models/decode_plan.py; the same result, bit for bit)")
+    moe_prefill_overlap: bool = option(
+        True,
+        flag="--no-moe-prefill-overlap",
+        help="prefill: do not load layer l+1's experts while layer l computes",
+    )
+    decode_plans: bool = option(
+        True,
+        flag="--no-decode-plans",
+        help="decode steps: run each decoder layer op by op from Python instead of as one C++ call "
+        "(models/decode_plan.py; the same result, bit for bit)",
+    )
     device_expert_impl: DeviceExpertImpl = option(
-        "auto", help="routes on cache slots: auto (= expert_impl with --device cpu) | triton | kernel | torch")
-    record_routing: str | None = option(None, metavar="FILE", help="append every forward's routed expert ids to FILE "
-                                                                   "(JSON lines; see bench_cache_policies.py)")
+        "auto",
+        help="routes on cache slots: auto (= expert_impl with --device cpu) | triton | kernel | torch",
+    )
+    record_routing: str | None = option(
+        None,
+        metavar="FILE",
+        help="append every forward's routed expert ids to FILE "
+        "(JSON lines; see bench_cache_policies.py)",
+    )
     dense_format: KernelFormat | None = option(
-        None, help="re-quantise the dense projections (attention, dense and shared-expert MLPs, LM head) at load to "
-                   "this kernel format (models/dense_quant.py), as llama.cpp's quantised files do (default: keep them "
-                   "as stored)")
+        None,
+        help="re-quantise the dense projections (attention, dense and shared-expert MLPs, LM head) at load to "
+        "this kernel format (models/dense_quant.py), as llama.cpp's quantised files do (default: keep them "
+        "as stored)",
+    )
     int8_activations: bool = option(
-        False, help="opt-in, not exact: int8 activations (q8_0, per 32 columns, scale max|x| / 127) into the integer "
-                    "dot products of 4-bit experts and 4-bit dense projections (faster on CPUs; error ~0.5% of a "
-                    "product's size)")
+        False,
+        help="opt-in, not exact: int8 activations (q8_0, per 32 columns, scale max|x| / 127) into the integer "
+        "dot products of 4-bit experts and 4-bit dense projections (faster on CPUs; error ~0.5% of a "
+        "product's size)",
+    )
 
     def __post_init__(self):
         for o in options():
@@ -112,12 +182,20 @@ class EngineConfig:
                 f"device {self.device!r}: this build runs on 'cpu' only; GPU execution arrives with the expert cache"
             )
         if self.int8_activations and self.resolved_moe_backend != "cpu":
-            raise FTError(f"int8_activations runs on the CPU kernels only; moe_backend {self.moe_backend!r} would "
-                          "give experts on the cache different numerics from the misses (use moe_backend cpu)")
+            raise FTError(
+                f"int8_activations runs on the CPU kernels only; moe_backend {self.moe_backend!r} would "
+                "give experts on the cache different numerics from the misses (use moe_backend cpu)"
+            )
         if self.page_size < 1 or self.max_batch_tokens < 1:
             raise FTError("page_size and max_batch_tokens must be >= 1")
-        if self.state_slots < 1 or (self.state_checkpoints or 0) < 0 or self.checkpoint_interval < 1:
-            raise FTError("state_slots and checkpoint_interval must be >= 1, state_checkpoints >= 0")
+        if (
+            self.state_slots < 1
+            or (self.state_checkpoints or 0) < 0
+            or self.checkpoint_interval < 1
+        ):
+            raise FTError(
+                "state_slots and checkpoint_interval must be >= 1, state_checkpoints >= 0"
+            )
         if self.moe_cache_fraction is not None and not 0 < self.moe_cache_fraction <= 1:
             raise FTError(f"moe_cache_fraction={self.moe_cache_fraction} must be in (0, 1]")
         if self.moe_cache_bytes is not None and self.moe_cache_bytes < 1:
@@ -139,12 +217,12 @@ class EngineConfig:
 
     @property
     def resolved_moe_backend(self) -> str:
-        """"auto" is "cpu" on a machine without an accelerator (the only kind this build runs on)."""
+        """ "auto" is "cpu" on a machine without an accelerator (the only kind this build runs on)."""
         return "cpu" if self.moe_backend == "auto" else self.moe_backend
 
     @property
     def resolved_linear_attn_impl(self) -> str:
-        """"torch" or "fla". "auto" is "fla" on CUDA when flash-linear-attention imports (asked only there:
+        """ "torch" or "fla". "auto" is "fla" on CUDA when flash-linear-attention imports (asked only there:
         importing it takes seconds); "fla" raises FTError when it is missing or cannot run on the device."""
         from ft_core import fla_check
 
@@ -181,9 +259,17 @@ def _option(f, hint) -> Option:
     base = next(a for a in get_args(hint) if a is not type(None)) if union else hint
     choices = tuple(get_args(base)) if get_origin(base) is Literal else None
     m = f.metadata
-    return Option(f.name, str if choices else base, union and type(None) in get_args(hint), choices,
-                  None if f.default is MISSING else f.default, m["help"], m["flag"] or "--" + f.name.replace("_", "-"),
-                  m["units"], m["metavar"])
+    return Option(
+        f.name,
+        str if choices else base,
+        union and type(None) in get_args(hint),
+        choices,
+        None if f.default is MISSING else f.default,
+        m["help"],
+        m["flag"] or "--" + f.name.replace("_", "-"),
+        m["units"],
+        m["metavar"],
+    )
 
 
 @functools.cache

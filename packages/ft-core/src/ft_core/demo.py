@@ -16,8 +16,17 @@ from ft_core.paths import cache_dir
 from ft_core.tokenizer.build import train_bpe, write_tokenizer_files
 
 DEMO_NAME = "ft-demo-qwen3-moe-v1"
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-           "<tool_response>", "</tool_response>"]
+SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 VOCAB = 1024
 CONFIG = {
     "architectures": ["Qwen3MoeForCausalLM"],
@@ -97,7 +106,11 @@ def _weights(seed: int = 0) -> dict[str, torch.Tensor]:
     def norm(n):
         return (1 + torch.randn(n, generator=g) * 0.1).to(torch.bfloat16)
 
-    w = {"model.embed_tokens.weight": rnd(V, H, std=1.0), "model.norm.weight": norm(H), "lm_head.weight": rnd(V, H, std=0.05)}
+    w = {
+        "model.embed_tokens.weight": rnd(V, H, std=1.0),
+        "model.norm.weight": norm(H),
+        "lm_head.weight": rnd(V, H, std=0.05),
+    }
     for l in range(L):
         p = f"model.layers.{l}"
         w[f"{p}.input_layernorm.weight"] = norm(H)
@@ -126,10 +139,20 @@ def write_demo_model(out: str | Path) -> Path:
     assert tok.get_vocab_size() <= VOCAB, "demo tokenizer outgrew the embedding table"
     eos = tok.token_to_id("<|im_end|>")
     (tmp / "config.json").write_text(json.dumps({**CONFIG, "eos_token_id": eos}, indent=2) + "\n")
-    (tmp / "generation_config.json").write_text(json.dumps({"eos_token_id": [eos], "temperature": 0.7}, indent=2) + "\n")
-    write_tokenizer_files(tok, tmp, chat_template=CHAT_TEMPLATE, bos_token=None, eos_token="<|im_end|>",
-                          pad_token="<|endoftext|>")
-    (tmp / "README.md").write_text("ft demo model: qwen3_moe architecture with RANDOM weights (gibberish output).\n")
+    (tmp / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": [eos], "temperature": 0.7}, indent=2) + "\n"
+    )
+    write_tokenizer_files(
+        tok,
+        tmp,
+        chat_template=CHAT_TEMPLATE,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+    (tmp / "README.md").write_text(
+        "ft demo model: qwen3_moe architecture with RANDOM weights (gibberish output).\n"
+    )
     try:
         tmp.rename(out)
     except OSError:  # another process finished first

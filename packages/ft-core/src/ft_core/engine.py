@@ -39,17 +39,31 @@ class Engine:
     def __init__(self, config: EngineConfig):
         self.config = config
         ckpt = load_checkpoint(config)
-        self.model_config, self.model, self.tokenizer = ckpt.model_config, ckpt.model, ckpt.tokenizer
+        self.model_config, self.model, self.tokenizer = (
+            ckpt.model_config,
+            ckpt.model,
+            ckpt.tokenizer,
+        )
         self.max_model_len = _context_limit(config.max_model_len, self.model_config.max_position)
         per_page = self.model.kv_bytes_per_token(config.torch_dtype) * config.page_size
-        pages = 4 * -(-self.max_model_len // config.page_size)  # (every layer keeping state: pages of 0 bytes)
+        pages = 4 * -(
+            -self.max_model_len // config.page_size
+        )  # (every layer keeping state: pages of 0 bytes)
         pages = max(1, min(config.kv_cache_bytes // per_page, pages) if per_page else pages)
-        self.kv = PagedKVCache(self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device)
-        self.max_model_len = min(self.max_model_len, pages * config.page_size)  # one sequence must fit the pool
+        self.kv = PagedKVCache(
+            self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device
+        )
+        self.max_model_len = min(
+            self.max_model_len, pages * config.page_size
+        )  # one sequence must fit the pool
         self.prefix = RadixCache(self.kv) if config.prefix_cache else None
-        self.state_layout = StateLayout.of(self.model_config, config.torch_dtype, config.window_state)
+        self.state_layout = StateLayout.of(
+            self.model_config, config.torch_dtype, config.window_state
+        )
         self.live_states = self.checkpoints = hybrid = None
-        if self.state_layout is not None:  # recurrent layers / windows: live states, checkpoints, anchors
+        if (
+            self.state_layout is not None
+        ):  # recurrent layers / windows: live states, checkpoints, anchors
             self.live_states = StatePool(self.state_layout, config.state_slots, config.device)
             slots = config.checkpoint_slots(self.state_layout.bytes_per_slot)
             if self.prefix is not None and slots > 0 and config.checkpoint_policy != "none":
@@ -57,23 +71,52 @@ class Engine:
                 self.checkpoints = StateCheckpoints(self.prefix, self.kv, pool)
             else:
                 self.prefix = None  # without checkpoints a hybrid model can resume nowhere
-            policy = CheckpointPolicy(config.checkpoint_policy, AnchorTokens.from_tokenizer(self.tokenizer),
-                                      config.checkpoint_interval, config.checkpoints_per_prompt)
+            policy = CheckpointPolicy(
+                config.checkpoint_policy,
+                AnchorTokens.from_tokenizer(self.tokenizer),
+                config.checkpoint_interval,
+                config.checkpoints_per_prompt,
+            )
             hybrid = HybridState(self.kv, self.live_states, self.checkpoints, policy)
         self.scheduler = Scheduler(self.kv, config.max_batch_tokens, self.prefix, hybrid)
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self._ids = itertools.count()
-        self.runner = ModelRunner(config, self.model, self.kv, self.tokenizer, self.eos_ids, self.max_model_len,
-                                  self.state_layout, self.live_states, self.checkpoints)
-        b, bank = self.model.backend, self.model.bank  # the MemoryManager's pools: KV, experts, states
-        self.memory = MemoryManager(MemoryPools(
-            self.kv, self.prefix, b if isinstance(b, CachedBackend) else None, self.checkpoints,
-            per_page // config.page_size, bank.nbytes_per_id() if bank is not None else 0,
-            self.max_model_len))
+        self.runner = ModelRunner(
+            config,
+            self.model,
+            self.kv,
+            self.tokenizer,
+            self.eos_ids,
+            self.max_model_len,
+            self.state_layout,
+            self.live_states,
+            self.checkpoints,
+        )
+        b, bank = (
+            self.model.backend,
+            self.model.bank,
+        )  # the MemoryManager's pools: KV, experts, states
+        self.memory = MemoryManager(
+            MemoryPools(
+                self.kv,
+                self.prefix,
+                b if isinstance(b, CachedBackend) else None,
+                self.checkpoints,
+                per_page // config.page_size,
+                bank.nbytes_per_id() if bank is not None else 0,
+                self.max_model_len,
+            )
+        )
 
     @classmethod
-    def from_pretrained(cls, path: str | Path | None = None, *, device: str = "cpu", dtype: str = "float32",
-                        **options) -> "Engine":
+    def from_pretrained(
+        cls,
+        path: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+        **options,
+    ) -> "Engine":
         """Load a checkpoint directory (None: the built-in demo model). ``options``: EngineConfig fields."""
         if path is None:
             from ft_core.demo import demo_model_path
@@ -87,7 +130,9 @@ class Engine:
         neither read nor filled)."""
         ids = list(token_ids)
         if not ids or len(ids) > self.max_model_len:
-            raise RequestError(f"score() needs 1..{self.max_model_len} (max_model_len) tokens, got {len(ids)}")
+            raise RequestError(
+                f"score() needs 1..{self.max_model_len} (max_model_len) tokens, got {len(ids)}"
+            )
         seq = self._new_seq(ids, SamplingParams(max_tokens=1))
         seq.want_all_logits = True
         scratch = StatePool(self.state_layout, 1) if self.state_layout is not None else None
@@ -102,9 +147,13 @@ class Engine:
             self.kv.free(seq.seq_id)
         return torch.cat(seq.logits)
 
-    def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[GenerationOutput]:
+    def generate(
+        self, prompts, params: SamplingParams | list[SamplingParams] | None = None
+    ) -> list[GenerationOutput]:
         """Complete prompts (text, token-id lists, or a list of either) together; outputs in input order."""
-        single = isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int))
+        single = isinstance(prompts, str) or (
+            isinstance(prompts, list) and prompts and isinstance(prompts[0], int)
+        )
         plist = [prompts] if single else list(prompts)
         params = params or SamplingParams()
         plist_params = params if isinstance(params, list) else [params] * len(plist)
@@ -120,8 +169,12 @@ class Engine:
         b = self.model.backend
         if not isinstance(b, CachedBackend):
             return {}
-        return {"backend": b.name, "slots": b.cache.num_slots, "total": b.totals(),
-                "layers": {k: dict(v) for k, v in sorted(b.stats.items())}}
+        return {
+            "backend": b.name,
+            "slots": b.cache.num_slots,
+            "total": b.totals(),
+            "layers": {k: dict(v) for k, v in sorted(b.stats.items())},
+        }
 
     def resize(self, total=None, kv=None, experts=None, states=None) -> dict:
         """Resize the memory pools now, between steps (bytes or strings like "512MiB"); running requests
@@ -136,17 +189,24 @@ class Engine:
         only at state checkpoints: ``checkpoint_hits`` (admissions restored from one), the tokens they
         covered, checkpoints held / created / evicted and the budget in slots and bytes."""
         p, sch, ck, st = self.prefix, self.scheduler, self.checkpoints, self.scheduler.state
-        return {"enabled": p is not None, "queried_tokens": sch.queried_tokens,
-                "hit_tokens": sch.hit_tokens, "cached_pages": p.num_pages if p else 0,
-                "evicted_pages": p.evicted_pages if p else 0, "free_pages": self.kv.free_pages,
-                "total_pages": self.kv.num_pages, "page_size": self.kv.page_size,
-                "prefill_tokens": sch.prefill_tokens,
-                "checkpoint_hits": st.restored_hits if st else 0,
-                "checkpoint_hit_tokens": st.restored_tokens if st else 0,
-                "checkpoints": ck.count if ck else 0, "checkpoints_created": ck.created if ck else 0,
-                "checkpoints_evicted": ck.evicted if ck else 0,
-                "checkpoint_slots": ck.pool.num_slots if ck else 0,
-                "checkpoint_bytes": ck.pool.nbytes if ck else 0}
+        return {
+            "enabled": p is not None,
+            "queried_tokens": sch.queried_tokens,
+            "hit_tokens": sch.hit_tokens,
+            "cached_pages": p.num_pages if p else 0,
+            "evicted_pages": p.evicted_pages if p else 0,
+            "free_pages": self.kv.free_pages,
+            "total_pages": self.kv.num_pages,
+            "page_size": self.kv.page_size,
+            "prefill_tokens": sch.prefill_tokens,
+            "checkpoint_hits": st.restored_hits if st else 0,
+            "checkpoint_hit_tokens": st.restored_tokens if st else 0,
+            "checkpoints": ck.count if ck else 0,
+            "checkpoints_created": ck.created if ck else 0,
+            "checkpoints_evicted": ck.evicted if ck else 0,
+            "checkpoint_slots": ck.pool.num_slots if ck else 0,
+            "checkpoint_bytes": ck.pool.nbytes if ck else 0,
+        }
 
     def abort(self, seq: Sequence) -> None:
         """Stop ``seq`` (waiting or running) now: its KV pages are released at once (pages shared with the
@@ -157,18 +217,28 @@ class Engine:
         if seq.finished:
             return
         seq.finish_reason = "abort"
-        seq.text = self.tokenizer.decode(seq.output_ids, skip_special_tokens=seq.params.skip_special_tokens)
+        seq.text = self.tokenizer.decode(
+            seq.output_ids, skip_special_tokens=seq.params.skip_special_tokens
+        )
 
-    def add_request(self, prompt: str | list[int], params: SamplingParams,
-                    constraint: TokenConstraint | None = None) -> Sequence:
+    def add_request(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams,
+        constraint: TokenConstraint | None = None,
+    ) -> Sequence:
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         if not ids:
             raise RequestError("prompt is empty")
         if len(ids) >= self.max_model_len:
-            raise RequestError(f"prompt has {len(ids)} tokens; the context limit (max_model_len) is {self.max_model_len}")
+            raise RequestError(
+                f"prompt has {len(ids)} tokens; the context limit (max_model_len) is {self.max_model_len}"
+            )
         bad = [i for i in ids if not 0 <= i < self.model_config.vocab_size]
         if bad:
-            raise RequestError(f"token id {bad[0]} is outside the vocabulary [0, {self.model_config.vocab_size})")
+            raise RequestError(
+                f"token id {bad[0]} is outside the vocabulary [0, {self.model_config.vocab_size})"
+            )
         seq = self._new_seq(ids, params)
         seq.constraint = constraint
         self.scheduler.add(seq)
@@ -182,10 +252,14 @@ class Engine:
         batch = self.scheduler.schedule()
         if batch is None:
             return []
-        with small_forward(sum(batch.chunk), self.model.embed.device):  # a decode step: one torch thread
+        with small_forward(
+            sum(batch.chunk), self.model.embed.device
+        ):  # a decode step: one torch thread
             logits = self.runner.forward(batch)
             error = None
-            if not all_finite(logits):  # one check a step; the per-layer diagnosis only when it fails
+            if not all_finite(
+                logits
+            ):  # one check a step; the per-layer diagnosis only when it fails
                 batch, logits, error = split_non_finite(self, batch, logits)
             self.runner.postprocess(batch, logits)
         self.scheduler.after_step(batch)
@@ -202,7 +276,9 @@ class Engine:
         return Sequence(next(self._ids), ids, params, generator=gen)
 
     def _output(self, s: Sequence) -> GenerationOutput:
-        return GenerationOutput(s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")
+        return GenerationOutput(
+            s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length"
+        )
 
 
 def _context_limit(asked: int | None, model_max: int) -> int:
@@ -213,6 +289,8 @@ def _context_limit(asked: int | None, model_max: int) -> int:
     if asked < 1:
         raise FTError(f"max_model_len={asked} must be >= 1")
     if asked > model_max and not env.flag("FT_ALLOW_LONG_MAX_MODEL_LEN"):
-        raise FTError(f"max_model_len={asked} is more than this model's max_position_embeddings={model_max}; "
-                      "set FT_ALLOW_LONG_MAX_MODEL_LEN=1 to run past the trained context anyway")
+        raise FTError(
+            f"max_model_len={asked} is more than this model's max_position_embeddings={model_max}; "
+            "set FT_ALLOW_LONG_MAX_MODEL_LEN=1 to run past the trained context anyway"
+        )
     return asked

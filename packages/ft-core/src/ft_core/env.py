@@ -17,17 +17,36 @@ class Var:
     help: str
 
 
-VARS = {v.name: v for v in (
-    Var("FT_CACHE_DIR", None, "where ft keeps its own files (default: $XDG_CACHE_HOME/ft)"),
-    Var("XDG_CACHE_HOME", None, "the user's cache folder (default: ~/.cache)"),
-    Var("FT_LOAD_THREADS", "8", "threads reading checkpoint files while loading"),
-    Var("FT_LOAD_HUGEPAGES", "0", "1: FTW banks in huge-page host buffers"),
-    Var("FT_ALLOW_LONG_MAX_MODEL_LEN", "0", "1: allow --max-model-len beyond the model's max_position_embeddings"),
-    Var("TRITON_INTERPRET", "0", "1: Triton kernels run on the CPU under Triton's interpreter (tests)"),
-    Var("FT_API_KEY", None, "the server's API key (after --api-key and --api-key-file); ft ctl's key"),
-    Var("FT_ADMIN_KEY", None, "the server's admin key (after --admin-key and --admin-key-file); ft ctl's key"),
-    Var("FT_SERVER_URL", "http://127.0.0.1:8000", "the server ft ctl talks to"),
-)}
+VARS = {
+    v.name: v
+    for v in (
+        Var("FT_CACHE_DIR", None, "where ft keeps its own files (default: $XDG_CACHE_HOME/ft)"),
+        Var("XDG_CACHE_HOME", None, "the user's cache folder (default: ~/.cache)"),
+        Var("FT_LOAD_THREADS", "8", "threads reading checkpoint files while loading"),
+        Var("FT_LOAD_HUGEPAGES", "0", "1: FTW banks in huge-page host buffers"),
+        Var(
+            "FT_ALLOW_LONG_MAX_MODEL_LEN",
+            "0",
+            "1: allow --max-model-len beyond the model's max_position_embeddings",
+        ),
+        Var(
+            "TRITON_INTERPRET",
+            "0",
+            "1: Triton kernels run on the CPU under Triton's interpreter (tests)",
+        ),
+        Var(
+            "FT_API_KEY",
+            None,
+            "the server's API key (after --api-key and --api-key-file); ft ctl's key",
+        ),
+        Var(
+            "FT_ADMIN_KEY",
+            None,
+            "the server's admin key (after --admin-key and --admin-key-file); ft ctl's key",
+        ),
+        Var("FT_SERVER_URL", "http://127.0.0.1:8000", "the server ft ctl talks to"),
+    )
+}
 
 
 def text(name: str) -> str | None:

@@ -35,8 +35,12 @@ def require_fla(device: str) -> None:
     use)."""
     err = _import_error()
     if err is not None:
-        raise FTError(f"linear_attn_impl 'fla' needs the flash-linear-attention package ({err}); "
-                      f"install it: {INSTALL}")
+        raise FTError(
+            f"linear_attn_impl 'fla' needs the flash-linear-attention package ({err}); "
+            f"install it: {INSTALL}"
+        )
     if not device.startswith("cuda") and not env.flag("TRITON_INTERPRET"):
-        raise FTError(f"linear_attn_impl 'fla' runs Triton kernels: it needs device 'cuda', not "
-                      f"{device!r} (use linear_attn_impl 'torch' or 'auto')")
+        raise FTError(
+            f"linear_attn_impl 'fla' runs Triton kernels: it needs device 'cuda', not "
+            f"{device!r} (use linear_attn_impl 'torch' or 'auto')"
+        )

@@ -103,7 +103,9 @@ class ModelConfig:
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
-    qk_norm: str | None = None  # None | "head" (per head, Qwen3/GLM) | "full" (whole projection, OLMoE)
+    qk_norm: str | None = (
+        None  # None | "head" (per head, Qwen3/GLM) | "full" (whole projection, OLMoE)
+    )
     clip_qkv: float | None = None
     sinks: bool = False
     mla: MLAConfig | None = None
@@ -126,8 +128,16 @@ class ModelConfig:
         KV: every linear-attention layer, and the sliding-window layers when ``window_state`` (None: auto,
         when the model mixes windowed and full-attention layers, as GPT-OSS does: the window then lives
         in a ring of W tokens and prefixes resume only at state checkpoints)."""
-        windowed = [i for i, w in enumerate(self.sliding_windows) if w is not None and i not in self.linear_layers]
-        full = [i for i, w in enumerate(self.sliding_windows) if w is None and i not in self.linear_layers]
+        windowed = [
+            i
+            for i, w in enumerate(self.sliding_windows)
+            if w is not None and i not in self.linear_layers
+        ]
+        full = [
+            i
+            for i, w in enumerate(self.sliding_windows)
+            if w is None and i not in self.linear_layers
+        ]
         if window_state is None:
             window_state = bool(windowed and full)
         return tuple(sorted(set(self.linear_layers) | (set(windowed) if window_state else set())))

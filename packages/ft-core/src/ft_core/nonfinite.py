@@ -39,8 +39,11 @@ def split_non_finite(engine, b: ScheduledBatch, logits: torch.Tensor):
     bad = [i for i, good in enumerate(ok) if not good]
     where = first_non_finite(engine, b, bad[0])
     seq_ids = tuple(b.seqs[i].seq_id for i in bad)
-    log.error("model produced non-finite values (NaN/inf logits) for sequence(s) %s; first in %s",
-              list(seq_ids), where)
+    log.error(
+        "model produced non-finite values (NaN/inf logits) for sequence(s) %s; first in %s",
+        list(seq_ids),
+        where,
+    )
     for i in bad:
         seq = b.seqs[i]
         if engine.checkpoints is not None and b.snaps:
@@ -50,8 +53,9 @@ def split_non_finite(engine, b: ScheduledBatch, logits: torch.Tensor):
         seq.finish_reason, seq.text = "error", ""
     keep = [i for i, good in enumerate(ok) if good]
     snaps = [b.snaps[i] for i in keep] if b.snaps else []
-    kept = ScheduledBatch([b.seqs[i] for i in keep], [b.chunk[i] for i in keep],
-                          [b.prefill[i] for i in keep], snaps)
+    kept = ScheduledBatch(
+        [b.seqs[i] for i in keep], [b.chunk[i] for i in keep], [b.prefill[i] for i in keep], snaps
+    )
     return kept, logits[keep], NonFiniteError(seq_ids, where)
 
 
@@ -60,7 +64,9 @@ def first_non_finite(engine, b: ScheduledBatch, i: int) -> str:
     snapshots)."""
     trace: list[tuple[str, bool]] = []
     try:
-        engine.runner.forward(ScheduledBatch([b.seqs[i]], [b.chunk[i]], [b.prefill[i]]), finite_log=trace)
+        engine.runner.forward(
+            ScheduledBatch([b.seqs[i]], [b.chunk[i]], [b.prefill[i]]), finite_log=trace
+        )
     except Exception as e:  # noqa: BLE001 - a diagnosis must not hide the error it diagnoses
         log.warning("re-running the non-finite step to find the layer failed: %r", e)
     return next((where for where, finite in trace if not finite), "the LM head")

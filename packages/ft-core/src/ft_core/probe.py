@@ -50,12 +50,16 @@ def _bank(fmt: str, bank_bytes: int):
 
     def tile(w):
         rep = lambda t: None if t is None else t.expand(n, *t.shape[1:]).contiguous()  # noqa: E731
-        return fk.ExpertWeights(w.fmt, rep(w.q), w.cols, rep(w.scale), rep(w.zero), w.group, w.global_scale)
+        return fk.ExpertWeights(
+            w.fmt, rep(w.q), w.cols, rep(w.scale), rep(w.zero), w.group, w.global_scale
+        )
 
     return tile(one13), tile(one2), per, n
 
 
-def read_bandwidth(buf: torch.Tensor | None = None, threads: int | None = None, reps: int = 5) -> float:
+def read_bandwidth(
+    buf: torch.Tensor | None = None, threads: int | None = None, reps: int = 5
+) -> float:
     """Bytes/s of a STREAM-style read of ``buf`` (default: a new 1 GiB fp32 tensor) on ``threads`` torch
     threads (default: as set), best of ``reps``: the yardstick benchmarks set kernel bandwidth against."""
     buf = torch.ones((1 << 30) // 4) if buf is None else buf
@@ -137,8 +141,12 @@ def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dic
             table = {}
     if use_cache and key in table:
         return {**table[key], "key": key, "cached": True}
-    rec = {"B_H": host_bandwidth(fmt), "B_H_during_copy": host_bandwidth_during_copy(fmt, device),
-           "B_P": pcie_bandwidth(device), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    rec = {
+        "B_H": host_bandwidth(fmt),
+        "B_H_during_copy": host_bandwidth_during_copy(fmt, device),
+        "B_P": pcie_bandwidth(device),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     table[key] = rec
     f.parent.mkdir(parents=True, exist_ok=True)
     tmp = f.with_suffix(f".tmp{os.getpid()}")

@@ -21,15 +21,30 @@ from ft_core.tokenizer.detok import StopScanner
 
 
 class ModelRunner:
-    def __init__(self, config: EngineConfig, model, kv: PagedKVCache, tokenizer, eos_ids: set[int], max_model_len: int,
-                 state_layout: StateLayout | None, live_states: StatePool | None, checkpoints):
+    def __init__(
+        self,
+        config: EngineConfig,
+        model,
+        kv: PagedKVCache,
+        tokenizer,
+        eos_ids: set[int],
+        max_model_len: int,
+        state_layout: StateLayout | None,
+        live_states: StatePool | None,
+        checkpoints,
+    ):
         """``model``: the Decoder; ``checkpoints``: the StateCheckpoints of a hybrid model (or None)."""
         self.config, self.model, self.kv, self.tokenizer = config, model, kv, tokenizer
         self.eos_ids, self.max_model_len = eos_ids, max_model_len
-        self.state_layout, self.live_states, self.checkpoints = state_layout, live_states, checkpoints
+        self.state_layout, self.live_states, self.checkpoints = (
+            state_layout,
+            live_states,
+            checkpoints,
+        )
 
-    def forward(self, b: ScheduledBatch, live: StatePool | None = None,
-                 finite_log: list | None = None) -> torch.Tensor:
+    def forward(
+        self, b: ScheduledBatch, live: StatePool | None = None, finite_log: list | None = None
+    ) -> torch.Tensor:
         """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk.
         ``live``: the pool of the sequences' recurrent states (default: the engine's);
         ``finite_log``: see ``Decoder.forward`` (the non-finite diagnosis)."""
@@ -45,11 +60,26 @@ class ModelRunner:
         page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
         state = None
         if self.state_layout is not None:
-            snaps = [[(p - s.num_computed, slot) for p, slot in sn] for s, sn in zip(b.seqs, b.snaps or [[]] * len(b.seqs))]
-            state = StateBatch(live or self.live_states, [s.state_slot for s in b.seqs], snaps,
-                               self.checkpoints.pool if self.checkpoints else None)
-        fb = ForwardBatch(torch.cat(ids), torch.cat(pos), torch.cat(slots), page_table, list(b.chunk),
-                          [s.num_computed + n for s, n in zip(b.seqs, b.chunk)], self.kv.page_size, state)
+            snaps = [
+                [(p - s.num_computed, slot) for p, slot in sn]
+                for s, sn in zip(b.seqs, b.snaps or [[]] * len(b.seqs))
+            ]
+            state = StateBatch(
+                live or self.live_states,
+                [s.state_slot for s in b.seqs],
+                snaps,
+                self.checkpoints.pool if self.checkpoints else None,
+            )
+        fb = ForwardBatch(
+            torch.cat(ids),
+            torch.cat(pos),
+            torch.cat(slots),
+            page_table,
+            list(b.chunk),
+            [s.num_computed + n for s, n in zip(b.seqs, b.chunk)],
+            self.kv.page_size,
+            state,
+        )
         log = [] if self.config.record_routing and finite_log is None else None
         h = self.model.forward(fb, self.kv, log, finite_log)
         if log is not None:
@@ -64,8 +94,12 @@ class ModelRunner:
         benchmarks/bench_cache_policies.py."""
         import json
 
-        rec = {"phase": "prefill" if b.is_prefill else "decode", "seq_tokens": list(b.chunk),
-               "num_experts": self.model.cfg.moe.num_experts, "layers": layers}
+        rec = {
+            "phase": "prefill" if b.is_prefill else "decode",
+            "seq_tokens": list(b.chunk),
+            "num_experts": self.model.cfg.moe.num_experts,
+            "layers": layers,
+        }
         with open(self.config.record_routing, "a") as f:
             f.write(json.dumps(rec) + "\n")
 
@@ -76,9 +110,16 @@ class ModelRunner:
             if seq.uncomputed > 0:  # mid-prompt chunk: nothing to sample yet
                 continue
             p = seq.params
-            banned = sorted(self.eos_ids | set(p.stop_token_ids)) if len(seq.output_ids) < p.min_tokens else None
+            banned = (
+                sorted(self.eos_ids | set(p.stop_token_ids))
+                if len(seq.output_ids) < p.min_tokens
+                else None
+            )
             row = logits[i]
-            if seq.constraint is not None and (allowed := seq.constraint.allowed(row.shape[-1])) is not None:
+            if (
+                seq.constraint is not None
+                and (allowed := seq.constraint.allowed(row.shape[-1])) is not None
+            ):
                 row = mask_logits(row, allowed)
             tok = sample_one(row, p, seq.prompt_ids, seq.output_ids, seq.generator, banned)
             seq.output_ids.append(tok)
@@ -92,8 +133,10 @@ class ModelRunner:
         decoded once, at the end."""
         p = seq.params
         if p.stop and seq.stop_scan is None:
-            seq.stop_scan = StopScanner(lambda ids: self.tokenizer.decode(ids, skip_special_tokens=p.skip_special_tokens),
-                                        tuple(p.stop))
+            seq.stop_scan = StopScanner(
+                lambda ids: self.tokenizer.decode(ids, skip_special_tokens=p.skip_special_tokens),
+                tuple(p.stop),
+            )
         hit = seq.stop_scan.push(tok) if seq.stop_scan is not None else False
         if (tok in self.eos_ids and not p.ignore_eos) or tok in p.stop_token_ids or hit:
             seq.finish_reason = "stop"
@@ -102,6 +145,10 @@ class ModelRunner:
         elif seq.constraint is not None and seq.constraint.finished():
             seq.finish_reason = "stop"  # the structured output is complete
         if seq.finished:
-            seq.text = (seq.stop_scan.text() if seq.stop_scan is not None else
-                        self.tokenizer.decode(seq.output_ids, skip_special_tokens=p.skip_special_tokens))
-
+            seq.text = (
+                seq.stop_scan.text()
+                if seq.stop_scan is not None
+                else self.tokenizer.decode(
+                    seq.output_ids, skip_special_tokens=p.skip_special_tokens
+                )
+            )

@@ -56,7 +56,9 @@ class SamplingParams:
         return self.temperature == 0
 
 
-def apply_penalties(logits: torch.Tensor, p: SamplingParams, prompt: list[int], output: list[int]) -> torch.Tensor:
+def apply_penalties(
+    logits: torch.Tensor, p: SamplingParams, prompt: list[int], output: list[int]
+) -> torch.Tensor:
     """logits [V] float32 -> penalised copy."""
     if p.repetition_penalty != 1.0 and (prompt or output):
         ids = torch.tensor(sorted(set(prompt) | set(output)), dtype=torch.int64)
@@ -88,7 +90,11 @@ def filter_logits(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
 
 
 def sample_one(
-    logits: torch.Tensor, p: SamplingParams, prompt: list[int], output: list[int], gen: torch.Generator | None,
+    logits: torch.Tensor,
+    p: SamplingParams,
+    prompt: list[int],
+    output: list[int],
+    gen: torch.Generator | None,
     banned: list[int] | None = None,
 ) -> int:
     """Next token id from logits [V] float32 for one sequence. ``banned`` ids (EOS before min_tokens) get -inf."""

@@ -31,7 +31,9 @@ class ScheduledBatch:
     seqs: list[Sequence]
     chunk: list[int]  # tokens each sequence runs this step
     prefill: list[bool]  # per sequence: a prompt chunk (True) or one decode token (False)
-    snaps: list[Snaps] = field(default_factory=list)  # per sequence: (position, checkpoint slot) to snapshot
+    snaps: list[Snaps] = field(
+        default_factory=list
+    )  # per sequence: (position, checkpoint slot) to snapshot
 
     @property
     def is_prefill(self) -> bool:
@@ -40,15 +42,24 @@ class ScheduledBatch:
 
 
 class Scheduler:
-    def __init__(self, kv: PagedKVCache, max_batch_tokens: int, prefix: RadixCache | None = None,
-                 state: HybridState | None = None):
+    def __init__(
+        self,
+        kv: PagedKVCache,
+        max_batch_tokens: int,
+        prefix: RadixCache | None = None,
+        state: HybridState | None = None,
+    ):
         self.kv, self.budget, self.prefix, self.state = kv, max_batch_tokens, prefix, state
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self._locks: dict[int, RadixNode] = {}  # seq_id -> deepest prefix-cache node the sequence uses
+        self._locks: dict[
+            int, RadixNode
+        ] = {}  # seq_id -> deepest prefix-cache node the sequence uses
         self.queried_tokens = 0  # ids looked up in the prefix cache at admission
         self.hit_tokens = 0  # of which adopted from it
-        self.prefill_tokens = 0  # tokens run as prompt chunks (everything not served by the cache is re-prefilled)
+        self.prefill_tokens = (
+            0  # tokens run as prompt chunks (everything not served by the cache is re-prefilled)
+        )
 
     def add(self, seq: Sequence) -> None:
         if self.kv.pages_for(seq.total_len + 1) > self.kv.num_pages:
@@ -96,9 +107,14 @@ class Scheduler:
                 raise RequestError("KV cache cannot hold the waiting request")
             return None
         # Snapshot slots only now: allocating one may evict a checkpoint, after every restore of this step.
-        snaps = [] if self.state is None else [
-            self.state.decode_snaps(s) if i < decodes else self.state.prompt_snaps(s, n)
-            for i, (s, n) in enumerate(zip(seqs, chunk))]
+        snaps = (
+            []
+            if self.state is None
+            else [
+                self.state.decode_snaps(s) if i < decodes else self.state.prompt_snaps(s, n)
+                for i, (s, n) in enumerate(zip(seqs, chunk))
+            ]
+        )
         return ScheduledBatch(seqs, chunk, [i >= decodes for i in range(len(seqs))], snaps)
 
     def _schedule_decodes(self) -> list[Sequence]:
@@ -112,7 +128,9 @@ class Scheduler:
     def after_step(self, batch: ScheduledBatch) -> None:
         """Cache the new full pages of prompt chunks; move sequences whose prompt is done to running;
         drop finished ones (their computed pages stay in the prefix cache)."""
-        for seq, prefill, snaps in zip(batch.seqs, batch.prefill, batch.snaps or [[]] * len(batch.seqs)):
+        for seq, prefill, snaps in zip(
+            batch.seqs, batch.prefill, batch.snaps or [[]] * len(batch.seqs)
+        ):
             if seq.finished:
                 self._remove(seq)
                 self._release(seq, cache=True, snaps=snaps)
@@ -182,7 +200,9 @@ class Scheduler:
         k = seq.num_computed // self.kv.page_size
         if self.prefix is None or k == 0 or seq.seq_id not in self.kv.tables:
             return None
-        node = self.prefix.insert(seq.all_ids[: k * self.kv.page_size], self.kv.tables[seq.seq_id][:k])
+        node = self.prefix.insert(
+            seq.all_ids[: k * self.kv.page_size], self.kv.tables[seq.seq_id][:k]
+        )
         if keep:
             self.kv.share(seq.seq_id, RadixCache.pages(node))
             self.prefix.lock(node)
@@ -192,7 +212,9 @@ class Scheduler:
             self._locks[seq.seq_id] = node
         return node
 
-    def _release(self, seq: Sequence, cache: bool, snaps: Snaps = (), preempted: bool = False) -> None:
+    def _release(
+        self, seq: Sequence, cache: bool, snaps: Snaps = (), preempted: bool = False
+    ) -> None:
         """Drop the sequence's pages and prefix-cache lock (after caching its computed pages if ``cache``).
         Hybrids: this step's snapshots and the final state (``HybridState.final_snaps``) become checkpoints
         first; afterwards the live slot is freed and KV pages no checkpoint needs are dropped."""

@@ -18,15 +18,27 @@ from ft_core.cache.state_cache import StateCheckpoints
 from ft_core.cache.state_store import StatePool
 from ft_core.sequence import Sequence
 
-Snaps = list[tuple[int, int]]  # (position, checkpoint slot): the state after ids[:position] goes into slot
+Snaps = list[
+    tuple[int, int]
+]  # (position, checkpoint slot): the state after ids[:position] goes into slot
 
 
 class HybridState:
-    def __init__(self, kv: PagedKVCache, live: StatePool, ckpts: StateCheckpoints | None, policy: CheckpointPolicy):
+    def __init__(
+        self,
+        kv: PagedKVCache,
+        live: StatePool,
+        ckpts: StateCheckpoints | None,
+        policy: CheckpointPolicy,
+    ):
         self.kv, self.live, self.ckpts, self.policy = kv, live, ckpts, policy
         self._plans: dict[int, list[int]] = {}  # seq_id -> prompt positions still to snapshot
-        self._tails: dict[int, tuple[int, int]] = {}  # seq_id -> (KV page, tokens) to copy once admitted
-        self._stamps: dict[int, tuple[float, int]] = {}  # seq_id -> its lookup's stamp (its checkpoints get it)
+        self._tails: dict[
+            int, tuple[int, int]
+        ] = {}  # seq_id -> (KV page, tokens) to copy once admitted
+        self._stamps: dict[
+            int, tuple[float, int]
+        ] = {}  # seq_id -> its lookup's stamp (its checkpoints get it)
         self.restored_hits = 0  # admissions that resumed from a checkpoint
         self.restored_tokens = 0  # tokens those checkpoints covered
 
@@ -99,13 +111,22 @@ class HybridState:
             node = tree.match_node(seq.all_ids, max_pages=d)
             assert node.depth == d, "snapshot before its pages were cached"
             page = self.kv.tables[seq.seq_id][d] if r else None
-            self.ckpts.add(node, tuple(seq.all_ids[d * S : pos]), slot, page, self._stamps.get(seq.seq_id))
+            self.ckpts.add(
+                node, tuple(seq.all_ids[d * S : pos]), slot, page, self._stamps.get(seq.seq_id)
+            )
 
     def final_snaps(self, seq: Sequence, preempted: bool) -> Snaps:
         """The live state as a checkpoint of a finished (ends of turns kept) or preempted sequence."""
-        if self.ckpts is None or seq.state_slot is None or seq.num_computed == 0 or self.policy.kind == "none":
+        if (
+            self.ckpts is None
+            or seq.state_slot is None
+            or seq.num_computed == 0
+            or self.policy.kind == "none"
+        ):
             return []
-        if not (preempted or self.policy.at_finish) or self.ckpts.exists(seq.all_ids, seq.num_computed):
+        if not (preempted or self.policy.at_finish) or self.ckpts.exists(
+            seq.all_ids, seq.num_computed
+        ):
             return []
         out = self._slot_for(seq.num_computed)
         for _, slot in out:

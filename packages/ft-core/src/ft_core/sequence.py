@@ -24,7 +24,9 @@ class Sequence:
     state_slot: int | None = None  # live recurrent-state slot (hybrid models) while admitted
     want_all_logits: bool = False  # score(): keep logits of every prompt position
     logits: list[torch.Tensor] = field(default_factory=list)
-    constraint: object = None  # a ft_core.constraint.TokenConstraint restricting each next token, or None
+    constraint: object = (
+        None  # a ft_core.constraint.TokenConstraint restricting each next token, or None
+    )
     stop_scan: object = None  # a ft_core.tokenizer.detok.StopScanner while stop strings are checked
 
     @property

@@ -1,7 +1,6 @@
 """Prefix reuse of KV pages (cache/radix.py + the scheduler): same logits and tokens as without it,
 page-aligned hits, shared pages with reference counts, LRU eviction from a small pool, abort."""
 
-
 import pytest
 import torch
 
@@ -28,7 +27,9 @@ def ckpt(demo_dir, tmp_path_factory):
         if arch == "demo":
             return demo_dir
         if arch not in made:
-            made[arch] = tiny_checkpoints.make_checkpoint(arch, tmp_path_factory.mktemp(arch) / arch)
+            made[arch] = tiny_checkpoints.make_checkpoint(
+                arch, tmp_path_factory.mktemp(arch) / arch
+            )
         return made[arch]
 
     return get
@@ -53,7 +54,12 @@ def test_radix_tree_match_insert_lock_evict():
     kv.reserve(0, 5)  # pages for [1 2][3 4][5]
     a = list(kv.tables[0])
     node = tree.insert([1, 2, 3, 4, 5], a)  # whole pages only
-    assert tree.num_pages == 2 and tree.pages(node) == a[:2] and node.depth == 2 and node.payload is None
+    assert (
+        tree.num_pages == 2
+        and tree.pages(node) == a[:2]
+        and node.depth == 2
+        and node.payload is None
+    )
     assert [kv.refs[p] for p in a] == [2, 2, 1]
     assert tree.match([1, 2, 3, 4, 9]) == (a[:2], 4) and tree.match([1, 2, 3, 9]) == (a[:1], 2)
     assert tree.match_node([1, 2, 3, 4], max_pages=1).page == a[0]
@@ -67,7 +73,10 @@ def test_radix_tree_match_insert_lock_evict():
     kv.free(0)
     kv.free(1)
     assert kv.free_pages == 8 - 3  # the tree holds 3 pages
-    assert tree.evict(8) == 1 and tree.match([1, 2, 3, 4]) == ([a[0]], 2)  # only the unlocked leaf [3 4]
+    assert tree.evict(8) == 1 and tree.match([1, 2, 3, 4]) == (
+        [a[0]],
+        2,
+    )  # only the unlocked leaf [3 4]
     assert tree.num_pages == 2 and tree.match([1, 2, 7, 8]) == ([a[0], b[1]], 4)  # locked path kept
     tree.unlock(other)
     assert tree.evict(1) == 1 and tree.num_pages == 1  # the leaf [7 8]
@@ -83,12 +92,20 @@ def test_radix_tree_match_insert_lock_evict():
     assert old.parent is tree.root and new.parent is None
 
 
-@pytest.mark.parametrize("arch", ["demo", pytest.param("deepseek_v3", marks=pytest.mark.slow),
-                                  pytest.param("gpt_oss", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "demo",
+        pytest.param("deepseek_v3", marks=pytest.mark.slow),
+        pytest.param("gpt_oss", marks=pytest.mark.slow),
+    ],
+)
 def test_prefix_reuse_keeps_logits_and_tokens(ckpt, arch):
     """A second request sharing a long prefix, then a second chat turn (prompt + answer + more): the same
     sampled logits and greedy tokens as an engine without the prefix cache; hits are whole pages."""
-    paged = {"window_state": False} if arch == "gpt_oss" else {}  # windows as paged KV (window state: test_window_state)
+    paged = (
+        {"window_state": False} if arch == "gpt_oss" else {}
+    )  # windows as paged KV (window state: test_window_state)
     on = Engine.from_pretrained(ckpt(arch), page_size=S, **paged)
     off = Engine.from_pretrained(ckpt(arch), page_size=S, prefix_cache=False, **paged)
     got_rows, want_rows = sampled_logits(on), sampled_logits(off)
@@ -100,14 +117,24 @@ def test_prefix_reuse_keeps_logits_and_tokens(ckpt, arch):
     c_on, c_off = run(on, turn2), run(off, turn2)
     for x, y in [(a_on, a_off), (b_on, b_off), (c_on, c_off)]:
         assert x.output_ids == y.output_ids
-        assert_logits_close(torch.stack(got_rows[x.seq_id]), torch.stack(want_rows[y.seq_id]),
-                            on.model_config, x.total_len)
-    assert a_on.cached_tokens == 0 and b_on.cached_tokens == 36  # 9 whole pages of the 37-token prefix
-    assert c_on.cached_tokens == (len(first) + len(a_on.output_ids) - 1) // S * S  # turn 1's computed KV
+        assert_logits_close(
+            torch.stack(got_rows[x.seq_id]),
+            torch.stack(want_rows[y.seq_id]),
+            on.model_config,
+            x.total_len,
+        )
+    assert (
+        a_on.cached_tokens == 0 and b_on.cached_tokens == 36
+    )  # 9 whole pages of the 37-token prefix
+    assert (
+        c_on.cached_tokens == (len(first) + len(a_on.output_ids) - 1) // S * S
+    )  # turn 1's computed KV
     assert all(s.cached_tokens == 0 for s in (a_off, b_off, c_off))
     st = on.prefix_stats()
     assert st["hit_tokens"] == b_on.cached_tokens + c_on.cached_tokens and st["hit_tokens"] % S == 0
-    assert st["queried_tokens"] == len(first) + len(prefix) + 2 + len(turn2) and st["cached_pages"] > 0
+    assert (
+        st["queried_tokens"] == len(first) + len(prefix) + 2 + len(turn2) and st["cached_pages"] > 0
+    )
     assert off.prefix_stats()["hit_tokens"] == 0 and off.prefix_stats()["cached_pages"] == 0
     assert_pool_consistent(on)
 
@@ -119,7 +146,9 @@ def test_hit_never_covers_the_last_token(ckpt):
     first = run(eng, ids)
     again = run(eng, ids)
     assert again.cached_tokens == 20 and again.output_ids == first.output_ids
-    one_more = run(eng, ids[:21])  # 5 whole pages cached, 21 - 1 = 20 -> 5 pages adopted, one token computed
+    one_more = run(
+        eng, ids[:21]
+    )  # 5 whole pages cached, 21 - 1 = 20 -> 5 pages adopted, one token computed
     assert one_more.cached_tokens == 20
     assert run(eng, IDS[:3]).cached_tokens == 0  # shorter than a page
 
@@ -145,7 +174,9 @@ def test_concurrent_requests_share_pages(ckpt):
     ta, tb = eng.kv.tables[a.seq_id], eng.kv.tables[b.seq_id]
     assert ta[:8] == tb[:8]  # b switched to the cached copies
     assert all(eng.kv.refs[p] == 3 for p in ta[:8])  # the tree, a and b
-    assert eng.kv.free_pages == eng.kv.num_pages - 8 - 1 - 1  # shared pages once; a and b's own last page
+    assert (
+        eng.kv.free_pages == eng.kv.num_pages - 8 - 1 - 1
+    )  # shared pages once; a and b's own last page
     c = eng.add_request(system + [10], GREEDY)
     eng.step()
     assert c.cached_tokens == 32 and eng.kv.tables[c.seq_id][:8] == ta[:8]
@@ -171,7 +202,9 @@ def test_abort_of_a_sharer_keeps_the_other_unchanged(ckpt):
     free = eng.kv.free_pages
     eng.abort(a)
     assert a.finish_reason == "abort" and a.seq_id not in eng.kv.tables
-    assert eng.kv.free_pages == free + own  # only a's own pages; the shared ones stay with the tree and b
+    assert (
+        eng.kv.free_pages == free + own
+    )  # only a's own pages; the shared ones stay with the tree and b
     assert all(eng.kv.refs[p] == 2 for p in shared)
     while not b.finished:
         assert a not in eng.step()
@@ -183,7 +216,9 @@ def test_abort_of_a_sharer_keeps_the_other_unchanged(ckpt):
 
 def test_abort_frees_pages_at_once(ckpt):
     eng = Engine.from_pretrained(ckpt("demo"), page_size=S, prefix_cache=False)
-    run_ = eng.add_request(IDS[:30], SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True))
+    run_ = eng.add_request(
+        IDS[:30], SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True)
+    )
     for _ in range(3):
         eng.step()
     free, held = eng.kv.free_pages, len(eng.kv.tables[run_.seq_id])
@@ -194,13 +229,17 @@ def test_abort_frees_pages_at_once(ckpt):
     eng.abort(waiting)
     assert waiting.finish_reason == "abort" and not eng.scheduler.has_work() and eng.step() == []
     with_cache = Engine.from_pretrained(ckpt("demo"), page_size=S)
-    s = with_cache.add_request(IDS[:30], SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True))
+    s = with_cache.add_request(
+        IDS[:30], SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True)
+    )
     for _ in range(3):
         with_cache.step()
     cached = with_cache.prefix.num_pages  # the 7 prompt pages, inserted when the prompt was done
     free, held = with_cache.kv.free_pages, len(with_cache.kv.tables[s.seq_id])
     with_cache.abort(s)
-    assert with_cache.kv.free_pages == free + held - 7 and with_cache.prefix.num_pages == cached == 7
+    assert (
+        with_cache.kv.free_pages == free + held - 7 and with_cache.prefix.num_pages == cached == 7
+    )
     assert_pool_consistent(with_cache)
 
 
@@ -218,7 +257,9 @@ def test_small_pool_evicts_lru_pages_and_keeps_outputs(ckpt):
     st = small.prefix_stats()
     assert st["evicted_pages"] > 0 and st["cached_pages"] + st["free_pages"] == 16
     assert small.prefix.match(prompts[0])[1] == 0  # least recently used: gone
-    assert small.prefix.match(prompts[-1] + want[-1])[1] == 20  # newest: still whole (23 computed tokens)
+    assert (
+        small.prefix.match(prompts[-1] + want[-1])[1] == 20
+    )  # newest: still whole (23 computed tokens)
     assert_pool_consistent(small)
     # all together: preemption, sharing and eviction at once; then repeats that hit the cache
     assert [o.token_ids for o in small.generate(prompts, p)] == want

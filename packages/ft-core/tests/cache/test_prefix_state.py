@@ -5,7 +5,6 @@ Resumed outputs equal outputs computed from scratch (sampled logits within round
 tokens); the deepest valid checkpoint is restored, also between page ends; the checkpoint budget is
 kept with LRU eviction; live state slots bound concurrency and survive preemption and abort."""
 
-
 import pytest
 import torch
 from ft_core import Engine, SamplingParams
@@ -22,15 +21,21 @@ S = 4  # page size: checkpoints fall inside pages as often as at their ends
 SYSTEM = {"role": "system", "content": "You are a coding agent. Answer briefly and use the tools."}
 TOOL_TURN = [
     {"role": "user", "content": "What is in main.py?"},
-    {"role": "assistant", "content": "", "reasoning_content": "I should read the file first, then the tests, then find the failing function.",
-     "tool_calls": [{"function": {"name": "read", "arguments": {"path": "main.py"}}}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "reasoning_content": "I should read the file first, then the tests, then find the failing function.",
+        "tool_calls": [{"function": {"name": "read", "arguments": {"path": "main.py"}}}],
+    },
     {"role": "tool", "content": "def main():\n    print('hello world')\n"},
 ]
 
 
 @pytest.fixture(scope="module")
 def hybrid(tmp_path_factory):
-    return tiny_checkpoints.make_checkpoint("qwen3_next", tmp_path_factory.mktemp("q3n") / "qwen3_next")
+    return tiny_checkpoints.make_checkpoint(
+        "qwen3_next", tmp_path_factory.mktemp("q3n") / "qwen3_next"
+    )
 
 
 def chat(eng, messages) -> list[int]:
@@ -43,8 +48,12 @@ def run(eng, ids, params=GREEDY):
 
 def assert_same(on, off, a, b, rows_on, rows_off):
     assert a.output_ids == b.output_ids
-    assert_logits_close(torch.stack(rows_on[a.seq_id]), torch.stack(rows_off[b.seq_id]),
-                        on.model_config, a.total_len)
+    assert_logits_close(
+        torch.stack(rows_on[a.seq_id]),
+        torch.stack(rows_off[b.seq_id]),
+        on.model_config,
+        a.total_len,
+    )
 
 
 def assert_pool_consistent(eng):
@@ -62,24 +71,42 @@ def test_anchor_tokens_from_tokenizer_and_template(hybrid):
     tok = eng.tokenizer
     a = AnchorTokens.from_tokenizer(tok)
     names = lambda ids: {tok.id_to_token(i) for i in ids}  # noqa: E731
-    assert names(a.after) == {"</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-                              "<|im_end|>", "<|endoftext|>"}
+    assert names(a.after) == {
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+        "<|im_end|>",
+        "<|endoftext|>",
+    }
     assert names(a.before) == {"<|im_start|>", "<think>"}
     assert [tok.id_to_token(i) for i in a.user_header] == ["<|im_start|>", "user"]
     ids = chat(eng, [SYSTEM, *TOOL_TURN])
     text = lambda p: tok.decode(ids[:p], skip_special_tokens=False)  # noqa: E731
     pts = CheckpointPolicy("anchors", a, interval=10_000, per_prompt=100).prompt_points(ids, 0)
     ends = [text(p) for p in pts]
-    want = ["tools.<|im_end|>\n",  # before every turn start
-            "main.py?<|im_end|>\n<|im_start|>assistant\n",  # before <think> (the header: < 8 ids before)
-            "function.\n</think>\n\n<tool_call>\n",  # </think> and the tool call open (< 8 ids apart)
-            "<|im_start|>user\n<tool_response>\n",  # right before the tool output
-            "</tool_response><|im_end|>\n<|im_start|>assistant\n"]  # the prompt end
-    assert len(ends) == len(want) and all(e.endswith(w) for e, w in zip(ends, want)) and pts[-1] == len(ids)
-    assert CheckpointPolicy("anchors", a, interval=10_000).prompt_points(ids, 0) == pts[-2:]  # the latest two
-    fallback = [f for lo, hi in zip([0] + pts, pts) for f in range(lo + 16, hi, 16)]  # every 16 in long blocks
+    want = [
+        "tools.<|im_end|>\n",  # before every turn start
+        "main.py?<|im_end|>\n<|im_start|>assistant\n",  # before <think> (the header: < 8 ids before)
+        "function.\n</think>\n\n<tool_call>\n",  # </think> and the tool call open (< 8 ids apart)
+        "<|im_start|>user\n<tool_response>\n",  # right before the tool output
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n",
+    ]  # the prompt end
+    assert (
+        len(ends) == len(want)
+        and all(e.endswith(w) for e, w in zip(ends, want))
+        and pts[-1] == len(ids)
+    )
+    assert (
+        CheckpointPolicy("anchors", a, interval=10_000).prompt_points(ids, 0) == pts[-2:]
+    )  # the latest two
+    fallback = [
+        f for lo, hi in zip([0] + pts, pts) for f in range(lo + 16, hi, 16)
+    ]  # every 16 in long blocks
     assert CheckpointPolicy("anchors", a, interval=16, per_prompt=100).prompt_points(ids, 100) == [
-        p for p in sorted(pts + fallback) if p > 100]
+        p for p in sorted(pts + fallback) if p > 100
+    ]
     llama = CheckpointPolicy("llama", a, per_prompt=100).prompt_points(ids, 0)
     assert [text(p)[-1:] for p in llama[:-1]] == ["\n", "\n"] and ids[llama[0]] == a.user_header[0]
     every = CheckpointPolicy("every_n", a, interval=16, per_prompt=3).prompt_points(ids, 20)
@@ -141,7 +168,9 @@ def test_deepest_valid_checkpoint_is_restored(hybrid):
     a, b = run(on, ids), run(off, ids)
     assert_same(on, off, a, b, rows_on, rows_off)
     tok = on.tokenizer
-    assert tok.decode(ids[: a.cached_tokens], skip_special_tokens=False).endswith("<tool_response>\n")
+    assert tok.decode(ids[: a.cached_tokens], skip_special_tokens=False).endswith(
+        "<tool_response>\n"
+    )
     assert a.cached_tokens == lcp  # the anchor sits exactly at the first changed token
     assert_pool_consistent(on)
 
@@ -158,13 +187,17 @@ def test_checkpoint_budget_is_lru(hybrid):
     run(eng, p[1], one)
     assert has(p[0]) and has(p[1]) and eng.checkpoints.count == 2
     assert run(eng, p[0] + [11, 12, 13], one).cached_tokens == len(p[0])  # uses p0's, adds its own
-    assert has(p[0]) and not has(p[1]) and has(p[0] + [11, 12, 13])  # p1's was the least recently used
+    assert (
+        has(p[0]) and not has(p[1]) and has(p[0] + [11, 12, 13])
+    )  # p1's was the least recently used
     run(eng, p[2], one)  # p0's and p0+[11..13]'s share a stamp: the latter saves 3 tokens over p0's
     assert has(p[0]) and not has(p[0] + [11, 12, 13]) and has(p[2])
     st = eng.prefix_stats()
     assert st["checkpoints"] == 2 and st["checkpoints_evicted"] == 2 and st["checkpoint_slots"] == 2
     shared = next(i for i, (x, y) in enumerate(zip(p[0], p[1])) if x != y) // S * S
-    assert eng.prefix.match(p[1])[1] == shared < len(p[1]) // S * S  # p1's own pages went with its checkpoint
+    assert (
+        eng.prefix.match(p[1])[1] == shared < len(p[1]) // S * S
+    )  # p1's own pages went with its checkpoint
     assert run(eng, p[1] + [5], one).cached_tokens == 0
     assert_pool_consistent(eng)
 
@@ -172,8 +205,13 @@ def test_checkpoint_budget_is_lru(hybrid):
 def test_decode_checkpoints_and_interval_policy(hybrid):
     """every_n: snapshots every 8 tokens in prefill and decode; a continuation resumes at the last one
     inside the previous answer and equals from scratch."""
-    on = Engine.from_pretrained(hybrid, page_size=S, checkpoint_policy="every_n", checkpoint_interval=8,
-                                checkpoints_per_prompt=100)
+    on = Engine.from_pretrained(
+        hybrid,
+        page_size=S,
+        checkpoint_policy="every_n",
+        checkpoint_interval=8,
+        checkpoints_per_prompt=100,
+    )
     off = Engine.from_pretrained(hybrid, page_size=S, prefix_cache=False)
     rows_on, rows_off = sampled_logits(on), sampled_logits(off)
     p = chat(on, [SYSTEM, TOOL_TURN[0]])
@@ -193,7 +231,9 @@ def test_state_slots_preemption_and_abort(hybrid):
     per_page = S * big.model.kv_bytes_per_token(torch.float32)
     small = Engine.from_pretrained(hybrid, page_size=S, state_slots=2, kv_cache_bytes=24 * per_page)
     p = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-    prompts = [chat(big, [{"role": "user", "content": f"Request {k} " * (1 + k % 3)}]) for k in range(5)]
+    prompts = [
+        chat(big, [{"role": "user", "content": f"Request {k} " * (1 + k % 3)}]) for k in range(5)
+    ]
     want = [o.token_ids for o in big.generate(prompts, p)]
     assert [o.token_ids for o in small.generate(prompts, p)] == want
     assert small.live_states.free_slots == 2
@@ -221,7 +261,9 @@ def test_resize_state_budget_keeps_what_fits(hybrid):
     nxt = p + a1.output_ids + chat(eng, [{"role": "user", "content": "Thanks."}])
     a, b = run(eng, nxt), run(off, nxt)
     assert_same(eng, off, a, b, rows_on, rows_off)
-    assert a.cached_tokens == len(p)  # kept: the prompt end (the final state saved only 7 tokens more)
+    assert a.cached_tokens == len(
+        p
+    )  # kept: the prompt end (the final state saved only 7 tokens more)
     eng.resize(states=6 * per)
     assert eng.checkpoints.pool.num_slots == 6 and eng.checkpoints.count >= 2
     assert_pool_consistent(eng)
@@ -233,20 +275,26 @@ def test_kv_resize_keeps_checkpoint_tails(hybrid):
     eng = Engine.from_pretrained(hybrid, page_size=7)
     off = Engine.from_pretrained(hybrid, page_size=7, prefix_cache=False)
     rows_on, rows_off = sampled_logits(eng), sampled_logits(off)
-    first = chat(eng, [{"role": "user", "content": "A first, unrelated request to fill some pages."}])
+    first = chat(
+        eng, [{"role": "user", "content": "A first, unrelated request to fill some pages."}]
+    )
     first = run(eng, first).all_ids
     p = chat(eng, [SYSTEM, *TOOL_TURN])
     a1 = run(eng, p)
     ids_of = lambda c: [t for n in c.node.path() for t in n.key] + list(c.tail)  # noqa: E731
     for c in [c for c in eng.checkpoints.all if first[: c.pos] == ids_of(c)]:
-        eng.checkpoints.drop(c)  # the first request's pages go back: the later ones move down when compacted
+        eng.checkpoints.drop(
+            c
+        )  # the first request's pages go back: the later ones move down when compacted
     before = {c: c.page for c in eng.checkpoints.all if c.page is not None}
     eng.resize(kv=eng.memory.split()["kv"] // 2)
     assert any(c.page != page for c, page in before.items())  # renumbered
     nxt = p + a1.output_ids + chat(eng, [{"role": "user", "content": "Thanks."}])
     a, b = run(eng, nxt), run(off, nxt)
     assert_same(eng, off, a, b, rows_on, rows_off)
-    assert a.cached_tokens > len(p) and a.cached_tokens % 7 != 0  # a tail restored from a renumbered page
+    assert (
+        a.cached_tokens > len(p) and a.cached_tokens % 7 != 0
+    )  # a tail restored from a renumbered page
     assert_pool_consistent(eng)
 
 
@@ -263,10 +311,22 @@ def test_dropped_reasoning_resumes_right_before_think(tmp_path):
     think = on.tokenizer.token_to_id("<think>")
     assert first[-2] == think  # the generation prompt opened the block
     run(on, first), run(off, first)
-    turn2 = chat(on, [SYSTEM, user, {"role": "assistant", "content": "It prints hello.",
-                                     "reasoning_content": "Read the file."},
-                      {"role": "user", "content": "And util.py?"}])
-    assert turn2[: len(first) - 2] == first[:-2] and turn2[len(first) - 2] != think  # reasoning dropped
+    turn2 = chat(
+        on,
+        [
+            SYSTEM,
+            user,
+            {
+                "role": "assistant",
+                "content": "It prints hello.",
+                "reasoning_content": "Read the file.",
+            },
+            {"role": "user", "content": "And util.py?"},
+        ],
+    )
+    assert (
+        turn2[: len(first) - 2] == first[:-2] and turn2[len(first) - 2] != think
+    )  # reasoning dropped
     a, b = run(on, turn2), run(off, turn2)
     assert_same(on, off, a, b, rows_on, rows_off)
     assert a.cached_tokens == len(first) - 2

@@ -70,7 +70,9 @@ def test_edge_cases_no_routes_fill_all_and_tiny_cache():
     r = cache.control(torch.tensor([3, 5, 3, 7, 7, 7]), fill)  # more distinct ids than slots
     assert r.misses == 3 and r.copy_ids.tolist() == [7, 3]  # most routed first, then lower id
     assert r.route_slot.tolist() == [1, -1, 1, 0, 0, 0]
-    r = cache.control(torch.tensor([5]), fill)  # q = m = 1: evicts the least recently used (ties: lower slot)
+    r = cache.control(
+        torch.tensor([5]), fill
+    )  # q = m = 1: evicts the least recently used (ties: lower slot)
     assert r.copy_ids.tolist() == [5] and r.copy_slots.tolist() == [0] and r.evictions == 1
     cache.check()
 
@@ -98,7 +100,9 @@ def test_record_routing_writes_one_line_per_forward(demo_dir, tmp_path):
 
     path = tmp_path / "trace.jsonl"
     eng = Engine.from_pretrained(demo_dir, record_routing=str(path))
-    out = eng.generate([[5, 6, 7], [8, 9]], SamplingParams(max_tokens=4, temperature=0, ignore_eos=True))
+    out = eng.generate(
+        [[5, 6, 7], [8, 9]], SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    )
     recs = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["phase"] for r in recs] == ["prefill", "decode", "decode", "decode"]
     assert recs[0]["seq_tokens"] == [3, 2] and recs[1]["seq_tokens"] == [1, 1]

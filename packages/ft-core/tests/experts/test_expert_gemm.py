@@ -13,8 +13,10 @@ from ft_core.experts.bank import ExpertBank
 
 def _bank(act, E=6, H=96, I=64, bias=False, seed=0):
     g = torch.Generator().manual_seed(seed)
-    t = {"w13": (torch.randn(E, 2 * I, H, generator=g) * 0.1).bfloat16(),
-         "w2": (torch.randn(E, H, I, generator=g) * 0.1).bfloat16()}
+    t = {
+        "w13": (torch.randn(E, 2 * I, H, generator=g) * 0.1).bfloat16(),
+        "w2": (torch.randn(E, H, I, generator=g) * 0.1).bfloat16(),
+    }
     if bias:
         t["w13_bias"] = torch.randn(E, 2 * I, generator=g) * 0.1
         t["w2_bias"] = torch.randn(E, H, generator=g) * 0.1

@@ -21,8 +21,13 @@ def test_auto_without_a_device_is_cpu():
 def test_auto_picks_by_bandwidth():
     b = 9.4e6
     assert choose_policy(25e9, 63e9, b, 8, 0.3)[0] == "hybrid"  # the paper's 4090: split the misses
-    assert choose_policy(500e9, 20e9, b, 8, 0.3)[0] in ("fill", "hybrid")  # a fast link: (almost) all fills
-    assert choose_policy(0.001e9, 50e9, b, 8, 1.0)[0] == "cpu"  # a link far too slow to be worth a cache
+    assert choose_policy(500e9, 20e9, b, 8, 0.3)[0] in (
+        "fill",
+        "hybrid",
+    )  # a fast link: (almost) all fills
+    assert (
+        choose_policy(0.001e9, 50e9, b, 8, 1.0)[0] == "cpu"
+    )  # a link far too slow to be worth a cache
 
 
 def test_hybrid_q_and_step_seconds():

@@ -20,9 +20,16 @@ def masks(B, Lq, Lk, window):
 
 
 @pytest.mark.parametrize("sinks", [False, True], ids=["plain", "sinks"])
-@pytest.mark.parametrize(("K", "G", "Lq", "Lk", "window"), [
-    (2, 2, 7, 7, None), (1, 4, 5, 20, None), (2, 3, 300, 340, None), (4, 1, 33, 33, 8), (2, 2, 1, 17, None),
-])
+@pytest.mark.parametrize(
+    ("K", "G", "Lq", "Lk", "window"),
+    [
+        (2, 2, 7, 7, None),
+        (1, 4, 5, 20, None),
+        (2, 3, 300, 340, None),
+        (4, 1, 33, 33, 8),
+        (2, 2, 1, 17, None),
+    ],
+)
 def test_attend_matches_blocked_reference(K, G, Lq, Lk, window, sinks):
     torch.manual_seed(K * 100 + Lq)
     B, D = 2, 16
@@ -41,5 +48,9 @@ def test_sinks_use_the_fused_kernel_when_torch_has_it():
     B, K, G, L, D = 1, 2, 2, 9, 8
     q, k, v = torch.randn(B, K, G, L, D), torch.randn(B, K, L, D), torch.randn(B, K, L, D)
     m, s = masks(B, L, L, None), torch.randn(K * G)
-    torch.testing.assert_close(attention._attend_sinks_fused(q, k, v, m, 0.3, s), attend_blocked(q, k, v, m, 0.3, s),
-                               rtol=0, atol=attention_tol(q, k, v, 0.3, s))
+    torch.testing.assert_close(
+        attention._attend_sinks_fused(q, k, v, m, 0.3, s),
+        attend_blocked(q, k, v, m, 0.3, s),
+        rtol=0,
+        atol=attention_tol(q, k, v, 0.3, s),
+    )

@@ -34,6 +34,7 @@ def rule_tol(L: int, dk: int, dv: int) -> float:
 
     return 2 * 4 * gamma(L + dk + dv)
 
+
 # (L, Hk, Hv, Dk, Dv, initial state): one sequence through chunk_gated_delta_rule (chunks of 64)
 CHUNK_CASES = [
     (1, 2, 4, 16, 32, True),  # one token, Hv = 2 Hk
@@ -147,14 +148,24 @@ def _need_fla():
 def fla_results(tmp_path_factory):
     """Runs every fla kernel check in one interpreter process; returns its JSON."""
     _need_fla()
-    spec = {"chunk": CHUNK_CASES, "recurrent": RECURRENT_CASES, "workspace_tests": str(WORKSPACE_TESTS),
-            "tmp": str(tmp_path_factory.mktemp("fla"))}
+    spec = {
+        "chunk": CHUNK_CASES,
+        "recurrent": RECURRENT_CASES,
+        "workspace_tests": str(WORKSPACE_TESTS),
+        "tmp": str(tmp_path_factory.mktemp("fla")),
+    }
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    res = subprocess.run([sys.executable, "-c", CODE, str(HERE), json.dumps(spec)], env=env, capture_output=True,
-                         text=True, timeout=900, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", CODE, str(HERE), json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     lines = [x for x in res.stdout.splitlines() if x.startswith("RESULT ")]
     assert res.returncode == 0 and lines, (res.stdout[-2000:], res.stderr[-4000:])
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def _assert_close(r: dict, L: int, dk: int, dv: int):
@@ -165,8 +176,11 @@ def _assert_close(r: dict, L: int, dk: int, dv: int):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CHUNK_CASES,
-                         ids=lambda c: "L{}-hk{}-hv{}-dk{}-dv{}-{}".format(*c[:5], "s0" if c[5] else "zero"))
+@pytest.mark.parametrize(
+    "case",
+    CHUNK_CASES,
+    ids=lambda c: "L{}-hk{}-hv{}-dk{}-dv{}-{}".format(*c[:5], "s0" if c[5] else "zero"),
+)
 def test_chunk_matches_torch(fla_results, case):
     """One sequence through fla's chunked kernel = the torch chunked form: outputs and final state."""
     L, _, _, dk, dv, _ = case
@@ -174,8 +188,11 @@ def test_chunk_matches_torch(fla_results, case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", RECURRENT_CASES,
-                         ids=lambda c: "B{}-L{}-hk{}-hv{}-dk{}-dv{}-{}".format(*c[:6], "s0" if c[6] else "zero"))
+@pytest.mark.parametrize(
+    "case",
+    RECURRENT_CASES,
+    ids=lambda c: "B{}-L{}-hk{}-hv{}-dk{}-dv{}-{}".format(*c[:6], "s0" if c[6] else "zero"),
+)
 def test_recurrent_matches_torch(fla_results, case):
     """Batched sequences through fla's fused recurrent kernel = the torch recurrent form."""
     _, L, _, _, dk, dv, _ = case
@@ -212,7 +229,11 @@ def test_engine_generation_and_resume_match_torch(fla_results):
     the fla layers wrote: the same tokens, the sampled logits within rounding, the same checkpoint hit."""
     t, f = _engine(fla_results)
     assert f["tokens"] == t["tokens"] and all(len(x) == 8 for x in t["tokens"])
-    assert f["resume"] == t["resume"] and t["resume"]["checkpoint_hits"] == 1 and t["resume"]["cached_tokens"] > 0
+    assert (
+        f["resume"] == t["resume"]
+        and t["resume"]["checkpoint_hits"] == 1
+        and t["resume"]["cached_tokens"] > 0
+    )
     assert len(f["sampled"]) == len(t["sampled"])
     for a, b in zip(t["sampled"], f["sampled"]):
         err, scale = _max_err(a, b)
@@ -227,16 +248,28 @@ def test_fla_on_cpu_without_interpreter_is_refused(fla_results):
 
 def test_fla_missing_is_a_clear_error():
     """linear_attn_impl "fla" without the package: FTError naming it and how to install it (fla hidden)."""
-    code = ("import sys; sys.modules['fla'] = None\n"
-            "from ft_core import FTError\nfrom ft_core.config import EngineConfig\n"
-            "c = EngineConfig(model='m', linear_attn_impl='fla')\n"
-            "assert c.linear_attn_impl == 'fla' and EngineConfig(model='m').resolved_linear_attn_impl == 'torch'\n"
-            "try:\n    c.resolved_linear_attn_impl\nexcept FTError as e:\n    print('ERR', e)\n")
+    code = (
+        "import sys; sys.modules['fla'] = None\n"
+        "from ft_core import FTError\nfrom ft_core.config import EngineConfig\n"
+        "c = EngineConfig(model='m', linear_attn_impl='fla')\n"
+        "assert c.linear_attn_impl == 'fla' and EngineConfig(model='m').resolved_linear_attn_impl == 'torch'\n"
+        "try:\n    c.resolved_linear_attn_impl\nexcept FTError as e:\n    print('ERR', e)\n"
+    )
     env = {**os.environ, "TRITON_INTERPRET": "1"}  # not the reason here: the missing package is
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "ERR" in res.stdout and "flash-linear-attention" in res.stdout and "pip install" in res.stdout, res.stdout
+    assert (
+        "ERR" in res.stdout
+        and "flash-linear-attention" in res.stdout
+        and "pip install" in res.stdout
+    ), res.stdout
 
 
 def test_linear_attn_impl_values():

@@ -54,14 +54,18 @@ def test_truncated_shard_names_file_and_tensor(ftw_copy):
     last = idx["shards"][-1]["file"]
     t = max((t for t in idx["tensors"] if t["file"] == last), key=lambda t: t["offset"])
     os.truncate(ftw_copy / last, t["offset"] + 10)
-    with pytest.raises(CheckpointError, match=rf"{last}: truncated FTW shard .*tensor '{t['name']}'"):
+    with pytest.raises(
+        CheckpointError, match=rf"{last}: truncated FTW shard .*tensor '{t['name']}'"
+    ):
         Engine.from_pretrained(ftw_copy)
 
 
 def test_missing_shard_named(ftw_copy):
     shard = _index(ftw_copy)["shards"][0]["file"]
     (ftw_copy / shard).unlink()
-    with pytest.raises(CheckpointError, match=rf"{shard}: FTW shard listed in {INDEX_NAME} is missing"):
+    with pytest.raises(
+        CheckpointError, match=rf"{shard}: FTW shard listed in {INDEX_NAME} is missing"
+    ):
         Engine.from_pretrained(ftw_copy)
 
 
@@ -71,12 +75,18 @@ def test_missing_index_named(ftw_copy):
         Engine.from_pretrained(ftw_copy)
 
 
-@pytest.mark.parametrize("damage,match", [
-    (lambda i: i.update(version=99), "FTW version 99 is not supported"),
-    (lambda i: i["tensors"][0].update(bytes=3), r"ftw_index\.json: tensor '\S+': 3 bytes do not match shape"),
-    (lambda i: i["bank"].update(num_ids=999), r"experts\.w13 covers 64 of 999 flat ids"),
-    (lambda i: i["tensors"].pop(), r"covers \d+ of 64 flat ids|is missing from the checkpoint"),
-])
+@pytest.mark.parametrize(
+    "damage,match",
+    [
+        (lambda i: i.update(version=99), "FTW version 99 is not supported"),
+        (
+            lambda i: i["tensors"][0].update(bytes=3),
+            r"ftw_index\.json: tensor '\S+': 3 bytes do not match shape",
+        ),
+        (lambda i: i["bank"].update(num_ids=999), r"experts\.w13 covers 64 of 999 flat ids"),
+        (lambda i: i["tensors"].pop(), r"covers \d+ of 64 flat ids|is missing from the checkpoint"),
+    ],
+)
 def test_bad_index_named(ftw_copy, damage, match):
     idx = _index(ftw_copy)
     damage(idx)
@@ -94,7 +104,9 @@ def test_bank_must_match_config(ftw_copy):
 
 
 def test_convert_argument_errors(demo_dir, ftw_dir, tmp_path):
-    with pytest.raises(FTError, match="'int3' is not one of auto, bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym"):
+    with pytest.raises(
+        FTError, match="'int3' is not one of auto, bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym"
+    ):
         convert(demo_dir, tmp_path / "x", "int3")
     with pytest.raises(CheckpointError, match="already exists"):
         convert(demo_dir, ftw_dir)
@@ -109,7 +121,9 @@ def test_overwrite_replaces_atomically(demo_dir, tmp_path):
     out = tmp_path / "ftw"
     convert(demo_dir, out, "int4")
     convert(demo_dir, out, overwrite=True)
-    assert _index(out)["bank"]["fmt"] == "bf16" and sorted(p.name for p in tmp_path.iterdir()) == ["ftw"]
+    assert _index(out)["bank"]["fmt"] == "bf16" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "ftw"
+    ]
 
 
 def test_exception_mid_convert_leaves_nothing(demo_dir, tmp_path):
@@ -134,7 +148,11 @@ convert(sys.argv[1], sys.argv[2], shard_bytes=1 << 18, on_progress=die)
 
 def test_killed_convert_never_loads_and_rerun_succeeds(demo_dir, tmp_path):
     out = tmp_path / "ftw"
-    res = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(demo_dir), str(out)], capture_output=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(demo_dir), str(out)],
+        capture_output=True,
+        timeout=300,
+    )
     assert res.returncode == -9, res.stderr.decode()
     leftovers = list(tmp_path.glob("ftw.tmp-*"))
     assert not out.exists() and len(leftovers) == 1 and list(leftovers[0].glob("*.ftw"))
@@ -144,7 +162,9 @@ def test_killed_convert_never_loads_and_rerun_succeeds(demo_dir, tmp_path):
         Engine.from_pretrained(leftovers[0])
     convert(demo_dir, out)  # the re-run removes the dead run's temporary directory
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ftw"]
-    assert torch.equal(Engine.from_pretrained(out).score(IDS), Engine.from_pretrained(demo_dir).score(IDS))
+    assert torch.equal(
+        Engine.from_pretrained(out).score(IDS), Engine.from_pretrained(demo_dir).score(IDS)
+    )
 
 
 def test_progress_bar_draws_on_a_terminal_only():

@@ -27,7 +27,15 @@ def test_unknown_model_type_lists_supported(demo_copy):
         Engine.from_pretrained(demo_copy)
     msg = str(e.value)
     assert "llama_moe_9000" in msg
-    for arch in ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v3", "gpt_oss", "glm4_moe"]:
+    for arch in [
+        "qwen3_moe",
+        "qwen2_moe",
+        "mixtral",
+        "olmoe",
+        "deepseek_v3",
+        "gpt_oss",
+        "glm4_moe",
+    ]:
         assert arch in msg
 
 
@@ -46,20 +54,29 @@ def _rewrite(path, fn):
 
 
 def test_missing_tensor_named_with_file(demo_copy):
-    _rewrite(demo_copy / "model.safetensors", lambda t: t.pop("model.layers.2.self_attn.k_proj.weight"))
-    with pytest.raises(CheckpointError, match=r"model\.layers\.2\.self_attn\.k_proj\.weight' is missing"):
+    _rewrite(
+        demo_copy / "model.safetensors", lambda t: t.pop("model.layers.2.self_attn.k_proj.weight")
+    )
+    with pytest.raises(
+        CheckpointError, match=r"model\.layers\.2\.self_attn\.k_proj\.weight' is missing"
+    ):
         Engine.from_pretrained(demo_copy)
 
 
 def test_missing_expert_tensor_named(demo_copy):
-    _rewrite(demo_copy / "model.safetensors", lambda t: t.pop("model.layers.1.mlp.experts.5.up_proj.weight"))
+    _rewrite(
+        demo_copy / "model.safetensors",
+        lambda t: t.pop("model.layers.1.mlp.experts.5.up_proj.weight"),
+    )
     with pytest.raises(CheckpointError, match=r"experts\.5\.up_proj\.weight' is missing"):
         Engine.from_pretrained(demo_copy)
 
 
 def test_misshaped_tensor_named_with_file_and_shapes(demo_copy):
     def cut(t):
-        t["model.layers.0.self_attn.o_proj.weight"] = t["model.layers.0.self_attn.o_proj.weight"][:, :-1].contiguous()
+        t["model.layers.0.self_attn.o_proj.weight"] = t["model.layers.0.self_attn.o_proj.weight"][
+            :, :-1
+        ].contiguous()
 
     _rewrite(demo_copy / "model.safetensors", cut)
     with pytest.raises(CheckpointError) as e:

@@ -75,21 +75,34 @@ NAMES = ["hf-single", "hf-sharded", "ftw-bf16", "ftw-int4"]
 
 
 def _weights() -> dict[str, torch.Tensor]:
-    block = (torch.randn(1 << 20, generator=torch.Generator().manual_seed(0)) * 0.02).to(torch.bfloat16)
+    block = (torch.randn(1 << 20, generator=torch.Generator().manual_seed(0)) * 0.02).to(
+        torch.bfloat16
+    )
 
     def rnd(*shape):
         n = math.prod(shape)
         return block.repeat(-(-n // block.numel()))[:n].view(shape).clone()
 
-    w = {"model.embed_tokens.weight": rnd(V, H), "lm_head.weight": rnd(V, H),
-         "model.norm.weight": torch.ones(H, dtype=torch.bfloat16)}
+    w = {
+        "model.embed_tokens.weight": rnd(V, H),
+        "lm_head.weight": rnd(V, H),
+        "model.norm.weight": torch.ones(H, dtype=torch.bfloat16),
+    }
     for l in range(L):
         p = f"model.layers.{l}"
-        for k, shape in (("q_proj", (HEADS * D, H)), ("k_proj", (KV_HEADS * D, H)), ("v_proj", (KV_HEADS * D, H)),
-                         ("o_proj", (H, HEADS * D))):
+        for k, shape in (
+            ("q_proj", (HEADS * D, H)),
+            ("k_proj", (KV_HEADS * D, H)),
+            ("v_proj", (KV_HEADS * D, H)),
+            ("o_proj", (H, HEADS * D)),
+        ):
             w[f"{p}.self_attn.{k}.weight"] = rnd(*shape)
-        for k, n in (("self_attn.q_norm", D), ("self_attn.k_norm", D), ("input_layernorm", H),
-                     ("post_attention_layernorm", H)):
+        for k, n in (
+            ("self_attn.q_norm", D),
+            ("self_attn.k_norm", D),
+            ("input_layernorm", H),
+            ("post_attention_layernorm", H),
+        ):
             w[f"{p}.{k}.weight"] = torch.ones(n, dtype=torch.bfloat16)
         w[f"{p}.mlp.gate.weight"] = rnd(E, H)
         for e in range(E):
@@ -103,8 +116,16 @@ def _write(out, demo_dir, weights: dict[str, torch.Tensor], shards: int):
     for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
         shutil.copy(demo_dir / f, out / f)
     cfg = json.loads((demo_dir / "config.json").read_text())
-    cfg.update(vocab_size=V, hidden_size=H, moe_intermediate_size=I, num_hidden_layers=L, num_attention_heads=HEADS,
-               num_key_value_heads=KV_HEADS, head_dim=D, num_experts=E)
+    cfg.update(
+        vocab_size=V,
+        hidden_size=H,
+        moe_intermediate_size=I,
+        num_hidden_layers=L,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=D,
+        num_experts=E,
+    )
     (out / "config.json").write_text(json.dumps(cfg))
     if shards == 1:
         save_file(weights, str(out / "model.safetensors"))
@@ -117,14 +138,18 @@ def _write(out, demo_dir, weights: dict[str, torch.Tensor], shards: int):
         part = {k: weights[k] for k in names[s * per : (s + 1) * per]}
         save_file(part, str(out / file))
         weight_map.update(dict.fromkeys(part, file))
-    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (out / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
     return out
 
 
 def _write_all(root, demo_dir) -> dict:
     weights = _weights()
-    out = {name: _write(root / name, demo_dir, weights, shards)
-           for name, shards in (("hf-single", 1), ("hf-sharded", 3))}
+    out = {
+        name: _write(root / name, demo_dir, weights, shards)
+        for name, shards in (("hf-single", 1), ("hf-sharded", 3))
+    }
     del weights
     for fmt in ("bf16", "int4"):
         convert(out["hf-sharded"], root / f"ftw-{fmt}", fmt=fmt, progress=False)
@@ -140,10 +165,24 @@ def _checkpoint_bytes(path) -> int:
 def loads(tmp_path_factory, demo_dir):
     """name -> (checkpoint bytes, the child's figures), every checkpoint loaded in one fresh process."""
     if not sys.platform.startswith("linux"):
-        pytest.skip("reads VmHWM from /proc/self/status and resets it through clear_refs (Linux only)")
+        pytest.skip(
+            "reads VmHWM from /proc/self/status and resets it through clear_refs (Linux only)"
+        )
     paths = _write_all(tmp_path_factory.mktemp("load-memory"), demo_dir)
-    res = subprocess.run([sys.executable, "-c", _CHILD, str(demo_dir), "bfloat16", str(KV), *map(str, paths.values())],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(demo_dir),
+            "bfloat16",
+            str(KV),
+            *map(str, paths.values()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     by_path = {r["path"]: r for r in map(json.loads, res.stdout.strip().splitlines())}
     return {name: (_checkpoint_bytes(p), by_path[str(p)]) for name, p in paths.items()}
@@ -161,7 +200,8 @@ def test_peak_rss_of_loading_stays_near_checkpoint_bytes(loads, name):
         f"{name}: peak RSS grew by {grown / mb:.0f} MiB while loading {nbytes / mb:.0f} MiB of checkpoint "
         f"({grown / nbytes:.2f}x; bound {bound / mb:.0f} MiB); file pages {out['after']['RssFile'] / mb:.0f} MiB "
         f"(baseline {out['base']['RssFile'] / mb:.0f}), anon {out['after']['RssAnon'] / mb:.0f} MiB "
-        f"(baseline {out['base']['RssAnon'] / mb:.0f})")
+        f"(baseline {out['base']['RssAnon'] / mb:.0f})"
+    )
     # The next load's baseline is fair only if this one's memory went back (else it would reuse it unseen).
     assert out["left"]["VmRSS"] - out["base"]["VmRSS"] <= 8 << 20
 
@@ -173,10 +213,15 @@ def test_read_into_fills_destinations_exactly(tmp_path, monkeypatch, threads):
     from ft_core.loader import safetensors_index
     from ft_core.loader.safetensors_index import SafetensorsIndex
 
-    monkeypatch.setattr(safetensors_index, "_CHUNK", 4096)  # many chunks per tensor, out of order on the pool
+    monkeypatch.setattr(
+        safetensors_index, "_CHUNK", 4096
+    )  # many chunks per tensor, out of order on the pool
     g = torch.Generator().manual_seed(1)
-    w = {"a": torch.randn(64, 96, generator=g).to(torch.bfloat16), "b": torch.randn(3, 5, generator=g),
-         "c": torch.randint(0, 255, (33, 17), generator=g, dtype=torch.uint8)}
+    w = {
+        "a": torch.randn(64, 96, generator=g).to(torch.bfloat16),
+        "b": torch.randn(3, 5, generator=g),
+        "c": torch.randint(0, 255, (33, 17), generator=g, dtype=torch.uint8),
+    }
     save_file(w, str(tmp_path / "model.safetensors"))
     index = SafetensorsIndex(tmp_path)
     bank = torch.zeros(2, 128, 96, dtype=torch.bfloat16)
@@ -187,6 +232,8 @@ def test_read_into_fills_destinations_exactly(tmp_path, monkeypatch, threads):
     assert torch.equal(bank[1, 64:], ref["a"]) and not bank[1, :64].any() and not bank[0].any()
     assert torch.equal(wide[:3, 1:], ref["b"]) and not wide[:, 0].any() and not wide[3:].any()
     assert torch.equal(c, ref["c"]) and torch.equal(index.get("a"), ref["a"])
-    with pytest.raises(CheckpointError, match=r"tensor 'a' has shape \[64, 96\], expected \[32, 96\]"):
+    with pytest.raises(
+        CheckpointError, match=r"tensor 'a' has shape \[64, 96\], expected \[32, 96\]"
+    ):
         index.read_into([("a", bank[0, :32])])
     index.close()

@@ -36,19 +36,29 @@ def test_resizes_during_generation_keep_the_output():
     eng = engine()
     page = eng.memory.page_bytes
     slot = eng.memory.slot_bytes
-    out = run(eng, {3: {"kv": 12 * page, "experts": 4 * slot},    # shrink both while 3 requests decode
-                    9: {"kv": 200 * page, "experts": 64 * slot},   # grow both
-                    15: {"total": 60 * page + 8 * slot}})          # one total: experts absorb first
+    out = run(
+        eng,
+        {
+            3: {"kv": 12 * page, "experts": 4 * slot},  # shrink both while 3 requests decode
+            9: {"kv": 200 * page, "experts": 64 * slot},  # grow both
+            15: {"total": 60 * page + 8 * slot},
+        },
+    )  # one total: experts absorb first
     assert out == ref
     hist = eng.memory.history
-    assert [h["after"]["kv_pages"] for h in hist[:2]] == [12, 200] and hist[1]["after"]["expert_slots"] == 64
+    assert [h["after"]["kv_pages"] for h in hist[:2]] == [12, 200] and hist[1]["after"][
+        "expert_slots"
+    ] == 64
     assert hist[0]["experts"]["dropped"] > 0
     split = eng.memory.split()
     assert split["total"] == split["kv"] + split["experts"] + split["states"]
 
 
 def test_shrinking_keeps_the_hottest_experts():
-    warm, cold = engine(moe_cache_slots=64, prefix_cache=False), engine(moe_cache_slots=40, prefix_cache=False)
+    warm, cold = (
+        engine(moe_cache_slots=64, prefix_cache=False),
+        engine(moe_cache_slots=40, prefix_cache=False),
+    )
     warm.generate(PROMPTS[0], GREEDY)
     warm.resize(experts=40 * warm.memory.slot_bytes)
     assert warm.memory.split()["expert_slots"] == 40
@@ -66,7 +76,9 @@ def test_shrinking_keeps_the_hottest_experts():
 
 def test_refused_shrinks_change_nothing():
     eng = engine(moe_backend="fill")
-    seq = eng.add_request("a request that holds pages " * 4, SamplingParams(max_tokens=50, temperature=0.0))
+    seq = eng.add_request(
+        "a request that holds pages " * 4, SamplingParams(max_tokens=50, temperature=0.0)
+    )
     for _ in range(3):
         eng.step()
     before = eng.memory.split()
@@ -93,7 +105,11 @@ def test_shrink_evicts_lru_prefix_pages_and_keeps_shared_ones():
     cached = eng.prefix.num_pages
     assert cached > 5
     rec = eng.resize(kv=5 * eng.memory.page_bytes)
-    assert eng.prefix.num_pages <= 5 and eng.kv.num_pages == 5 and rec["kv"]["evicted"] == cached - eng.prefix.num_pages
+    assert (
+        eng.prefix.num_pages <= 5
+        and eng.kv.num_pages == 5
+        and rec["kv"]["evicted"] == cached - eng.prefix.num_pages
+    )
     # the most recent prompt's first pages survive and are reused
     seq = eng.add_request(PROMPTS[-1] * 5, SamplingParams(max_tokens=2, temperature=0.0))
     while not seq.finished:
@@ -102,11 +118,28 @@ def test_shrink_evicts_lru_prefix_pages_and_keeps_shared_ones():
 
 
 def test_parse_bytes():
-    assert parse_bytes("512MiB") == 512 << 20 and parse_bytes("2GB") == 2 * 10**9 and parse_bytes(4096) == 4096
+    assert (
+        parse_bytes("512MiB") == 512 << 20
+        and parse_bytes("2GB") == 2 * 10**9
+        and parse_bytes(4096) == 4096
+    )
     assert parse_bytes("1.5g") == 3 << 29
     assert parse_bytes(1.5) == 1 and parse_bytes(float(1 << 40)) == 1 << 40
-    for bad in ("lots", "-1", True, -5, float("nan"), float("inf"), 10**30, "1" * 400 + "TiB", None,
-                [1], {"a": 1}, "9000000PiB", 2**60):
+    for bad in (
+        "lots",
+        "-1",
+        True,
+        -5,
+        float("nan"),
+        float("inf"),
+        10**30,
+        "1" * 400 + "TiB",
+        None,
+        [1],
+        {"a": 1},
+        "9000000PiB",
+        2**60,
+    ):
         with pytest.raises(ResizeRefused) as e:
             parse_bytes(bad, "kv")
         assert e.value.field == "kv" and str(e.value).startswith("kv: ")
@@ -139,8 +172,14 @@ def test_elastic_policy_hysteresis(tmp_path):
     assert p.decide(free=3 * G, total=8 * G) is None  # at max
     assert p.decide(free=G // 4, total=8 * G) == 8 * G - 3 * G // 4  # pressure: shrink at once
     total = 8 * G - 3 * G // 4
-    assert [p.decide(free=G + G // 4, total=total) for _ in range(5)] == [None] * 5  # inside the band: hold
-    assert [p.decide(free=3 * G, total=total) for _ in range(3)] == [None, None, 8 * G]  # released: grow after patience
+    assert [p.decide(free=G + G // 4, total=total) for _ in range(5)] == [
+        None
+    ] * 5  # inside the band: hold
+    assert [p.decide(free=3 * G, total=total) for _ in range(3)] == [
+        None,
+        None,
+        8 * G,
+    ]  # released: grow after patience
     f = tmp_path / "free"
     f.write_text(str(5 * G))
     src = file_source(f)

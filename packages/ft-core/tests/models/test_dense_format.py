@@ -9,7 +9,6 @@
   would mix numerics are refused.
 """
 
-
 import pytest
 import torch
 
@@ -33,7 +32,11 @@ def _dequantise_into(plain: Engine, quant: Engine) -> int:
     n = 0
     pairs = list(zip(plain.model.layers, quant.model.layers))
     for (_, pa, _, pm), (_, qa, _, qm) in pairs:
-        for po, qo in ((pa, qa), (pm, qm), (getattr(pm, "shared", None), getattr(qm, "shared", None))):
+        for po, qo in (
+            (pa, qa),
+            (pm, qm),
+            (getattr(pm, "shared", None), getattr(qm, "shared", None)),
+        ):
             if qo is None:
                 continue
             for name, v in vars(qo).items():
@@ -62,10 +65,14 @@ def test_dense_format_equals_dequantised_weights(ckpt, fmt):
 
 def test_int8_activations_stay_close(ckpt):
     exact = Engine.from_pretrained(ckpt, dtype="float32", dense_format="int4_sym")
-    q8 = Engine.from_pretrained(ckpt, dtype="float32", dense_format="int4_sym", int8_activations=True)
+    q8 = Engine.from_pretrained(
+        ckpt, dtype="float32", dense_format="int4_sym", int8_activations=True
+    )
     a, b = exact.score(IDS), q8.score(IDS)
     assert not torch.equal(a, b)
-    per_position = (a - b).abs().amax(-1) / a.abs().amax(-1)  # a routing near-tie can flip at a few positions
+    per_position = (a - b).abs().amax(-1) / a.abs().amax(
+        -1
+    )  # a routing near-tie can flip at a few positions
     assert per_position.median() <= 0.05  # measured 0.025 here
 
 
@@ -74,5 +81,7 @@ def test_refusals(ckpt):
         Engine.from_pretrained(ckpt, dense_format="q4")
     with pytest.raises(FTError, match="int8_activations runs on the CPU kernels only"):
         Engine.from_pretrained(ckpt, int8_activations=True, moe_backend="fill")
-    with pytest.raises(FTError, match="int8_activations runs on the C.. kernels; expert implementation 'torch'"):
+    with pytest.raises(
+        FTError, match="int8_activations runs on the C.. kernels; expert implementation 'torch'"
+    ):
         Engine.from_pretrained(ckpt, int8_activations=True, expert_impl="torch")

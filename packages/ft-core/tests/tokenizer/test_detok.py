@@ -13,11 +13,19 @@ def demo_tok(demo_dir):
     """The demo checkpoint's byte-level BPE tokenizer."""
     return Tokenizer.from_dir(demo_dir)
 
-TEXTS = ["plain ascii words and <tool_call> markers", "naïve café — 日本語のテキスト 🙂🚀 emoji", "a\n\nb  c\t<think>x</think>"]
+
+TEXTS = [
+    "plain ascii words and <tool_call> markers",
+    "naïve café — 日本語のテキスト 🙂🚀 emoji",
+    "a\n\nb  c\t<think>x</think>",
+]
 
 
 @settings(max_examples=40, deadline=None)
-@given(text=st.sampled_from(TEXTS) | st.text(min_size=1, max_size=40), cuts=st.lists(st.integers(1, 4), max_size=30))
+@given(
+    text=st.sampled_from(TEXTS) | st.text(min_size=1, max_size=40),
+    cuts=st.lists(st.integers(1, 4), max_size=30),
+)
 def test_incremental_equals_whole(demo_tok, text, cuts):
     tok = demo_tok
     ids = tok.encode(text, add_special_tokens=False)
@@ -51,7 +59,10 @@ def test_stop_strings_hold_back_only_a_possible_prefix():
     assert StopStrings(()).push("x") == "x"
 
 
-@pytest.mark.parametrize("text,stops", [(TEXTS[1], ("日本",)), (TEXTS[1], ("never there",)), (TEXTS[2], ("</think>", "b "))])
+@pytest.mark.parametrize(
+    "text,stops",
+    [(TEXTS[1], ("日本",)), (TEXTS[1], ("never there",)), (TEXTS[2], ("</think>", "b "))],
+)
 def test_stop_scanner_equals_a_whole_decode_cut(demo_tok, text, stops):
     """The engine's check (one token at a time) gives what a whole decode cut at the first stop gives."""
     from ft_core.tokenizer.detok import StopScanner

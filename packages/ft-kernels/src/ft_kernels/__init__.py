@@ -1,11 +1,38 @@
 """ft kernels: CPU expert kernels (nanobind C++) with a torch reference twin for each."""
 
 from ft_kernels import reference
-from ft_kernels.cpu import (active_isa, decode_attention, linear, moe_experts, moe_swiglu, num_threads, rms_norm,
-                            rope, route_topk, set_num_threads, set_spin_us)
+from ft_kernels.cpu import (
+    active_isa,
+    decode_attention,
+    linear,
+    moe_experts,
+    moe_swiglu,
+    num_threads,
+    rms_norm,
+    rope,
+    route_topk,
+    set_num_threads,
+    set_spin_us,
+)
 from ft_kernels.decode_layer import DecodeLayer
 from ft_kernels.formats import FORMATS, ExpertWeights, quantize
 
-__all__ = ["DecodeLayer", "active_isa", "decode_attention", "linear", "moe_experts", "moe_swiglu", "num_threads", "rms_norm", "rope",
-           "route_topk", "set_num_threads", "set_spin_us", "reference", "FORMATS", "ExpertWeights", "quantize"]
+__all__ = [
+    "DecodeLayer",
+    "active_isa",
+    "decode_attention",
+    "linear",
+    "moe_experts",
+    "moe_swiglu",
+    "num_threads",
+    "rms_norm",
+    "rope",
+    "route_topk",
+    "set_num_threads",
+    "set_spin_us",
+    "reference",
+    "FORMATS",
+    "ExpertWeights",
+    "quantize",
+]
 __version__ = "0.1.0"

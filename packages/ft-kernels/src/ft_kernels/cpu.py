@@ -18,7 +18,12 @@ def _a(t):
     """A tensor argument for _C: a contiguous CPU tensor goes as a DLPack capsule (~0.25 us; nanobind's import of a
     torch tensor through its ``__dlpack__`` method costs ~3 us, and a decode step makes ~10 calls a layer with up
     to 14 tensors each); anything else as given, for nanobind to check and refuse with its message."""
-    if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad:
+    if (
+        isinstance(t, torch.Tensor)
+        and t.device.type == "cpu"
+        and t.is_contiguous()
+        and not t.requires_grad
+    ):
         return to_dlpack(t)
     return t
 
@@ -74,17 +79,37 @@ def moe_experts(
     if out is None:
         out = torch.empty(x.shape[0] if x.dim() == 2 else 0, x.shape[-1], dtype=torch.float32)
     _C.moe_experts(
-        _a(x), _a(tok), _a(eid), _a(gate),
-        FORMATS[w13.fmt], _a(w13.q), _a(w13.scale), _a(w13.zero), w13.group, w13.global_scale, _a(w13.bias),
-        FORMATS[w2.fmt], _a(w2.q), _a(w2.scale), _a(w2.zero), w2.group, w2.global_scale, _a(w2.bias),
-        ACTS[act], alpha, limit, _a(out), act_int8,
+        _a(x),
+        _a(tok),
+        _a(eid),
+        _a(gate),
+        FORMATS[w13.fmt],
+        _a(w13.q),
+        _a(w13.scale),
+        _a(w13.zero),
+        w13.group,
+        w13.global_scale,
+        _a(w13.bias),
+        FORMATS[w2.fmt],
+        _a(w2.q),
+        _a(w2.scale),
+        _a(w2.zero),
+        w2.group,
+        w2.global_scale,
+        _a(w2.bias),
+        ACTS[act],
+        alpha,
+        limit,
+        _a(out),
+        act_int8,
     )
     return out
 
 
 def linear(
     x: torch.Tensor,  # [T, K] float32 or bfloat16
-    w: ExpertWeights | torch.Tensor,  # one matrix [1, N, K] in any kernel format, or a [N, K] bf16/f16 tensor
+    w: ExpertWeights
+    | torch.Tensor,  # one matrix [1, N, K] in any kernel format, or a [N, K] bf16/f16 tensor
     bias: torch.Tensor | None = None,  # [N] float32
     out: torch.Tensor | None = None,  # [T, N] float32, overwritten
     act_int8: bool = False,  # opt-in for 4-bit weights: x as int8 per 32 columns (reference.quantize_act_int8)
@@ -95,18 +120,33 @@ def linear(
     """
     if isinstance(w, torch.Tensor):
         if w.dim() != 2 or w.dtype not in (torch.bfloat16, torch.float16):
-            raise ValueError(f"w must be a [N, K] bfloat16 or float16 tensor, got {w.dtype} {list(w.shape)}")
+            raise ValueError(
+                f"w must be a [N, K] bfloat16 or float16 tensor, got {w.dtype} {list(w.shape)}"
+            )
         w = ExpertWeights("bf16" if w.dtype == torch.bfloat16 else "f16", w[None], w.shape[1])
     if w.fmt not in FORMATS:
         raise ValueError(f"w.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
     if out is None:
         out = torch.empty(x.shape[0] if x.dim() == 2 else 0, w.rows, dtype=torch.float32)
-    _C.linear(_a(x), FORMATS[w.fmt], _a(w.q), _a(w.scale), _a(w.zero), w.group, w.global_scale, w.cols,
-              None if bias is None else _a(bias.float().contiguous()), _a(out), act_int8)
+    _C.linear(
+        _a(x),
+        FORMATS[w.fmt],
+        _a(w.q),
+        _a(w.scale),
+        _a(w.zero),
+        w.group,
+        w.global_scale,
+        w.cols,
+        None if bias is None else _a(bias.float().contiguous()),
+        _a(out),
+        act_int8,
+    )
     return out
 
 
-def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """RMSNorm over the last dim D on the calling thread: x [..., D] and w [D] both bfloat16 or both float32;
     returns ``w * dtype(x * rsqrt(mean(x^2) + eps))`` in x's dtype (bf16: the normalised row rounded to bf16
     before the product with w, as transformers does), fp32 math. For the few rows of a decode step, where
@@ -120,8 +160,9 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out: torch.Tensor | N
 ROUTES = {"softmax": 0, "topk_softmax": 1}
 
 
-def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool = False,
-               base: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def route_topk(
+    logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool = False, base: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """MoE routes of T tokens on the calling thread from float32 router logits [T, E]: ``softmax`` takes the k
     largest of softmax(logits) as gates (divided by their sum when ``renorm``); ``topk_softmax`` the k largest
     logits, gates the softmax over those k (GPT-OSS). Returns tok, eid [T*k] int32 (token t's routes at t*k..,
@@ -133,12 +174,19 @@ def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool
     n = logits.shape[0] * k if logits.dim() == 2 else 0
     tok, eid = torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.int32)
     gate = torch.empty(n, dtype=torch.float32)
-    _C.route_topk(_a(logits), int(k), ROUTES[kind], bool(renorm), int(base), _a(tok), _a(eid), _a(gate))
+    _C.route_topk(
+        _a(logits), int(k), ROUTES[kind], bool(renorm), int(base), _a(tok), _a(eid), _a(gate)
+    )
     return tok, eid, gate
 
 
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False,
-         out: torch.Tensor | None = None) -> torch.Tensor:
+def rope(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    interleaved: bool = False,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Rotary embedding of x [T, H, D] (bfloat16 or float32) by cos, sin [T, R/2] float32 on the calling thread:
     the first R dims of each head rotate (pairs (i, R/2 + i), or (2i, 2i + 1) when ``interleaved``; the result in
     halves either way), the rest are copied; fp32 math rounded as torch's ops round, the result in x's dtype.
@@ -150,9 +198,18 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: boo
     return out
 
 
-def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
-                     ctx_lens: torch.Tensor, scale: float, window: int = 0, sinks: torch.Tensor | None = None,
-                     out: torch.Tensor | None = None, split_keys: int = 0) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    page_table: torch.Tensor,
+    ctx_lens: torch.Tensor,
+    scale: float,
+    window: int = 0,
+    sinks: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    split_keys: int = 0,
+) -> torch.Tensor:
     """Attention of one new token per sequence over its paged context, straight from the KV pools (no gather,
     padding or mask), one task per (sequence, KV head) on the kernel pool.
 
@@ -165,8 +222,18 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     B, N, _ = q.shape
     if out is None:
         out = torch.empty(B, N, v_pool.shape[-1], dtype=torch.float32)
-    _C.decode_attention(_a(q), _a(k_pool), _a(v_pool), _a(page_table), _a(ctx_lens), float(scale), int(window),
-                        _a(sinks), _a(out), int(split_keys))
+    _C.decode_attention(
+        _a(q),
+        _a(k_pool),
+        _a(v_pool),
+        _a(page_table),
+        _a(ctx_lens),
+        float(scale),
+        int(window),
+        _a(sinks),
+        _a(out),
+        int(split_keys),
+    )
     return out
 
 
@@ -174,5 +241,12 @@ def moe_swiglu(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor, out=None)
     """Shorthand for bf16 banks: w13 [N, 2I, H], w2 [N, H, I] bfloat16 tensors."""
     if w13.dtype != torch.bfloat16 or w2.dtype != torch.bfloat16:
         raise ValueError(f"moe_swiglu takes bfloat16 banks, got w13 {w13.dtype} and w2 {w2.dtype}")
-    return moe_experts(x, tok, eid, gate, ExpertWeights("bf16", w13, w13.shape[2]), ExpertWeights("bf16", w2, w2.shape[2]),
-                       out=out)
+    return moe_experts(
+        x,
+        tok,
+        eid,
+        gate,
+        ExpertWeights("bf16", w13, w13.shape[2]),
+        ExpertWeights("bf16", w2, w2.shape[2]),
+        out=out,
+    )

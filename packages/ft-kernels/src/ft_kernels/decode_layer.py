@@ -23,8 +23,12 @@ QK_NORMS = {"none": 0, "head": 1, "full": 2}
 def _matrix(name: str, w: ExpertWeights | torch.Tensor) -> ExpertWeights:
     if isinstance(w, torch.Tensor):
         if w.dim() != 2 or w.dtype not in (torch.bfloat16, torch.float16):
-            raise ValueError(f"{name} must be a [rows, cols] bfloat16 or float16 tensor, got {w.dtype} {list(w.shape)}")
-        w = ExpertWeights("bf16" if w.dtype == torch.bfloat16 else "f16", w.contiguous()[None], w.shape[1])
+            raise ValueError(
+                f"{name} must be a [rows, cols] bfloat16 or float16 tensor, got {w.dtype} {list(w.shape)}"
+            )
+        w = ExpertWeights(
+            "bf16" if w.dtype == torch.bfloat16 else "f16", w.contiguous()[None], w.shape[1]
+        )
     if w.fmt not in FORMATS:
         raise ValueError(f"{name}.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
     return w
@@ -47,36 +51,129 @@ class DecodeLayer:
     bank's w13 [n, 2I, H] and w2 [n, H, I] with this layer's expert 0 at ``base``. ``*_int8``: opt-in int8
     activations for 4-bit weights (see ``moe_experts``). Raises ValueError naming a bad argument."""
 
-    def __init__(self, H: int, N: int, K: int, D: int, eps: float, ln1: torch.Tensor, ln2: torch.Tensor,
-                 qkv, o, router, w13: ExpertWeights, w2: ExpertWeights, *, top_k: int, attn_scale: float,
-                 qkv_bias=None, o_bias=None, router_bias=None, qk_norm: str = "none", q_norm=None, k_norm=None,
-                 rope_interleaved: bool = False, window: int = 0, sinks=None, route: str = "softmax",
-                 renorm: bool = False, base: int = 0, act: str = "swiglu", alpha: float = 1.702, limit: float = 7.0,
-                 qkv_int8: bool = False, o_int8: bool = False, experts_int8: bool = False):
-        for name, v, table in (("qk_norm", qk_norm, QK_NORMS), ("route", route, ROUTES), ("act", act, ACTS)):
+    def __init__(
+        self,
+        H: int,
+        N: int,
+        K: int,
+        D: int,
+        eps: float,
+        ln1: torch.Tensor,
+        ln2: torch.Tensor,
+        qkv,
+        o,
+        router,
+        w13: ExpertWeights,
+        w2: ExpertWeights,
+        *,
+        top_k: int,
+        attn_scale: float,
+        qkv_bias=None,
+        o_bias=None,
+        router_bias=None,
+        qk_norm: str = "none",
+        q_norm=None,
+        k_norm=None,
+        rope_interleaved: bool = False,
+        window: int = 0,
+        sinks=None,
+        route: str = "softmax",
+        renorm: bool = False,
+        base: int = 0,
+        act: str = "swiglu",
+        alpha: float = 1.702,
+        limit: float = 7.0,
+        qkv_int8: bool = False,
+        o_int8: bool = False,
+        experts_int8: bool = False,
+    ):
+        for name, v, table in (
+            ("qk_norm", qk_norm, QK_NORMS),
+            ("route", route, ROUTES),
+            ("act", act, ACTS),
+        ):
             if v not in table:
                 raise ValueError(f"{name} must be one of {', '.join(table)}, got {v!r}")
         p = self._plan = _C.DecodeLayerPlan(H, N, K, D, float(eps), _a(_bf16(ln1)), _a(_bf16(ln2)))
-        for which, w, b, i8 in (("qkv", qkv, qkv_bias, qkv_int8), ("o", o, o_bias, o_int8), ("router", router, router_bias, False)):
+        for which, w, b, i8 in (
+            ("qkv", qkv, qkv_bias, qkv_int8),
+            ("o", o, o_bias, o_int8),
+            ("router", router, router_bias, False),
+        ):
             m = _matrix(which, w)
-            p.set_dense(which, FORMATS[m.fmt], _a(m.q), _a(m.scale), _a(m.zero), m.group, m.global_scale, m.cols,
-                        _a(_f32(b)), bool(i8))
-        p.set_attention(QK_NORMS[qk_norm], _a(_bf16(q_norm)), _a(_bf16(k_norm)), bool(rope_interleaved),
-                        float(attn_scale), int(window), _a(_f32(sinks)))
+            p.set_dense(
+                which,
+                FORMATS[m.fmt],
+                _a(m.q),
+                _a(m.scale),
+                _a(m.zero),
+                m.group,
+                m.global_scale,
+                m.cols,
+                _a(_f32(b)),
+                bool(i8),
+            )
+        p.set_attention(
+            QK_NORMS[qk_norm],
+            _a(_bf16(q_norm)),
+            _a(_bf16(k_norm)),
+            bool(rope_interleaved),
+            float(attn_scale),
+            int(window),
+            _a(_f32(sinks)),
+        )
         for name, w in (("w13", w13), ("w2", w2)):
             if w.fmt not in FORMATS:
                 raise ValueError(f"{name}.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
-        p.set_experts(int(top_k), ROUTES[route], bool(renorm), int(base),
-                      FORMATS[w13.fmt], _a(w13.q), _a(w13.scale), _a(w13.zero), w13.group, w13.global_scale, _a(w13.bias),
-                      FORMATS[w2.fmt], _a(w2.q), _a(w2.scale), _a(w2.zero), w2.group, w2.global_scale, _a(w2.bias),
-                      ACTS[act], float(alpha), float(limit), bool(experts_int8))
+        p.set_experts(
+            int(top_k),
+            ROUTES[route],
+            bool(renorm),
+            int(base),
+            FORMATS[w13.fmt],
+            _a(w13.q),
+            _a(w13.scale),
+            _a(w13.zero),
+            w13.group,
+            w13.global_scale,
+            _a(w13.bias),
+            FORMATS[w2.fmt],
+            _a(w2.q),
+            _a(w2.scale),
+            _a(w2.zero),
+            w2.group,
+            w2.global_scale,
+            _a(w2.bias),
+            ACTS[act],
+            float(alpha),
+            float(limit),
+            bool(experts_int8),
+        )
 
-    def __call__(self, x: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
-                 ctx_lens: torch.Tensor, slots: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                 eid_out: torch.Tensor | None = None) -> None:
+    def __call__(
+        self,
+        x: torch.Tensor,
+        k_pool: torch.Tensor,
+        v_pool: torch.Tensor,
+        page_table: torch.Tensor,
+        ctx_lens: torch.Tensor,
+        slots: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        eid_out: torch.Tensor | None = None,
+    ) -> None:
         """x [T, H] bfloat16, updated in place; k_pool, v_pool [P, S, K, D] bfloat16 (each token's new key and value
         written at its flat row ``slots`` [T] int64 = page * S + offset); page_table [T, Pmax] and ctx_lens [T] int64
         as ``decode_attention`` takes them (the new token included); cos, sin [T, R/2] float32 (``rope``); eid_out
         [T, top_k] int32, if given, receives the routed experts (base + expert, as ``route_topk`` picks them)."""
-        self._plan.run(_a(x), _a(k_pool), _a(v_pool), _a(page_table), _a(ctx_lens), _a(slots), _a(cos), _a(sin),
-                       _a(eid_out))
+        self._plan.run(
+            _a(x),
+            _a(k_pool),
+            _a(v_pool),
+            _a(page_table),
+            _a(ctx_lens),
+            _a(slots),
+            _a(cos),
+            _a(sin),
+            _a(eid_out),
+        )

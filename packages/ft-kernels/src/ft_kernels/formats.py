@@ -54,7 +54,11 @@ class ExpertWeights:
 
     def nbytes_per_expert(self) -> int:
         """Bytes the kernel reads for one expert's matrix (weights, scales, zeros; bias excluded)."""
-        return sum(t[0].numel() * t.element_size() for t in (self.q, self.scale, self.zero) if t is not None)
+        return sum(
+            t[0].numel() * t.element_size()
+            for t in (self.q, self.scale, self.zero)
+            if t is not None
+        )
 
 
 def _blocks(w: torch.Tensor, g: int) -> tuple[torch.Tensor, int]:
@@ -78,7 +82,9 @@ def e2m1_codes(v: torch.Tensor) -> torch.Tensor:
     return (mag | ((v < 0).to(torch.int64) << 3)).to(torch.uint8)
 
 
-def quantize(w: torch.Tensor, fmt: str, group: int | None = None, bias: torch.Tensor | None = None) -> ExpertWeights:
+def quantize(
+    w: torch.Tensor, fmt: str, group: int | None = None, bias: torch.Tensor | None = None
+) -> ExpertWeights:
     """Float weights ``[N, rows, cols]`` -> ExpertWeights in ``fmt`` (round to nearest; scales from absmax)."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -105,16 +111,32 @@ def quantize(w: torch.Tensor, fmt: str, group: int | None = None, bias: torch.Te
         q = (w / scale.repeat_interleave(g, -1)[..., :C]).to(torch.float8_e4m3fn).view(torch.uint8)
         return ExpertWeights(fmt, q.contiguous(), C, scale.contiguous(), group=g, bias=b)
     if fmt == "mxfp4":
-        e = torch.ceil(torch.log2(torch.where(amax > 0, amax / 6.0, torch.ones_like(amax)))).clamp(-127, 127)
+        e = torch.ceil(torch.log2(torch.where(amax > 0, amax / 6.0, torch.ones_like(amax)))).clamp(
+            -127, 127
+        )
         codes = e2m1_codes((blk / torch.exp2(e)[..., None]).view(N, R, C))
-        return ExpertWeights(fmt, _pack_nibbles(codes), C, (e + 127).to(torch.uint8).contiguous(), group=g, bias=b)
+        return ExpertWeights(
+            fmt, _pack_nibbles(codes), C, (e + 127).to(torch.uint8).contiguous(), group=g, bias=b
+        )
     if fmt == "nvfp4":
         gmax = float(w.abs().max())
         gs = gmax / (6.0 * 448.0) if gmax > 0 else 1.0
         s8 = (amax / 6.0 / gs).to(torch.float8_e4m3fn)
         sf = s8.float() * gs
-        codes = e2m1_codes((blk / torch.where(sf > 0, sf, torch.ones_like(sf))[..., None]).clamp(-6, 6).view(N, R, C))
-        return ExpertWeights(fmt, _pack_nibbles(codes), C, s8.view(torch.uint8).contiguous(), group=g, global_scale=gs, bias=b)
+        codes = e2m1_codes(
+            (blk / torch.where(sf > 0, sf, torch.ones_like(sf))[..., None])
+            .clamp(-6, 6)
+            .view(N, R, C)
+        )
+        return ExpertWeights(
+            fmt,
+            _pack_nibbles(codes),
+            C,
+            s8.view(torch.uint8).contiguous(),
+            group=g,
+            global_scale=gs,
+            bias=b,
+        )
     if fmt == "int4_sym":
         scale = torch.where(amax > 0, amax / 7.0, torch.ones_like(amax))
         codes = (torch.round(blk / scale[..., None]).clamp(-8, 7) + 8).view(N, R, -1)[..., :C]
@@ -126,5 +148,15 @@ def quantize(w: torch.Tensor, fmt: str, group: int | None = None, bias: torch.Te
     lo, hi = torch.minimum(lo, torch.zeros_like(lo)), torch.maximum(hi, torch.zeros_like(hi))
     scale = torch.where(hi > lo, (hi - lo) / 15.0, torch.ones_like(hi))
     zero = torch.round(-lo / scale).clamp(0, 15)
-    codes = (torch.round(blk / scale[..., None]) + zero[..., None]).clamp(0, 15).view(N, R, -1)[..., :C]
-    return ExpertWeights(fmt, _pack_nibbles(codes), C, scale.contiguous(), zero.to(torch.uint8).contiguous(), group=g, bias=b)
+    codes = (
+        (torch.round(blk / scale[..., None]) + zero[..., None]).clamp(0, 15).view(N, R, -1)[..., :C]
+    )
+    return ExpertWeights(
+        fmt,
+        _pack_nibbles(codes),
+        C,
+        scale.contiguous(),
+        zero.to(torch.uint8).contiguous(),
+        group=g,
+        bias=b,
+    )

@@ -33,7 +33,11 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     if w.fmt == "mxfp4":
         return torch.ldexp(_E2M1_SIGNED[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C))
     if w.fmt == "nvfp4":
-        return _E2M1_SIGNED[codes] * _per_col(w.scale.view(torch.float8_e4m3fn).float(), 16, C) * w.global_scale
+        return (
+            _E2M1_SIGNED[codes]
+            * _per_col(w.scale.view(torch.float8_e4m3fn).float(), 16, C)
+            * w.global_scale
+        )
     if w.fmt == "int4_sym":
         return (codes.float() - 8.0) * _per_col(w.scale, g, C)
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
@@ -44,7 +48,11 @@ INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym")
 
 def int8_applies(w: ExpertWeights) -> bool:
     """Whether ``act_int8`` changes a product with ``w``: a 4-bit format, cols % 32 == 0, INT4 groups % 32 == 0."""
-    return w.fmt in INT8_FORMATS and w.cols % 32 == 0 and (not w.fmt.startswith("int4") or w.group % 32 == 0)
+    return (
+        w.fmt in INT8_FORMATS
+        and w.cols % 32 == 0
+        and (not w.fmt.startswith("int4") or w.group % 32 == 0)
+    )
 
 
 def quantize_act_int8(x: torch.Tensor) -> torch.Tensor:
@@ -58,7 +66,9 @@ def quantize_act_int8(x: torch.Tensor) -> torch.Tensor:
     return (q.double() * (amax / 127.0).double()).reshape(xf.shape)
 
 
-def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None, act_int8: bool = False) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, w, bias: torch.Tensor | None = None, act_int8: bool = False
+) -> torch.Tensor:
     """Reference for ``ft_kernels.linear``: x [T, K] @ dequantised W [N, K] ^T (+ bias) in float32 -> [T, N]
     (``act_int8``: x quantised as ``quantize_act_int8`` first, where ``int8_applies``)."""
     W = w.float() if isinstance(w, torch.Tensor) else dequantize(w)[0]
@@ -68,7 +78,9 @@ def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None, act_int8: bool 
     return y if bias is None else y + bias.float()
 
 
-def expert_act(gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+def expert_act(
+    gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 7.0
+) -> torch.Tensor:
     """[..., 2I] gate-then-up pre-activations -> [..., I]."""
     i = gu.shape[-1] // 2
     g, u = gu[..., :i], gu[..., i:]
@@ -78,8 +90,18 @@ def expert_act(gu: torch.Tensor, act: str, alpha: float = 1.702, limit: float = 
     return (u + 1) * (g * torch.sigmoid(g * alpha))
 
 
-def moe_experts(x, tok, eid, gate, w13: ExpertWeights, w2: ExpertWeights, act: str = "swiglu",
-                alpha: float = 1.702, limit: float = 7.0, act_int8: bool = False) -> torch.Tensor:
+def moe_experts(
+    x,
+    tok,
+    eid,
+    gate,
+    w13: ExpertWeights,
+    w2: ExpertWeights,
+    act: str = "swiglu",
+    alpha: float = 1.702,
+    limit: float = 7.0,
+    act_int8: bool = False,
+) -> torch.Tensor:
     """Reference for ``ft_kernels.moe_experts``: fp32 math, one route at a time. Returns [T, H].
     x in bfloat16 (bf16 activations): the activation h is rounded to bfloat16 (nearest even) before W2.
     ``act_int8`` (both banks ``int8_applies``): x and the activation h quantised as ``quantize_act_int8``."""
@@ -109,8 +131,9 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool = False,
-               base: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def route_topk(
+    logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool = False, base: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reference for ``ft_kernels.route_topk`` in torch ops (the MoE routers' own): softmax -> topk (-> / sum),
     or topk -> softmax; flat tok, eid (int32, + base) and gate (logits' dtype) lists of [T*k]."""
     T = logits.shape[0]
@@ -125,9 +148,16 @@ def route_topk(logits: torch.Tensor, k: int, kind: str = "softmax", renorm: bool
     return tok, (ids + base).to(torch.int32).flatten(), w.flatten()
 
 
-def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, page_table: torch.Tensor,
-                     ctx_lens: torch.Tensor, scale: float, window: int = 0,
-                     sinks: torch.Tensor | None = None) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    page_table: torch.Tensor,
+    ctx_lens: torch.Tensor,
+    scale: float,
+    window: int = 0,
+    sinks: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Reference for ``ft_kernels.decode_attention`` in float32 (float64 inputs give float64): each sequence's keys
     and values gathered page by page, softmax over the visible keys (and the sink as one more logit), then p.v."""
     B, N, D = q.shape
@@ -149,11 +179,17 @@ def decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor
     return torch.stack(out)
 
 
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
+def rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False
+) -> torch.Tensor:
     """Reference for ``ft_kernels.rope`` (ft_core's Rotary.apply in torch): x [T, H, D], cos/sin [T, R/2]."""
     R = 2 * cos.shape[-1]
     rot, rest = x[..., :R].float(), x[..., R:]
     c, s = cos[:, None, :], sin[:, None, :]
-    a, b = (rot[..., 0::2], rot[..., 1::2]) if interleaved else (rot[..., : R // 2], rot[..., R // 2 :])
+    a, b = (
+        (rot[..., 0::2], rot[..., 1::2])
+        if interleaved
+        else (rot[..., : R // 2], rot[..., R // 2 :])
+    )
     out = torch.cat([a * c - b * s, b * c + a * s], dim=-1).to(x.dtype)
     return torch.cat([out, rest], dim=-1) if rest.shape[-1] else out

@@ -32,6 +32,10 @@ print("ok")
 
 def test_grouped_experts_matches_reference_under_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    code = f"TESTS = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r}\n" + CODE  # fp32_bounds
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    code = (
+        f"TESTS = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r}\n" + CODE
+    )  # fp32_bounds
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

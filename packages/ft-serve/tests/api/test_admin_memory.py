@@ -30,16 +30,32 @@ def srv():
 
 def admin(srv, method="GET", key=ADMIN, **body):
     h = {"authorization": f"Bearer {key}"} if key else {}
-    return httpx.request(method, srv.url + "/v1/admin/memory", headers=h, json=body if method == "POST" else None,
-                         timeout=60)
+    return httpx.request(
+        method,
+        srv.url + "/v1/admin/memory",
+        headers=h,
+        json=body if method == "POST" else None,
+        timeout=60,
+    )
 
 
 def stream_text(srv, resize=None) -> str:
-    body = {"model": "m", "messages": [{"role": "user", "content": "resize me"}], "stream": True, "max_tokens": 40,
-            "temperature": 0, "ignore_eos": True}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "resize me"}],
+        "stream": True,
+        "max_tokens": 40,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
     out, n = [], 0
-    with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=60,
-                      headers={"authorization": "Bearer api-key"}) as r:
+    with httpx.stream(
+        "POST",
+        srv.url + "/v1/chat/completions",
+        json=body,
+        timeout=60,
+        headers={"authorization": "Bearer api-key"},
+    ) as r:
         for line in r.iter_lines():
             if line.startswith("data: {"):
                 n += 1
@@ -48,7 +64,9 @@ def stream_text(srv, resize=None) -> str:
                     resize()
     import json
 
-    return "".join((json.loads(x[6:])["choices"] or [{}])[0].get("delta", {}).get("content") or "" for x in out)
+    return "".join(
+        (json.loads(x[6:])["choices"] or [{}])[0].get("delta", {}).get("content") or "" for x in out
+    )
 
 
 def test_keys_are_checked(srv):
@@ -60,12 +78,20 @@ def test_keys_are_checked(srv):
 
 
 def test_non_loopback_callers_are_refused_unless_allowed():
-    scope = {"type": "http", "method": "GET", "path": "/v1/admin/memory", "headers": [(b"authorization", b"Bearer k")],
-             "client": ("10.1.2.3", 5555), "query_string": b""}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/v1/admin/memory",
+        "headers": [(b"authorization", b"Bearer k")],
+        "client": ("10.1.2.3", 5555),
+        "query_string": b"",
+    }
     with pytest.raises(ApiError) as e:
         check_admin(ServerConfig(model_name="m", admin_key="k"), Request(scope))
     assert e.value.status == 403
-    check_admin(ServerConfig(model_name="m", admin_key="k", admin_allow_remote=True), Request(scope))
+    check_admin(
+        ServerConfig(model_name="m", admin_key="k", admin_allow_remote=True), Request(scope)
+    )
     with pytest.raises(ApiError) as e:  # no key configured: remote callers never
         check_admin(ServerConfig(model_name="m", admin_allow_remote=True), Request(scope))
     assert e.value.status == 403
@@ -78,7 +104,9 @@ def test_resize_during_a_stream_keeps_its_output(srv):
     done = {}
 
     def shrink():
-        done["r"] = admin(srv, "POST", kv=f"{split['page_bytes'] * 24}", experts=split["slot_bytes"] * 6)
+        done["r"] = admin(
+            srv, "POST", kv=f"{split['page_bytes'] * 24}", experts=split["slot_bytes"] * 6
+        )
 
     text = stream_text(srv, shrink)
     assert done["r"].status_code == 200, done["r"].text
@@ -86,20 +114,32 @@ def test_resize_during_a_stream_keeps_its_output(srv):
     after = admin(srv).json()
     assert after["split"]["expert_slots"] == 6 and after["split"]["kv_pages"] == 24
     assert after["history"][-1]["reason"] == "admin"
-    assert admin(srv, "POST", experts=split["slot_bytes"] * 32, kv=split["kv"]).status_code == 200  # grow back
+    assert (
+        admin(srv, "POST", experts=split["slot_bytes"] * 32, kv=split["kv"]).status_code == 200
+    )  # grow back
     metrics = httpx.get(srv.url + "/metrics", headers={"authorization": "Bearer api-key"}).text
     assert 'ft_memory_bytes{model="ft-test",pool="experts"}' in metrics
 
 
 def test_refused_and_malformed_resizes(srv):
     before = admin(srv).json()["split"]
-    body = {"model": "m", "messages": [{"role": "user", "content": "hold pages " * 40}], "stream": True,
-            "max_tokens": 200, "ignore_eos": True}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hold pages " * 40}],
+        "stream": True,
+        "max_tokens": 200,
+        "ignore_eos": True,
+    }
     stop = threading.Event()
 
     def reader():  # keeps reading (a client that stops reading is one that left)
-        with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=60,
-                          headers={"authorization": "Bearer api-key"}) as r:
+        with httpx.stream(
+            "POST",
+            srv.url + "/v1/chat/completions",
+            json=body,
+            timeout=60,
+            headers={"authorization": "Bearer api-key"},
+        ) as r:
             for _ in r.iter_lines():
                 if stop.is_set():
                     return
@@ -123,12 +163,42 @@ def test_refused_and_malformed_resizes(srv):
 
 
 def test_ft_ctl_memory(srv):
-    r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "ctl", "memory", "--server", srv.url, "--key", ADMIN,
-                        "--experts", "8MiB"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ft_serve.cli",
+            "ctl",
+            "memory",
+            "--server",
+            srv.url,
+            "--key",
+            ADMIN,
+            "--experts",
+            "8MiB",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "experts" in r.stdout and "resizes so far" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "ft_serve.cli", "ctl", "memory", "--server", srv.url, "--key", "bad"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ft_serve.cli",
+            "ctl",
+            "memory",
+            "--server",
+            srv.url,
+            "--key",
+            "bad",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "401" in r.stderr and "invalid admin key" in r.stderr
 
 
@@ -137,8 +207,11 @@ def test_auto_mode_follows_simulated_free_memory(tmp_path):
     G = 1 << 30
     free.write_text(str(4 * G))
     eng = Engine.from_pretrained(None, moe_backend="fill", moe_cache_slots=64)
-    s = start_server(eng, elastic="auto", elastic_source=f"file:{free}", elastic_reserve=G, elastic_interval=0.05)
+    s = start_server(
+        eng, elastic="auto", elastic_source=f"file:{free}", elastic_reserve=G, elastic_interval=0.05
+    )
     try:
+
         def split():
             return httpx.get(s.url + "/v1/admin/memory").json()
 

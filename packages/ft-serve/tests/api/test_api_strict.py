@@ -35,10 +35,12 @@ CASES = [
     # chat: messages
     (CH, {**CHAT, "messages": [{"role": "user"}]}, "messages[0].content"),
     (CH, {**CHAT, "messages": [{"role": "user", "content": None}]}, "messages[0].content"),
-    (CH, {**CHAT, "messages": [{"role": "user", "content": [{"type": "text"}]}]},
-     "messages[0].content[0].text"),
-    (CH, {**CHAT, "messages": U + [{"role": "tool", "content": "x"}]},
-     "messages[1].tool_call_id"),
+    (
+        CH,
+        {**CHAT, "messages": [{"role": "user", "content": [{"type": "text"}]}]},
+        "messages[0].content[0].text",
+    ),
+    (CH, {**CHAT, "messages": U + [{"role": "tool", "content": "x"}]}, "messages[1].tool_call_id"),
     (CH, {k: v for k, v in CHAT.items() if k != "model"}, "model"),
     # chat: sampling and options
     (CH, {**CHAT, "top_logprobs": 2}, "top_logprobs"),
@@ -52,23 +54,34 @@ CASES = [
     (CH, {**CHAT, "seed": BIG}, "seed"),
     (CH, {**CHAT, "max_tokens": 10**9}, "max_tokens"),
     (CH, {**CHAT, "max_tokens": 10**30}, "max_tokens"),
-    (CH, {**CHAT, "max_tokens": None, "max_completion_tokens": 10**9},
-     "max_completion_tokens"),
+    (CH, {**CHAT, "max_tokens": None, "max_completion_tokens": 10**9}, "max_completion_tokens"),
     (CH, {**CHAT, "temperature": float("nan")}, "temperature"),
-    (CH, {**CHAT, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
-     "response_format.json_schema.name"),
+    (
+        CH,
+        {**CHAT, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+        "response_format.json_schema.name",
+    ),
     (CH, {**CHAT, "chat_template_kwargs": {"tools": 1}}, "chat_template_kwargs.tools"),
-    (CH, {**CHAT, "chat_template_kwargs": {"add_generation_prompt": False}},
-     "chat_template_kwargs.add_generation_prompt"),
+    (
+        CH,
+        {**CHAT, "chat_template_kwargs": {"add_generation_prompt": False}},
+        "chat_template_kwargs.add_generation_prompt",
+    ),
     # chat: tools
     (CH, {**CHAT, "tools": [FN, FN]}, "tools[1].function.name"),
     (CH, {**CHAT, "tools": [fn("")]}, "tools[0].function.name"),
     (CH, {**CHAT, "tools": [fn("a" * 65)]}, "tools[0].function.name"),
     (CH, {**CHAT, "tools": [fn("two words")]}, "tools[0].function.name"),
-    (CH, {**CHAT, "tools": [fn(parameters={"type": "string"})]},
-     "tools[0].function.parameters.type"),
-    (CH, {**CHAT, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]},
-     "tools[0].function.parameters"),
+    (
+        CH,
+        {**CHAT, "tools": [fn(parameters={"type": "string"})]},
+        "tools[0].function.parameters.type",
+    ),
+    (
+        CH,
+        {**CHAT, "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]},
+        "tools[0].function.parameters",
+    ),
     # completions
     (CO, {k: v for k, v in CMPL.items() if k != "model"}, "model"),
     (CO, {**CMPL, "seed": -BIG}, "seed"),
@@ -90,25 +103,32 @@ CASES = [
     # responses/compact: checked as a response is
     (CP, {**RESP, "stream": "yes"}, "stream"),
     (CP, {**RESP, "tool_choice": "required"}, "tool_choice"),
-    (CP, {**RESP, "tools": [RFN], "tool_choice": {"type": "function", "name": "g"}},
-     "tool_choice"),
-    (CP, {**RESP, "text": {"format": {"type": "json_schema", "name": "x"}}},
-     "text.format.schema"),
+    (CP, {**RESP, "tools": [RFN], "tool_choice": {"type": "function", "name": "g"}}, "tool_choice"),
+    (CP, {**RESP, "text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
     (CP, {"input": "hi"}, "model"),
     # anthropic messages
     (ME, {k: v for k, v in ANTH.items() if k != "model"}, "model"),
     (ME, {**ANTH, "messages": [{"role": "user", "content": ""}]}, "messages[0].content"),
     (ME, {**ANTH, "messages": [{"role": "user", "content": []}]}, "messages[0].content"),
-    (ME, {**ANTH, "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 2048}},
-     "thinking.budget_tokens"),
-    (ME, {**ANTH, "thinking": {"type": "enabled", "budget_tokens": 1000}},
-     "thinking.budget_tokens"),
+    (
+        ME,
+        {**ANTH, "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 2048}},
+        "thinking.budget_tokens",
+    ),
+    (
+        ME,
+        {**ANTH, "thinking": {"type": "enabled", "budget_tokens": 1000}},
+        "thinking.budget_tokens",
+    ),
     (ME, {**ANTH, "stop_sequences": "x"}, "stop_sequences"),
     (ME, {**ANTH, "max_tokens": 10**9}, "max_tokens"),
     (ME, {**ANTH, "tools": [{**ATOOL, "name": "a" * 129}]}, "tools[0].name"),
     (ME, {**ANTH, "tools": [{**ATOOL, "name": "a.b"}]}, "tools[0].name"),
-    (ME, {**ANTH, "tools": [{"name": "f", "input_schema": {"properties": {}}}]},
-     "tools[0].input_schema"),
+    (
+        ME,
+        {**ANTH, "tools": [{"name": "f", "input_schema": {"properties": {}}}]},
+        "tools[0].input_schema",
+    ),
     (CT, {"messages": U}, "model"),
 ]
 
@@ -140,18 +160,60 @@ def test_refused_with_400_naming_the_field(http, path, body, param):
 # Shapes the real clients send that must stay accepted (OpenAI allows assistant content null with
 # tool_calls; Anthropic allows a budget below max_tokens and an empty final assistant turn).
 ACCEPTED = [
-    (CH, {**CHAT, "messages": U + [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "ok"}], "tools": [FN]}),
-    (CH, {**CHAT, "logit_bias": {}, "seed": (1 << 63) - 1, "stop": ["a"] * 4,
-                              "reasoning_effort": "low",
-                              "chat_template_kwargs": {"enable_thinking": False}}),
+    (
+        CH,
+        {
+            **CHAT,
+            "messages": U
+            + [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            ],
+            "tools": [FN],
+        },
+    ),
+    (
+        CH,
+        {
+            **CHAT,
+            "logit_bias": {},
+            "seed": (1 << 63) - 1,
+            "stop": ["a"] * 4,
+            "reasoning_effort": "low",
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+    ),
     (CH, {**CHAT, "stream": True, "stream_options": {"include_usage": True}}),
-    (RE, {**RESP, "include": ["reasoning.encrypted_content"], "reasoning": {"effort": "minimal"},
-                       "tools": [RFN, {"type": "web_search"}]}),
-    (ME, {**ANTH, "max_tokens": 1100, "thinking": {"type": "enabled", "budget_tokens": 1024},
-                      "stop_sequences": ["x"], "tools": [ATOOL], "ignore_eos": True}),
+    (
+        RE,
+        {
+            **RESP,
+            "include": ["reasoning.encrypted_content"],
+            "reasoning": {"effort": "minimal"},
+            "tools": [RFN, {"type": "web_search"}],
+        },
+    ),
+    (
+        ME,
+        {
+            **ANTH,
+            "max_tokens": 1100,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "stop_sequences": ["x"],
+            "tools": [ATOOL],
+            "ignore_eos": True,
+        },
+    ),
     (ME, {**ANTH, "messages": U + [{"role": "assistant", "content": []}, *U]}),
 ]
 
@@ -192,8 +254,12 @@ def test_official_sdks_raise_bad_request(server):
     assert e.value.body["param"] == "include[0]"
     an = anthropic.Anthropic(base_url=server.url, api_key=API_KEY, max_retries=0)
     with pytest.raises(anthropic.BadRequestError) as e:
-        an.messages.create(model="m", max_tokens=2048, messages=[{"role": "user", "content": "hi"}],
-                           thinking={"type": "enabled", "budget_tokens": 4096})
+        an.messages.create(
+            model="m",
+            max_tokens=2048,
+            messages=[{"role": "user", "content": "hi"}],
+            thinking={"type": "enabled", "budget_tokens": 4096},
+        )
     assert "thinking.budget_tokens" in str(e.value)
 
 
@@ -208,4 +274,3 @@ def test_a_batch_past_the_queue_limit_is_refused_whole(demo_engine):
         assert loop.running == 0 and loop.waiting == 0
     finally:
         s.stop()
-

@@ -32,39 +32,175 @@ BASES = {
 # Fields each endpoint reads (from the API references), so that edits hit the validation code.
 FIELDS = {
     "/v1/chat/completions": [
-        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
-        "n", "stream", "stream_options", "stop", "seed", "tools", "tool_choice", "response_format",
-        "logprobs", "top_logprobs", "logit_bias", "presence_penalty", "frequency_penalty",
-        "reasoning_effort", "chat_template_kwargs", "parallel_tool_calls", "user", "ignore_eos"],
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "n",
+        "stream",
+        "stream_options",
+        "stop",
+        "seed",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+        "presence_penalty",
+        "frequency_penalty",
+        "reasoning_effort",
+        "chat_template_kwargs",
+        "parallel_tool_calls",
+        "user",
+        "ignore_eos",
+    ],
     "/v1/completions": [
-        "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stop", "seed",
-        "echo", "logprobs", "suffix", "best_of", "logit_bias", "ignore_eos"],
+        "model",
+        "prompt",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "n",
+        "stream",
+        "stop",
+        "seed",
+        "echo",
+        "logprobs",
+        "suffix",
+        "best_of",
+        "logit_bias",
+        "ignore_eos",
+    ],
     "/v1/responses": [
-        "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
-        "tools", "tool_choice", "text", "reasoning", "include", "store", "previous_response_id",
-        "parallel_tool_calls", "truncation", "metadata"],
-    "/v1/responses/compact": ["model", "input", "instructions", "tools", "tool_choice", "text",
-                              "stream", "reasoning"],
+        "model",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "stream",
+        "tools",
+        "tool_choice",
+        "text",
+        "reasoning",
+        "include",
+        "store",
+        "previous_response_id",
+        "parallel_tool_calls",
+        "truncation",
+        "metadata",
+    ],
+    "/v1/responses/compact": [
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "text",
+        "stream",
+        "reasoning",
+    ],
     "/v1/messages": [
-        "model", "messages", "max_tokens", "system", "temperature", "top_p", "top_k", "stream",
-        "stop_sequences", "tools", "tool_choice", "thinking", "metadata", "ignore_eos"],
-    "/v1/messages/count_tokens": ["model", "messages", "system", "tools", "tool_choice", "thinking"],
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stream",
+        "stop_sequences",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "metadata",
+        "ignore_eos",
+    ],
+    "/v1/messages/count_tokens": [
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+    ],
     "/v1/admin/memory": ["total", "kv", "experts", "states", "reason"],
 }
-ITEM_FIELDS = ["role", "content", "type", "name", "tool_calls", "tool_call_id", "text", "id",
-               "call_id", "arguments", "output", "signature", "thinking", "encrypted_content"]
+ITEM_FIELDS = [
+    "role",
+    "content",
+    "type",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "text",
+    "id",
+    "call_id",
+    "arguments",
+    "output",
+    "signature",
+    "thinking",
+    "encrypted_content",
+]
 
 # Values the validators get wrong most often: out-of-range numbers, wrong types, empty containers.
-edges = st.sampled_from([
-    2**63, 2**64, -2**63 - 1, 10**30, -1, 0, 1, 1.5, 1e9, 1e30, float("nan"), float("inf"), True,
-    "", "\ud800", "a" * 300, "auto", "none", "required", "user", "tool", [], {}, [None], [""],
-    ["a", "b", "c", "d", "e"], {"type": "function"}, {"name": ""}, {"tools": 1},
-    {"add_generation_prompt": False}, {"type": "json_schema"}, {"1": 500}, {"include_usage": True}])
-scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.integers(-3, 20)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12))
-values = edges | st.recursive(scalars | edges, lambda c: st.lists(c, max_size=3)
-                              | st.dictionaries(st.sampled_from(ITEM_FIELDS) | st.text(max_size=6),
-                                                c, max_size=3), max_leaves=8)
+edges = st.sampled_from(
+    [
+        2**63,
+        2**64,
+        -(2**63) - 1,
+        10**30,
+        -1,
+        0,
+        1,
+        1.5,
+        1e9,
+        1e30,
+        float("nan"),
+        float("inf"),
+        True,
+        "",
+        "\ud800",
+        "a" * 300,
+        "auto",
+        "none",
+        "required",
+        "user",
+        "tool",
+        [],
+        {},
+        [None],
+        [""],
+        ["a", "b", "c", "d", "e"],
+        {"type": "function"},
+        {"name": ""},
+        {"tools": 1},
+        {"add_generation_prompt": False},
+        {"type": "json_schema"},
+        {"1": 500},
+        {"include_usage": True},
+    ]
+)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.integers(-3, 20)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+)
+values = edges | st.recursive(
+    scalars | edges,
+    lambda c: (
+        st.lists(c, max_size=3)
+        | st.dictionaries(st.sampled_from(ITEM_FIELDS) | st.text(max_size=6), c, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 @st.composite
@@ -83,7 +219,9 @@ def bodies(draw, path):
         elif op == "extra":
             body[draw(st.text(min_size=1, max_size=8))] = draw(values)
         else:
-            items = next((body[k] for k in ("messages", "input") if isinstance(body.get(k), list)), None)
+            items = next(
+                (body[k] for k in ("messages", "input") if isinstance(body.get(k), list)), None
+            )
             if items and isinstance(items[0], dict):
                 items[0] = dict(items[0])
                 items[0][draw(st.sampled_from(ITEM_FIELDS))] = draw(values)
@@ -100,7 +238,9 @@ def _check(path: str, r: httpx.Response) -> None:
         assert err["type"] == "error" and isinstance(err["error"]["message"], str), err
         assert isinstance(err["error"]["type"], str), err
     else:
-        assert isinstance(err["error"]["message"], str) and isinstance(err["error"]["type"], str), err
+        assert isinstance(err["error"]["message"], str) and isinstance(err["error"]["type"], str), (
+            err
+        )
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +268,13 @@ def test_fuzzed_bodies_get_2xx_or_4xx(fuzz_server, path):
     headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
     with httpx.Client(base_url=fuzz_server.url, headers=headers, timeout=60) as client:
 
-        @settings(max_examples=120, deadline=None, database=None, derandomize=True,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @settings(
+            max_examples=120,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         @given(bodies(path))
         def run(body):
             _check(path, _post(client, path, body))

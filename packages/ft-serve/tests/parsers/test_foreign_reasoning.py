@@ -29,16 +29,33 @@ MODEL = "ft-test"
 # What the clouds hand out: an Anthropic thinking signature (base64 protobuf, ~1 kB) and an OpenAI
 # encrypted_content (a Fernet token: version byte 0x80, timestamp, IV, ciphertext, HMAC).
 ANTHROPIC_SIG = base64.b64encode(b"\x12\xaa\x0a" + random.Random(1).randbytes(900)).decode()
-OPENAI_BLOB = base64.urlsafe_b64encode(b"\x80\x00\x00\x00\x00h\x9a\x1b"
-                                       + random.Random(2).randbytes(1200)).decode()
+OPENAI_BLOB = base64.urlsafe_b64encode(
+    b"\x80\x00\x00\x00\x00h\x9a\x1b" + random.Random(2).randbytes(1200)
+).decode()
 THOUGHT = "The user wants the weather in Paris, so I call get_weather."
-TOOLS = [{"name": "get_weather", "description": "Weather of a city.",
-          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
-                           "required": ["city"]}}]
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Weather of a city.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+]
 TOOL_ID = "toolu_01A09q90qw90lq917835lq9"
-SHELL = [{"type": "function", "name": "shell", "description": "Run a command.",
-          "parameters": {"type": "object", "properties": {
-              "command": {"type": "array", "items": {"type": "string"}}}}}]
+SHELL = [
+    {
+        "type": "function",
+        "name": "shell",
+        "description": "Run a command.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+        },
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +70,9 @@ def oai(server):
 
 def foreign_counts(server) -> dict[tuple[str, str], float]:
     """{(api, kind): value} of ft_foreign_reasoning_total."""
-    text = httpx.get(server.url + "/metrics", headers={"authorization": f"Bearer {API_KEY}"},
-                     timeout=10).text
+    text = httpx.get(
+        server.url + "/metrics", headers={"authorization": f"Bearer {API_KEY}"}, timeout=10
+    ).text
     out = {}
     for m in re.finditer(r"^ft_foreign_reasoning_total\{([^}]*)\} (\S+)$", text, re.M):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
@@ -71,10 +89,14 @@ def session(*thinking: dict) -> list[dict]:
     """A Claude Code turn in progress: the assistant thought, called a tool, its result is back."""
     call = {"type": "tool_use", "id": TOOL_ID, "name": "get_weather", "input": {"city": "Paris"}}
     result = {"type": "tool_result", "tool_use_id": TOOL_ID, "content": "18 C, cloudy"}
-    return [{"role": "user", "content": "What is the weather in Paris?"},
-            {"role": "assistant",
-             "content": [*thinking, {"type": "text", "text": "Let me check."}, call]},
-            {"role": "user", "content": [result]}]
+    return [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": [*thinking, {"type": "text", "text": "Let me check."}, call],
+        },
+        {"role": "user", "content": [result]},
+    ]
 
 
 def anthropic_thinking(signature: str, text: str = THOUGHT) -> dict:
@@ -83,12 +105,17 @@ def anthropic_thinking(signature: str, text: str = THOUGHT) -> dict:
 
 def test_anthropic_signed_thinking_continues(claude, server):
     before = foreign_counts(server)
-    m = claude.messages.create(model=MODEL, max_tokens=4, tools=TOOLS,
-                               thinking={"type": "adaptive"},
-                               messages=session(anthropic_thinking(ANTHROPIC_SIG)))
+    m = claude.messages.create(
+        model=MODEL,
+        max_tokens=4,
+        tools=TOOLS,
+        thinking={"type": "adaptive"},
+        messages=session(anthropic_thinking(ANTHROPIC_SIG)),
+    )
     assert m.usage.output_tokens > 0 and m.stop_reason in ("end_turn", "max_tokens", "tool_use")
-    with claude.messages.stream(model=MODEL, max_tokens=4, tools=TOOLS,
-                                messages=session(anthropic_thinking(ANTHROPIC_SIG))) as s:
+    with claude.messages.stream(
+        model=MODEL, max_tokens=4, tools=TOOLS, messages=session(anthropic_thinking(ANTHROPIC_SIG))
+    ) as s:
         assert s.get_final_message().usage.output_tokens > 0
     assert delta(before, foreign_counts(server)) == {("anthropic", "thinking"): 2}
 
@@ -115,14 +142,20 @@ def test_foreign_thinking_renders_like_our_own(claude, server):
 
 def test_redacted_and_empty_thinking_are_accepted(claude, server):
     before = foreign_counts(server)
-    blocks = ({"type": "redacted_thinking", "data": ANTHROPIC_SIG},
-              anthropic_thinking(ANTHROPIC_SIG, ""))  # a block whose display was "omitted"
+    blocks = (
+        {"type": "redacted_thinking", "data": ANTHROPIC_SIG},
+        anthropic_thinking(ANTHROPIC_SIG, ""),
+    )  # a block whose display was "omitted"
     m = claude.messages.create(model=MODEL, max_tokens=2, tools=TOOLS, messages=session(*blocks))
     assert m.usage.output_tokens > 0
-    assert delta(before, foreign_counts(server)) == {("anthropic", "redacted_thinking"): 1,
-                                                     ("anthropic", "thinking"): 1}
-    tokens = [claude.messages.count_tokens(model=MODEL, tools=TOOLS,
-                                           messages=session(*b)).input_tokens for b in (blocks, ())]
+    assert delta(before, foreign_counts(server)) == {
+        ("anthropic", "redacted_thinking"): 1,
+        ("anthropic", "thinking"): 1,
+    }
+    tokens = [
+        claude.messages.count_tokens(model=MODEL, tools=TOOLS, messages=session(*b)).input_tokens
+        for b in (blocks, ())
+    ]
     assert tokens[0] == tokens[1]  # both dropped
 
 
@@ -132,14 +165,19 @@ def test_anthropic_altered_is_refused_and_older_signatures_verify(claude, server
     kid_head = own[: own.rindex(".") + 1]  # "ft2.<key id>."
     for sig in (sign_thinking(secret, "another thought"), kid_head + ANTHROPIC_SIG[:44]):
         with pytest.raises(anthropic.BadRequestError) as e:
-            claude.messages.create(model=MODEL, max_tokens=2, tools=TOOLS,
-                                   messages=session(anthropic_thinking(sig)))
+            claude.messages.create(
+                model=MODEL, max_tokens=2, tools=TOOLS, messages=session(anthropic_thinking(sig))
+            )
         assert "messages[1].content[0].signature" in e.value.body["error"]["message"]
     # the bare HMAC that servers before key ids issued still verifies: not counted as foreign
     mac = hmac.new(secret, _SIG_DOMAIN + THOUGHT.encode(), hashlib.sha256).digest()
     before = foreign_counts(server)
-    claude.messages.create(model=MODEL, max_tokens=2, tools=TOOLS,
-                           messages=session(anthropic_thinking(base64.b64encode(mac).decode())))
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=2,
+        tools=TOOLS,
+        messages=session(anthropic_thinking(base64.b64encode(mac).decode())),
+    )
     assert delta(before, foreign_counts(server)) == {}
 
 
@@ -147,24 +185,37 @@ def test_anthropic_altered_is_refused_and_older_signatures_verify(claude, server
 def codex_input(summary: str | None, blob: str = OPENAI_BLOB) -> list[dict]:
     """A Codex session begun on OpenAI: reasoning (with or without a summary) before a call, its
     output, another reasoning item with no summary before the answer, and the next user message."""
+
     def msg(role: str, kind: str, text: str) -> dict:
         return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
 
-    return [msg("user", "input_text", "List the files."),
-            {"type": "reasoning", "id": "rs_0a1b", "encrypted_content": blob,
-             "summary": [{"type": "summary_text", "text": summary}] if summary else []},
-            {"type": "function_call", "call_id": "call_1", "name": "shell",
-             "arguments": '{"command": ["ls"]}'},
-            {"type": "function_call_output", "call_id": "call_1", "output": "a.py\nb.py"},
-            {"type": "reasoning", "id": "rs_0a1c", "encrypted_content": blob, "summary": []},
-            msg("assistant", "output_text", "Two files."), msg("user", "input_text", "Thanks.")]
+    return [
+        msg("user", "input_text", "List the files."),
+        {
+            "type": "reasoning",
+            "id": "rs_0a1b",
+            "encrypted_content": blob,
+            "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "shell",
+            "arguments": '{"command": ["ls"]}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.py\nb.py"},
+        {"type": "reasoning", "id": "rs_0a1c", "encrypted_content": blob, "summary": []},
+        msg("assistant", "output_text", "Two files."),
+        msg("user", "input_text", "Thanks."),
+    ]
 
 
 def test_responses_foreign_reasoning_continues(oai, server):
     before = foreign_counts(server)
     kw = {"model": MODEL, "tools": SHELL, "max_output_tokens": 16, "store": False}
-    with_summary = oai.responses.create(input=codex_input(THOUGHT),
-                                        include=["reasoning.encrypted_content"], **kw)
+    with_summary = oai.responses.create(
+        input=codex_input(THOUGHT), include=["reasoning.encrypted_content"], **kw
+    )
     bare = oai.responses.create(input=codex_input(None), **kw)
     assert {with_summary.status, bare.status} <= {"completed", "incomplete"}
     assert with_summary.usage.input_tokens > bare.usage.input_tokens  # the summary is in the prompt
@@ -188,23 +239,32 @@ def test_foreign_reasoning_becomes_history_like_our_own():
 
 def test_foreign_compaction_is_dropped(oai, server, caplog):
     secret = server.app.state.config.secret
-    items = [{"type": "compaction", "id": "cmp_1", "encrypted_content": OPENAI_BLOB},
-             {"type": "message", "role": "user", "content": "continue"}]
+    items = [
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": OPENAI_BLOB},
+        {"type": "message", "role": "user", "content": "continue"},
+    ]
     before = foreign_counts(server)
     with caplog.at_level("INFO", logger="ft.serve"):
         r = oai.responses.create(model=MODEL, input=items, max_output_tokens=16, store=False)
     assert r.status in ("completed", "incomplete")
     assert any("compaction item this server did not issue" in rec.message for rec in caplog.records)
-    c = oai.responses.compact(model=MODEL, input=codex_input(THOUGHT),
-                              extra_body={"max_output_tokens": 16})
+    c = oai.responses.compact(
+        model=MODEL, input=codex_input(THOUGHT), extra_body={"max_output_tokens": 16}
+    )
     assert c.output[-1].type == "compaction"
-    assert delta(before, foreign_counts(server)) == {("responses", "compaction"): 1,
-                                                     ("responses", "reasoning"): 2}
+    assert delta(before, foreign_counts(server)) == {
+        ("responses", "compaction"): 1,
+        ("responses", "reasoning"): 2,
+    }
     assert convert_input({"input": items}, secret) == [{"role": "user", "content": "continue"}]
-    moved = [{**items[0], "encrypted_content": seal(b"a former secret", "compaction", "S")},
-             items[1]]
-    assert convert_input({"input": moved}, secret)[0] == {"role": "user",
-                                                          "content": SUMMARY_PREFIX + "S"}
+    moved = [
+        {**items[0], "encrypted_content": seal(b"a former secret", "compaction", "S")},
+        items[1],
+    ]
+    assert convert_input({"input": moved}, secret)[0] == {
+        "role": "user",
+        "content": SUMMARY_PREFIX + "S",
+    }
 
 
 def _b64(b: bytes) -> str:

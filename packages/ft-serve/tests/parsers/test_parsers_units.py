@@ -27,14 +27,25 @@ def test_find_first_and_partial_len() -> None:
     assert find_first("<x>a<x>", ("<x>",), 1) == (4, "<x>")
     assert partial_len("a <tool_ca", ("<tool_call>",)) == 8
     assert partial_len("a < b", ("<tool_call>",)) == 0
-    assert partial_len("<tool_call>", ("<tool_call>",)) == 0   # whole markers are found, not held
+    assert partial_len("<tool_call>", ("<tool_call>",)) == 0  # whole markers are found, not held
     assert partial_len("", ("<x>",)) == 0
 
 
-@pytest.mark.parametrize("text, want", [
-    ("30", 30), ("-1.5", -1.5), ("true", True), ("null", None), ('{"a": [1]}', {"a": [1]}),
-    ("ls -la", "ls -la"), ("NaN", "NaN"), ("1e999", "1e999"), ("", ""), ('"q"', "q"),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("30", 30),
+        ("-1.5", -1.5),
+        ("true", True),
+        ("null", None),
+        ('{"a": [1]}', {"a": [1]}),
+        ("ls -la", "ls -la"),
+        ("NaN", "NaN"),
+        ("1e999", "1e999"),
+        ("", ""),
+        ('"q"', "q"),
+    ],
+)
 def test_json_value(text: str, want: object) -> None:
     assert json_value(text) == want
 
@@ -44,12 +55,20 @@ def test_body_parsers() -> None:
     assert parse_hermes('{"name": "f", "arguments": [1]}') is None
     assert parse_hermes('{"name": 3, "arguments": {}}') is None
     assert parse_hermes('{"name": "f", "arguments": {"x": NaN}}') is None
-    assert parse_qwen3_coder("<function=f>\n<parameter=a>\n1\n<parameter=b>\nx y\n</function>") == \
-        ("f", {"a": 1, "b": "x y"})                          # lenient about a missing </parameter>
-    assert parse_qwen3_coder("<function=f>\n<parameter=a>\n\n\n</parameter>\n</function>") == ("f", {"a": "\n"})
+    assert parse_qwen3_coder("<function=f>\n<parameter=a>\n1\n<parameter=b>\nx y\n</function>") == (
+        "f",
+        {"a": 1, "b": "x y"},
+    )  # lenient about a missing </parameter>
+    assert parse_qwen3_coder("<function=f>\n<parameter=a>\n\n\n</parameter>\n</function>") == (
+        "f",
+        {"a": "\n"},
+    )
     assert parse_qwen3_coder("no function") is None
-    assert parse_glm45("f\n<arg_key> k </arg_key>\n<arg_value> v </arg_value>") == ("f", {"k": " v "})
-    assert parse_glm45("<arg_key>k</arg_key><arg_value>v</arg_value>") is None     # no name
+    assert parse_glm45("f\n<arg_key> k </arg_key>\n<arg_value> v </arg_value>") == (
+        "f",
+        {"k": " v "},
+    )
+    assert parse_glm45("<arg_key>k</arg_key><arg_value>v</arg_value>") is None  # no name
     assert parse_deepseek('function<｜tool▁sep｜>f\n```json\n{"a": 1}\n```') == ("f", {"a": 1})
     assert parse_deepseek('f<｜tool▁sep｜>{"a": 1}') == ("f", {"a": 1})
     assert parse_deepseek('function<｜tool▁sep｜>{"a": 1}') == ("function", {"a": 1})
@@ -60,7 +79,12 @@ def test_call_events_order_and_ids() -> None:
     parser = make_parser("hermes", "none")
     text = '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>'
     events = parser.feed(text) + parser.finish()
-    assert [(e.kind, e.index) for e in events] == [("tool_call", 0), ("tool_args", 0), ("tool_call", 1), ("tool_args", 1)]
+    assert [(e.kind, e.index) for e in events] == [
+        ("tool_call", 0),
+        ("tool_args", 0),
+        ("tool_call", 1),
+        ("tool_args", 1),
+    ]
     assert [e.name for e in events if e.kind == "tool_call"] == ["a", "b"]
     for ev, call in zip(events[::2], parser.tool_calls):
         assert re.fullmatch(r"call_[0-9a-f]{24}", ev.id) and ev.id == call["id"]
@@ -79,11 +103,13 @@ def test_less_than_is_held_only_until_disambiguated() -> None:
 def test_reasoning_and_harmony_stream_before_finish() -> None:
     think = make_parser("hermes", "think", starts_in_reasoning=True)
     assert think.feed("\nstep one") == [Event("reasoning", "step one")]
-    assert think.feed(" \n</th") == []                       # trailing space may precede </think>
+    assert think.feed(" \n</th") == []  # trailing space may precede </think>
     assert think.feed("ink>\n\nHi") == [Event("content", "Hi")]
     harmony = make_parser("harmony", "harmony")
     assert harmony.feed("<|channel|>analysis<|message|>abc <|e") == [Event("reasoning", "abc ")]
-    assert harmony.feed("nd|><|start|>assistant<|channel|>final<|message|>x") == [Event("content", "x")]
+    assert harmony.feed("nd|><|start|>assistant<|channel|>final<|message|>x") == [
+        Event("content", "x")
+    ]
 
 
 def test_collect_rejects_args_before_call() -> None:
@@ -104,15 +130,18 @@ def test_make_parser_names() -> None:
         make_parser("hermes", "deepseek_r1")
 
 
-@pytest.mark.parametrize("model_type, template, want", [
-    ("gpt_oss", None, ("harmony", "harmony")),
-    ("deepseek_v3", "anything", ("deepseek_v3", "think")),
-    ("glm4_moe", None, ("glm45", "think")),
-    ("qwen3_moe", "<tool_call>\n<function=x>\n<think>", ("qwen3_coder", "think")),
-    ("qwen3_moe", "{{ '<tool_call>' }} <think>", ("hermes", "think")),
-    ("qwen2_moe", "{{ '<tool_call>' }}", ("hermes", "none")),
-    ("mixtral", "[INST]", ("none", "none")),
-    ("mixtral", None, ("none", "none")),
-])
+@pytest.mark.parametrize(
+    "model_type, template, want",
+    [
+        ("gpt_oss", None, ("harmony", "harmony")),
+        ("deepseek_v3", "anything", ("deepseek_v3", "think")),
+        ("glm4_moe", None, ("glm45", "think")),
+        ("qwen3_moe", "<tool_call>\n<function=x>\n<think>", ("qwen3_coder", "think")),
+        ("qwen3_moe", "{{ '<tool_call>' }} <think>", ("hermes", "think")),
+        ("qwen2_moe", "{{ '<tool_call>' }}", ("hermes", "none")),
+        ("mixtral", "[INST]", ("none", "none")),
+        ("mixtral", None, ("none", "none")),
+    ],
+)
 def test_auto_parsers(model_type: str, template: str | None, want: tuple[str, str]) -> None:
     assert auto_parsers(model_type, template) == want

@@ -22,12 +22,19 @@ def demo_dir(tmp_path_factory):
     return write_demo_model(tmp_path_factory.mktemp("demo") / "demo")
 
 
-@pytest.mark.parametrize("edit,want", [
-    (lambda c: c.update(hidden_size="sixty-four"),
-     "'hidden_size' must be a positive integer, got 'sixty-four'"),
-    (lambda c: c.update(num_experts_per_tok=17),
-     "'num_experts_per_tok' (17) must be between 1 and 'num_experts'"),
-])
+@pytest.mark.parametrize(
+    "edit,want",
+    [
+        (
+            lambda c: c.update(hidden_size="sixty-four"),
+            "'hidden_size' must be a positive integer, got 'sixty-four'",
+        ),
+        (
+            lambda c: c.update(num_experts_per_tok=17),
+            "'num_experts_per_tok' (17) must be between 1 and 'num_experts'",
+        ),
+    ],
+)
 def test_serve_refuses_a_corrupt_config(demo_dir, tmp_path, edit, want):
     """The bare-traceback case and the one that used to start a server failing every request (the
     other corrupt configs: ft-core tests/test_config_validation.py, same CLI path)."""
@@ -57,7 +64,8 @@ def test_non_finite_model_answers_500_per_request(nan_server):
     client = openai.OpenAI(base_url=nan_server.url + "/v1", api_key=API_KEY, max_retries=0)
     for _ in range(2):  # each request fails alone; the server goes on
         with pytest.raises(openai.InternalServerError) as e:
-            client.chat.completions.create(model="ft-test", max_tokens=4,
-                                           messages=[{"role": "user", "content": "Hello"}])
+            client.chat.completions.create(
+                model="ft-test", max_tokens=4, messages=[{"role": "user", "content": "Hello"}]
+            )
         assert e.value.status_code == 500 and "model produced non-finite values" in str(e.value)
     assert client.models.list().data[0].id == "ft-test"

@@ -39,8 +39,11 @@ def split(srv) -> dict:
 
 
 def post_admin(srv, raw: bytes, ctype="application/json", **headers):
-    return httpx.post(srv.url + "/v1/admin/memory", content=raw,
-                      headers=auth(ADMIN, **{"content-type": ctype}, **headers))
+    return httpx.post(
+        srv.url + "/v1/admin/memory",
+        content=raw,
+        headers=auth(ADMIN, **{"content-type": ctype}, **headers),
+    )
 
 
 def test_a_page_cannot_post_text_plain_or_from_its_origin(srv):
@@ -60,8 +63,11 @@ def test_a_page_cannot_post_text_plain_or_from_its_origin(srv):
     assert r.status_code == 403 and r.json()["type"] == "error"  # Anthropic's schema there
     r = httpx.post(srv.url + "/v1/messages", content=b"{}", headers={"x-api-key": KEY})  # no type
     assert r.status_code == 415 and r.json()["error"]["type"] == "invalid_request_error"
-    r = httpx.post(srv.url + "/v1/chat/completions", headers=auth(origin="http://localhost:3000"),
-                   json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    r = httpx.post(
+        srv.url + "/v1/chat/completions",
+        headers=auth(origin="http://localhost:3000"),
+        json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert r.status_code == 403  # a page on another local port is another program
     assert split(srv) == before
 
@@ -69,9 +75,11 @@ def test_a_page_cannot_post_text_plain_or_from_its_origin(srv):
 def test_refusals_come_before_the_body_is_read(srv):
     """Headers announcing a 1 MB body, no body sent: the answer comes at once."""
     port = int(srv.url.rsplit(":", 1)[1])
-    for extra in (b"Origin: https://evil.example\r\nContent-Type: application/json\r\n",
-                  b"Host: evil.example\r\nContent-Type: application/json\r\n",
-                  b"Content-Type: text/plain\r\n"):
+    for extra in (
+        b"Origin: https://evil.example\r\nContent-Type: application/json\r\n",
+        b"Host: evil.example\r\nContent-Type: application/json\r\n",
+        b"Content-Type: text/plain\r\n",
+    ):
         head = b"POST /v1/admin/memory HTTP/1.1\r\nContent-Length: 1000000\r\n" + extra
         if b"Host:" not in extra:
             head += f"Host: 127.0.0.1:{port}\r\n".encode()
@@ -83,8 +91,12 @@ def test_refusals_come_before_the_body_is_read(srv):
 
 def test_dns_rebinding_hosts_are_refused(srv):
     port = srv.url.rsplit(":", 1)[1]
-    for host in ("evil.example", f"evil.example:{port}", "localhost.evil.example",
-                 "127.0.0.1.nip.io"):
+    for host in (
+        "evil.example",
+        f"evil.example:{port}",
+        "localhost.evil.example",
+        "127.0.0.1.nip.io",
+    ):
         r = httpx.get(srv.url + "/v1/models", headers=auth(host=host))
         assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed", host
         assert "--allowed-hosts" in r.json()["error"]["message"]
@@ -95,9 +107,12 @@ def test_dns_rebinding_hosts_are_refused(srv):
 
 
 def test_preflight_and_cors_for_a_listed_origin(srv):
-    pre = {"origin": APP, "access-control-request-method": "POST",
-           "access-control-request-headers": "authorization, content-type, x-stainless-os",
-           "access-control-request-private-network": "true"}
+    pre = {
+        "origin": APP,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type, x-stainless-os",
+        "access-control-request-private-network": "true",
+    }
     r = httpx.options(srv.url + "/v1/chat/completions", headers=pre)
     assert r.status_code == 204 and r.headers["access-control-allow-origin"] == APP
     assert "POST" in r.headers["access-control-allow-methods"]
@@ -117,17 +132,23 @@ def test_preflight_and_cors_for_a_listed_origin(srv):
 
 def test_rules_from_the_config():
     """Origin patterns, --host names and the opt-in wildcards (the parsing the server uses)."""
-    rules = GuardRules.from_config(ServerConfig(
-        model_name="m", host="gpu-box.lan", allowed_hosts=("Proxy.Example",),
-        allowed_origins=("http://localhost:*", "chrome-extension://*")))
+    rules = GuardRules.from_config(
+        ServerConfig(
+            model_name="m",
+            host="gpu-box.lan",
+            allowed_hosts=("Proxy.Example",),
+            allowed_origins=("http://localhost:*", "chrome-extension://*"),
+        )
+    )
     assert rules.host_ok("gpu-box.lan:8000") and rules.host_ok("proxy.example")
     assert rules.host_ok(None)  # HTTP/1.0: not a browser
     assert not rules.host_ok("evil.example") and not rules.host_ok("box.lan")
     assert rules.listed("http://localhost:3000") and rules.listed("chrome-extension://abc")
     assert not rules.listed("http://localhost.evil.example")
     assert not rules.listed("https://localhost:1")
-    wide = GuardRules.from_config(ServerConfig(model_name="m", host="0.0.0.0", allowed_hosts=("*",),
-                                               allowed_origins=("*",)))
+    wide = GuardRules.from_config(
+        ServerConfig(model_name="m", host="0.0.0.0", allowed_hosts=("*",), allowed_origins=("*",))
+    )
     assert wide.host_ok("anything.example") and wide.listed("null") and wide.listed(EVIL)
     bound = GuardRules.from_config(ServerConfig(model_name="m", host="0.0.0.0"))
     assert bound.host_ok("192.168.1.20:8000") and not bound.host_ok("my-laptop")
@@ -137,10 +158,16 @@ def test_rules_from_the_config():
 
 def test_admin_values_that_are_not_sizes_are_400_naming_the_field(srv):
     before = split(srv)
-    cases = ((b'{"kv": 1000000000000000000000000000000}', "kv"), (b'{"total": NaN}', "total"),
-             (b'{"total": Infinity}', "total"), (b'{"kv": -1}', "kv"), (b'{"kv": [1]}', "kv"),
-             (b'{"experts": "lots"}', "experts"), (b'{"kv": true}', "kv"),
-             (b'{"kv": "1MiB", "reason": {"a": 1}}', "reason"))
+    cases = (
+        (b'{"kv": 1000000000000000000000000000000}', "kv"),
+        (b'{"total": NaN}', "total"),
+        (b'{"total": Infinity}', "total"),
+        (b'{"kv": -1}', "kv"),
+        (b'{"kv": [1]}', "kv"),
+        (b'{"experts": "lots"}', "experts"),
+        (b'{"kv": true}', "kv"),
+        (b'{"kv": "1MiB", "reason": {"a": 1}}', "reason"),
+    )
     for raw, field in cases:
         r = post_admin(srv, raw)
         assert r.status_code == 400 and r.json()["error"]["param"] == field, (raw, r.text)
@@ -191,11 +218,24 @@ def test_keys_from_a_file_and_the_environment_through_ft_serve(tmp_path):
     (tmp_path / "key").write_text("file-key\n")
     env = {**os.environ, "FT_ADMIN_KEY": "env-admin"}
     env.pop("FT_API_KEY", None)
-    argv = [sys.executable, "-m", "ft_serve.cli", "serve", "--port", "0", "--max-model-len", "256",
-            "--api-key-file", str(tmp_path / "key"), "--metrics-public",
-            "--allowed-hosts", "box.lan"]
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "ft_serve.cli",
+        "serve",
+        "--port",
+        "0",
+        "--max-model-len",
+        "256",
+        "--api-key-file",
+        str(tmp_path / "key"),
+        "--metrics-public",
+        "--allowed-hosts",
+        "box.lan",
+    ]
+    proc = subprocess.Popen(
+        argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
     try:
         url = _ready_url(proc)
         cmdline = open(f"/proc/{proc.pid}/cmdline", "rb").read() if sys.platform == "linux" else b""
@@ -211,7 +251,6 @@ def test_keys_from_a_file_and_the_environment_through_ft_serve(tmp_path):
         proc.wait(30)
 
 
-
 def test_key_flags_are_checked_before_the_model_loads(tmp_path, capsys, monkeypatch):
     """The real `ft serve` entry point, in this process: a missing or empty key file, or a key both
     given and read from a file, stop it with one line (before any model is loaded)."""
@@ -220,9 +259,11 @@ def test_key_flags_are_checked_before_the_model_loads(tmp_path, capsys, monkeypa
     (tmp_path / "empty").write_text("\n")
     monkeypatch.setenv("FT_API_KEY", "from-env")
     empty = str(tmp_path / "empty")
-    for extra, words in ((["--api-key-file", str(tmp_path / "missing")], "cannot read it"),
-                         (["--api-key-file", empty], "found nothing"),
-                         (["--admin-key", "a", "--admin-key-file", empty], "not both")):
+    for extra, words in (
+        (["--api-key-file", str(tmp_path / "missing")], "cannot read it"),
+        (["--api-key-file", empty], "found nothing"),
+        (["--admin-key", "a", "--admin-key-file", empty], "not both"),
+    ):
         assert main(["serve", "--model", str(tmp_path / "no-model"), *extra]) == 1
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err, err

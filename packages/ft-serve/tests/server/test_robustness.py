@@ -194,8 +194,11 @@ def test_a_prompt_being_rendered_does_not_block_other_requests(server, engine, m
 
     monkeypatch.setattr(tok, "apply_chat_template", apply_chat_template)
     big, out = [{"role": "user", "content": "BLOCK " + "x" * 100_000}], []
-    t = threading.Thread(target=lambda: out.append(post(server.url, "/v1/chat/completions",
-                                                        {"model": "m", "messages": big})))
+    t = threading.Thread(
+        target=lambda: out.append(
+            post(server.url, "/v1/chat/completions", {"model": "m", "messages": big})
+        )
+    )
     t.start()
     try:
         assert entered.wait(30)
@@ -282,18 +285,33 @@ def test_a_deep_but_reasonable_tool_schema_is_served(server):
     assert post(server.url, "/v1/chat/completions", body).status_code == 200
 
 
-@pytest.mark.parametrize("path, body, param", [
-    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "a\ud800b"}]},
-     "messages[0].content"),
-    ("/v1/completions", {"model": "m", "prompt": ["ok", "a\udfffb"]}, "prompt[1]"),
-    ("/v1/responses", {"model": "m", "input": "a\ud800b"}, "input"),
-    ("/v1/messages", {"model": "m", "max_tokens": 2, "system": "ok",
-                      "messages": [{"role": "user",
-                                    "content": [{"type": "text", "text": "\ud800"}]}]},
-     "messages[0].content[0].text"),
-    ("/v1/chat/completions", {"model": "m", "messages": HI, "metadata": {"k\ud800": "v"}},
-     "metadata.k\\ud800"),
-])
+@pytest.mark.parametrize(
+    "path, body, param",
+    [
+        (
+            "/v1/chat/completions",
+            {"model": "m", "messages": [{"role": "user", "content": "a\ud800b"}]},
+            "messages[0].content",
+        ),
+        ("/v1/completions", {"model": "m", "prompt": ["ok", "a\udfffb"]}, "prompt[1]"),
+        ("/v1/responses", {"model": "m", "input": "a\ud800b"}, "input"),
+        (
+            "/v1/messages",
+            {
+                "model": "m",
+                "max_tokens": 2,
+                "system": "ok",
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "\ud800"}]}],
+            },
+            "messages[0].content[0].text",
+        ),
+        (
+            "/v1/chat/completions",
+            {"model": "m", "messages": HI, "metadata": {"k\ud800": "v"}},
+            "metadata.k\\ud800",
+        ),
+    ],
+)
 def test_a_lone_surrogate_is_a_400_naming_the_field(server, path, body, param):
     r = post(server.url, path, json.dumps(body).encode())  # json.dumps writes the \ud800 escape
     assert r.status_code == 400, r.text
@@ -322,8 +340,11 @@ class _Records(logging.Handler):
 
 
 def _stream_lines(url: str, path: str, out: list) -> None:
-    body = {**STREAMS[path], "ignore_eos": True,
-            "max_output_tokens" if path == "/v1/responses" else "max_tokens": 3000}
+    body = {
+        **STREAMS[path],
+        "ignore_eos": True,
+        "max_output_tokens" if path == "/v1/responses" else "max_tokens": 3000,
+    }
     with httpx.stream("POST", url + path, json=body, timeout=60) as r:
         for line in r.iter_lines():
             if line:

@@ -20,9 +20,16 @@ def text(svc, ids):
 
 
 def test_final_assistant_message_is_continued(svc):
-    msgs = [{"role": "user", "content": "Say it"}, {"role": "assistant", "content": "The answer is"}]
+    msgs = [
+        {"role": "user", "content": "Say it"},
+        {"role": "assistant", "content": "The answer is"},
+    ]
     ids, in_reasoning, forced = svc.render(ChatRequest(msgs, SamplingParams()))
-    assert text(svc, ids).endswith("<|im_start|>assistant\nThe answer is") and not forced and not in_reasoning
+    assert (
+        text(svc, ids).endswith("<|im_start|>assistant\nThe answer is")
+        and not forced
+        and not in_reasoning
+    )
     ids2, _, _ = svc.render(ChatRequest(msgs[:1], SamplingParams()))
     assert text(svc, ids2).endswith("<|im_start|>assistant\n")
 
@@ -31,7 +38,9 @@ def test_forced_tool_call_openings(svc):
     tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
     msgs = [{"role": "user", "content": "x"}]
     ids, _, forced = svc.render(ChatRequest(msgs, SamplingParams(), tools, "required"))
-    assert forced == "<tool_call>\n" and text(svc, ids).endswith("</think>\n\n<tool_call>\n")  # thinking off, call opened
+    assert forced == "<tool_call>\n" and text(svc, ids).endswith(
+        "</think>\n\n<tool_call>\n"
+    )  # thinking off, call opened
     _, _, forced = svc.render(ChatRequest(msgs, SamplingParams(), tools, {"name": "get"}))
     assert forced == "<tool_call>\n"  # hermes: the grammar forces the name
     with pytest.raises(ApiError) as e:

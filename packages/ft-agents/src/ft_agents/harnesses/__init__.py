@@ -10,7 +10,12 @@ from ft_agents.harnesses.openclaw import OpenClaw
 from ft_agents.harnesses.opencode import OpenCode
 
 HARNESSES: dict[str, Harness] = {h.name: h for h in (ClaudeCode(), Codex(), OpenCode(), OpenClaw())}
-ALIASES = {"claude-code": "claude", "claude_code": "claude", "open-code": "opencode", "open-claw": "openclaw"}
+ALIASES = {
+    "claude-code": "claude",
+    "claude_code": "claude",
+    "open-code": "opencode",
+    "open-claw": "openclaw",
+}
 
 
 def get(name: str) -> Harness:

@@ -46,8 +46,12 @@ class Plan:
     env: dict[str, str]  # set in the harness's environment (after the scrub)
     files: dict[Path, str]  # written (0600) before the harness starts
     args: list[str]  # the harness's arguments (after its executable)
-    notes: list[str] = field(default_factory=list)  # told to the user (limits a harness cannot take, ...)
-    links: dict[Path, Path] = field(default_factory=dict)  # symlink in the launch folder -> folder kept across launches
+    notes: list[str] = field(
+        default_factory=list
+    )  # told to the user (limits a harness cannot take, ...)
+    links: dict[Path, Path] = field(
+        default_factory=dict
+    )  # symlink in the launch folder -> folder kept across launches
 
 
 class Harness(ABC):

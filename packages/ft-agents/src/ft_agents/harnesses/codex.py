@@ -30,28 +30,34 @@ class Codex(Harness):
 
     def plan(self, s: Setup, args: list[str]) -> Plan:
         home = s.config_dir / "codex"
-        compact = max(s.context // 2, s.context - s.output_limit)  # compact while a full reply still fits
-        toml = "\n".join([
-            "# Written by ft-agents for one launch; your own ~/.codex is not read.",
-            f"model = {_s(s.model)}",
-            'model_provider = "ft"',
-            f"model_context_window = {s.context}",
-            f"model_auto_compact_token_limit = {compact}",
-            "check_for_update_on_startup = false",
-            "",
-            "[model_providers.ft]",
-            f"name = {_s('ft at ' + s.server.url)}",
-            f"base_url = {_s(s.server.openai_url)}",
-            f"env_key = {_s(KEY_ENV)}",
-            'wire_api = "responses"',
-            f"stream_idle_timeout_ms = {REQUEST_TIMEOUT_S * 1000}",
-            "",
-            f"[projects.{_s(str(s.cwd))}]",
-            'trust_level = "trusted"',
-            "",
-        ])
+        compact = max(
+            s.context // 2, s.context - s.output_limit
+        )  # compact while a full reply still fits
+        toml = "\n".join(
+            [
+                "# Written by ft-agents for one launch; your own ~/.codex is not read.",
+                f"model = {_s(s.model)}",
+                'model_provider = "ft"',
+                f"model_context_window = {s.context}",
+                f"model_auto_compact_token_limit = {compact}",
+                "check_for_update_on_startup = false",
+                "",
+                "[model_providers.ft]",
+                f"name = {_s('ft at ' + s.server.url)}",
+                f"base_url = {_s(s.server.openai_url)}",
+                f"env_key = {_s(KEY_ENV)}",
+                'wire_api = "responses"',
+                f"stream_idle_timeout_ms = {REQUEST_TIMEOUT_S * 1000}",
+                "",
+                f"[projects.{_s(str(s.cwd))}]",
+                'trust_level = "trusted"',
+                "",
+            ]
+        )
         env = {"CODEX_HOME": str(home), KEY_ENV: s.api_key}
-        notes = [f"Codex has no output-token setting; the server bounds each reply (context {s.context})."]
+        notes = [
+            f"Codex has no output-token setting; the server bounds each reply (context {s.context})."
+        ]
         args = self.args_or_default(args)
         if not ({"--no-daemon", "--remote"} & set(args) or args[:1] and args[0] in _DAEMON_BOUND):
             # The TUI otherwise starts a shared app-server daemon tied to this launch's CODEX_HOME,

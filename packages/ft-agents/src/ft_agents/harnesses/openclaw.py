@@ -18,20 +18,44 @@ class OpenClaw(Harness):
 
     def plan(self, s: Setup, args: list[str]) -> Plan:
         path = s.config_dir / "openclaw" / "openclaw.json"
-        model = {"id": s.model, "name": s.model, "reasoning": False, "input": ["text"],
-                 "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                 "contextWindow": s.context, "maxTokens": s.output_limit}
+        model = {
+            "id": s.model,
+            "name": s.model,
+            "reasoning": False,
+            "input": ["text"],
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+            "contextWindow": s.context,
+            "maxTokens": s.output_limit,
+        }
         cfg = {
             "agents": {"defaults": {"model": {"primary": f"ft/{s.model}"}}},
-            "models": {"mode": "replace", "providers": {"ft": {
-                "baseUrl": s.server.openai_url, "apiKey": f"${{{KEY_ENV}}}", "api": "openai-completions",
-                "timeoutSeconds": REQUEST_TIMEOUT_S, "models": [model]}}},
+            "models": {
+                "mode": "replace",
+                "providers": {
+                    "ft": {
+                        "baseUrl": s.server.openai_url,
+                        "apiKey": f"${{{KEY_ENV}}}",
+                        "api": "openai-completions",
+                        "timeoutSeconds": REQUEST_TIMEOUT_S,
+                        "models": [model],
+                    }
+                },
+            },
             "update": {"checkOnStart": False},
         }
         state = s.config_dir / "openclaw" / "state"
-        env = {"OPENCLAW_CONFIG_PATH": str(path), "OPENCLAW_STATE_DIR": str(state),
-               "OPENCLAW_NO_AUTO_UPDATE": "1", KEY_ENV: s.api_key}
+        env = {
+            "OPENCLAW_CONFIG_PATH": str(path),
+            "OPENCLAW_STATE_DIR": str(state),
+            "OPENCLAW_NO_AUTO_UPDATE": "1",
+            KEY_ENV: s.api_key,
+        }
         args = self.args_or_default(args)
         if args[:2] == ["agent", "exec"] and not {"--config", "--isolated"} & set(args):
-            args += ["--config", str(path)]  # pin the run to this config, as the headless docs advise
-        return Plan(env, {path: json.dumps(cfg, indent=2) + "\n"}, args, links=self.session_links(state, s))
+            args += [
+                "--config",
+                str(path),
+            ]  # pin the run to this config, as the headless docs advise
+        return Plan(
+            env, {path: json.dumps(cfg, indent=2) + "\n"}, args, links=self.session_links(state, s)
+        )

@@ -31,13 +31,21 @@ MIN_GAP = 8  # anchors closer than this (e.g. </tool_call><|im_end|>\n<|im_start
 
 _WORDS = r"think|tool|function|result|response|output|observation"
 _AFTER = [
-    re.compile(rf"^</[^<>]*({_WORDS})[^<>]*>$"),  # </think>, </tool_call>, </tool_response>, </function_results>
-    re.compile(r"^<(tool_call|tool_response|function_calls|function_results)>$"),  # tool blocks open
+    re.compile(
+        rf"^</[^<>]*({_WORDS})[^<>]*>$"
+    ),  # </think>, </tool_call>, </tool_response>, </function_results>
+    re.compile(
+        r"^<(tool_call|tool_response|function_calls|function_results)>$"
+    ),  # tool blocks open
     re.compile(r"tool.?(calls?|outputs?).?(begin|end)"),  # DeepSeek <｜tool▁calls▁begin｜> ...
-    re.compile(r"^(<\|im_end\|>|<\|end\|>|<\|eot_id\|>|<\|end_of_turn\|>|<\|call\|>|<\|return\|>)$"),  # end of turn
+    re.compile(
+        r"^(<\|im_end\|>|<\|end\|>|<\|eot_id\|>|<\|end_of_turn\|>|<\|call\|>|<\|return\|>)$"
+    ),  # end of turn
 ]
 _BEFORE = [
-    re.compile(r"^(<\|im_start\|>|<\|start\|>|<\|(user|assistant|system|observation)\|>|\[INST\]|<think>)$"),
+    re.compile(
+        r"^(<\|im_start\|>|<\|start\|>|<\|(user|assistant|system|observation)\|>|\[INST\]|<think>)$"
+    ),
     re.compile(r"｜(User|Assistant)｜"),
 ]
 _SPACES = ("\n", "\n\n", "\n\n\n", " \n", "\n ")
@@ -45,7 +53,9 @@ _SPACES = ("\n", "\n\n", "\n\n\n", " \n", "\n ")
 
 @dataclass(frozen=True)
 class AnchorTokens:
-    after: frozenset[int]  # a checkpoint right after these tokens (and one whitespace token after them)
+    after: frozenset[
+        int
+    ]  # a checkpoint right after these tokens (and one whitespace token after them)
     before: frozenset[int]  # a checkpoint right before these tokens
     space: frozenset[int] = frozenset()  # whitespace-only tokens
     user_header: tuple[int, ...] = ()  # the ids that open a user message (the llama policy)
@@ -65,9 +75,17 @@ class AnchorTokens:
                 after.add(i)
             elif any(p.search(text) for p in _BEFORE):
                 before.add(i)
-        space = {ids[0] for s in _SPACES if len(ids := tok.encode(s, add_special_tokens=False)) == 1}
+        space = {
+            ids[0] for s in _SPACES if len(ids := tok.encode(s, add_special_tokens=False)) == 1
+        }
         think = {i for i in before if _added_tokens(tok)[i] == "<think>"}
-        return cls(frozenset(after), frozenset(before), frozenset(space), _user_header(tok), frozenset(think))
+        return cls(
+            frozenset(after),
+            frozenset(before),
+            frozenset(space),
+            _user_header(tok),
+            frozenset(think),
+        )
 
 
 def _added_tokens(tok) -> dict[int, str]:
@@ -78,7 +96,9 @@ def _added_tokens(tok) -> dict[int, str]:
 def _user_header(tok) -> tuple[int, ...]:
     """The first two ids of a rendered user message (e.g. ``<|im_start|>`` ``user``); () if unknown."""
     try:
-        text = tok.apply_chat_template([{"role": "user", "content": "\x00"}], add_generation_prompt=False)
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": "\x00"}], add_generation_prompt=False
+        )
     except Exception:  # no template, or one that needs more than a user message
         return ()
     head = text[: text.find("\x00")]
@@ -110,10 +130,14 @@ class CheckpointPolicy:
             pts = list(range((start // self.interval + 1) * self.interval, n + 1, self.interval))
         elif self.kind == "llama":
             h = self.tokens.user_header
-            pts = [i for i in range(1, n - len(h) + 1) if h and tuple(ids[i : i + len(h)]) == h] + [n]
+            pts = [i for i in range(1, n - len(h) + 1) if h and tuple(ids[i : i + len(h)]) == h] + [
+                n
+            ]
         else:
             pts, extra = self._anchor_points(ids)
-            if extra is not None and start < extra and self.per_prompt > 0:  # a token or two past the lasting
+            if (
+                extra is not None and start < extra and self.per_prompt > 0
+            ):  # a token or two past the lasting
                 # end: one more point, not counted (GreedyDual evicts it first: it saves those few tokens)
                 return sorted({p for p in pts if start < p < extra})[-self.per_prompt :] + [extra]
         pts = sorted({p for p in pts if start < p <= n})
@@ -137,7 +161,9 @@ class CheckpointPolicy:
             elif x in t.after:
                 pts.add(min(end, i + 2 if i + 1 < n and ids[i + 1] in t.space else i + 1))
         kept: list[int] = []
-        for p in sorted(pts, reverse=True):  # boundaries a token or two apart: the later one serves both
+        for p in sorted(
+            pts, reverse=True
+        ):  # boundaries a token or two apart: the later one serves both
             if not kept or kept[-1] - p >= MIN_GAP:
                 kept.append(p)
         out, last = [], 0

@@ -32,18 +32,29 @@ class PagedKVCache:
     """One K pool [P, S, K, Dk] (and V pool [P, S, K, Dv]) per layer; pages allocated per sequence."""
 
     def __init__(self, layouts: list[KVLayout], device: torch.device | str = "cpu"):
-        assert len({(l.num_pages, l.page_size) for l in layouts}) == 1, "layers share one page geometry"
+        assert len({(l.num_pages, l.page_size) for l in layouts}) == 1, (
+            "layers share one page geometry"
+        )
         self.page_size = layouts[0].page_size
         self.num_pages = layouts[0].num_pages
-        self.k = [torch.zeros(l.num_pages, l.page_size, l.kv_heads, l.k_dim, dtype=l.dtype, device=device) for l in layouts]
+        self.k = [
+            torch.zeros(l.num_pages, l.page_size, l.kv_heads, l.k_dim, dtype=l.dtype, device=device)
+            for l in layouts
+        ]
         self.v = [
-            torch.zeros(l.num_pages, l.page_size, l.kv_heads, l.v_dim, dtype=l.dtype, device=device) if l.v_dim else None
+            torch.zeros(l.num_pages, l.page_size, l.kv_heads, l.v_dim, dtype=l.dtype, device=device)
+            if l.v_dim
+            else None
             for l in layouts
         ]
         self._free = list(range(self.num_pages - 1, -1, -1))
-        self.refs = [0] * self.num_pages  # holders of each page (sequences' tables and the prefix cache)
+        self.refs = [
+            0
+        ] * self.num_pages  # holders of each page (sequences' tables and the prefix cache)
         self.tables: dict[int, list[int]] = {}
-        self.reclaim: Callable[[int], int] | None = None  # frees up to n unused cached pages; returns how many
+        self.reclaim: Callable[[int], int] | None = (
+            None  # frees up to n unused cached pages; returns how many
+        )
 
     @property
     def free_pages(self) -> int:
@@ -108,14 +119,21 @@ class PagedKVCache:
         table = torch.tensor(self.tables[seq], dtype=torch.int64)
         return table[positions // self.page_size] * self.page_size + positions % self.page_size
 
-    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None) -> None:
+    def write(
+        self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None
+    ) -> None:
         """Store k [T, K, Dk] (and v [T, K, Dv]) at flat ``slots`` [T]."""
-        kp, vp = self.k[layer], self.v[layer]  # index_copy_: one op (an indexed assignment is several)
+        kp, vp = (
+            self.k[layer],
+            self.v[layer],
+        )  # index_copy_: one op (an indexed assignment is several)
         kp.view(-1, *kp.shape[2:]).index_copy_(0, slots, k.to(kp.dtype))
         if v is not None:
             vp.view(-1, *vp.shape[2:]).index_copy_(0, slots, v.to(vp.dtype))
 
-    def gather(self, layer: int, page_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def gather(
+        self, layer: int, page_table: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """page_table [B, Pmax] -> k [B, Pmax*S, K, Dk], v [B, Pmax*S, K, Dv] (or None)."""
         B = page_table.shape[0]
         k = self.k[layer][page_table].reshape(B, -1, *self.k[layer].shape[2:])

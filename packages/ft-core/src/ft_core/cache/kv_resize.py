@@ -9,8 +9,9 @@ from ft_core.cache.radix import RadixCache
 from ft_core.cache.state_cache import StateCheckpoints
 
 
-def resize_kv(kv: PagedKVCache, tree: RadixCache | None, states: StateCheckpoints | None,
-              num_pages: int) -> dict:
+def resize_kv(
+    kv: PagedKVCache, tree: RadixCache | None, states: StateCheckpoints | None, num_pages: int
+) -> dict:
     """Rebuild ``kv`` (mutated) with ``num_pages`` pages; ``tree`` (the prefix cache over it) and
     ``states`` (checkpoints holding the KV page of their tail) get the new page ids. Returns
     {"pages", "kept", "evicted"}. The caller has checked that the pages held by sequences fit."""

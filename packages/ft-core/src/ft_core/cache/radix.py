@@ -141,7 +141,9 @@ class RadixCache:
     def remove_leaf(self, n: RadixNode) -> int:
         """Drop the unlocked leaf ``n`` now (its payload too); returns the KV pages that went back to the
         free list. Its parent becomes evictable when it is left an unlocked leaf."""
-        assert n.parent is not None and not n.children and n.lock == 0, "only unlocked leaves are removed"
+        assert n.parent is not None and not n.children and n.lock == 0, (
+            "only unlocked leaves are removed"
+        )
         self._evictable.discard(n)
         parent = n.parent
         del parent.children[n.key]

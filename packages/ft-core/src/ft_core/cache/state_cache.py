@@ -37,8 +37,23 @@ class Checkpoint:
 
     __slots__ = ("node", "tail", "slot", "page", "last_use", "pos")
 
-    def __init__(self, node: RadixNode, tail: tuple[int, ...], slot: int, page: int | None, now: tuple[float, int], pos: int):
-        self.node, self.tail, self.slot, self.page, self.last_use, self.pos = node, tail, slot, page, now, pos
+    def __init__(
+        self,
+        node: RadixNode,
+        tail: tuple[int, ...],
+        slot: int,
+        page: int | None,
+        now: tuple[float, int],
+        pos: int,
+    ):
+        self.node, self.tail, self.slot, self.page, self.last_use, self.pos = (
+            node,
+            tail,
+            slot,
+            page,
+            now,
+            pos,
+        )
 
 
 class StateCheckpoints:
@@ -46,7 +61,9 @@ class StateCheckpoints:
         self.tree, self.kv, self.pool, self.S = tree, kv, pool, kv.page_size
         self.all: set[Checkpoint] = set()
         self.clock = 0.0  # GreedyDual's L: rises to the priority of each evicted checkpoint
-        self._requests = itertools.count(1)  # breaks ties between equal priorities: least recently used first
+        self._requests = itertools.count(
+            1
+        )  # breaks ties between equal priorities: least recently used first
         self.created = self.evicted = 0
         tree.drop_payload = self._drop_node
 
@@ -121,7 +138,11 @@ class StateCheckpoints:
     def resize(self, nbytes: int) -> dict:
         """A new budget of ``nbytes`` (whole slots): the most valuable checkpoints that fit are kept, copied
         into a new pool. Call between steps (no slot is being filled)."""
-        slots, before, evicted = nbytes // self.pool.layout.bytes_per_slot, self.pool.num_slots, self.evicted
+        slots, before, evicted = (
+            nbytes // self.pool.layout.bytes_per_slot,
+            self.pool.num_slots,
+            self.evicted,
+        )
         while len(self.all) > slots:
             self._evict_one()
         old, self.pool = self.pool, StatePool(self.pool.layout, slots, self.pool.device)
@@ -129,7 +150,12 @@ class StateCheckpoints:
             slot = self.pool.alloc()
             old.copy_to(ck.slot, self.pool, slot)
             ck.slot = slot
-        return {"slots_before": before, "slots_after": slots, "kept": len(self.all), "evicted": self.evicted - evicted}
+        return {
+            "slots_before": before,
+            "slots_after": slots,
+            "kept": len(self.all),
+            "evicted": self.evicted - evicted,
+        }
 
     def priorities(self) -> dict[Checkpoint, float]:
         """GreedyDual priority of every checkpoint: its last use + the tokens it saves over the next
@@ -145,15 +171,26 @@ class StateCheckpoints:
         best, node, nxt = None, ck.node, ck.tail  # nxt: the ids right after ``node`` on ck's path
         while node is not None:
             for c in (node.payload or {}).values():
-                if c is not ck and c.pos < ck.pos and nxt[: len(c.tail)] == c.tail and (best is None or c.pos > best.pos):
+                if (
+                    c is not ck
+                    and c.pos < ck.pos
+                    and nxt[: len(c.tail)] == c.tail
+                    and (best is None or c.pos > best.pos)
+                ):
                     best = c
             if best is not None:
                 return best  # shallower nodes only hold shallower checkpoints
             node, nxt = node.parent, node.key
         return None
 
-    def add(self, node: RadixNode, tail: tuple[int, ...], slot: int, page: int | None,
-            stamp: tuple[float, int] | None = None) -> Checkpoint | None:
+    def add(
+        self,
+        node: RadixNode,
+        tail: tuple[int, ...],
+        slot: int,
+        page: int | None,
+        stamp: tuple[float, int] | None = None,
+    ) -> Checkpoint | None:
         """Register the state in ``slot`` (filled by a forward) as the checkpoint after node's path + tail.
         ``page``: the KV page holding the tail tokens (one more reference is taken); ``stamp``: of the
         request that made it (default: now). A duplicate frees the slot and returns None."""
@@ -165,7 +202,9 @@ class StateCheckpoints:
         if page is not None:
             self.kv.ref(page)
         now = self._now() if stamp is None else stamp
-        ck = node.payload[tail] = Checkpoint(node, tail, slot, page, now, node.depth * self.S + len(tail))
+        ck = node.payload[tail] = Checkpoint(
+            node, tail, slot, page, now, node.depth * self.S + len(tail)
+        )
         self.all.add(ck)
         self.created += 1
         return ck
@@ -183,8 +222,13 @@ class StateCheckpoints:
         """Free the KV of ``node`` and its ancestors while each is an unlocked leaf without checkpoints:
         for a hybrid model a prefix without a checkpoint at or below it can never be resumed."""
         freed = 0
-        while node is not self.tree.root and node.parent is not None and not node.children and node.lock == 0 \
-                and not node.payload:
+        while (
+            node is not self.tree.root
+            and node.parent is not None
+            and not node.children
+            and node.lock == 0
+            and not node.payload
+        ):
             parent = node.parent
             freed += self.tree.remove_leaf(node)
             node = parent

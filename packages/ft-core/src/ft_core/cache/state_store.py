@@ -32,15 +32,21 @@ class StateLayout:
     layers: tuple[tuple[Spec, ...], ...]  # per state layer: the tensors one slot holds
 
     @classmethod
-    def of(cls, cfg: ModelConfig, dtype: torch.dtype, window_state: bool | None = None) -> StateLayout | None:
+    def of(
+        cls, cfg: ModelConfig, dtype: torch.dtype, window_state: bool | None = None
+    ) -> StateLayout | None:
         """The state layout of ``cfg`` (``window_state``: see ``ModelConfig.state_layers``), or None for a
         model whose every layer keeps paged KV."""
         layers = []
         for i in cfg.state_layers(window_state):
             if i in cfg.linear_layers:
                 lin = cfg.linear
-                layers.append((((lin.conv_dim, lin.conv_kernel - 1), dtype),
-                               ((lin.v_heads, lin.k_dim, lin.v_dim), torch.float32)))
+                layers.append(
+                    (
+                        ((lin.conv_dim, lin.conv_kernel - 1), dtype),
+                        ((lin.v_heads, lin.k_dim, lin.v_dim), torch.float32),
+                    )
+                )
             else:
                 ring = ((cfg.sliding_windows[i], cfg.num_kv_heads, cfg.head_dim), dtype)
                 layers.append((ring, ring))
@@ -48,7 +54,9 @@ class StateLayout:
 
     @property
     def bytes_per_slot(self) -> int:
-        size = lambda shape, dt: torch.Size(shape).numel() * torch.tensor([], dtype=dt).element_size()  # noqa: E731
+        size = lambda shape, dt: (
+            torch.Size(shape).numel() * torch.tensor([], dtype=dt).element_size()
+        )  # noqa: E731
         return sum(size(*spec) for layer in self.layers for spec in layer)
 
 
@@ -71,8 +79,10 @@ class StatePool:
 
     def __init__(self, layout: StateLayout, num_slots: int, device: torch.device | str = "cpu"):
         self.layout, self.num_slots, self.device = layout, num_slots, torch.device(device)
-        self.tensors = [tuple(torch.zeros(num_slots, *shape, dtype=dt, device=device) for shape, dt in layer)
-                        for layer in layout.layers]
+        self.tensors = [
+            tuple(torch.zeros(num_slots, *shape, dtype=dt, device=device) for shape, dt in layer)
+            for layer in layout.layers
+        ]
         self._free = list(range(num_slots - 1, -1, -1))
 
     def layer(self, j: int) -> tuple[torch.Tensor, ...]:
@@ -97,7 +107,9 @@ class StatePool:
         return slot
 
     def free(self, slot: int) -> None:
-        assert 0 <= slot < self.num_slots and slot not in self._free, f"state slot {slot} is not in use"
+        assert 0 <= slot < self.num_slots and slot not in self._free, (
+            f"state slot {slot} is not in use"
+        )
         self._free.append(slot)
 
     def copy_to(self, slot: int, dst: StatePool, dst_slot: int) -> None:

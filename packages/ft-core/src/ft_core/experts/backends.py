@@ -26,11 +26,20 @@ class ExpertBackend(ABC):
     def supports(self, bank: ExpertBank) -> bool: ...
 
     @abstractmethod
-    def run(self, bank: ExpertBank, x: torch.Tensor, tok: torch.Tensor, eid: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    def run(
+        self,
+        bank: ExpertBank,
+        x: torch.Tensor,
+        tok: torch.Tensor,
+        eid: torch.Tensor,
+        gate: torch.Tensor,
+    ) -> torch.Tensor:
         """x [T, H], tok/eid [R] int, gate [R] float32 -> y [T, H] float32. Does not mutate inputs."""
 
 
-def expert_act(bank: ExpertBank, gu: torch.Tensor, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+def expert_act(
+    bank: ExpertBank, gu: torch.Tensor, alpha: float = 1.702, limit: float = 7.0
+) -> torch.Tensor:
     """[n, 2I] gate-then-up pre-activations -> [n, I]."""
     g, u = gu[..., : bank.inter], gu[..., bank.inter :]
     if bank.act == "swiglu":
@@ -81,7 +90,11 @@ class CpuKernelBackend(ExpertBackend):
     name = "kernel"
 
     def __init__(self, alpha: float = 1.702, limit: float = 7.0, int8: bool = False):
-        self.alpha, self.limit, self.int8 = alpha, limit, int8  # int8: EngineConfig.int8_activations
+        self.alpha, self.limit, self.int8 = (
+            alpha,
+            limit,
+            int8,
+        )  # int8: EngineConfig.int8_activations
 
     def supports(self, bank: ExpertBank) -> bool:
         return bank.kernel_weights() is not None
@@ -94,23 +107,45 @@ class CpuKernelBackend(ExpertBackend):
             return bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, self.alpha, self.limit)
         xin = x if x.dtype in (torch.float32, torch.bfloat16) else x.float()
         return ft_kernels.moe_experts(
-            xin.contiguous(), tok.to(torch.int32), eid.to(torch.int32), gate.float().contiguous(), w13, w2,
-            act=bank.act, alpha=self.alpha, limit=self.limit, act_int8=self.int8,
+            xin.contiguous(),
+            tok.to(torch.int32),
+            eid.to(torch.int32),
+            gate.float().contiguous(),
+            w13,
+            w2,
+            act=bank.act,
+            alpha=self.alpha,
+            limit=self.limit,
+            act_int8=self.int8,
         )
 
 
-GEMM_MIN_ROUTES = 16  # routes per used expert from which torch's GEMM beats the streaming kernel (prefill)
+GEMM_MIN_ROUTES = (
+    16  # routes per used expert from which torch's GEMM beats the streaming kernel (prefill)
+)
 
 
 def gemm_sized(eid: torch.Tensor) -> bool:
     """Whether the routes ``eid`` [R] give their experts GEMM-sized work: >= GEMM_MIN_ROUTES per used expert on
     average. At T = 512 (Qwen3-30B-A3B-shaped bf16 experts, 32 routes an expert) torch's bf16 GEMM ran the
     experts 2x faster than the kernel, DeepSeek-V3-shaped (256 an expert) 5.6x (bench_cpu_experts x_torch)."""
-    return eid.numel() >= 16 * GEMM_MIN_ROUTES and eid.numel() >= GEMM_MIN_ROUTES * torch.unique(eid).numel()
+    return (
+        eid.numel() >= 16 * GEMM_MIN_ROUTES
+        and eid.numel() >= GEMM_MIN_ROUTES * torch.unique(eid).numel()
+    )
 
 
-def bf16_gemm(bank: ExpertBank, w13: torch.Tensor, w2: torch.Tensor, x: torch.Tensor, tok: torch.Tensor,
-              eid: torch.Tensor, gate: torch.Tensor, alpha: float, limit: float) -> torch.Tensor:
+def bf16_gemm(
+    bank: ExpertBank,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    x: torch.Tensor,
+    tok: torch.Tensor,
+    eid: torch.Tensor,
+    gate: torch.Tensor,
+    alpha: float,
+    limit: float,
+) -> torch.Tensor:
     """Prefill-sized routes of a bf16 bank through torch's bf16 GEMM (oneDNN), one expert at a time, as
     transformers' bf16 experts compute: products accumulated in fp32, each projection's output rounded to bf16;
     the activation in fp32 and h rounded to bf16 (as the kernels do). w13 [N, 2I, H], w2 [N, H, I] bf16;
@@ -152,27 +187,43 @@ class TritonBackend(ExpertBackend):
         from ft_kernels.gpu.grouped_experts import grouped_experts
 
         w13, w2 = bank.kernel_weights()
-        return grouped_experts(x, tok, eid, gate, w13, w2, act=bank.act, alpha=self.alpha, limit=self.limit)
+        return grouped_experts(
+            x, tok, eid, gate, w13, w2, act=bank.act, alpha=self.alpha, limit=self.limit
+        )
 
 
-IMPLS: dict[str, type[ExpertBackend]] = {"torch": TorchBackend, "kernel": CpuKernelBackend, "triton": TritonBackend}
+IMPLS: dict[str, type[ExpertBackend]] = {
+    "torch": TorchBackend,
+    "kernel": CpuKernelBackend,
+    "triton": TritonBackend,
+}
 
 
-def select_impl(name: str, bank: ExpertBank, alpha: float, limit: float, int8: bool = False) -> ExpertBackend:
+def select_impl(
+    name: str, bank: ExpertBank, alpha: float, limit: float, int8: bool = False
+) -> ExpertBackend:
     """``auto`` takes the C++ kernel where it supports the bank, else the torch reference. ``int8``
     (EngineConfig.int8_activations) needs the kernel."""
     from ft_core.errors import FTError
 
     if int8 and name not in ("auto", "kernel"):
-        raise FTError(f"int8_activations runs on the C++ kernels; expert implementation {name!r} has none")
+        raise FTError(
+            f"int8_activations runs on the C++ kernels; expert implementation {name!r} has none"
+        )
     if name == "auto":
         k = CpuKernelBackend(alpha, limit, int8)
         if int8 and not k.supports(bank):
-            raise FTError(f"int8_activations needs the C++ kernels, which do not take this {bank.fmt} bank")
+            raise FTError(
+                f"int8_activations needs the C++ kernels, which do not take this {bank.fmt} bank"
+            )
         return k if k.supports(bank) else TorchBackend(alpha, limit)
     if name not in IMPLS:
-        raise FTError(f"expert implementation {name!r} is unknown; choose from auto, {', '.join(IMPLS)}")
+        raise FTError(
+            f"expert implementation {name!r} is unknown; choose from auto, {', '.join(IMPLS)}"
+        )
     b = CpuKernelBackend(alpha, limit, int8) if name == "kernel" else IMPLS[name](alpha, limit)
     if not b.supports(bank):
-        raise FTError(f"expert implementation {name!r} does not support {bank.fmt} {bank.act} banks; use auto or torch")
+        raise FTError(
+            f"expert implementation {name!r} does not support {bank.fmt} {bank.act} banks; use auto or torch"
+        )
     return b

@@ -44,7 +44,6 @@ def bank_format(name: str, dtype: torch.dtype | None = None) -> str:
     return name
 
 
-
 @dataclass
 class ExpertBank:
     fmt: str  # one of BANK_FORMATS: "bf16" | "f16" | "f32" | "fp8_e4m3" | "mxfp4" | "nvfp4" | "int4_*"
@@ -59,14 +58,21 @@ class ExpertBank:
 
     def __post_init__(self):
         if self.fmt not in BANK_FORMATS:
-            raise ValueError(f"expert bank format {self.fmt!r} is not one of {', '.join(BANK_FORMATS)}")
+            raise ValueError(
+                f"expert bank format {self.fmt!r} is not one of {', '.join(BANK_FORMATS)}"
+            )
 
     @property
     def num_ids(self) -> int:
         return self.tensors[self._main()].shape[0]
 
     def _main(self) -> str:
-        return {"mxfp4": "w13_blocks", "nvfp4": "w13_q", "int4_sym": "w13_q", "int4_asym": "w13_q"}.get(self.fmt, "w13")
+        return {
+            "mxfp4": "w13_blocks",
+            "nvfp4": "w13_q",
+            "int4_sym": "w13_q",
+            "int4_asym": "w13_q",
+        }.get(self.fmt, "w13")
 
     def nbytes_per_id(self) -> int:
         return sum(t[0].numel() * t.element_size() for t in self.tensors.values())
@@ -79,7 +85,9 @@ class ExpertBank:
 
         w = self.kernel_weights()[0 if which == "w13" else 1]
         zero = None if w.zero is None else w.zero[ids]
-        return dequantize(dataclasses.replace(w, q=w.q[ids], scale=w.scale[ids], zero=zero, bias=None))
+        return dequantize(
+            dataclasses.replace(w, q=w.q[ids], scale=w.scale[ids], zero=zero, bias=None)
+        )
 
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")
@@ -101,15 +109,31 @@ class ExpertBank:
             if self.fmt == "mxfp4":
                 blocks = t[f"{which}_blocks"]
                 q = blocks.view(blocks.shape[0], blocks.shape[1], -1)
-                out.append(ExpertWeights("mxfp4", q, cols, t[f"{which}_scales"], group=32, bias=bias))
+                out.append(
+                    ExpertWeights("mxfp4", q, cols, t[f"{which}_scales"], group=32, bias=bias)
+                )
             elif self.fmt == "fp8_e4m3":
                 q = t[which].view(torch.uint8)
-                out.append(ExpertWeights("fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias))
+                out.append(
+                    ExpertWeights(
+                        "fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias
+                    )
+                )
             elif self.fmt in ("nvfp4", "int4_sym", "int4_asym"):
                 group = 16 if self.fmt == "nvfp4" else self.fp8_block
                 gs = self.global_scale[0 if which == "w13" else 1]
-                out.append(ExpertWeights(self.fmt, t[f"{which}_q"], cols, t[f"{which}_scale"], t.get(f"{which}_zero"),
-                                         group=group, global_scale=gs, bias=bias))
+                out.append(
+                    ExpertWeights(
+                        self.fmt,
+                        t[f"{which}_q"],
+                        cols,
+                        t[f"{which}_scale"],
+                        t.get(f"{which}_zero"),
+                        group=group,
+                        global_scale=gs,
+                        bias=bias,
+                    )
+                )
             elif self.fmt in ("bf16", "f16"):
                 out.append(ExpertWeights(self.fmt, t[which], cols, bias=bias))
             else:

@@ -53,9 +53,17 @@ class ExpertCache:
             raise ValueError(f"expert cache needs at least 1 slot, got {slots}")
         if policy not in POLICIES:
             raise ValueError(f"expert cache policy {policy!r} is not one of {', '.join(POLICIES)}")
-        self.bank, self.num_slots, self.device, self.policy = bank, min(slots, bank.num_ids), device, policy
+        self.bank, self.num_slots, self.device, self.policy = (
+            bank,
+            min(slots, bank.num_ids),
+            device,
+            policy,
+        )
         S = self.num_slots
-        self.store = {k: torch.empty((S, *t.shape[1:]), dtype=t.dtype, device=device) for k, t in bank.tensors.items()}
+        self.store = {
+            k: torch.empty((S, *t.shape[1:]), dtype=t.dtype, device=device)
+            for k, t in bank.tensors.items()
+        }
         self.slot_of_id = torch.full((bank.num_ids,), -1, dtype=torch.int64, device=device)
         self.id_of_slot = torch.full((S,), -1, dtype=torch.int64, device=device)
         self.last_use = torch.full((S,), -1, dtype=torch.int64, device=device)
@@ -66,7 +74,9 @@ class ExpertCache:
     def slot_bank(self) -> ExpertBank:
         """An ExpertBank view whose flat ids are slots (for backends computing the device routes)."""
         b = self.bank
-        return dataclasses.replace(b, tensors=self.store, _kernel_views=None)  # every field but the tensors
+        return dataclasses.replace(
+            b, tensors=self.store, _kernel_views=None
+        )  # every field but the tensors
 
     def control(self, ids: torch.Tensor, q_of_m, observe: bool = True) -> ControlResult:
         """One layer step: look up ``ids`` [R] (one MoE layer's flat ids), fill ``q_of_m(m)`` of the m missing
@@ -96,12 +106,16 @@ class ExpertCache:
         self.slot_of_id[fill] = victims
         self.id_of_slot[victims] = fill
         self.last_use[victims] = self.clock
-        return ControlResult(self.slot_of_id[ids], fill, victims, int(hit.sum()), m, int(evicted.numel()))
+        return ControlResult(
+            self.slot_of_id[ids], fill, victims, int(hit.sum()), m, int(evicted.numel())
+        )
 
     def _observe(self, uniq: torch.Tensor) -> None:
         """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0."""
         E = self.bank.num_experts
-        base = uniq[:1] // E * E  # the step's layer: that of its lowest id (a step routes one layer's ids)
+        base = (
+            uniq[:1] // E * E
+        )  # the step's layer: that of its lowest id (a step routes one layer's ids)
         block = base + torch.arange(E, device=self.device)
         routed = torch.zeros(E, dtype=torch.int64, device=self.device)
         own = uniq[uniq < base + E]
@@ -117,10 +131,14 @@ class ExpertCache:
             return torch.sort(torch.where(free, self.last_use, big), stable=True).indices[:q]
         E, L = self.bank.num_experts, self.bank.num_ids // self.bank.num_experts
         sid = self.id_of_slot
-        layer = uniq[:1] // E if uniq.numel() else torch.zeros(1, dtype=torch.int64, device=self.device)
+        layer = (
+            uniq[:1] // E if uniq.numel() else torch.zeros(1, dtype=torch.int64, device=self.device)
+        )
         d = (sid // E - layer - 1) % L + 1  # layer steps until the slot's layer runs again
         p = self.reuse[sid.clamp(min=0)].clamp(min=1)
-        wait = d * REUSE_ONE + L * (REUSE_ONE * REUSE_ONE // p - REUSE_ONE)  # (d + L (1/p - 1)) * 2^16
+        wait = d * REUSE_ONE + L * (
+            REUSE_ONE * REUSE_ONE // p - REUSE_ONE
+        )  # (d + L (1/p - 1)) * 2^16
         key = torch.where(sid < 0, big, wait)
         key = torch.where(free, key, -1)
         return torch.sort(key, descending=True, stable=True).indices[:q]
@@ -148,7 +166,10 @@ class ExpertCache:
         rank = self.last_use[occ] + self.pinned[occ].to(torch.int64) * (1 << 62)
         keep = occ[torch.sort(-rank, stable=True).indices][:S2]
         keep = torch.sort(keep).values  # stable slot order among survivors
-        store = {k: torch.empty((S2, *t.shape[1:]), dtype=t.dtype, device=self.device) for k, t in self.store.items()}
+        store = {
+            k: torch.empty((S2, *t.shape[1:]), dtype=t.dtype, device=self.device)
+            for k, t in self.store.items()
+        }
         n = keep.numel()
         for k, t in self.store.items():
             store[k][:n] = t[keep]

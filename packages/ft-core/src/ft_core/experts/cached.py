@@ -35,14 +35,24 @@ def q_policy(name: str, ratio: float | None):
         return lambda m: m
     if name == "hybrid":
         if ratio is None or ratio <= 0:
-            raise ValueError("the hybrid policy needs the bandwidth ratio B_P / B_H (moe_bandwidth_ratio) > 0")
+            raise ValueError(
+                "the hybrid policy needs the bandwidth ratio B_P / B_H (moe_bandwidth_ratio) > 0"
+            )
         return lambda m: hybrid_q(m, ratio)  # round half up, as the Triton control kernel
     return lambda m: 0  # static (after warm-up) and cpu
 
 
 class CachedBackend(ExpertBackend):
-    def __init__(self, cache: ExpertCache, policy: str, ratio: float | None, device_backend: ExpertBackend,
-                 host_backend: ExpertBackend, warmup_calls: int, overlap: bool = True):
+    def __init__(
+        self,
+        cache: ExpertCache,
+        policy: str,
+        ratio: float | None,
+        device_backend: ExpertBackend,
+        host_backend: ExpertBackend,
+        warmup_calls: int,
+        overlap: bool = True,
+    ):
         if policy not in POLICIES:
             raise ValueError(f"moe backend {policy!r} is not one of cpu, {', '.join(POLICIES)}")
         self.name = policy
@@ -50,7 +60,9 @@ class CachedBackend(ExpertBackend):
         self.q_of_m = q_policy(policy, ratio)
         self.device_backend, self.host_backend = device_backend, host_backend
         self.slot_bank = cache.slot_bank()
-        self.warmup_calls = warmup_calls  # static: calls (one per MoE layer) counted before freezing
+        self.warmup_calls = (
+            warmup_calls  # static: calls (one per MoE layer) counted before freezing
+        )
         self.calls = 0
         self.route_counts = torch.zeros(cache.bank.num_ids, dtype=torch.int64)
         self.stats: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -68,8 +80,12 @@ class CachedBackend(ExpertBackend):
         if self.policy == "static":
             self._static_step(eid)
         E = bank.num_experts
-        prefill = (self.overlap and self.policy != "static" and x.shape[0] >= PREFILL_TOKENS
-                   and self.cache.num_slots >= 2 * E)
+        prefill = (
+            self.overlap
+            and self.policy != "static"
+            and x.shape[0] >= PREFILL_TOKENS
+            and self.cache.num_slots >= 2 * E
+        )
         res = self.cache.control(eid, (lambda m: m) if prefill else self.q_of_m)
         copied = self.cache.copy_in(res.copy_ids, res.copy_slots)
         if prefill and 0 <= layer < self.num_layers - 1:
@@ -79,7 +95,9 @@ class CachedBackend(ExpertBackend):
         s = self.stats[layer]
         t0 = time.perf_counter()
         if bool(on_dev.any()):
-            y += self.device_backend.run(self.slot_bank, x, tok[on_dev], res.route_slot[on_dev], gate[on_dev])
+            y += self.device_backend.run(
+                self.slot_bank, x, tok[on_dev], res.route_slot[on_dev], gate[on_dev]
+            )
         t1 = time.perf_counter()
         if not bool(on_dev.all()):
             off = ~on_dev
@@ -116,8 +134,12 @@ class CachedBackend(ExpertBackend):
         s = self.stats[layer]
         s["prefetched"] += int(res.copy_ids.numel())
         s["evictions"] += res.evictions
-        s["bytes_copied"] += sum(t[0].numel() * t.element_size() for t in c.bank.tensors.values()) * int(res.copy_ids.numel())
-        self._copy = threading.Thread(target=c.copy_in, args=(res.copy_ids, res.copy_slots), daemon=True)
+        s["bytes_copied"] += sum(
+            t[0].numel() * t.element_size() for t in c.bank.tensors.values()
+        ) * int(res.copy_ids.numel())
+        self._copy = threading.Thread(
+            target=c.copy_in, args=(res.copy_ids, res.copy_slots), daemon=True
+        )
         self._copy.start()
 
     def _join(self) -> None:
@@ -132,7 +154,9 @@ class CachedBackend(ExpertBackend):
             self.route_counts += torch.bincount(eid, minlength=self.route_counts.numel())
         if self.calls == self.warmup_calls:
             c = self.cache
-            hot = torch.sort(torch.argsort(self.route_counts, descending=True, stable=True)[: c.num_slots]).values
+            hot = torch.sort(
+                torch.argsort(self.route_counts, descending=True, stable=True)[: c.num_slots]
+            ).values
             slots = torch.arange(hot.numel())
             c.slot_of_id[hot] = slots
             c.id_of_slot[slots] = hot

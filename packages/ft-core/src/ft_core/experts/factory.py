@@ -21,19 +21,32 @@ def cache_slots(bank: ExpertBank, engine: EngineConfig) -> int:
     if engine.moe_cache_bytes:
         slots = engine.moe_cache_bytes // bank.nbytes_per_id()
         if slots < 1:
-            raise FTError(f"moe_cache_bytes={engine.moe_cache_bytes} holds no expert ({bank.nbytes_per_id()} bytes each)")
+            raise FTError(
+                f"moe_cache_bytes={engine.moe_cache_bytes} holds no expert ({bank.nbytes_per_id()} bytes each)"
+            )
         return slots
     return max(1, round(bank.num_ids * (engine.moe_cache_fraction or 0.5)))
 
 
-def build_backend(bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_layers: int) -> ExpertBackend:
+def build_backend(
+    bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_layers: int
+) -> ExpertBackend:
     """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
-    host = select_impl(engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations)
+    host = select_impl(
+        engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations
+    )
     policy = engine.resolved_moe_backend
     if policy == "cpu":
         return host
     cache = ExpertCache(bank, cache_slots(bank, engine), engine.device, engine.moe_cache_policy)
     impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
     device = select_impl(impl, cache.slot_bank(), moe.swiglu_alpha, moe.swiglu_limit)
-    return CachedBackend(cache, policy, engine.moe_bandwidth_ratio, device, host, warmup_calls=n_moe_layers,
-                         overlap=engine.moe_prefill_overlap)
+    return CachedBackend(
+        cache,
+        policy,
+        engine.moe_bandwidth_ratio,
+        device,
+        host,
+        warmup_calls=n_moe_layers,
+        overlap=engine.moe_prefill_overlap,
+    )

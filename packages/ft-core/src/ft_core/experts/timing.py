@@ -21,7 +21,9 @@ def hybrid_q(m: int, ratio: float) -> int:
     return 0 if m <= 0 else max(1, min(m, int(m * ratio + 0.5)))
 
 
-def step_seconds(policy: str, d: float, m: float, q: float, b: float, bp: float | None, bh: float) -> float | None:
+def step_seconds(
+    policy: str, d: float, m: float, q: float, b: float, bp: float | None, bh: float
+) -> float | None:
     """Predicted seconds of one layer step (see the module docstring); None when the policy needs a device
     (``bp`` None) that this machine lacks."""
     if policy == "cpu":
@@ -37,7 +39,9 @@ def step_seconds(policy: str, d: float, m: float, q: float, b: float, bp: float 
     raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
 
 
-def choose_policy(bp: float | None, bh: float, expert_bytes: float, distinct: float, miss_rate: float) -> tuple[str, dict]:
+def choose_policy(
+    bp: float | None, bh: float, expert_bytes: float, distinct: float, miss_rate: float
+) -> tuple[str, dict]:
     """The ``auto`` policy: the fastest of cpu / fill / hybrid under the model for a layer step with
     ``distinct`` routed experts of which a fraction ``miss_rate`` misses (e.g. 1 - cache fraction for
     uniform routing). Returns (policy, {policy: seconds}). It never returns a policy predicted slower
@@ -50,13 +54,16 @@ def choose_policy(bp: float | None, bh: float, expert_bytes: float, distinct: fl
         # Expected q of the rounded rule, evaluated at the expected m (whole misses, at least one).
         mi = max(1, round(m)) if m > 0 else 0
         q = hybrid_q(mi, bp / bh)
-        times["hybrid"] = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh) * (m / mi if mi else 0)
+        times["hybrid"] = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh) * (
+            m / mi if mi else 0
+        )
     best = min(times, key=lambda p: (times[p], ("hybrid", "fill", "cpu").index(p)))
     return best, times
 
 
-def slots_for_free_memory(free_bytes: int, slot_bytes: int, num_ids: int, reserve_bytes: int = 0,
-                          fraction: float = 0.9) -> int:
+def slots_for_free_memory(
+    free_bytes: int, slot_bytes: int, num_ids: int, reserve_bytes: int = 0, fraction: float = 0.9
+) -> int:
     """Cache slots for ``auto`` sizing: whole slots in ``fraction`` of the device's free memory after
     ``reserve_bytes`` (KV pages, activations), at most one per expert id, at least 0."""
     room = int((free_bytes - reserve_bytes) * fraction)

@@ -36,8 +36,14 @@ def attend(
     if v.shape[-1] == D:
         if sinks is None:
             # Fused (flash) attention: no [Lq, Lk] score tensor in memory, which bounds long prefills.
-            o = F.scaled_dot_product_attention(q.reshape(B, K * G, Lq, D), k, v, attn_mask=mask[:, None],
-                                               scale=scale, enable_gqa=G > 1)  # B N Lq D
+            o = F.scaled_dot_product_attention(
+                q.reshape(B, K * G, Lq, D),
+                k,
+                v,
+                attn_mask=mask[:, None],
+                scale=scale,
+                enable_gqa=G > 1,
+            )  # B N Lq D
             return o.view(B, K, G, Lq, D)
         if q.device.type == "cpu" and _FLASH_CPU is not None:
             return _attend_sinks_fused(q, k, v, mask, scale, sinks)
@@ -55,12 +61,21 @@ def _attend_sinks_fused(q, k, v, mask, scale, sinks) -> torch.Tensor:
     broadcast (stride 0) to the G query heads that share them. Shapes as ``attend``."""
     B, K, G, Lq, D = q.shape
     Lk = k.shape[2]
-    bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))[:, None]  # B 1 Lq Lk
+    bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))[
+        :, None
+    ]  # B 1 Lq Lk
     sk = sinks.float().view(K, G, 1)
     out = []
     for h in range(K):
-        o, lse = _FLASH_CPU(q[:, h], k[:, h : h + 1].expand(B, G, Lk, D), v[:, h : h + 1].expand(B, G, Lk, D),
-                            0.0, False, attn_mask=bias, scale=scale)  # B G Lq Dv, B G Lq
+        o, lse = _FLASH_CPU(
+            q[:, h],
+            k[:, h : h + 1].expand(B, G, Lk, D),
+            v[:, h : h + 1].expand(B, G, Lk, D),
+            0.0,
+            False,
+            attn_mask=bias,
+            scale=scale,
+        )  # B G Lq Dv, B G Lq
         out.append(o * torch.sigmoid(lse - sk[h])[..., None])
     return torch.stack(out, dim=1)
 
@@ -117,7 +132,9 @@ def paged_attention(
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [T, N, Dv] in q's dtype
     qb = pad_queries(q, batch, k.shape[2])
-    o = attend(qb, k.transpose(1, 2).float(), v.transpose(1, 2).float(), batch.mask(window), scale, sinks)
+    o = attend(
+        qb, k.transpose(1, 2).float(), v.transpose(1, 2).float(), batch.mask(window), scale, sinks
+    )
     return unpad(o, batch, q.dtype)
 
 
@@ -134,13 +151,27 @@ def attend_paged(
     sequence one new token) read the pools in place with ``ft_kernels.decode_attention`` (twin: the gather +
     ``paged_attention`` path below, which every other forward takes)."""
     kp, vp = kv.k[layer], kv.v[layer]
-    if (batch.Lq == 1 and q.device.type == "cpu" and vp is not None and q.dtype in (torch.float32, torch.bfloat16)
-            and kp.dtype in (torch.float32, torch.bfloat16) and vp.dtype == kp.dtype):
+    if (
+        batch.Lq == 1
+        and q.device.type == "cpu"
+        and vp is not None
+        and q.dtype in (torch.float32, torch.bfloat16)
+        and kp.dtype in (torch.float32, torch.bfloat16)
+        and vp.dtype == kp.dtype
+    ):
         ctx = batch.memo.get("ctx")
         if ctx is None:
             ctx = batch.memo["ctx"] = torch.tensor(batch.ctx_lens, dtype=torch.int64)
-        o = ft_kernels.decode_attention(q.contiguous(), kp, vp, batch.page_table, ctx, scale, window or 0,
-                                        None if sinks is None else sinks.float().contiguous())
+        o = ft_kernels.decode_attention(
+            q.contiguous(),
+            kp,
+            vp,
+            batch.page_table,
+            ctx,
+            scale,
+            window or 0,
+            None if sinks is None else sinks.float().contiguous(),
+        )
         return o.to(q.dtype)
     kc, vc = kv.gather(layer, batch.page_table)
     return paged_attention(q, kc, vc, batch, scale, window, sinks)

@@ -21,7 +21,9 @@ class GatedAttention:
     def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, rotary: Rotary):
         self.cfg, self.layer, self.rotary = cfg, layer, rotary
         N, K, D, H = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
-        wq, bq = r.linear(f"{prefix}.q_proj", 2 * N * D, H, cfg.qkv_bias)  # per head: D query rows, D gate rows
+        wq, bq = r.linear(
+            f"{prefix}.q_proj", 2 * N * D, H, cfg.qkv_bias
+        )  # per head: D query rows, D gate rows
         wk, bk = r.linear(f"{prefix}.k_proj", K * D, H, cfg.qkv_bias)
         wv, bv = r.linear(f"{prefix}.v_proj", K * D, H, cfg.qkv_bias)
         self.wqkv = torch.cat([wq, wk, wv])
@@ -35,7 +37,9 @@ class GatedAttention:
         c = self.cfg
         return KVLayout(num_pages, page_size, c.num_kv_heads, c.head_dim, c.head_dim, dtype)
 
-    def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
+    def __call__(
+        self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin
+    ) -> torch.Tensor:
         """x [T, H] -> [T, H]; writes this layer's K/V of the new tokens."""
         c, T, D = self.cfg, x.shape[0], self.cfg.head_dim
         qg, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)

@@ -19,7 +19,15 @@ from ft_core.model_config import ModelConfig
 
 
 class GQAttention:
-    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, rotary: Rotary, state_index: int | None = None):
+    def __init__(
+        self,
+        r,
+        cfg: ModelConfig,
+        layer: int,
+        prefix: str,
+        rotary: Rotary,
+        state_index: int | None = None,
+    ):
         """``state_index``: this windowed layer keeps its window as per-sequence state (that state layer's
         index, ``layers/attn_window.py``) instead of paged KV."""
         self.cfg, self.layer, self.rotary, self.state_index = cfg, layer, rotary, state_index
@@ -43,11 +51,15 @@ class GQAttention:
 
     def kv_layout(self, num_pages: int, page_size: int, dtype: torch.dtype) -> KVLayout:
         c = self.cfg
-        if self.state_index is not None:  # no paged KV (zero width keeps KV indices = layer indices)
+        if (
+            self.state_index is not None
+        ):  # no paged KV (zero width keeps KV indices = layer indices)
             return KVLayout(num_pages, page_size, 0, 0, 0, dtype)
         return KVLayout(num_pages, page_size, c.num_kv_heads, c.head_dim, c.head_dim, dtype)
 
-    def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
+    def __call__(
+        self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin
+    ) -> torch.Tensor:
         c = self.cfg
         T = x.shape[0]
         q, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)

@@ -28,16 +28,22 @@ class MLAttention:
             self.wqb, _ = r.linear(f"{prefix}.q_b_proj", N * m.qk_head_dim, m.q_lora_rank)
         else:
             self.wq, _ = r.linear(f"{prefix}.q_proj", N * m.qk_head_dim, H)
-        self.wkva, self.bkva = r.linear(f"{prefix}.kv_a_proj_with_mqa", m.kv_lora_rank + m.qk_rope_dim, H, bias)
+        self.wkva, self.bkva = r.linear(
+            f"{prefix}.kv_a_proj_with_mqa", m.kv_lora_rank + m.qk_rope_dim, H, bias
+        )
         self.kv_a_norm = r.tensor(f"{prefix}.kv_a_layernorm.weight", (m.kv_lora_rank,))
-        self.wkvb, _ = r.linear(f"{prefix}.kv_b_proj", N * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank)
+        self.wkvb, _ = r.linear(
+            f"{prefix}.kv_b_proj", N * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank
+        )
         self.wo, self.bo = r.linear(f"{prefix}.o_proj", H, N * m.v_head_dim, cfg.o_bias)
 
     def kv_layout(self, num_pages: int, page_size: int, dtype: torch.dtype) -> KVLayout:
         m = self.cfg.mla
         return KVLayout(num_pages, page_size, 1, m.kv_lora_rank + m.qk_rope_dim, 0, dtype)
 
-    def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
+    def __call__(
+        self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin
+    ) -> torch.Tensor:
         c, m = self.cfg, self.cfg.mla
         T, N = x.shape[0], c.num_heads
         if m.q_lora_rank:
@@ -55,8 +61,12 @@ class MLAttention:
         kv.write(self.layer, batch.slots, torch.cat([latent, k_rot], dim=-1)[:, None, :], None)
         lat, _ = kv.gather(self.layer, batch.page_table)  # [B, Lk, 1, C + Rd]
         B, Lk = lat.shape[:2]
-        kvb = linear(lat[:, :, 0, : m.kv_lora_rank], self.wkvb).view(B, Lk, N, m.qk_nope_dim + m.v_head_dim)
+        kvb = linear(lat[:, :, 0, : m.kv_lora_rank], self.wkvb).view(
+            B, Lk, N, m.qk_nope_dim + m.v_head_dim
+        )
         k_nope, v = kvb[..., : m.qk_nope_dim], kvb[..., m.qk_nope_dim :]
-        k = torch.cat([k_nope, lat[:, :, :, m.kv_lora_rank :].expand(B, Lk, N, m.qk_rope_dim)], dim=-1)
+        k = torch.cat(
+            [k_nope, lat[:, :, :, m.kv_lora_rank :].expand(B, Lk, N, m.qk_rope_dim)], dim=-1
+        )
         o = paged_attention(q, k, v, batch, c.attn_scale, None, None)
         return linear(o.reshape(T, -1), self.wo, self.bo)

@@ -33,9 +33,13 @@ class _Plan:
         Lq = batch.Lq
         self.slots = torch.tensor(batch.state.slots)
         self.qlen = torch.tensor(batch.q_lens)
-        self.start = torch.tensor(batch.ctx_lens) - self.qlen  # [B] position of each chunk's first token
+        self.start = (
+            torch.tensor(batch.ctx_lens) - self.qlen
+        )  # [B] position of each chunk's first token
         self.back = torch.arange(W) - W  # offsets -W .. -1
-        self.rows = (self.start[:, None] + self.back) % W  # ring rows of positions start-W .. start-1
+        self.rows = (
+            self.start[:, None] + self.back
+        ) % W  # ring rows of positions start-W .. start-1
         kpos = torch.cat([self.start[:, None] + self.back, batch.q_pos], dim=1)  # [B, W + Lq]
         kvalid = torch.cat([kpos[:, :W] >= 0, torch.arange(Lq)[None] < self.qlen[:, None]], dim=1)
         qvalid = torch.arange(Lq)[None] < self.qlen[:, None]  # [B, Lq]
@@ -43,8 +47,14 @@ class _Plan:
         for s0 in range(0, Lq, Q_BLOCK):
             e = min(Lq, s0 + Q_BLOCK)
             kp, qp = kpos[:, s0 : e + W], batch.q_pos[:, s0:e]
-            m = (kp[:, None] <= qp[:, :, None]) & (kp[:, None] > qp[:, :, None] - W) & kvalid[:, None, s0 : e + W]
-            m[:, :, 0] |= ~qvalid[:, s0:e]  # padding query rows see one key (no all-masked rows); discarded
+            m = (
+                (kp[:, None] <= qp[:, :, None])
+                & (kp[:, None] > qp[:, :, None] - W)
+                & kvalid[:, None, s0 : e + W]
+            )
+            m[:, :, 0] |= ~qvalid[
+                :, s0:e
+            ]  # padding query rows see one key (no all-masked rows); discarded
             self.blocks.append((s0, e, m))
         self.last = self.qlen[:, None] + torch.arange(W)  # [B, W]: key indices of the last W tokens
         self.last_rows = (self.start[:, None] + self.last - W) % W
@@ -68,7 +78,9 @@ def window_attention(
         plan = batch.memo[("ring", W)] = _Plan(batch, W)
     slots = plan.slots
 
-    def keys_of(ring: torch.Tensor, new: torch.Tensor) -> torch.Tensor:  # -> [B, W + Lq, K, D] in ring dtype
+    def keys_of(
+        ring: torch.Tensor, new: torch.Tensor
+    ) -> torch.Tensor:  # -> [B, W + Lq, K, D] in ring dtype
         pad = ring.new_zeros(B * Lq, *new.shape[1:])
         pad[batch.dest] = new.to(ring.dtype)
         return torch.cat([ring[slots[:, None], plan.rows], pad.view(B, Lq, *new.shape[1:])], dim=1)
@@ -83,7 +95,9 @@ def window_attention(
     o = torch.cat(out, dim=3) if len(out) > 1 else out[0]
 
     ar = torch.arange(W)
-    for b, snaps in enumerate(st.snaps or []):  # the window after the first n new tokens: keys n .. n+W-1
+    for b, snaps in enumerate(
+        st.snaps or []
+    ):  # the window after the first n new tokens: keys n .. n+W-1
         for n, cslot in snaps:
             ck_k, ck_v = st.ckpt.layer(j)
             r = (plan.start[b] + n + plan.back) % W

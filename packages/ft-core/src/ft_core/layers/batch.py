@@ -25,7 +25,9 @@ class ForwardBatch:
     state: Any = None  # StateBatch (cache/state_store.py) for models with linear-attention layers
     dest: torch.Tensor = field(init=False)  # [T] index into the padded [B * Lq] query rows
     q_pos: torch.Tensor = field(init=False)  # [B, Lq] position of each padded query row
-    memo: dict = field(init=False, default_factory=dict)  # values every layer of this forward shares (masks, ...)
+    memo: dict = field(
+        init=False, default_factory=dict
+    )  # values every layer of this forward shares (masks, ...)
 
     def __post_init__(self):
         B, Lq = len(self.q_lens), max(self.q_lens)

@@ -18,7 +18,9 @@ import torch
 import torch.nn.functional as F
 from ft_kernels import ExpertWeights
 
-KERNEL_MAX_TOKENS = 16  # above this, torch's multi-threaded GEMM (compute-bound prefill) is the better choice
+KERNEL_MAX_TOKENS = (
+    16  # above this, torch's multi-threaded GEMM (compute-bound prefill) is the better choice
+)
 _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 
 
@@ -44,11 +46,19 @@ def uses_kernel(x: torch.Tensor, w) -> bool:
     <= KERNEL_MAX_TOKENS rows on the CPU and contiguous bf16/f16 weights."""
     if isinstance(w, QuantDense):
         return True
-    return (x.dim() == 2 and x.shape[0] <= KERNEL_MAX_TOKENS and x.device.type == "cpu" and w.dtype in _KERNEL_DTYPES
-            and w.is_contiguous() and x.dtype in (torch.float32, torch.bfloat16, torch.float16))
+    return (
+        x.dim() == 2
+        and x.shape[0] <= KERNEL_MAX_TOKENS
+        and x.device.type == "cpu"
+        and w.dtype in _KERNEL_DTYPES
+        and w.is_contiguous()
+        and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+    )
 
 
-def linear(x: torch.Tensor, w, b: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, w, b: torch.Tensor | None = None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """x [..., K] @ w [N, K]^T (+ b [N]) -> [..., N] in ``dtype`` (default x's); w a tensor or a QuantDense.
     On the kernel path the products accumulate in float32 and are rounded once to ``dtype``, as torch's
     bf16 GEMM does. Twins: F.linear; for a QuantDense, ft_kernels.reference.linear."""

@@ -35,8 +35,15 @@ def _prepare(q, k, v, g, beta):
     return tr(q), tr(k), tr(v.float()), g.float().transpose(-1, -2), beta.float().transpose(-1, -2)
 
 
-def chunk_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                           state: torch.Tensor, chunk: int = CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+def chunk_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    chunk: int = CHUNK,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One sequence, chunked (WY form): q, k [L, Hk, Dk], v [L, Hv, Dv], g (log decay, <= 0) and beta
     [L, Hv], state [Hv, Dk, Dv] float32 (not modified). Returns o [L, Hv, Dv] float32 and the new state.
 
@@ -56,9 +63,13 @@ def chunk_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g:
     G = g.view(H, n, chunk).cumsum(-1)  # [H, n, c]
     beta = beta.view(H, n, chunk)
     lower = torch.ones(chunk, chunk, dtype=torch.bool).tril()
-    decay = (G[..., :, None] - G[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # [H, n, c, c]
+    decay = (
+        (G[..., :, None] - G[..., None, :]).masked_fill(~lower, float("-inf")).exp()
+    )  # [H, n, c, c]
     kb = k * beta[..., None]
-    system = (kb @ k.transpose(-1, -2)) * decay  # strictly-lower part is A; the diagonal is taken as 1
+    system = (
+        kb @ k.transpose(-1, -2)
+    ) * decay  # strictly-lower part is A; the diagonal is taken as 1
     rhs = torch.cat([v * beta[..., None], kb * G.exp()[..., None]], dim=-1)
     sol = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
     u0, w = sol.split([v.shape[-1], k.shape[-1]], dim=-1)  # u = u0 - w @ S0
@@ -76,8 +87,14 @@ def chunk_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g:
     return o, S
 
 
-def recurrent_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                               state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def recurrent_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Token by token, batched over sequences: q, k [B, L, Hk, Dk], v [B, L, Hv, Dv], g, beta [B, L, Hv],
     state [B, Hv, Dk, Dv] float32 (not modified). Returns o [B, L, Hv, Dv] float32 and the new state.
     Decode runs it with L = 1; it is also the reference twin of ``chunk_gated_delta_rule``."""
@@ -93,7 +110,9 @@ def recurrent_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return out.transpose(1, 2), S
 
 
-def causal_conv(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv(
+    x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Depthwise causal conv + SiLU over one sequence's new inputs. x [L, C], conv_state [C, Kc-1] (the
     previous Kc-1 inputs; zeros at the start), weight [C, Kc]. Returns y [L, C] in x's dtype and the new
     conv state [C, Kc-1] (not written in place)."""
@@ -103,7 +122,9 @@ def causal_conv(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor)
     return F.silu(y).t(), seq[:, seq.shape[1] - K1 :]
 
 
-def causal_conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv_step(
+    x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One new input per sequence: x [B, C], conv_state [B, C, Kc-1], weight [C, Kc] -> (y [B, C],
     new conv state [B, C, Kc-1]). Equals ``causal_conv`` with L = 1 per sequence."""
     seq = torch.cat([conv_state.to(x.dtype), x[:, :, None]], dim=2)  # [B, C, Kc]

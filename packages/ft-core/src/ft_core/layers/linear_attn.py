@@ -35,24 +35,47 @@ def _ungroup(w: torch.Tensor, hk: int, parts: list[int]) -> list[torch.Tensor]:
 
 
 class GatedDeltaNet:
-    def __init__(self, r, cfg: ModelConfig, layer: int, prefix: str, index: int, impl: str = "torch"):
+    def __init__(
+        self, r, cfg: ModelConfig, layer: int, prefix: str, index: int, impl: str = "torch"
+    ):
         lin, H = cfg.linear, cfg.hidden_size
-        self.cfg, self.layer, self.index = cfg, layer, index  # index: among state layers (state pools)
-        rule = gated_delta_fla if impl == "fla" else gated_delta  # EngineConfig.resolved_linear_attn_impl
-        self.chunk_rule, self.recurrent_rule = rule.chunk_gated_delta_rule, rule.recurrent_gated_delta_rule
+        self.cfg, self.layer, self.index = (
+            cfg,
+            layer,
+            index,
+        )  # index: among state layers (state pools)
+        rule = (
+            gated_delta_fla if impl == "fla" else gated_delta
+        )  # EngineConfig.resolved_linear_attn_impl
+        self.chunk_rule, self.recurrent_rule = (
+            rule.chunk_gated_delta_rule,
+            rule.recurrent_gated_delta_rule,
+        )
         hk, hv, dk, dv = lin.k_heads, lin.v_heads, lin.k_dim, lin.v_dim
         rv = hv // hk * dv
         if lin.grouped_proj:
-            q, k, v, z = _ungroup(r.linear(f"{prefix}.in_proj_qkvz", hk * (2 * dk + 2 * rv), H)[0], hk, [dk, dk, rv, rv])
-            b, a = _ungroup(r.linear(f"{prefix}.in_proj_ba", 2 * hv, H)[0], hk, [hv // hk, hv // hk])
+            q, k, v, z = _ungroup(
+                r.linear(f"{prefix}.in_proj_qkvz", hk * (2 * dk + 2 * rv), H)[0],
+                hk,
+                [dk, dk, rv, rv],
+            )
+            b, a = _ungroup(
+                r.linear(f"{prefix}.in_proj_ba", 2 * hv, H)[0], hk, [hv // hk, hv // hk]
+            )
             w_in = [q, k, v, z, b, a]
         else:
-            w_in = [r.linear(f"{prefix}.in_proj_qkv", lin.conv_dim, H)[0], r.linear(f"{prefix}.in_proj_z", hv * dv, H)[0],
-                    r.linear(f"{prefix}.in_proj_b", hv, H)[0], r.linear(f"{prefix}.in_proj_a", hv, H)[0]]
+            w_in = [
+                r.linear(f"{prefix}.in_proj_qkv", lin.conv_dim, H)[0],
+                r.linear(f"{prefix}.in_proj_z", hv * dv, H)[0],
+                r.linear(f"{prefix}.in_proj_b", hv, H)[0],
+                r.linear(f"{prefix}.in_proj_a", hv, H)[0],
+            ]
         self.w_in = torch.cat(w_in)  # one GEMM: [C + Hv*Dv + 2*Hv, H]
         self.split = (lin.conv_dim, hv * dv, hv, hv)
         self.qkv_split = (hk * dk, hk * dk, hv * dv)
-        self.conv_w = r.tensor(f"{prefix}.conv1d.weight", (lin.conv_dim, 1, lin.conv_kernel))[:, 0]  # [C, Kc]
+        self.conv_w = r.tensor(f"{prefix}.conv1d.weight", (lin.conv_dim, 1, lin.conv_kernel))[
+            :, 0
+        ]  # [C, Kc]
         self.neg_A = -r.tensor(f"{prefix}.A_log", (hv,), torch.float32).exp()
         self.dt_bias = r.tensor(f"{prefix}.dt_bias", (hv,), torch.float32)
         self.norm = r.tensor(f"{prefix}.norm.weight", (dv,))
@@ -66,10 +89,15 @@ class GatedDeltaNet:
         """conv output [.., C] -> q [.., Hk, Dk], k [.., Hk, Dk], v [.., Hv, Dv]."""
         lin = self.cfg.linear
         q, k, v = y.split(self.qkv_split, dim=-1)
-        return (q.unflatten(-1, (lin.k_heads, lin.k_dim)), k.unflatten(-1, (lin.k_heads, lin.k_dim)),
-                v.unflatten(-1, (lin.v_heads, lin.v_dim)))
+        return (
+            q.unflatten(-1, (lin.k_heads, lin.k_dim)),
+            k.unflatten(-1, (lin.k_heads, lin.k_dim)),
+            v.unflatten(-1, (lin.v_heads, lin.v_dim)),
+        )
 
-    def __call__(self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin) -> torch.Tensor:
+    def __call__(
+        self, x: torch.Tensor, batch: ForwardBatch, kv: PagedKVCache, cos_sin
+    ) -> torch.Tensor:
         """x [T, H] -> [T, H]. Advances every sequence's live state (and fills requested checkpoints)."""
         st, j, lin = batch.state, self.index, self.cfg.linear
         T = x.shape[0]
@@ -88,7 +116,9 @@ class GatedDeltaNet:
             live_conv, live_rec = st.live.layer(j)
             y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
             q, k, v = self._heads(y[:, None])
-            o, S = self.recurrent_rule(q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots])
+            o, S = self.recurrent_rule(
+                q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots]
+            )
             live_conv[slots], live_rec[slots] = conv, S
             core[rows] = o[:, 0]
             for i in single:
@@ -97,8 +127,12 @@ class GatedDeltaNet:
         for i, n in enumerate(batch.q_lens):
             if n > 1:
                 s0 = starts[i]
-                core[s0 : s0 + n] = self._prefill(mixed[s0 : s0 + n], g[s0 : s0 + n], beta[s0 : s0 + n], st, i, snaps[i])
-        y = gated_rms_norm(core.to(x.dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps)
+                core[s0 : s0 + n] = self._prefill(
+                    mixed[s0 : s0 + n], g[s0 : s0 + n], beta[s0 : s0 + n], st, i, snaps[i]
+                )
+        y = gated_rms_norm(
+            core.to(x.dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps
+        )
         return linear(y.reshape(T, -1), self.w_out)
 
     def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:

@@ -16,7 +16,9 @@ def offset_rms_norm(x: torch.Tensor, w1: torch.Tensor, eps: float) -> torch.Tens
     return (F.rms_norm(x.float(), (x.shape[-1],), None, eps) * w1).to(x.dtype)
 
 
-def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+def gated_rms_norm(
+    x: torch.Tensor, gate: torch.Tensor, w: torch.Tensor, eps: float
+) -> torch.Tensor:
     """x, gate [..., D] -> w * rmsnorm(x) * silu(gate): the norm in float32, rounded to x's dtype before
     the weight, the gate applied in float32; result in x's dtype. w [D] in x's dtype."""
     xf = x.float()

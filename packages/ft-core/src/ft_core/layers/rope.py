@@ -29,7 +29,9 @@ def inv_freq_and_scale(r: RopeConfig) -> tuple[torch.Tensor, float]:
         att = yarn_mscale(factor)
 
     def corr_dim(rot: float) -> float:
-        return (dim * math.log(r.original_max_position / (rot * 2 * math.pi))) / (2 * math.log(base))
+        return (dim * math.log(r.original_max_position / (rot * 2 * math.pi))) / (
+            2 * math.log(base)
+        )
 
     lo, hi = corr_dim(r.beta_fast), corr_dim(r.beta_slow)
     if r.truncate:
@@ -59,8 +61,14 @@ class Rotary:
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [T, N, D] -> same shape; cos/sin [T, R/2]. Math in float32, result in x's dtype. On the CPU one
         C++ pass (``ft_kernels.rope``, twin: the torch lines below, the same roundings)."""
-        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and cos.dtype == torch.float32:
-            return ft_kernels.rope(x.contiguous(), cos.contiguous(), sin.contiguous(), self.cfg.interleaved)
+        if (
+            x.device.type == "cpu"
+            and x.dtype in (torch.float32, torch.bfloat16)
+            and cos.dtype == torch.float32
+        ):
+            return ft_kernels.rope(
+                x.contiguous(), cos.contiguous(), sin.contiguous(), self.cfg.interleaved
+            )
         R = self.cfg.dim
         rot, rest = x[..., :R].float(), x[..., R:]
         c, s = cos[:, None, :], sin[:, None, :]

@@ -16,7 +16,13 @@ from ft_core.model_config import MoEConfig
 class Router:
     """``softmax`` (Qwen/Mixtral/OLMoE), ``sigmoid_group`` (DeepSeek-V3/GLM-4.5), ``topk_softmax`` (GPT-OSS)."""
 
-    def __init__(self, m: MoEConfig, weight: torch.Tensor, bias: torch.Tensor | None, correction: torch.Tensor | None):
+    def __init__(
+        self,
+        m: MoEConfig,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        correction: torch.Tensor | None,
+    ):
         self.m, self.weight, self.bias, self.correction = m, weight, bias, correction
 
     def routes(self, x: torch.Tensor, base: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -28,7 +34,9 @@ class Router:
         if m.router in ("softmax", "topk_softmax") and x.device.type == "cpu":
             b = None if self.bias is None else self.bias.to(x.dtype)
             logits = linear(x, self.weight.to(x.dtype), b).float()
-            return ft_kernels.route_topk(logits, m.top_k, m.router, m.router == "softmax" and m.norm_topk_prob, base)
+            return ft_kernels.route_topk(
+                logits, m.top_k, m.router, m.router == "softmax" and m.norm_topk_prob, base
+            )
         ids, w = self(x)
         T, k = ids.shape
         return torch.arange(T).repeat_interleave(k), ids.flatten() + base, w.float().flatten()
@@ -52,7 +60,9 @@ class Router:
         group_scores = choice.view(T, G, E // G).topk(2, dim=-1)[0].sum(-1)
         gidx = group_scores.topk(m.topk_group, dim=-1, sorted=False)[1]
         gmask = torch.zeros_like(group_scores).scatter_(1, gidx, 1).bool()
-        choice = choice.masked_fill(~gmask[:, :, None].expand(T, G, E // G).reshape(T, E), float("-inf"))
+        choice = choice.masked_fill(
+            ~gmask[:, :, None].expand(T, G, E // G).reshape(T, E), float("-inf")
+        )
         ids = choice.topk(m.top_k, dim=-1, sorted=False)[1]
         w = scores.gather(1, ids)
         if m.norm_topk_prob:

@@ -29,7 +29,9 @@ class Checkpoint:
 def read_json(path: Path, required: bool) -> dict:
     if not path.is_file():
         if required:
-            raise CheckpointError(f"{path}: missing (is {path.parent} a Hugging Face checkpoint directory?)")
+            raise CheckpointError(
+                f"{path}: missing (is {path.parent} a Hugging Face checkpoint directory?)"
+            )
         return {}
     try:
         d = json.loads(path.read_text())
@@ -45,10 +47,14 @@ def load_checkpoint(cfg: EngineConfig) -> Checkpoint:
     if not root.exists():
         raise CheckpointError(f"{root}: no such checkpoint directory")
     if not root.is_dir():
-        raise CheckpointError(f"{root}: not a directory (give the checkpoint directory, not a file)")
+        raise CheckpointError(
+            f"{root}: not a directory (give the checkpoint directory, not a file)"
+        )
     model_config = parse_config(read_json(root / "config.json", True), root / "config.json")
     gen = read_json(root / "generation_config.json", False)
-    if is_ftw_dir(root):  # `ft convert` output: banks pre-merged, read in parallel (loader/ftw_read.py)
+    if is_ftw_dir(
+        root
+    ):  # `ft convert` output: banks pre-merged, read in parallel (loader/ftw_read.py)
         reader = open_ftw(root, cfg.torch_dtype, model_config)
     else:
         reader = WeightReader(SafetensorsIndex(root), cfg.torch_dtype, model_config.quant)

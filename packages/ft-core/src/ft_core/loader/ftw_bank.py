@@ -22,8 +22,13 @@ from ft_core.experts.bank import ExpertBank
 
 # `ft convert --format` name -> (ExpertBank / ft_kernels format, scale group); "fp8" and "int4" are short names
 TARGETS = {
-    "bf16": ("bf16", 0), "f16": ("f16", 0), "fp8": ("fp8_e4m3", 128), "mxfp4": ("mxfp4", 32),
-    "nvfp4": ("nvfp4", 16), "int4": ("int4_sym", 128), "int4_asym": ("int4_asym", 128),
+    "bf16": ("bf16", 0),
+    "f16": ("f16", 0),
+    "fp8": ("fp8_e4m3", 128),
+    "mxfp4": ("mxfp4", 32),
+    "nvfp4": ("nvfp4", 16),
+    "int4": ("int4_sym", 128),
+    "int4_asym": ("int4_asym", 128),
 }
 FORMATS = ("auto", *TARGETS)
 _CHUNK_ELEMS = 1 << 22  # fp32 elements quantised per call
@@ -37,8 +42,10 @@ def check_format(fmt: str, hidden: int, inter: int) -> None:
         return
     need = {"mxfp4": 32, "nvfp4": 16}.get(fmt, 2)
     if hidden % need or inter % need:
-        raise FTError(f"--format {fmt} needs the expert dimensions (hidden {hidden}, intermediate {inter}) to be "
-                      f"multiples of {need}; choose another format")
+        raise FTError(
+            f"--format {fmt} needs the expert dimensions (hidden {hidden}, intermediate {inter}) to be "
+            f"multiples of {need}; choose another format"
+        )
 
 
 def keeps_stored(bank: ExpertBank, fmt: str) -> bool:
@@ -48,11 +55,15 @@ def keeps_stored(bank: ExpertBank, fmt: str) -> bool:
 
 def bank_absmax(bank: ExpertBank) -> tuple[float, float]:
     """max |w| of the bank's w13 and w2 values (float32, as the kernels see them)."""
-    return tuple(max((float(w.abs().max()) for w in _dequant_chunks(bank, which)), default=0.0)
-                 for which in ("w13", "w2"))
+    return tuple(
+        max((float(w.abs().max()) for w in _dequant_chunks(bank, which)), default=0.0)
+        for which in ("w13", "w2")
+    )
 
 
-def convert_bank(bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None = None) -> ExpertBank:
+def convert_bank(
+    bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None = None
+) -> ExpertBank:
     """The bank in ``fmt`` (a new ExpertBank; the same one when ``keeps_stored``). ``absmax``: the whole
     model's ``bank_absmax`` (needed by nvfp4, whose global scale spans every layer). Biases are kept."""
     if keeps_stored(bank, fmt):
@@ -61,8 +72,10 @@ def convert_bank(bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None 
     out: dict[str, torch.Tensor] = {}
     gscale = [1.0, 1.0]
     for k, which in enumerate(("w13", "w2")):
-        parts = [_quantize(w, kfmt, group, absmax[k] if kfmt == "nvfp4" else None)
-                 for w in _dequant_chunks(bank, which)]
+        parts = [
+            _quantize(w, kfmt, group, absmax[k] if kfmt == "nvfp4" else None)
+            for w in _dequant_chunks(bank, which)
+        ]
         gscale[k] = parts[0].global_scale
         q = torch.cat([p.q for p in parts])
         if kfmt in ("bf16", "f16"):
@@ -80,16 +93,23 @@ def convert_bank(bank: ExpertBank, fmt: str, absmax: tuple[float, float] | None 
     for k in ("w13_bias", "w2_bias"):
         if k in bank.tensors:
             out[k] = bank.tensors[k]
-    return ExpertBank(kfmt, bank.num_experts, bank.hidden, bank.inter, bank.act, out,
-                      fp8_block=group if kfmt in ("fp8_e4m3", "int4_sym", "int4_asym") else 0,
-                      global_scale=(gscale[0], gscale[1]) if kfmt == "nvfp4" else (1.0, 1.0))
+    return ExpertBank(
+        kfmt,
+        bank.num_experts,
+        bank.hidden,
+        bank.inter,
+        bank.act,
+        out,
+        fp8_block=group if kfmt in ("fp8_e4m3", "int4_sym", "int4_asym") else 0,
+        global_scale=(gscale[0], gscale[1]) if kfmt == "nvfp4" else (1.0, 1.0),
+    )
 
 
 def _dequant_chunks(bank: ExpertBank, which: str):
     """Yield float32 [n, R, C] chunks of ``which`` over all flat ids, in order."""
     N = bank.num_ids
     t = bank.tensors.get(which)
-    per = (t[0].numel() if t is not None else 2 * bank.inter * bank.hidden)
+    per = t[0].numel() if t is not None else 2 * bank.inter * bank.hidden
     step = max(1, _CHUNK_ELEMS // per)
     for a in range(0, N, step):
         yield bank.dequant(torch.arange(a, min(N, a + step)), which)
@@ -104,6 +124,8 @@ def _quantize(w: torch.Tensor, kfmt: str, group: int, absmax: float | None):
     if absmax is None:
         return quantize(w, kfmt, group)
     pad = torch.zeros(1, *w.shape[1:])
-    pad[0, 0, 0] = absmax  # >= every |w|: the global scale is absmax / (6 * 448), as for the whole bank
+    pad[0, 0, 0] = (
+        absmax  # >= every |w|: the global scale is absmax / (6 * 448), as for the whole bank
+    )
     q = quantize(torch.cat([w, pad]), kfmt, group)
     return type(q)(q.fmt, q.q[:-1], q.cols, q.scale[:-1], None, q.group, q.global_scale)

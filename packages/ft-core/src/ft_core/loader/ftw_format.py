@@ -56,7 +56,9 @@ def checksum(buf) -> int:
     nb = n8 // 512
     sums = np.add.reduce(w[: nb * 512].reshape(nb, 512), axis=1)  # [nb] uint64, wraps
     h = int((sums * np.arange(1, 2 * nb + 1, 2, dtype=np.uint64)).sum(dtype=np.uint64)) if nb else 0
-    rest = int(np.add.reduce(w[nb * 512 :], dtype=np.uint64)) + int.from_bytes(a[n8 * 8 :].tobytes(), "little")
+    rest = int(np.add.reduce(w[nb * 512 :], dtype=np.uint64)) + int.from_bytes(
+        a[n8 * 8 :].tobytes(), "little"
+    )
     return (h + (2 * nb + 1) * rest + len(a) * 0x9E3779B97F4A7C15) % (1 << 64)
 
 
@@ -79,8 +81,16 @@ class Entry:
     rows: tuple[int, int] | None = None  # bank: flat ids [a, b)
 
     def to_json(self) -> dict:
-        d = {"name": self.name, "kind": self.kind, "shape": list(self.shape), "dtype": self.dtype, "file": self.file,
-             "offset": self.offset, "bytes": self.nbytes, "checksum": list(self.checksum)}
+        d = {
+            "name": self.name,
+            "kind": self.kind,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "file": self.file,
+            "offset": self.offset,
+            "bytes": self.nbytes,
+            "checksum": list(self.checksum),
+        }
         if self.rows is not None:
             d["rows"] = list(self.rows)
         return d
@@ -99,10 +109,15 @@ class FTWIndex:
         return self.root / INDEX_NAME
 
     def to_json(self) -> dict:
-        return {"format": "ftw", "version": VERSION, "alignment": ALIGN,
-                "checksum": {"algorithm": "blocksum64", "chunk_bytes": self.chunk}, "bank": self.bank,
-                "shards": [{"file": f, "bytes": n} for f, n in self.shards.items()],
-                "tensors": [e.to_json() for e in self.entries]}
+        return {
+            "format": "ftw",
+            "version": VERSION,
+            "alignment": ALIGN,
+            "checksum": {"algorithm": "blocksum64", "chunk_bytes": self.chunk},
+            "bank": self.bank,
+            "shards": [{"file": f, "bytes": n} for f, n in self.shards.items()],
+            "tensors": [e.to_json() for e in self.entries],
+        }
 
     @property
     def total_bytes(self) -> int:
@@ -114,8 +129,10 @@ def is_ftw_dir(root: Path) -> bool:
     if (root / INDEX_NAME).is_file():
         return True
     if any(root.glob(f"*{SHARD_SUFFIX}")):
-        raise CheckpointError(f"{root / INDEX_NAME}: missing FTW index (the directory holds FTW shards but no index: "
-                              f"an interrupted `ft convert`? convert again)")
+        raise CheckpointError(
+            f"{root / INDEX_NAME}: missing FTW index (the directory holds FTW shards but no index: "
+            f"an interrupted `ft convert`? convert again)"
+        )
     return False
 
 
@@ -131,17 +148,23 @@ def read_index(root: Path) -> FTWIndex:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: corrupt FTW index ({e})") from e
     if not isinstance(raw, dict) or raw.get("format") != "ftw":
-        raise CheckpointError(f"{path}: not an FTW index (no \"format\": \"ftw\")")
+        raise CheckpointError(f'{path}: not an FTW index (no "format": "ftw")')
     if raw.get("version") != VERSION:
-        raise CheckpointError(f"{path}: FTW version {raw.get('version')!r} is not supported (this ft reads version "
-                              f"{VERSION}); convert the model again with `ft convert`")
+        raise CheckpointError(
+            f"{path}: FTW version {raw.get('version')!r} is not supported (this ft reads version "
+            f"{VERSION}); convert the model again with `ft convert`"
+        )
     try:
         chunk = int(raw["checksum"]["chunk_bytes"])
         algo = raw["checksum"]["algorithm"]
         if algo != "blocksum64":
-            raise ValueError(f"checksum algorithm {algo!r} is not supported (blocksum64); convert the model again")
+            raise ValueError(
+                f"checksum algorithm {algo!r} is not supported (blocksum64); convert the model again"
+            )
         if chunk <= 0 or chunk % ALIGN or raw["alignment"] != ALIGN:
-            raise ValueError(f"alignment {raw['alignment']} / chunk {chunk} is not {ALIGN} / a multiple of it")
+            raise ValueError(
+                f"alignment {raw['alignment']} / chunk {chunk} is not {ALIGN} / a multiple of it"
+            )
         shards = {s["file"]: int(s["bytes"]) for s in raw["shards"]}
         entries = tuple(_entry(t) for t in raw["tensors"])
         bank = raw["bank"]
@@ -155,8 +178,17 @@ def read_index(root: Path) -> FTWIndex:
 
 def _entry(t: dict) -> Entry:
     rows = tuple(int(x) for x in t["rows"]) if t.get("rows") is not None else None
-    return Entry(str(t["name"]), str(t["kind"]), tuple(int(s) for s in t["shape"]), str(t["dtype"]), str(t["file"]),
-                 int(t["offset"]), int(t["bytes"]), tuple(int(c) for c in t["checksum"]), rows)
+    return Entry(
+        str(t["name"]),
+        str(t["kind"]),
+        tuple(int(s) for s in t["shape"]),
+        str(t["dtype"]),
+        str(t["file"]),
+        int(t["offset"]),
+        int(t["bytes"]),
+        tuple(int(c) for c in t["checksum"]),
+        rows,
+    )
 
 
 def _check_entry(path: Path, e: Entry, shards: dict[str, int], chunk: int) -> None:
@@ -166,12 +198,16 @@ def _check_entry(path: Path, e: Entry, shards: dict[str, int], chunk: int) -> No
     if e.dtype not in DTYPES:
         raise CheckpointError(f"{where}: unsupported dtype {e.dtype!r}")
     if e.nbytes != math.prod(e.shape) * DTYPE_SIZES[e.dtype]:
-        raise CheckpointError(f"{where}: {e.nbytes} bytes do not match shape {list(e.shape)} {e.dtype}")
+        raise CheckpointError(
+            f"{where}: {e.nbytes} bytes do not match shape {list(e.shape)} {e.dtype}"
+        )
     if e.file not in shards:
         raise CheckpointError(f"{where}: shard {e.file!r} is not listed in the index")
     if e.offset % ALIGN or e.offset + e.nbytes > shards[e.file]:
-        raise CheckpointError(f"{where}: bytes {e.offset}..{e.offset + e.nbytes} are not an aligned range of "
-                              f"{e.file} ({shards[e.file]} bytes)")
+        raise CheckpointError(
+            f"{where}: bytes {e.offset}..{e.offset + e.nbytes} are not an aligned range of "
+            f"{e.file} ({shards[e.file]} bytes)"
+        )
     if len(e.checksum) != -(-e.nbytes // chunk):
         raise CheckpointError(f"{where}: {len(e.checksum)} checksums for {e.nbytes} bytes")
 
@@ -186,6 +222,12 @@ def _check_shard_sizes(root: Path, entries: tuple[Entry, ...], shards: dict[str,
         if size < want:
             cut = [e for e in entries if e.file == name and e.offset + e.nbytes > size]
             first = min(cut, key=lambda e: e.offset) if cut else None
-            what = f": tensor {first.name!r} needs bytes {first.offset}..{first.offset + first.nbytes}" if first else ""
-            raise CheckpointError(f"{f}: truncated FTW shard ({size} bytes, the index says {want}){what}; "
-                                  f"convert the model again")
+            what = (
+                f": tensor {first.name!r} needs bytes {first.offset}..{first.offset + first.nbytes}"
+                if first
+                else ""
+            )
+            raise CheckpointError(
+                f"{f}: truncated FTW shard ({size} bytes, the index says {want}){what}; "
+                f"convert the model again"
+            )

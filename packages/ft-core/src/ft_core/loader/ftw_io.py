@@ -38,7 +38,9 @@ def aligned_empty(shape: tuple[int, ...], dtype: torch.dtype, huge: bool = False
         mm = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             mm.madvise(mmap.MADV_HUGEPAGE)
-        return torch.frombuffer(mm, dtype=torch.uint8).view(dtype).view(shape)  # the tensor keeps mm alive
+        return (
+            torch.frombuffer(mm, dtype=torch.uint8).view(dtype).view(shape)
+        )  # the tensor keeps mm alive
     raw = torch.empty(n + ALIGN, dtype=torch.uint8)
     off = (-raw.data_ptr()) % ALIGN
     return raw[off : off + n].view(dtype).view(shape)
@@ -68,7 +70,9 @@ class ShardFiles:
                 except OSError:
                     fd = None
             self.direct[name] = fd
-        self._fds = [fd for fd in [*self.buffered.values(), *self.direct.values()] if fd is not None]
+        self._fds = [
+            fd for fd in [*self.buffered.values(), *self.direct.values()] if fd is not None
+        ]
 
     def disable_direct(self, name: str) -> None:
         """Read ``name`` buffered from now on (its descriptor stays open until ``close``: other threads)."""
@@ -91,12 +95,16 @@ def _pread_full(fd: int, buf: memoryview, offset: int, path: Path, e: Entry) -> 
     while done < len(buf):
         n = os.preadv(fd, [buf[done:]], offset + done)
         if n == 0:
-            raise CheckpointError(f"{path}: truncated FTW shard: tensor {e.name!r} needs bytes up to "
-                                  f"{offset + len(buf)}, the file ends at {offset + done}; convert the model again")
+            raise CheckpointError(
+                f"{path}: truncated FTW shard: tensor {e.name!r} needs bytes up to "
+                f"{offset + len(buf)}, the file ends at {offset + done}; convert the model again"
+            )
         done += n
 
 
-def read_chunk(files: ShardFiles, e: Entry, dest, k: int, chunk: int, verify: bool) -> tuple[int, int]:
+def read_chunk(
+    files: ShardFiles, e: Entry, dest, k: int, chunk: int, verify: bool
+) -> tuple[int, int]:
     """Read chunk ``k`` (bytes ``[k*chunk, (k+1)*chunk)``) of entry ``e`` into ``dest`` (its numpy byte view,
     mutated). Verifies the chunk's checksum when ``verify``. Returns (bytes read, bytes read with direct IO)."""
     lo, hi = k * chunk, min(e.nbytes, (k + 1) * chunk)
@@ -112,15 +120,19 @@ def read_chunk(files: ShardFiles, e: Entry, dest, k: int, chunk: int, verify: bo
             if err.errno != errno.EINVAL:
                 raise
             files.disable_direct(e.file)  # opened, but the file system refuses direct reads
-            logging.getLogger("ft_core.loader").info("%s: direct IO refused (%s); reading buffered", path, err)
+            logging.getLogger("ft_core.loader").info(
+                "%s: direct IO refused (%s); reading buffered", path, err
+            )
             n_direct = 0
     if n_direct < hi - lo:
         _pread_full(files.buffered[e.file], buf[n_direct:], e.offset + lo + n_direct, path, e)
     if verify and checksum(buf) != e.checksum[k]:
-        raise CheckpointError(f"{path}: checksum mismatch in tensor {e.name!r}"
-                              + (f" rows {list(e.rows)}" if e.rows else "")
-                              + f" (bytes {e.offset + lo}..{e.offset + hi} of the shard): the file is corrupt; "
-                              f"convert the model again")
+        raise CheckpointError(
+            f"{path}: checksum mismatch in tensor {e.name!r}"
+            + (f" rows {list(e.rows)}" if e.rows else "")
+            + f" (bytes {e.offset + lo}..{e.offset + hi} of the shard): the file is corrupt; "
+            f"convert the model again"
+        )
     return hi - lo, n_direct
 
 
@@ -137,8 +149,11 @@ def pin_in_place(tensors: list[torch.Tensor], owner: object) -> bool:
             continue
         err = cudart.cudaHostRegister(t.data_ptr(), n, 0)
         if int(getattr(err, "value", err)) != 0:
-            logging.getLogger("ft_core.loader").warning("pinning %d bytes of expert bank failed (%s); "
-                                                        "host->device copies will be slower", n, err)
+            logging.getLogger("ft_core.loader").warning(
+                "pinning %d bytes of expert bank failed (%s); host->device copies will be slower",
+                n,
+                err,
+            )
             break
         done.append(t.data_ptr())
     weakref.finalize(owner, _unregister, done)

@@ -48,8 +48,10 @@ class FTWTensors(TensorIndex):
         if t is None:
             raise CheckpointError(f"{self.dir}: tensor {name!r} is missing from the checkpoint")
         if shape is not None and tuple(shape) != tuple(t.shape):
-            raise CheckpointError(f"{self.dir / self.files[name]}: tensor {name!r} has shape {list(t.shape)}, "
-                                  f"expected {list(shape)} from config.json")
+            raise CheckpointError(
+                f"{self.dir / self.files[name]}: tensor {name!r} has shape {list(t.shape)}, "
+                f"expected {list(shape)} from config.json"
+            )
         return t
 
     def dtype(self, name: str) -> torch.dtype:
@@ -70,43 +72,87 @@ class FTWTensors(TensorIndex):
 class FTWWeightReader(WeightReader):
     """WeightReader over an FTW directory; ``expert_bank`` hands over the bank read from it."""
 
-    def __init__(self, tensors: FTWTensors, bank: ExpertBank | None, dtype: torch.dtype, cfg: ModelConfig,
-                 stats: dict):
+    def __init__(
+        self,
+        tensors: FTWTensors,
+        bank: ExpertBank | None,
+        dtype: torch.dtype,
+        cfg: ModelConfig,
+        stats: dict,
+    ):
         super().__init__(tensors, dtype, cfg.quant)
         self.bank, self.stats = bank, stats
 
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
         b, where = self.bank, self.index.dir / "ftw_index.json"
         if b is None:
-            raise CheckpointError(f"{where}: no expert bank, but config.json has {len(prefixes)} MoE layers")
+            raise CheckpointError(
+                f"{where}: no expert bank, but config.json has {len(prefixes)} MoE layers"
+            )
         m = cfg.moe
-        want = (m.num_experts, cfg.hidden_size, m.intermediate, m.act, len(prefixes) * m.num_experts)
+        want = (
+            m.num_experts,
+            cfg.hidden_size,
+            m.intermediate,
+            m.act,
+            len(prefixes) * m.num_experts,
+        )
         have = (b.num_experts, b.hidden, b.inter, b.act, b.num_ids)
         if want != have:
-            raise CheckpointError(f"{where}: expert bank (experts, hidden, intermediate, act, ids) = {have} does not "
-                                  f"match config.json {want}")
+            raise CheckpointError(
+                f"{where}: expert bank (experts, hidden, intermediate, act, ids) = {have} does not "
+                f"match config.json {want}"
+            )
         return b
 
 
-def open_ftw(root: Path, dtype: torch.dtype, cfg: ModelConfig, threads: int | None = None,
-             progress: bool | None = None, verify: bool = True) -> FTWWeightReader:
+def open_ftw(
+    root: Path,
+    dtype: torch.dtype,
+    cfg: ModelConfig,
+    threads: int | None = None,
+    progress: bool | None = None,
+    verify: bool = True,
+) -> FTWWeightReader:
     """Read the FTW directory ``root`` for a model of ``cfg`` whose dense weights the engine wants in
     ``dtype``. Raises CheckpointError naming the file and tensor for a bad index, shard or checksum."""
     index = read_index(root)
     t0 = time.perf_counter()
     huge = env.flag("FT_LOAD_HUGEPAGES")
-    dense = {e.name: aligned_empty(e.shape, DTYPES[e.dtype], huge) for e in index.entries if e.kind == "dense"}
+    dense = {
+        e.name: aligned_empty(e.shape, DTYPES[e.dtype], huge)
+        for e in index.entries
+        if e.kind == "dense"
+    }
     bank, bank_dest = _alloc_bank(index, huge)
-    targets = [(e, byte_view(dense[e.name] if e.kind == "dense" else bank_dest[e])) for e in index.entries]
+    targets = [
+        (e, byte_view(dense[e.name] if e.kind == "dense" else bank_dest[e])) for e in index.entries
+    ]
     threads = threads or env.integer("FT_LOAD_THREADS")
-    n_direct = _read_all(index, targets, threads, Progress(index.total_bytes, "loading", progress), verify)
+    n_direct = _read_all(
+        index, targets, threads, Progress(index.total_bytes, "loading", progress), verify
+    )
     pinned = pin_in_place(list(bank.tensors.values()), bank) if bank is not None else False
     dt = time.perf_counter() - t0
-    stats = {"bytes": index.total_bytes, "seconds": dt, "gbps": index.total_bytes / dt / 1e9, "threads": threads,
-             "direct_bytes": n_direct, "pinned": pinned, "verified": verify}
+    stats = {
+        "bytes": index.total_bytes,
+        "seconds": dt,
+        "gbps": index.total_bytes / dt / 1e9,
+        "threads": threads,
+        "direct_bytes": n_direct,
+        "pinned": pinned,
+        "verified": verify,
+    }
     logging.getLogger("ft_core.loader").info(
-        "loaded FTW %s: %.2f GB in %.2fs (%.2f GB/s, %d threads, %.0f%% direct IO%s)", root, stats["bytes"] / 1e9, dt,
-        stats["gbps"], threads, 100 * n_direct / max(1, index.total_bytes), ", banks pinned" if pinned else "")
+        "loaded FTW %s: %.2f GB in %.2fs (%.2f GB/s, %d threads, %.0f%% direct IO%s)",
+        root,
+        stats["bytes"] / 1e9,
+        dt,
+        stats["gbps"],
+        threads,
+        100 * n_direct / max(1, index.total_bytes),
+        ", banks pinned" if pinned else "",
+    )
     files = {e.name: e.file for e in index.entries if e.kind == "dense"}
     return FTWWeightReader(FTWTensors(root, dense, files), bank, dtype, cfg, stats)
 
@@ -119,27 +165,48 @@ def _alloc_bank(index: FTWIndex, huge: bool) -> tuple[ExpertBank | None, dict[En
     try:
         N = int(meta["num_ids"])
         w13 = next((e for e in index.entries if e.kind == "bank" and e.name == "experts.w13"), None)
-        fmt = bank_format(str(meta["fmt"]), DTYPES.get(w13.dtype) if w13 is not None else None)  # old names too
-        bank = ExpertBank(fmt, int(meta["num_experts"]), int(meta["hidden"]), int(meta["inter"]),
-                          str(meta["act"]), {}, int(meta["fp8_block"]), tuple(float(g) for g in meta["global_scale"]))
+        fmt = bank_format(
+            str(meta["fmt"]), DTYPES.get(w13.dtype) if w13 is not None else None
+        )  # old names too
+        bank = ExpertBank(
+            fmt,
+            int(meta["num_experts"]),
+            int(meta["hidden"]),
+            int(meta["inter"]),
+            str(meta["act"]),
+            {},
+            int(meta["fp8_block"]),
+            tuple(float(g) for g in meta["global_scale"]),
+        )
         names = [str(k) for k in meta["tensors"]]
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{index.path}: invalid bank record ({type(e).__name__}: {e})") from e
     dest: dict[Entry, torch.Tensor] = {}
     for k in names:
-        parts = sorted((e for e in index.entries if e.kind == "bank" and e.name == f"experts.{k}"),
-                       key=lambda e: e.rows)
+        parts = sorted(
+            (e for e in index.entries if e.kind == "bank" and e.name == f"experts.{k}"),
+            key=lambda e: e.rows,
+        )
         if not parts:
             raise CheckpointError(f"{index.path}: bank tensor experts.{k} has no entries")
         trail, dt = parts[0].shape[1:], parts[0].dtype
         at = 0
         for e in parts:
-            if e.rows[0] != at or e.rows[1] - e.rows[0] != e.shape[0] or e.shape[1:] != trail or e.dtype != dt:
-                raise CheckpointError(f"{index.path}: bank tensor experts.{k}: entry rows {list(e.rows)} do not "
-                                      f"continue rows [0, {at}) with shape [*, {', '.join(map(str, trail))}] {dt}")
+            if (
+                e.rows[0] != at
+                or e.rows[1] - e.rows[0] != e.shape[0]
+                or e.shape[1:] != trail
+                or e.dtype != dt
+            ):
+                raise CheckpointError(
+                    f"{index.path}: bank tensor experts.{k}: entry rows {list(e.rows)} do not "
+                    f"continue rows [0, {at}) with shape [*, {', '.join(map(str, trail))}] {dt}"
+                )
             at = e.rows[1]
         if at != N:
-            raise CheckpointError(f"{index.path}: bank tensor experts.{k} covers {at} of {N} flat ids")
+            raise CheckpointError(
+                f"{index.path}: bank tensor experts.{k} covers {at} of {N} flat ids"
+            )
         full = aligned_empty((N, *trail), DTYPES[dt], huge)
         bank.tensors[k] = full
         for e in parts:
@@ -151,11 +218,15 @@ def _read_all(index: FTWIndex, targets, threads: int, bar: Progress, verify: boo
     """Read every chunk of every entry into its target; the first error cancels the rest. Returns the
     bytes read with direct IO."""
     files = ShardFiles(index.root, index.shards)
-    jobs = [(e, dest, k) for e, dest in sorted(targets, key=lambda t: (t[0].file, t[0].offset))
-            for k in range(len(e.checksum))]
+    jobs = [
+        (e, dest, k)
+        for e, dest in sorted(targets, key=lambda t: (t[0].file, t[0].offset))
+        for k in range(len(e.checksum))
+    ]
     direct = 0
     pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ftw-read")
     try:
+
         def run(job):
             n, d = read_chunk(files, job[0], job[1], job[2], index.chunk, verify)
             bar.update(n)

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import torch
 
-from ft_core.loader.ftw_format import ALIGN, CHUNK, DTYPE_NAMES, SHARD_SUFFIX, Entry, align_up, checksum
+from ft_core.loader.ftw_format import (
+    ALIGN,
+    CHUNK,
+    DTYPE_NAMES,
+    SHARD_SUFFIX,
+    Entry,
+    align_up,
+    checksum,
+)
 
 
 def tensor_bytes(t: torch.Tensor):
@@ -88,7 +96,18 @@ class ShardWriter:
         data = tensor_bytes(t)
         sums = tuple(checksum(data[i : i + CHUNK]) for i in range(0, len(data), CHUNK))
         self._f.write(data)
-        self.entries.append(Entry(name, kind, tuple(t.shape), DTYPE_NAMES[t.dtype], self._name, self._pos,
-                                  len(data), sums, rows))
+        self.entries.append(
+            Entry(
+                name,
+                kind,
+                tuple(t.shape),
+                DTYPE_NAMES[t.dtype],
+                self._name,
+                self._pos,
+                len(data),
+                sums,
+                rows,
+            )
+        )
         self._pos += len(data)
         self.shards[self._name] = self._pos

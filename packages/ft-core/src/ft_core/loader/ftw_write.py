@@ -33,13 +33,27 @@ from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.loader.weights import WeightReader
 from ft_core.models.config_parse import parse_config
 
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ftw", ".safetensors.index.json",
-                    ".bin.index.json")
+_WEIGHT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".gguf",
+    ".ftw",
+    ".safetensors.index.json",
+    ".bin.index.json",
+)
 
 
-def convert(model: str | Path, out: str | Path, fmt: str = "auto", shard_bytes: int = 2 << 30,
-            overwrite: bool = False, progress: bool | None = None,
-            on_progress: Callable[[int, int], None] | None = None) -> dict:
+def convert(
+    model: str | Path,
+    out: str | Path,
+    fmt: str = "auto",
+    shard_bytes: int = 2 << 30,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict:
     """Write the FTW form of checkpoint ``model`` into ``out`` and return a summary
     {"out", "bytes", "seconds", "shards", "bank_fmt"}.
 
@@ -50,13 +64,17 @@ def convert(model: str | Path, out: str | Path, fmt: str = "auto", shard_bytes: 
     if not (src / "config.json").is_file():
         raise CheckpointError(f"{src}: not a checkpoint directory (no config.json)")
     if is_ftw_dir(src):
-        raise CheckpointError(f"{src}: already an FTW directory (convert the Hugging Face checkpoint it came from)")
+        raise CheckpointError(
+            f"{src}: already an FTW directory (convert the Hugging Face checkpoint it came from)"
+        )
     cfg = parse_config(read_json(src / "config.json", True), src / "config.json")
     check_format(fmt, cfg.hidden_size, cfg.moe.intermediate if cfg.moe else 0)
     if shard_bytes < ALIGN:
         raise FTError(f"shard size {shard_bytes} bytes is below the {ALIGN}-byte alignment")
     if out.resolve() == src.resolve():
-        raise CheckpointError(f"{out}: the output directory must differ from the checkpoint directory")
+        raise CheckpointError(
+            f"{out}: the output directory must differ from the checkpoint directory"
+        )
     if out.exists() and not overwrite:
         raise CheckpointError(f"{out}: already exists (pass --overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +84,9 @@ def convert(model: str | Path, out: str | Path, fmt: str = "auto", shard_bytes: 
     t0 = time.perf_counter()
     try:
         (tmp / "convert.pid").write_text(f"{os.getpid()}\n")
-        _copy_metadata(src, tmp)  # first: a killed run's leftovers then fail with "missing FTW index"
+        _copy_metadata(
+            src, tmp
+        )  # first: a killed run's leftovers then fail with "missing FTW index"
         writer = ShardWriter(tmp, shard_bytes)
         bar = Progress(_source_bytes(index), "converting", progress)
         try:
@@ -84,8 +104,13 @@ def convert(model: str | Path, out: str | Path, fmt: str = "auto", shard_bytes: 
         raise
     finally:
         index.close()
-    return {"out": str(out), "bytes": ftw.total_bytes, "seconds": time.perf_counter() - t0,
-            "shards": len(ftw.shards), "bank_fmt": bank_meta["fmt"] if bank_meta else None}
+    return {
+        "out": str(out),
+        "bytes": ftw.total_bytes,
+        "seconds": time.perf_counter() - t0,
+        "shards": len(ftw.shards),
+        "bank_fmt": bank_meta["fmt"] if bank_meta else None,
+    }
 
 
 def _write_all(index, cfg, fmt, writer: ShardWriter, bar: Progress, on_progress) -> dict | None:
@@ -118,9 +143,17 @@ def _write_all(index, cfg, fmt, writer: ShardWriter, bar: Progress, on_progress)
         bank = convert_bank(reader.expert_bank(cfg, [p]), fmt, absmax)
         for k, t in bank.tensors.items():
             writer.add_rows(f"experts.{k}", t, m * E)
-        meta = meta or {"fmt": bank.fmt, "num_experts": E, "hidden": bank.hidden, "inter": bank.inter,
-                        "act": bank.act, "num_ids": len(prefixes) * E, "fp8_block": bank.fp8_block,
-                        "global_scale": list(bank.global_scale), "tensors": list(bank.tensors)}
+        meta = meta or {
+            "fmt": bank.fmt,
+            "num_experts": E,
+            "hidden": bank.hidden,
+            "inter": bank.inter,
+            "act": bank.act,
+            "num_ids": len(prefixes) * E,
+            "fp8_block": bank.fp8_block,
+            "global_scale": list(bank.global_scale),
+            "tensors": list(bank.tensors),
+        }
         advance(sum(_nbytes(index, n) for n in index.names() if n.startswith(f"{p}.experts.")))
     return meta
 
@@ -138,11 +171,13 @@ def _moe_prefixes(index: SafetensorsIndex, cfg) -> list[str]:
     for n in index.names():
         head, sep, _ = n.partition(".experts.")
         if sep and head.startswith(f"{m}layers."):
-            found.setdefault(int(head[len(m) + len("layers."):].split(".")[0]), head)
+            found.setdefault(int(head[len(m) + len("layers.") :].split(".")[0]), head)
     missing = [i for i in range(cfg.num_layers) if cfg.moe_layers[i] and i not in found]
     if missing:
-        raise CheckpointError(f"{index.dir}: no expert tensors ({m}layers.{missing[0]}.*.experts.*) for MoE layer "
-                              f"{missing[0]}")
+        raise CheckpointError(
+            f"{index.dir}: no expert tensors ({m}layers.{missing[0]}.*.experts.*) for MoE layer "
+            f"{missing[0]}"
+        )
     return [found[i] for i in range(cfg.num_layers) if cfg.moe_layers[i]]
 
 
@@ -192,7 +227,10 @@ def _remove_stale_tmp(out: Path) -> None:
     for d in out.parent.glob(f"{out.name}.tmp-*"):
         try:
             pid = int((d / "convert.pid").read_text())
-        except (OSError, ValueError):  # no pid yet: skip it while it may be a conversion starting now
+        except (
+            OSError,
+            ValueError,
+        ):  # no pid yet: skip it while it may be a conversion starting now
             pid = None
             if time.time() - d.stat().st_mtime < 60:
                 continue

@@ -38,7 +38,13 @@ def load_hf_bank(r: WeightReader, cfg: ModelConfig, prefixes: list[str]) -> Expe
     fp8 = stored == torch.float8_e4m3fn
     if not fp8 and stored not in FLOAT_FORMATS and not probe.endswith("_blocks"):
         stored = torch.float32  # float64 / float8_e5m2 experts are held as float32 (exact for e5m2)
-    fmt = "mxfp4" if probe.endswith("_blocks") else "fp8_e4m3" if fp8 else bank_format("dense", stored)
+    fmt = (
+        "mxfp4"
+        if probe.endswith("_blocks")
+        else "fp8_e4m3"
+        if fp8
+        else bank_format("dense", stored)
+    )
     bank = ExpertBank(fmt, E, H, I, m.act, fp8_block=cfg.quant.block[1] if fp8 else 0)
     alloc = _Alloc(bank, L * E, H, I, stored, cfg)
     names = _PER_EXPERT_NAMES.get(cfg.model_type, _DEFAULT_NAMES)
@@ -72,8 +78,11 @@ def _check_dtypes(r: WeightReader, prefixes: list[str]) -> None:
 
 def _first_weight_name(r: WeightReader, cfg: ModelConfig, p: str) -> str:
     gate = _PER_EXPERT_NAMES.get(cfg.model_type, _DEFAULT_NAMES)[0]
-    for cand in (f"{p}.experts.gate_up_proj_blocks", f"{p}.experts.gate_up_proj",
-                 f"{p}.experts.0.{gate}.weight"):
+    for cand in (
+        f"{p}.experts.gate_up_proj_blocks",
+        f"{p}.experts.gate_up_proj",
+        f"{p}.experts.0.{gate}.weight",
+    ):
         if r.has(cand):
             return cand
     raise_missing(r, f"{p}.experts.0.gate_proj.weight (or fused {p}.experts.gate_up_proj)")
@@ -86,8 +95,9 @@ def raise_missing(r: WeightReader, what: str):
 class _Alloc:
     """Preallocate the bank tensors once, so loading fills them in place (no second full copy)."""
 
-    def __init__(self, bank: ExpertBank, N: int, H: int, I: int, stored: torch.dtype,
-                 cfg: ModelConfig):
+    def __init__(
+        self, bank: ExpertBank, N: int, H: int, I: int, stored: torch.dtype, cfg: ModelConfig
+    ):
         t = bank.tensors
         if bank.fmt == "mxfp4":
             t["w13_blocks"] = torch.empty(N, 2 * I, H // 32, 16, dtype=torch.uint8)
@@ -145,8 +155,12 @@ def _load_fused(r, bank, p, base, E, H, I, interleaved: bool):
         t["w2"][base : base + E] = r.raw(f"{p}.experts.down_proj", (E, I, H)).transpose(1, 2)
     else:
         # Qwen3.5-style: gate_up_proj [E, 2I, H] gate rows first; down_proj [E, H, I]: in place
-        r.read_into([(f"{p}.experts.gate_up_proj", t["w13"][base : base + E]),
-                     (f"{p}.experts.down_proj", t["w2"][base : base + E])])
+        r.read_into(
+            [
+                (f"{p}.experts.gate_up_proj", t["w13"][base : base + E]),
+                (f"{p}.experts.down_proj", t["w2"][base : base + E]),
+            ]
+        )
 
 
 def _load_mxfp4(r, bank, p, base, E, H, I):
@@ -155,8 +169,12 @@ def _load_mxfp4(r, bank, p, base, E, H, I):
         x = r.raw(f"{p}.experts.{src}", (E, *t[dst].shape[1:]))  # one layer's temporary
         _deinterleave_into(x, t[dst][base : base + E], dim=1)
         del x
-    r.read_into([(f"{p}.experts.down_proj_blocks", t["w2_blocks"][base : base + E]),
-                 (f"{p}.experts.down_proj_scales", t["w2_scales"][base : base + E])])
+    r.read_into(
+        [
+            (f"{p}.experts.down_proj_blocks", t["w2_blocks"][base : base + E]),
+            (f"{p}.experts.down_proj_scales", t["w2_scales"][base : base + E]),
+        ]
+    )
 
 
 def _deinterleave_into(x: torch.Tensor, out: torch.Tensor, dim: int) -> None:

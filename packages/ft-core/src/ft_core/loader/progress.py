@@ -11,7 +11,9 @@ class Progress:
     """``update(n)`` from any thread; ``close()`` prints the final line. ``enabled=None``: when the
     stream is a terminal. Redraws at most 10 times a second."""
 
-    def __init__(self, total: int, desc: str, enabled: bool | None = None, stream=None, width: int = 30):
+    def __init__(
+        self, total: int, desc: str, enabled: bool | None = None, stream=None, width: int = 30
+    ):
         self.total, self.desc, self.width = max(int(total), 0), desc, width
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", None)
@@ -43,6 +45,8 @@ class Progress:
         rate = self.done / dt
         eta = (self.total - self.done) / rate if rate > 0 and end == "" else 0.0
         tail = f" ETA {eta:4.0f}s" if end == "" else f" in {dt:.1f}s"
-        self.stream.write(f"\r{self.desc} [{'#' * fill}{'.' * (self.width - fill)}] {frac * 100:5.1f}% "
-                          f"{self.done / 1e9:.2f}/{self.total / 1e9:.2f} GB {rate / 1e9:.2f} GB/s{tail}{end}")
+        self.stream.write(
+            f"\r{self.desc} [{'#' * fill}{'.' * (self.width - fill)}] {frac * 100:5.1f}% "
+            f"{self.done / 1e9:.2f}/{self.total / 1e9:.2f} GB {rate / 1e9:.2f} GB/s{tail}{end}"
+        )
         self.stream.flush()

@@ -13,7 +13,9 @@ FLOAT = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
-def fp8_block_dequant(q: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int]) -> torch.Tensor:
+def fp8_block_dequant(
+    q: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int]
+) -> torch.Tensor:
     """q [..., R, C] float8_e4m3fn, scale_inv [..., ceil(R/B0), ceil(C/B1)] -> float32 [..., R, C]."""
     R, C = q.shape[-2:]
     s = scale_inv.float().repeat_interleave(block[0], dim=-2)[..., :R, :]

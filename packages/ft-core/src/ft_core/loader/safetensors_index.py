@@ -28,12 +28,33 @@ from ft_core.errors import CheckpointError
 from ft_core.loader.tensor_index import TensorIndex
 
 _DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-    "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
 }
-_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-          "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_SIZES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 
 
 _CHUNK = 16 << 20  # bytes of one read job of ``read_into``
@@ -56,7 +77,9 @@ def _read_header(path: Path) -> dict[str, TensorInfo]:
             raise CheckpointError(f"{path}: truncated safetensors file ({size} bytes, no header)")
         (n,) = struct.unpack("<Q", head)
         if n > size - 8:
-            raise CheckpointError(f"{path}: truncated or corrupt safetensors file (header of {n} bytes, file {size})")
+            raise CheckpointError(
+                f"{path}: truncated or corrupt safetensors file (header of {n} bytes, file {size})"
+            )
         try:
             header = json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -72,7 +95,9 @@ def _read_header(path: Path) -> dict[str, TensorInfo]:
         shape = tuple(int(s) for s in meta["shape"])
         begin, end = meta["data_offsets"]
         if end - begin != math.prod(shape) * _SIZES[dt]:
-            raise CheckpointError(f"{path}: tensor {name!r} byte range does not match its shape {list(shape)}")
+            raise CheckpointError(
+                f"{path}: tensor {name!r} byte range does not match its shape {list(shape)}"
+            )
         if end > data_len:
             raise CheckpointError(
                 f"{path}: truncated safetensors file: tensor {name!r} ends at byte {end} of the data section, "
@@ -146,8 +171,10 @@ class SafetensorsIndex(TensorIndex):
             info = self.info(name, tuple(dest.shape))
             if dest.is_contiguous() and dest.dtype == info.dtype:
                 fd, buf = self._fd(info.file), _bytes(dest)
-                chunks += [(fd, info, name, buf, lo, min(info.nbytes, lo + _CHUNK))
-                           for lo in range(0, info.nbytes, _CHUNK)]
+                chunks += [
+                    (fd, info, name, buf, lo, min(info.nbytes, lo + _CHUNK))
+                    for lo in range(0, info.nbytes, _CHUNK)
+                ]
             else:
                 dest.copy_(self.get(name))
         chunks.sort(key=lambda c: (c[1].file, c[1].offset + c[4]))
@@ -183,8 +210,10 @@ def _pread(fd: int, info: TensorInfo, name: str, buf: memoryview, lo: int, hi: i
     while done < hi:
         n = os.preadv(fd, [buf[done:hi]], info.offset + done)
         if n == 0:
-            raise CheckpointError(f"{info.file}: truncated while reading tensor {name!r} (the file ends before "
-                                  f"byte {info.offset + hi}; was it changed during loading?)")
+            raise CheckpointError(
+                f"{info.file}: truncated while reading tensor {name!r} (the file ends before "
+                f"byte {info.offset + hi}; was it changed during loading?)"
+            )
         done += n
 
 

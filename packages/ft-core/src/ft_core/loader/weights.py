@@ -30,7 +30,9 @@ class WeightReader:
 
     def __init__(self, index: TensorIndex, dtype: torch.dtype, quant: QuantConfig | None):
         self.index, self.dtype, self.quant = index, dtype, quant
-        self.dense_bytes = 0  # bytes of the tensors handed out by tensor()/linear() (experts excluded)
+        self.dense_bytes = (
+            0  # bytes of the tensors handed out by tensor()/linear() (experts excluded)
+        )
 
     def _count(self, t: torch.Tensor | None) -> torch.Tensor | None:
         if t is not None:
@@ -40,8 +42,13 @@ class WeightReader:
     def has(self, name: str) -> bool:
         return name in self.index
 
-    def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None,
-               finite: bool = False) -> torch.Tensor:
+    def tensor(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: torch.dtype | None = None,
+        finite: bool = False,
+    ) -> torch.Tensor:
         """A floating-point tensor of ``shape`` in ``dtype`` (default: the engine's). ``finite``:
         also refuse NaN/inf values (one read pass; for the embedding and norms, whose corruption
         every token meets)."""
@@ -58,15 +65,18 @@ class WeightReader:
         if dt not in allowed:
             raise CheckpointError(
                 f"{self.index.file_of(name)}: tensor {name!r} is stored as {dtype_name(dt)}; "
-                f"this weight must be one of {', '.join(dtype_name(a) for a in allowed)}")
+                f"this weight must be one of {', '.join(dtype_name(a) for a in allowed)}"
+            )
         return dt
 
     def check_finite(self, name: str, t: torch.Tensor) -> None:
         """CheckpointError naming file and tensor when ``t`` holds a NaN or an infinity."""
         if not all_finite(t):
             n = int((~torch.isfinite(t)).sum())
-            raise CheckpointError(f"{self.index.file_of(name)}: tensor {name!r} holds {n} NaN/inf "
-                                  f"values of {t.numel()} (corrupt weights)")
+            raise CheckpointError(
+                f"{self.index.file_of(name)}: tensor {name!r} holds {n} NaN/inf "
+                f"values of {t.numel()} (corrupt weights)"
+            )
 
     def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         return self.index.get(name, shape)
@@ -101,7 +111,9 @@ class WeightReader:
 
     def fp8_dequant(self, prefix: str, w: torch.Tensor) -> torch.Tensor:
         if self.quant is None or self.quant.block is None:
-            raise CheckpointError(f"{self.index.dir}: tensor {prefix}.weight is fp8 but config.json has no fp8 block size")
+            raise CheckpointError(
+                f"{self.index.dir}: tensor {prefix}.weight is fp8 but config.json has no fp8 block size"
+            )
         b0, b1 = self.quant.block
         R, C = w.shape[-2:]
         sname = f"{prefix}.weight_scale_inv"

@@ -5,5 +5,12 @@ from ft_core.memory.elastic import ElasticPolicy, file_source, torch_cuda_source
 from ft_core.memory.manager import MemoryManager, ResizeRefused, parse_bytes
 from ft_core.memory.pools import MemoryPools
 
-__all__ = ["MemoryManager", "MemoryPools", "ResizeRefused", "parse_bytes", "ElasticPolicy", "file_source",
-           "torch_cuda_source"]
+__all__ = [
+    "MemoryManager",
+    "MemoryPools",
+    "ResizeRefused",
+    "parse_bytes",
+    "ElasticPolicy",
+    "file_source",
+    "torch_cuda_source",
+]

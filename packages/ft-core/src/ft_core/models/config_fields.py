@@ -31,26 +31,40 @@ _NONNEG_INT = (
     "shared_expert_intermediate_size "
     "n_shared_experts first_k_dense_replace max_window_layers sliding_window"
 ).split()
-_POS_FLOAT = ("rms_norm_eps rope_theta routed_scaling_factor swiglu_alpha swiglu_limit "
-              "clip_qkv").split()
-_BOOL = ("tie_word_embeddings attention_bias norm_topk_prob use_sliding_window use_qk_norm "
-         "rope_interleave").split()
+_POS_FLOAT = (
+    "rms_norm_eps rope_theta routed_scaling_factor swiglu_alpha swiglu_limit clip_qkv"
+).split()
+_BOOL = (
+    "tie_word_embeddings attention_bias norm_topk_prob use_sliding_window use_qk_norm "
+    "rope_interleave"
+).split()
 _DICT = "rope_parameters rope_scaling quantization_config text_config".split()
 
 KINDS: dict[str, str] = {
-    **{k: "pos_int" for k in _POS_INT}, **{k: "nonneg_int" for k in _NONNEG_INT},
-    **{k: "pos_float" for k in _POS_FLOAT}, **{k: "bool" for k in _BOOL},
+    **{k: "pos_int" for k in _POS_INT},
+    **{k: "nonneg_int" for k in _NONNEG_INT},
+    **{k: "pos_float" for k in _POS_FLOAT},
+    **{k: "bool" for k in _BOOL},
     **{k: "dict" for k in _DICT},
-    "partial_rotary_factor": "fraction", "model_type": "str", "bos_token_id": "token",
-    "eos_token_id": "tokens", "layer_types": "str_list", "mlp_only_layers": "int_list",
+    "partial_rotary_factor": "fraction",
+    "model_type": "str",
+    "bos_token_id": "token",
+    "eos_token_id": "tokens",
+    "layer_types": "str_list",
+    "mlp_only_layers": "int_list",
 }
 
 _WANT = {
-    "pos_int": "a positive integer", "nonneg_int": "a non-negative integer",
-    "pos_float": "a positive finite number", "fraction": "a number in (0, 1]",
+    "pos_int": "a positive integer",
+    "nonneg_int": "a non-negative integer",
+    "pos_float": "a positive finite number",
+    "fraction": "a number in (0, 1]",
     "bool": "true or false",
-    "dict": "a JSON object", "str": "a string", "token": "a non-negative integer token id",
-    "tokens": "a token id or a list of token ids", "str_list": "a list of strings",
+    "dict": "a JSON object",
+    "str": "a string",
+    "token": "a non-negative integer token id",
+    "tokens": "a token id or a list of token ids",
+    "str_list": "a list of strings",
     "int_list": "a list of non-negative integers",
 }
 
@@ -102,27 +116,37 @@ def check_model(mc: ModelConfig, path: Path, key_of) -> ModelConfig:
         raise CheckpointError(f"{path}: {msg}")
 
     if mc.num_heads % mc.num_kv_heads:
-        bad(f"'num_attention_heads' ({mc.num_heads}) must be a multiple of 'num_key_value_heads' "
-            f"({mc.num_kv_heads})")
+        bad(
+            f"'num_attention_heads' ({mc.num_heads}) must be a multiple of 'num_key_value_heads' "
+            f"({mc.num_kv_heads})"
+        )
     if mc.head_dim < 1:
-        bad(f"'hidden_size' ({mc.hidden_size}) // 'num_attention_heads' ({mc.num_heads}) gives "
-            "head_dim 0; set 'head_dim'")
+        bad(
+            f"'hidden_size' ({mc.hidden_size}) // 'num_attention_heads' ({mc.num_heads}) gives "
+            "head_dim 0; set 'head_dim'"
+        )
     if len(mc.sliding_windows) != mc.num_layers:
-        bad(f"'layer_types' lists {len(mc.sliding_windows)} layers but 'num_hidden_layers' is "
-            f"{mc.num_layers}")
+        bad(
+            f"'layer_types' lists {len(mc.sliding_windows)} layers but 'num_hidden_layers' is "
+            f"{mc.num_layers}"
+        )
     m, experts = mc.moe, key_of("num_experts", "num_local_experts", "n_routed_experts")
     if any(mc.moe_layers):
         if m.num_experts < 1:
             bad(f"{experts!r} must be at least 1 for a model with MoE layers, got {m.num_experts}")
         if not 1 <= m.top_k <= m.num_experts:
-            bad(f"'num_experts_per_tok' ({m.top_k}) must be between 1 and {experts!r} "
-                f"({m.num_experts})")
+            bad(
+                f"'num_experts_per_tok' ({m.top_k}) must be between 1 and {experts!r} "
+                f"({m.num_experts})"
+            )
         if m.intermediate < 1:
             inter = key_of("moe_intermediate_size", "intermediate_size")
             bad(f"the expert intermediate size ({inter!r}) must be positive")
         if m.n_group > 1 and (m.num_experts % m.n_group or not 1 <= m.topk_group <= m.n_group):
-            bad(f"'n_group' ({m.n_group}) must divide {experts!r} ({m.num_experts}) and "
-                f"'topk_group' ({m.topk_group}) must be between 1 and 'n_group'")
+            bad(
+                f"'n_group' ({m.n_group}) must divide {experts!r} ({m.num_experts}) and "
+                f"'topk_group' ({m.topk_group}) must be between 1 and 'n_group'"
+            )
     if not all(mc.moe_layers) and mc.dense_intermediate < 1:
         bad("'intermediate_size' must be positive: the model has dense MLP layers")
     return mc

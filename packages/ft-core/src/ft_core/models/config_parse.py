@@ -12,7 +12,14 @@ from typing import Any, Callable
 
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
 from ft_core.models.config_fields import KINDS, check_field, check_model
-from ft_core.model_config import LinearAttnConfig, MLAConfig, ModelConfig, MoEConfig, QuantConfig, RopeConfig
+from ft_core.model_config import (
+    LinearAttnConfig,
+    MLAConfig,
+    ModelConfig,
+    MoEConfig,
+    QuantConfig,
+    RopeConfig,
+)
 
 
 # The same quantity under the names hub checkpoints and transformers' save_pretrained use.
@@ -55,9 +62,13 @@ class _Cfg:
         return default if v is None else v
 
 
-def _rope(c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial: float = 1.0) -> RopeConfig:
+def _rope(
+    c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial: float = 1.0
+) -> RopeConfig:
     params = dict(c.get("rope_parameters", {}))
-    if "full_attention" in params and isinstance(params["full_attention"], dict):  # nested per layer type
+    if "full_attention" in params and isinstance(
+        params["full_attention"], dict
+    ):  # nested per layer type
         params = dict(params["full_attention"])
     legacy = c.get("rope_scaling", {}) or {}
     params = {**legacy, **params}
@@ -72,7 +83,8 @@ def _rope(c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial:
         kind=kind,
         factor=float(params.get("factor", 1.0) or 1.0),
         original_max_position=int(
-            params.get("original_max_position_embeddings") or c.get("original_max_position_embeddings")
+            params.get("original_max_position_embeddings")
+            or c.get("original_max_position_embeddings")
             or c.get("max_position_embeddings", 0)
         ),
         beta_fast=float(params.get("beta_fast") or 32.0),
@@ -93,11 +105,17 @@ def _quant(c: _Cfg) -> QuantConfig | None:
     if method == "fp8":
         block = q.get("weight_block_size")
         if not block:
-            raise CheckpointError(f"{c.path}: fp8 quantization_config needs weight_block_size (per-tensor fp8 is not supported)")
-        return QuantConfig("fp8", (int(block[0]), int(block[1])), tuple(q.get("modules_to_not_convert") or ()))
+            raise CheckpointError(
+                f"{c.path}: fp8 quantization_config needs weight_block_size (per-tensor fp8 is not supported)"
+            )
+        return QuantConfig(
+            "fp8", (int(block[0]), int(block[1])), tuple(q.get("modules_to_not_convert") or ())
+        )
     if method == "mxfp4":
         return QuantConfig("mxfp4", None, tuple(q.get("modules_to_not_convert") or ()))
-    raise CheckpointError(f"{c.path}: quantization method {method!r} is not supported (fp8 block-scaled, mxfp4)")
+    raise CheckpointError(
+        f"{c.path}: quantization method {method!r} is not supported (fp8 block-scaled, mxfp4)"
+    )
 
 
 def _eos(c: _Cfg) -> tuple[int, ...]:
@@ -105,7 +123,9 @@ def _eos(c: _Cfg) -> tuple[int, ...]:
     return tuple(e) if isinstance(e, list) else (() if e is None else (int(e),))
 
 
-def _base(c: _Cfg, *, moe: MoEConfig, moe_layers, windows, head_dim=None, rope=None, **kw) -> ModelConfig:
+def _base(
+    c: _Cfg, *, moe: MoEConfig, moe_layers, windows, head_dim=None, rope=None, **kw
+) -> ModelConfig:
     n_layers = int(c.req("num_hidden_layers"))
     heads = int(c.req("num_attention_heads"))
     hd = int(head_dim or c.get("head_dim") or c.req("hidden_size") // heads)
@@ -133,8 +153,14 @@ def _base(c: _Cfg, *, moe: MoEConfig, moe_layers, windows, head_dim=None, rope=N
 
 
 def _qwen_sparse_layers(c: _Cfg) -> list[bool]:
-    n, step, only = int(c.req("num_hidden_layers")), int(c.get("decoder_sparse_step", 1)), set(c.get("mlp_only_layers", []))
-    return [(i not in only) and int(c.req("num_experts")) > 0 and (i + 1) % step == 0 for i in range(n)]
+    n, step, only = (
+        int(c.req("num_hidden_layers")),
+        int(c.get("decoder_sparse_step", 1)),
+        set(c.get("mlp_only_layers", [])),
+    )
+    return [
+        (i not in only) and int(c.req("num_experts")) > 0 and (i + 1) % step == 0 for i in range(n)
+    ]
 
 
 def _windows(c: _Cfg, default_on: bool) -> list[int | None]:
@@ -152,70 +178,121 @@ def _windows(c: _Cfg, default_on: bool) -> list[int | None]:
 
 def _qwen_moe(c: _Cfg, *, qwen2: bool) -> ModelConfig:
     moe = MoEConfig(
-        num_experts=int(c.req("num_experts")), top_k=int(c.req("num_experts_per_tok")),
-        intermediate=int(c.req("moe_intermediate_size")), router="softmax",
+        num_experts=int(c.req("num_experts")),
+        top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("moe_intermediate_size")),
+        router="softmax",
         norm_topk_prob=bool(c.get("norm_topk_prob", not qwen2)),
-        shared_intermediate=int(c.get("shared_expert_intermediate_size", 0)) if qwen2 else 0, shared_gate=qwen2,
+        shared_intermediate=int(c.get("shared_expert_intermediate_size", 0)) if qwen2 else 0,
+        shared_gate=qwen2,
     )
-    return _base(c, moe=moe, moe_layers=_qwen_sparse_layers(c), windows=_windows(c, False),
-                 qkv_bias=qwen2 or bool(c.get("attention_bias", False)), o_bias=not qwen2 and bool(c.get("attention_bias", False)),
-                 qk_norm=None if qwen2 else "head")
+    return _base(
+        c,
+        moe=moe,
+        moe_layers=_qwen_sparse_layers(c),
+        windows=_windows(c, False),
+        qkv_bias=qwen2 or bool(c.get("attention_bias", False)),
+        o_bias=not qwen2 and bool(c.get("attention_bias", False)),
+        qk_norm=None if qwen2 else "head",
+    )
 
 
 def _mixtral(c: _Cfg) -> ModelConfig:
-    moe = MoEConfig(num_experts=int(c.req("num_local_experts")), top_k=int(c.req("num_experts_per_tok")),
-                    intermediate=int(c.req("intermediate_size")), router="softmax", norm_topk_prob=True)
+    moe = MoEConfig(
+        num_experts=int(c.req("num_local_experts")),
+        top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("intermediate_size")),
+        router="softmax",
+        norm_topk_prob=True,
+    )
     n = int(c.req("num_hidden_layers"))
     return _base(c, moe=moe, moe_layers=[True] * n, windows=_windows(c, True))
 
 
 def _olmoe(c: _Cfg) -> ModelConfig:
-    moe = MoEConfig(num_experts=int(c.req("num_experts")), top_k=int(c.req("num_experts_per_tok")),
-                    intermediate=int(c.req("intermediate_size")), router="softmax",
-                    norm_topk_prob=bool(c.get("norm_topk_prob", False)))
+    moe = MoEConfig(
+        num_experts=int(c.req("num_experts")),
+        top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("intermediate_size")),
+        router="softmax",
+        norm_topk_prob=bool(c.get("norm_topk_prob", False)),
+    )
     n = int(c.req("num_hidden_layers"))
-    return _base(c, moe=moe, moe_layers=[True] * n, windows=[None] * n, qk_norm="full",
-                 clip_qkv=c.get("clip_qkv"), qkv_bias=bool(c.get("attention_bias", False)),
-                 o_bias=bool(c.get("attention_bias", False)))
+    return _base(
+        c,
+        moe=moe,
+        moe_layers=[True] * n,
+        windows=[None] * n,
+        qk_norm="full",
+        clip_qkv=c.get("clip_qkv"),
+        qkv_bias=bool(c.get("attention_bias", False)),
+        o_bias=bool(c.get("attention_bias", False)),
+    )
 
 
 def _deepseek_like(c: _Cfg, *, mla: bool) -> ModelConfig:
     n = int(c.req("num_hidden_layers"))
     k = int(c.get("first_k_dense_replace", 0))
     moe = MoEConfig(
-        num_experts=int(c.req("n_routed_experts")), top_k=int(c.req("num_experts_per_tok")),
-        intermediate=int(c.req("moe_intermediate_size")), router="sigmoid_group",
-        norm_topk_prob=bool(c.get("norm_topk_prob", True)), n_group=int(c.get("n_group", 1)),
-        topk_group=int(c.get("topk_group", 1)), routed_scaling=float(c.get("routed_scaling_factor", 1.0)),
+        num_experts=int(c.req("n_routed_experts")),
+        top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("moe_intermediate_size")),
+        router="sigmoid_group",
+        norm_topk_prob=bool(c.get("norm_topk_prob", True)),
+        n_group=int(c.get("n_group", 1)),
+        topk_group=int(c.get("topk_group", 1)),
+        routed_scaling=float(c.get("routed_scaling_factor", 1.0)),
         score_correction_bias=True,
         shared_intermediate=int(c.req("moe_intermediate_size")) * int(c.get("n_shared_experts", 0)),
     )
     kw: dict = {}
     if mla:
-        m = MLAConfig(q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=int(c.req("kv_lora_rank")),
-                      qk_nope_dim=int(c.req("qk_nope_head_dim")), qk_rope_dim=int(c.req("qk_rope_head_dim")),
-                      v_head_dim=int(c.req("v_head_dim")))
-        kw = dict(mla=m, head_dim=m.qk_rope_dim,
-                  rope=_rope(c, m.qk_rope_dim, interleaved=bool(c.get("rope_interleave", True))),
-                  qkv_bias=bool(c.get("attention_bias", False)), o_bias=bool(c.get("attention_bias", False)))
+        m = MLAConfig(
+            q_lora_rank=c.get("q_lora_rank"),
+            kv_lora_rank=int(c.req("kv_lora_rank")),
+            qk_nope_dim=int(c.req("qk_nope_head_dim")),
+            qk_rope_dim=int(c.req("qk_rope_head_dim")),
+            v_head_dim=int(c.req("v_head_dim")),
+        )
+        kw = dict(
+            mla=m,
+            head_dim=m.qk_rope_dim,
+            rope=_rope(c, m.qk_rope_dim, interleaved=bool(c.get("rope_interleave", True))),
+            qkv_bias=bool(c.get("attention_bias", False)),
+            o_bias=bool(c.get("attention_bias", False)),
+        )
     else:
         hd = int(c.get("head_dim") or c.req("hidden_size") // int(c.req("num_attention_heads")))
-        kw = dict(rope=_rope(c, hd, default_partial=0.5), qkv_bias=bool(c.get("attention_bias", False)),
-                  qk_norm="head" if c.get("use_qk_norm", False) else None)
+        kw = dict(
+            rope=_rope(c, hd, default_partial=0.5),
+            qkv_bias=bool(c.get("attention_bias", False)),
+            qk_norm="head" if c.get("use_qk_norm", False) else None,
+        )
     return _base(c, moe=moe, moe_layers=[i >= k for i in range(n)], windows=[None] * n, **kw)
 
 
 def _gpt_oss(c: _Cfg) -> ModelConfig:
     n = int(c.req("num_hidden_layers"))
-    moe = MoEConfig(num_experts=int(c.req("num_local_experts")), top_k=int(c.req("num_experts_per_tok")),
-                    intermediate=int(c.req("intermediate_size")), router="topk_softmax", router_bias=True,
-                    act="gptoss", expert_bias=True, swiglu_alpha=float(c.get("swiglu_alpha", 1.702)),
-                    swiglu_limit=float(c.get("swiglu_limit", 7.0)))
-    types = c.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    moe = MoEConfig(
+        num_experts=int(c.req("num_local_experts")),
+        top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("intermediate_size")),
+        router="topk_softmax",
+        router_bias=True,
+        act="gptoss",
+        expert_bias=True,
+        swiglu_alpha=float(c.get("swiglu_alpha", 1.702)),
+        swiglu_limit=float(c.get("swiglu_limit", 7.0)),
+    )
+    types = c.get("layer_types") or [
+        "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)
+    ]
     w = int(c.get("sliding_window", 128))
     windows = [w if t == "sliding_attention" else None for t in types]
     bias = bool(c.get("attention_bias", True))
-    return _base(c, moe=moe, moe_layers=[True] * n, windows=windows, sinks=True, qkv_bias=bias, o_bias=bias)
+    return _base(
+        c, moe=moe, moe_layers=[True] * n, windows=windows, sinks=True, qkv_bias=bias, o_bias=bias
+    )
 
 
 def _qwen_hybrid(c: _Cfg, *, next_: bool) -> ModelConfig:
@@ -223,30 +300,53 @@ def _qwen_hybrid(c: _Cfg, *, next_: bool) -> ModelConfig:
     softmax routing with a sigmoid-gated shared expert. Qwen3.5-MoE always renormalises the top-k."""
     n = int(c.req("num_hidden_layers"))
     types = c.get("layer_types") or [
-        "full_attention" if (i + 1) % int(c.get("full_attention_interval", 4)) == 0 else "linear_attention"
+        "full_attention"
+        if (i + 1) % int(c.get("full_attention_interval", 4)) == 0
+        else "linear_attention"
         for i in range(n)
     ]
     if len(types) != n or not set(types) <= {"full_attention", "linear_attention"}:
-        raise CheckpointError(f"{c.path}: layer_types must list full_attention/linear_attention for {n} layers")
+        raise CheckpointError(
+            f"{c.path}: layer_types must list full_attention/linear_attention for {n} layers"
+        )
     moe = MoEConfig(
-        num_experts=int(c.req("num_experts")), top_k=int(c.req("num_experts_per_tok")),
-        intermediate=int(c.req("moe_intermediate_size")), router="softmax",
+        num_experts=int(c.req("num_experts")),
+        top_k=int(c.req("num_experts_per_tok")),
+        intermediate=int(c.req("moe_intermediate_size")),
+        router="softmax",
         norm_topk_prob=bool(c.get("norm_topk_prob", True)) if next_ else True,
-        shared_intermediate=int(c.get("shared_expert_intermediate_size", 0)), shared_gate=True,
+        shared_intermediate=int(c.get("shared_expert_intermediate_size", 0)),
+        shared_gate=True,
     )
     sparse = _qwen_sparse_layers(c) if next_ else [True] * n
     linear = LinearAttnConfig(
-        k_heads=int(c.req("linear_num_key_heads")), v_heads=int(c.req("linear_num_value_heads")),
-        k_dim=int(c.req("linear_key_head_dim")), v_dim=int(c.req("linear_value_head_dim")),
-        conv_kernel=int(c.get("linear_conv_kernel_dim", 4)), grouped_proj=next_,
+        k_heads=int(c.req("linear_num_key_heads")),
+        v_heads=int(c.req("linear_num_value_heads")),
+        k_dim=int(c.req("linear_key_head_dim")),
+        v_dim=int(c.req("linear_value_head_dim")),
+        conv_kernel=int(c.get("linear_conv_kernel_dim", 4)),
+        grouped_proj=next_,
     )
     if linear.v_heads % linear.k_heads:
-        raise CheckpointError(f"{c.path}: linear_num_value_heads must be a multiple of linear_num_key_heads")
+        raise CheckpointError(
+            f"{c.path}: linear_num_value_heads must be a multiple of linear_num_key_heads"
+        )
     hd = int(c.get("head_dim") or c.req("hidden_size") // int(c.req("num_attention_heads")))
     bias = bool(c.get("attention_bias", False))
-    return _base(c, moe=moe, moe_layers=sparse, windows=[None] * n, rope=_rope(c, hd, default_partial=0.25),
-                 qkv_bias=bias, o_bias=bias, qk_norm="head", norm_offset=True, attn_output_gate=True,
-                 layer_types=tuple("attention" if t == "full_attention" else t for t in types), linear=linear)
+    return _base(
+        c,
+        moe=moe,
+        moe_layers=sparse,
+        windows=[None] * n,
+        rope=_rope(c, hd, default_partial=0.25),
+        qkv_bias=bias,
+        o_bias=bias,
+        qk_norm="head",
+        norm_offset=True,
+        attn_output_gate=True,
+        layer_types=tuple("attention" if t == "full_attention" else t for t in types),
+        linear=linear,
+    )
 
 
 def _text_part(d: dict) -> dict:

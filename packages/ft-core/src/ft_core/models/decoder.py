@@ -41,31 +41,58 @@ class Decoder:
     def __init__(self, r: WeightSource, cfg: ModelConfig, engine: EngineConfig):
         self.cfg = cfg
         H, V = cfg.hidden_size, cfg.vocab_size
-        m = "model.language_model." if r.has("model.language_model.embed_tokens.weight") else "model."
+        m = (
+            "model.language_model."
+            if r.has("model.language_model.embed_tokens.weight")
+            else "model."
+        )
         self.embed = r.tensor(f"{m}embed_tokens.weight", (V, H), finite=True)
         self.rotary = Rotary(cfg.rope)
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
-        moe_prefixes = [f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
+        moe_prefixes = [
+            f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]
+        ]
         self.bank = r.expert_bank(cfg, moe_prefixes) if moe_prefixes else None
-        self.backend = build_backend(self.bank, cfg.moe, engine, len(moe_prefixes)) if self.bank else None
+        self.backend = (
+            build_backend(self.bank, cfg.moe, engine, len(moe_prefixes)) if self.bank else None
+        )
         self.layers = []
         moe_index = 0
-        state_layers = cfg.state_layers(engine.window_state)  # per-sequence state slots, not paged KV
+        state_layers = cfg.state_layers(
+            engine.window_state
+        )  # per-sequence state slots, not paged KV
         linear_impl = engine.resolved_linear_attn_impl if cfg.linear_layers else "torch"
         for i in range(cfg.num_layers):
             p = f"{m}layers.{i}"
             if i in cfg.linear_layers:
-                attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", state_layers.index(i), linear_impl)
+                attn = GatedDeltaNet(
+                    r, cfg, i, f"{p}.linear_attn", state_layers.index(i), linear_impl
+                )
             elif i in state_layers:  # a sliding window kept as state (GPT-OSS)
                 if cfg.mla is not None or cfg.attn_output_gate:
-                    raise FTError(f"window_state: layer {i}'s attention kind keeps no window state; use window_state=False")
+                    raise FTError(
+                        f"window_state: layer {i}'s attention kind keeps no window state; use window_state=False"
+                    )
                 attn = GQAttention(r, cfg, i, f"{p}.self_attn", self.rotary, state_layers.index(i))
             else:
-                attn_cls = MLAttention if cfg.mla is not None else GatedAttention if cfg.attn_output_gate else GQAttention
+                attn_cls = (
+                    MLAttention
+                    if cfg.mla is not None
+                    else GatedAttention
+                    if cfg.attn_output_gate
+                    else GQAttention
+                )
                 attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)
             if cfg.moe_layers[i]:
-                mlp = MoELayer(r, cfg, f"{p}.{mlp_name}", _ROUTER_NAME.get(cfg.model_type, "gate"), moe_index,
-                               self.bank, self.backend)
+                mlp = MoELayer(
+                    r,
+                    cfg,
+                    f"{p}.{mlp_name}",
+                    _ROUTER_NAME.get(cfg.model_type, "gate"),
+                    moe_index,
+                    self.bank,
+                    self.backend,
+                )
                 moe_index += 1
             else:
                 mlp = DenseMLP(r, f"{p}.mlp", H, cfg.dense_intermediate)
@@ -79,11 +106,17 @@ class Decoder:
             self.lm_head, _ = r.linear("lm_head", V, H, finite=True)
         embed_bytes = self.embed.numel() * self.embed.element_size()
         # Weight bytes one decode token reads outside the routed experts (one embedding row: ~0).
-        self.dense_bytes_per_token = r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
+        self.dense_bytes_per_token = (
+            r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
+        )
         if engine.dense_format is not None:
-            self.dense_bytes_per_token -= quantize_dense(self, engine.dense_format, engine.int8_activations)
+            self.dense_bytes_per_token -= quantize_dense(
+                self, engine.dense_format, engine.int8_activations
+            )
         # Each layer's one-call decode plan (None: the layer runs op by op), after quantize_dense.
-        self.plans = [layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers]
+        self.plans = [
+            layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers
+        ]
 
     def _norm_weight(self, r: WeightSource, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
@@ -109,8 +142,13 @@ class Decoder:
         return sum(l.kv_heads * (l.k_dim + l.v_dim) * size for l in self.kv_layouts(1, 1, dtype))
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: PagedKVCache, routing_log: list | None = None,
-                finite_log: list | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        batch: ForwardBatch,
+        kv: PagedKVCache,
+        routing_log: list | None = None,
+        finite_log: list | None = None,
+    ) -> torch.Tensor:
         """Run every layer over the packed tokens; writes their K/V. Returns hidden [T, H] after the final norm.
         ``routing_log`` (if given) receives each MoE layer's flat expert ids [T, k] in layer order.
         ``finite_log`` (if given; a diagnosis, not the serving path) receives

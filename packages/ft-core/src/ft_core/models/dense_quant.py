@@ -22,9 +22,16 @@ _ATTRS = ("wqkv", "wo", "wq", "wqa", "wqb", "wkva", "w_in", "w_out", "gate", "up
 
 def quantize_matrix(w: torch.Tensor, fmt: str, int8: bool) -> QuantDense:
     """[N, K] float weights -> QuantDense in ``fmt``, quantised ROWS_PER_CHUNK rows at a time."""
-    parts = [fk.quantize(w[r : r + ROWS_PER_CHUNK][None].float(), fmt, group=32) for r in range(0, w.shape[0], ROWS_PER_CHUNK)]
-    cat = lambda f: None if getattr(parts[0], f) is None else torch.cat([getattr(p, f) for p in parts], dim=1)  # noqa: E731
-    return QuantDense(dataclasses.replace(parts[0], q=cat("q"), scale=cat("scale"), zero=cat("zero")), int8)
+    parts = [
+        fk.quantize(w[r : r + ROWS_PER_CHUNK][None].float(), fmt, group=32)
+        for r in range(0, w.shape[0], ROWS_PER_CHUNK)
+    ]
+    cat = lambda f: (
+        None if getattr(parts[0], f) is None else torch.cat([getattr(p, f) for p in parts], dim=1)
+    )  # noqa: E731
+    return QuantDense(
+        dataclasses.replace(parts[0], q=cat("q"), scale=cat("scale"), zero=cat("zero")), int8
+    )
 
 
 def quantize_dense(model, fmt: str, int8: bool) -> int:
@@ -36,7 +43,12 @@ def quantize_dense(model, fmt: str, int8: bool) -> int:
         nonlocal saved
         for a in _ATTRS:
             w = getattr(obj, a, None)
-            if isinstance(w, torch.Tensor) and w.dim() == 2 and w.is_floating_point() and w.shape[1] % 32 == 0:
+            if (
+                isinstance(w, torch.Tensor)
+                and w.dim() == 2
+                and w.is_floating_point()
+                and w.shape[1] % 32 == 0
+            ):
                 q = quantize_matrix(w, fmt, int8)
                 saved += w.numel() * w.element_size() - q.nbytes()
                 setattr(obj, a, q)

@@ -14,18 +14,26 @@ from ft_core.model_config import ModelConfig
 
 
 class WeightSource(Protocol):
-    dense_bytes: int  # bytes of the tensors handed out by tensor()/linear() so far (experts excluded)
+    dense_bytes: (
+        int  # bytes of the tensors handed out by tensor()/linear() so far (experts excluded)
+    )
 
     def has(self, name: str) -> bool:
         """Whether the checkpoint stores tensor ``name``."""
 
-    def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None,
-               finite: bool = False) -> torch.Tensor:
+    def tensor(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: torch.dtype | None = None,
+        finite: bool = False,
+    ) -> torch.Tensor:
         """Floating-point ``name`` of ``shape`` in ``dtype`` (default: the engine's); ``finite``:
         refuse NaN/inf."""
 
-    def linear(self, prefix: str, out_f: int, in_f: int, bias: bool = False,
-               finite: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def linear(
+        self, prefix: str, out_f: int, in_f: int, bias: bool = False, finite: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``prefix``.weight [out_f, in_f] (fp8 dequantised) and bias [out_f] or None."""
 
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:

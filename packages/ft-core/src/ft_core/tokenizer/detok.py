@@ -31,7 +31,9 @@ class IncrementalDetokenizer:
         self._read = len(self.ids)
         self._prefix = max(0, self._read - self._window)
         if self._prefix and self._decode(self.ids[self._prefix : self._read]).startswith("\ufffd"):
-            self._prefix = max(0, self._prefix - self._window)  # never start the window mid-character
+            self._prefix = max(
+                0, self._prefix - self._window
+            )  # never start the window mid-character
         return out
 
     def flush(self) -> str:
@@ -64,8 +66,14 @@ class StopStrings:
             out, self._buf = self._buf[:i], ""
             return out
         # Hold back only the longest tail that is still the start of some stop string.
-        keep = next((k for k in range(min(self._hold, len(self._buf)), 0, -1)
-                     if any(s.startswith(self._buf[-k:]) for s in self.stops)), 0)
+        keep = next(
+            (
+                k
+                for k in range(min(self._hold, len(self._buf)), 0, -1)
+                if any(s.startswith(self._buf[-k:]) for s in self.stops)
+            ),
+            0,
+        )
         out, self._buf = (self._buf[:-keep], self._buf[-keep:]) if keep else (self._buf, "")
         return out
 

@@ -23,7 +23,9 @@ def _token_str(v) -> str | None:
 class Tokenizer:
     """Encode/decode text and render chat prompts for one checkpoint directory."""
 
-    def __init__(self, tok: HFTokenizer, config: dict, chat_template: str | None, eos_ids: list[int]):
+    def __init__(
+        self, tok: HFTokenizer, config: dict, chat_template: str | None, eos_ids: list[int]
+    ):
         self._tok = tok
         self.config = config
         self.chat_template = chat_template
@@ -45,7 +47,10 @@ class Tokenizer:
         config = _read_json(path / "tokenizer_config.json")
         template = config.get("chat_template")
         if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
-            template = next((t["template"] for t in template if t.get("name") == "default"), template[0]["template"])
+            template = next(
+                (t["template"] for t in template if t.get("name") == "default"),
+                template[0]["template"],
+            )
         jinja_file = path / "chat_template.jinja"
         if jinja_file.is_file():
             template = jinja_file.read_text()
@@ -78,14 +83,26 @@ class Tokenizer:
         return self._tok.id_to_token(i)
 
     def apply_chat_template(
-        self, messages: list[dict], *, tools: list[dict] | None = None, add_generation_prompt: bool = True, **flags
+        self,
+        messages: list[dict],
+        *,
+        tools: list[dict] | None = None,
+        add_generation_prompt: bool = True,
+        **flags,
     ) -> str:
         """The prompt text for ``messages``; ``flags`` (e.g. ``enable_thinking``) pass through to the template."""
         if not self.chat_template:
-            raise CheckpointError("this checkpoint has no chat template (tokenizer_config.json or chat_template.jinja)")
+            raise CheckpointError(
+                "this checkpoint has no chat template (tokenizer_config.json or chat_template.jinja)"
+            )
         special = {k: _token_str(v) for k, v in self.config.items() if k.endswith("_token")}
         return render(
-            self.chat_template, messages, tools=tools, add_generation_prompt=add_generation_prompt, **special, **flags
+            self.chat_template,
+            messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            **special,
+            **flags,
         )
 
 

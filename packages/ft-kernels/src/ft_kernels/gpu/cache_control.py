@@ -28,8 +28,30 @@ REUSE_ONE, REUSE_SHIFT = 1 << 16, 4  # = ft_core.experts.cache's (a test runs bo
 
 
 @triton.jit
-def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, reuse, S, E, L, clock, mode, ratio, policy, observe,
-             route_slot, copy_ids, copy_slots, n_copy, BR: tl.constexpr, BS: tl.constexpr, BE: tl.constexpr):
+def _control(
+    ids_ptr,
+    R,
+    slot_of_id,
+    id_of_slot,
+    last_use,
+    pinned,
+    reuse,
+    S,
+    E,
+    L,
+    clock,
+    mode,
+    ratio,
+    policy,
+    observe,
+    route_slot,
+    copy_ids,
+    copy_slots,
+    n_copy,
+    BR: tl.constexpr,
+    BS: tl.constexpr,
+    BE: tl.constexpr,
+):
     r = tl.arange(0, BR)
     rm = r < R
     ids = tl.load(ids_ptr + r, mask=rm, other=-1)
@@ -38,9 +60,13 @@ def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, reuse, S, E, 
     earlier = eq & (r[None, :] < r[:, None])
     first = rm & (tl.sum(earlier.to(tl.int32), axis=1) == 0)
     count = tl.sum(eq.to(tl.int32), axis=1)
-    layer = tl.min(tl.where(rm, ids, INT64_MAX), axis=0) // E  # the step's layer: that of its lowest id
+    layer = (
+        tl.min(tl.where(rm, ids, INT64_MAX), axis=0) // E
+    )  # the step's layer: that of its lowest id
     if policy == 1:
-        if observe == 1:  # reuse's statistics: the layer's ids move 1/16 of the way to 1 (routed) or 0
+        if (
+            observe == 1
+        ):  # reuse's statistics: the layer's ids move 1/16 of the way to 1 (routed) or 0
             e = layer * E + tl.arange(0, BE)
             em = tl.arange(0, BE) < E
             routed = tl.sum(((ids[None, :] == e[:, None]) & rm[None, :]).to(tl.int32), axis=1) > 0
@@ -55,13 +81,17 @@ def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, reuse, S, E, 
     miss = first & (slot < 0)
     m = tl.sum(miss.to(tl.int32), axis=0)
     # rank of each miss in the fill order: routes desc, then id asc
-    before = (count[None, :] > count[:, None]) | ((count[None, :] == count[:, None]) & (ids[None, :] < ids[:, None]))
+    before = (count[None, :] > count[:, None]) | (
+        (count[None, :] == count[:, None]) & (ids[None, :] < ids[:, None])
+    )
     rank = tl.sum((miss[:, None] & miss[None, :] & before).to(tl.int32), axis=1)
     q = m * 0
     if mode == 1:
         q = m
     if mode == 2:
-        q = tl.minimum(tl.maximum((m.to(tl.float32) * ratio + 0.5).to(tl.int32), 1), m)  # floor(x + .5), x >= 0
+        q = tl.minimum(
+            tl.maximum((m.to(tl.float32) * ratio + 0.5).to(tl.int32), 1), m
+        )  # floor(x + .5), x >= 0
     # free slots: unpinned and not used in this step
     nfree = 0
     for s0 in range(0, S, BS):
@@ -109,9 +139,21 @@ def _control(ids_ptr, R, slot_of_id, id_of_slot, last_use, pinned, reuse, S, E, 
     tl.store(route_slot + r, out, mask=rm)
 
 
-def control(ids: torch.Tensor, slot_of_id: torch.Tensor, id_of_slot: torch.Tensor, last_use: torch.Tensor,
-            pinned: torch.Tensor, clock: int, mode: str, ratio: float = 1.0, victims: str = "lru",
-            reuse: torch.Tensor | None = None, experts: int = 1, layers: int = 1, observe: bool = True):
+def control(
+    ids: torch.Tensor,
+    slot_of_id: torch.Tensor,
+    id_of_slot: torch.Tensor,
+    last_use: torch.Tensor,
+    pinned: torch.Tensor,
+    clock: int,
+    mode: str,
+    ratio: float = 1.0,
+    victims: str = "lru",
+    reuse: torch.Tensor | None = None,
+    experts: int = 1,
+    layers: int = 1,
+    observe: bool = True,
+):
     """Run one control step in place on the tables (int64; pinned bool/uint8; ``reuse`` [N] int64, the
     "reuse" victims' statistics, of ``layers`` MoE layers x ``experts`` ids, updated in place). Returns
     (route_slot [R] int64, copy_ids [R] int64, copy_slots [R] int64, n_copy [1] int32): the first
@@ -120,7 +162,9 @@ def control(ids: torch.Tensor, slot_of_id: torch.Tensor, id_of_slot: torch.Tenso
     if victims not in VICTIMS:
         raise ValueError(f"victims must be one of {', '.join(VICTIMS)}, got {victims!r}")
     if victims == "reuse" and (reuse is None or reuse.numel() != experts * layers):
-        raise ValueError(f"victims 'reuse' needs reuse statistics of layers * experts = {experts * layers} ids")
+        raise ValueError(
+            f"victims 'reuse' needs reuse statistics of layers * experts = {experts * layers} ids"
+        )
     if R > 1024:
         raise ValueError(f"cache control handles up to 1024 routes per layer step, got {R}")
     dev = ids.device
@@ -132,7 +176,28 @@ def control(ids: torch.Tensor, slot_of_id: torch.Tensor, id_of_slot: torch.Tenso
         return route_slot, copy_ids, copy_slots, n_copy
     BR = max(16, triton.next_power_of_2(R))
     stats = reuse if reuse is not None else torch.zeros(1, dtype=torch.int64, device=dev)
-    _control[(1,)](ids.contiguous(), R, slot_of_id, id_of_slot, last_use, pinned.to(torch.uint8), stats, S, experts,
-                   layers, clock, MODES[mode], float(ratio), VICTIMS[victims], int(observe), route_slot, copy_ids,
-                   copy_slots, n_copy, BR=BR, BS=256, BE=max(16, triton.next_power_of_2(experts)))
+    _control[(1,)](
+        ids.contiguous(),
+        R,
+        slot_of_id,
+        id_of_slot,
+        last_use,
+        pinned.to(torch.uint8),
+        stats,
+        S,
+        experts,
+        layers,
+        clock,
+        MODES[mode],
+        float(ratio),
+        VICTIMS[victims],
+        int(observe),
+        route_slot,
+        copy_ids,
+        copy_slots,
+        n_copy,
+        BR=BR,
+        BS=256,
+        BE=max(16, triton.next_power_of_2(experts)),
+    )
     return route_slot, copy_ids, copy_slots, n_copy

@@ -17,8 +17,23 @@ from ft_kernels.formats import ExpertWeights
 
 
 @triton.jit
-def _w13_act(x_ptr, tok_ptr, slot_ptr, w_ptr, b_ptr, h_ptr, H, I, alpha, limit,
-             HAS_BIAS: tl.constexpr, GPTOSS: tl.constexpr, H_BF16: tl.constexpr, BI: tl.constexpr, BH: tl.constexpr):
+def _w13_act(
+    x_ptr,
+    tok_ptr,
+    slot_ptr,
+    w_ptr,
+    b_ptr,
+    h_ptr,
+    H,
+    I,
+    alpha,
+    limit,
+    HAS_BIAS: tl.constexpr,
+    GPTOSS: tl.constexpr,
+    H_BF16: tl.constexpr,
+    BI: tl.constexpr,
+    BH: tl.constexpr,
+):
     r = tl.program_id(0)
     i = tl.program_id(1) * BI + tl.arange(0, BI)
     im = i < I
@@ -53,8 +68,20 @@ def _w13_act(x_ptr, tok_ptr, slot_ptr, w_ptr, b_ptr, h_ptr, H, I, alpha, limit,
 
 
 @triton.jit
-def _w2_gate(h_ptr, tok_ptr, slot_ptr, gate_ptr, w_ptr, b_ptr, y_ptr, H, I,
-             HAS_BIAS: tl.constexpr, BO: tl.constexpr, BI: tl.constexpr):
+def _w2_gate(
+    h_ptr,
+    tok_ptr,
+    slot_ptr,
+    gate_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    H,
+    I,
+    HAS_BIAS: tl.constexpr,
+    BO: tl.constexpr,
+    BI: tl.constexpr,
+):
     r = tl.program_id(0)
     o = tl.program_id(1) * BO + tl.arange(0, BO)
     om = o < H
@@ -66,7 +93,9 @@ def _w2_gate(h_ptr, tok_ptr, slot_ptr, gate_ptr, w_ptr, b_ptr, y_ptr, H, I,
         c = i0 + tl.arange(0, BI)
         cm = c < I
         hv = tl.load(h_ptr + r * I + c, mask=cm, other=0.0)
-        w = tl.load(base + o[:, None] * I + c[None, :], mask=om[:, None] & cm[None, :], other=0.0).to(tl.float32)
+        w = tl.load(
+            base + o[:, None] * I + c[None, :], mask=om[:, None] & cm[None, :], other=0.0
+        ).to(tl.float32)
         acc += tl.sum(w * hv[None, :], axis=1)
     if HAS_BIAS:
         acc += tl.load(b_ptr + s * H + o, mask=om, other=0.0)
@@ -74,9 +103,17 @@ def _w2_gate(h_ptr, tok_ptr, slot_ptr, gate_ptr, w_ptr, b_ptr, y_ptr, H, I,
     tl.atomic_add(y_ptr + t * H + o, acc * g, mask=om)
 
 
-def grouped_experts(x: torch.Tensor, tok: torch.Tensor, slot: torch.Tensor, gate: torch.Tensor,
-                    w13: ExpertWeights, w2: ExpertWeights, act: str = "swiglu", alpha: float = 1.702,
-                    limit: float = 7.0) -> torch.Tensor:
+def grouped_experts(
+    x: torch.Tensor,
+    tok: torch.Tensor,
+    slot: torch.Tensor,
+    gate: torch.Tensor,
+    w13: ExpertWeights,
+    w2: ExpertWeights,
+    act: str = "swiglu",
+    alpha: float = 1.702,
+    limit: float = 7.0,
+) -> torch.Tensor:
     """y [T, H] float32 = sum over routes of gate * expert_slot(x[tok]); x [T, H], tok/slot [R] int, gate [R]."""
     if w13.fmt not in ("bf16", "f16") or w2.fmt != w13.fmt:
         raise ValueError(f"grouped_experts takes bf16/f16 slot banks, got {w13.fmt}/{w2.fmt}")
@@ -89,13 +126,33 @@ def grouped_experts(x: torch.Tensor, tok: torch.Tensor, slot: torch.Tensor, gate
     if R == 0:
         return y
     h = torch.empty(R, I, dtype=torch.float32, device=x.device)
-    xf, tok, slot, gate = x.float().contiguous(), tok.contiguous(), slot.contiguous(), gate.float().contiguous()
+    xf, tok, slot, gate = (
+        x.float().contiguous(),
+        tok.contiguous(),
+        slot.contiguous(),
+        gate.float().contiguous(),
+    )
     b13 = w13.bias if w13.bias is not None else h  # dummy pointer when absent
     b2 = w2.bias if w2.bias is not None else h
     BI, BH, BO = 32, 64, 32
-    _w13_act[(R, triton.cdiv(I, BI))](xf, tok, slot, w13.q, b13, h, H, I, alpha, limit,
-                                      HAS_BIAS=w13.bias is not None, GPTOSS=act == "gptoss",
-                                      H_BF16=x.dtype == torch.bfloat16, BI=BI, BH=BH)
-    _w2_gate[(R, triton.cdiv(H, BO))](h, tok, slot, gate, w2.q, b2, y, H, I,
-                                      HAS_BIAS=w2.bias is not None, BO=BO, BI=BI)
+    _w13_act[(R, triton.cdiv(I, BI))](
+        xf,
+        tok,
+        slot,
+        w13.q,
+        b13,
+        h,
+        H,
+        I,
+        alpha,
+        limit,
+        HAS_BIAS=w13.bias is not None,
+        GPTOSS=act == "gptoss",
+        H_BF16=x.dtype == torch.bfloat16,
+        BI=BI,
+        BH=BH,
+    )
+    _w2_gate[(R, triton.cdiv(H, BO))](
+        h, tok, slot, gate, w2.q, b2, y, H, I, HAS_BIAS=w2.bias is not None, BO=BO, BI=BI
+    )
     return y

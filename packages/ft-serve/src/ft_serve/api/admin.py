@@ -30,21 +30,32 @@ def check_admin(config, request) -> None:
     except ValueError:
         loopback = host == "localhost"
     if not loopback and not config.admin_allow_remote:
-        raise ApiError(403, f"admin endpoints answer loopback callers only (this call came from {host}); start the "
-                            "server with --admin-allow-remote to allow others")
+        raise ApiError(
+            403,
+            f"admin endpoints answer loopback callers only (this call came from {host}); start the "
+            "server with --admin-allow-remote to allow others",
+        )
     keys = [k for k in (config.admin_key, config.api_key) if k]
     if not keys:
         if not loopback:
-            raise ApiError(403, "admin endpoints need --admin-key (or --api-key) for non-loopback callers")
+            raise ApiError(
+                403, "admin endpoints need --admin-key (or --api-key) for non-loopback callers"
+            )
         return
     require_key(request, keys, "admin key (the admin key or the API key)")
 
 
 async def _view(app) -> dict:
     """Split and history, read on the engine thread (between steps)."""
+
     def read(eng):
-        hist = [{k: h[k] for k in ("time", "reason", "before", "after", "kv", "experts", "states", "seconds")}
-                for h in eng.memory.history]
+        hist = [
+            {
+                k: h[k]
+                for k in ("time", "reason", "before", "after", "kv", "experts", "states", "seconds")
+            }
+            for h in eng.memory.history
+        ]
         mm = eng.memory
         return {"split": mm.split(), "minimum": mm.minimum(), "history": hist, "resizes": mm.count}
 
@@ -60,7 +71,9 @@ def _sizes(body: dict) -> dict[str, int]:
     a size (wrong type, NaN, negative, over 8 PiB) or a reason that is not a short string."""
     unknown = sorted(set(body) - set(_PARTS) - {"reason"})
     if unknown:
-        raise bad_request(f"unknown field '{unknown[0]}'; send any of {', '.join(_PARTS)}", unknown[0])
+        raise bad_request(
+            f"unknown field '{unknown[0]}'; send any of {', '.join(_PARTS)}", unknown[0]
+        )
     reason = body.get("reason")
     if reason is not None and (not isinstance(reason, str) or len(reason) > 200):
         raise bad_request("reason: expected a string of at most 200 characters", "reason")
@@ -72,7 +85,9 @@ def _sizes(body: dict) -> dict[str, int]:
             except ResizeRefused as e:
                 raise bad_request(str(e), k) from None
     if not want:
-        raise bad_request(f"send at least one of {', '.join(_PARTS)} (bytes, or a string such as '512MiB')")
+        raise bad_request(
+            f"send at least one of {', '.join(_PARTS)} (bytes, or a string such as '512MiB')"
+        )
     return want
 
 
@@ -83,5 +98,9 @@ async def post_memory(app, request, body: dict):
         rec = await app.state.loop.call(lambda eng: eng.memory.resize(**want, reason=reason))
     except ResizeRefused as e:  # below a floor, or pages held by running requests: nothing changed
         raise ApiError(409, f"resize refused: {e}", e.field, "resize_refused") from None
-    return {"applied": {k: rec[k] for k in ("reason", "before", "after", "kv", "experts", "states", "seconds")},
-            **await _view(app)}
+    return {
+        "applied": {
+            k: rec[k] for k in ("reason", "before", "after", "kv", "experts", "states", "seconds")
+        },
+        **await _view(app),
+    }

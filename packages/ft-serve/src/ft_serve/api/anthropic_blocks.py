@@ -38,12 +38,14 @@ def sign_thinking(secret: bytes, text: str) -> str:
 
 
 def thinking_origin(secret: bytes, text: str, signature: str) -> str:
-    """"ours" (signed by this secret; also the bare-HMAC signatures of servers before key ids),
+    """ "ours" (signed by this secret; also the bare-HMAC signatures of servers before key ids),
     "altered" (it names this secret's key id but does not match ``text``) or "foreign" (anything
     else: Anthropic's, another server's, a former secret's)."""
     sig = signature.encode(errors="replace")
     if signature.startswith(f"ft2.{key_id(secret)}."):
-        return "ours" if hmac.compare_digest(sign_thinking(secret, text).encode(), sig) else "altered"
+        return (
+            "ours" if hmac.compare_digest(sign_thinking(secret, text).encode(), sig) else "altered"
+        )
     return "ours" if hmac.compare_digest(_mac(secret, text).encode(), sig) else "foreign"
 
 
@@ -70,17 +72,27 @@ class BlockWriter:
             kind, key = ("thinking", "thinking") if ev.kind == "reasoning" else ("text", "text")
             out = []
             if self._open is None or self.blocks[self._open]["type"] != kind:
-                out += self._start({"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking"
-                                   else {"type": "text", "text": ""})
+                out += self._start(
+                    {"type": "thinking", "thinking": "", "signature": ""}
+                    if kind == "thinking"
+                    else {"type": "text", "text": ""}
+                )
             self.blocks[self._open][key] += ev.text
             return out + [self._delta({"type": f"{kind}_delta", key: ev.text})]
         if ev.kind == "tool_call":
             if self.one_call and self._calls:
                 return []
-            out = self._start({"type": "tool_use", "id": tool_use_id(ev.id), "name": ev.name, "input": {}})
+            out = self._start(
+                {"type": "tool_use", "id": tool_use_id(ev.id), "name": ev.name, "input": {}}
+            )
             self._calls[ev.index] = self._open
             return out
-        if ev.kind == "tool_args" and ev.text and self._open is not None and self._calls.get(ev.index) == self._open:
+        if (
+            ev.kind == "tool_args"
+            and ev.text
+            and self._open is not None
+            and self._calls.get(ev.index) == self._open
+        ):
             return [self._delta({"type": "input_json_delta", "partial_json": ev.text})]
         return []
 
@@ -131,21 +143,46 @@ def stop_reason(gen, writer: BlockWriter) -> str:
 def usage_of(gen) -> dict:
     """Anthropic counts input tokens read from the prefix cache apart from ``input_tokens``."""
     cached = min(gen.cached_tokens, gen.prompt_tokens)
-    return {"input_tokens": gen.prompt_tokens - cached, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached, "output_tokens": gen.completion_tokens}
+    return {
+        "input_tokens": gen.prompt_tokens - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": gen.completion_tokens,
+    }
 
 
 def message_body(mid: str, model: str, content: list[dict], gen, writer: BlockWriter) -> dict:
-    return {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": stop_reason(gen, writer), "stop_sequence": gen.stop_sequence, "usage": usage_of(gen)}
+    return {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(gen, writer),
+        "stop_sequence": gen.stop_sequence,
+        "usage": usage_of(gen),
+    }
 
 
-async def stream_message(gen, writer: BlockWriter, mid: str, model: str, ping_every: float = PING_EVERY):
+async def stream_message(
+    gen, writer: BlockWriter, mid: str, model: str, ping_every: float = PING_EVERY
+):
     """The SSE events of one streamed message."""
-    start = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": [],
-             "stop_reason": None, "stop_sequence": None,
-             "usage": {"input_tokens": gen.prompt_tokens, "cache_creation_input_tokens": 0,
-                       "cache_read_input_tokens": 0, "output_tokens": 0}}
+    start = {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": gen.prompt_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 0,
+        },
+    }
     yield sse_event("message_start", {"type": "message_start", "message": start})
     yield sse_event("ping", {"type": "ping"})
     try:
@@ -160,10 +197,14 @@ async def stream_message(gen, writer: BlockWriter, mid: str, model: str, ping_ev
             yield sse_event(e["type"], e)
     except Exception:  # a bug: the client gets an error event instead of a cut connection
         log.exception("unhandled error while streaming %s", mid)
-        yield sse_event("error", anthropic_body(ApiError(500, "internal server error (see the server log)")))
+        yield sse_event(
+            "error", anthropic_body(ApiError(500, "internal server error (see the server log)"))
+        )
         return
     delta = {"stop_reason": stop_reason(gen, writer), "stop_sequence": gen.stop_sequence}
-    yield sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage_of(gen)})
+    yield sse_event(
+        "message_delta", {"type": "message_delta", "delta": delta, "usage": usage_of(gen)}
+    )
     yield sse_event("message_stop", {"type": "message_stop"})
 
 
@@ -187,7 +228,9 @@ async def paced(source, every: float):
                 return
             yield item
     finally:
-        if pending is not None:  # the source is mid-step: cancelling the step ends it (its finally runs)
+        if (
+            pending is not None
+        ):  # the source is mid-step: cancelling the step ends it (its finally runs)
             pending.add_done_callback(lambda f: f.cancelled() or f.exception())
             pending.cancel()
         elif hasattr(it, "aclose"):

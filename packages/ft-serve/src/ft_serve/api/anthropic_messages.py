@@ -51,8 +51,9 @@ async def messages(app, request, body: dict):
         if not hasattr(e, "tokens"):  # only a ContextLengthError carries the prompt's length
             raise
         # Claude Code recognises this wording (it offers to compact the conversation)
-        raise bad_request(f"prompt is too long: {e.tokens} tokens > {svc.max_model_len - 1} maximum",
-                          None, e.code) from None
+        raise bad_request(
+            f"prompt is too long: {e.tokens} tokens > {svc.max_model_len - 1} maximum", None, e.code
+        ) from None
     writer = BlockWriter(svc.config.secret, bool(req.thinking), one_call)
     mid = "msg_" + uuid.uuid4().hex[:24]
     if streamed:
@@ -74,8 +75,11 @@ async def count_tokens(app, request, body: dict):
 def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
     """(the ChatRequest, keep only the first tool call). Raises a 400 naming the bad field."""
     field(body, "model", str, required=True)  # any name is served (README: Serving)
-    foreign = None if count_only or svc.metrics is None else \
-        lambda kind: svc.metrics.foreign("anthropic", kind)
+    foreign = (
+        None
+        if count_only or svc.metrics is None
+        else lambda kind: svc.metrics.foreign("anthropic", kind)
+    )
     msgs = convert_messages(body.get("messages"), svc.config.secret, foreign)
     system = system_text(body.get("system"))
     lead = []
@@ -98,8 +102,16 @@ def chat_request(body: dict, svc, count_only: bool) -> tuple[ChatRequest, bool]:
         kwargs["reasoning_effort"] = _EFFORT[effort]
     field(body, "metadata", dict, None)
     params = SamplingParams() if count_only else sampling(body, svc.max_model_len)
-    return ChatRequest(msgs, params, convert_tools(body.get("tools")), tc, thinking, kwargs, json_schema=schema,
-                       parallel_tool_calls=not one_call), one_call
+    return ChatRequest(
+        msgs,
+        params,
+        convert_tools(body.get("tools")),
+        tc,
+        thinking,
+        kwargs,
+        json_schema=schema,
+        parallel_tool_calls=not one_call,
+    ), one_call
 
 
 def sampling(body: dict, limit: int) -> SamplingParams:
@@ -107,8 +119,10 @@ def sampling(body: dict, limit: int) -> SamplingParams:
     past it is accepted, as by Anthropic's newer models: the output stops at the context's end)."""
     mx = number(body, "max_tokens", None, 1, integer=True) or _missing("max_tokens")
     if mx > limit:
-        raise bad_request(f"max_tokens: {mx} > {limit}, the most this model can generate (its context "
-                          "length)", "max_tokens")
+        raise bad_request(
+            f"max_tokens: {mx} > {limit}, the most this model can generate (its context length)",
+            "max_tokens",
+        )
     try:
         return SamplingParams(
             max_tokens=mx,
@@ -149,9 +163,13 @@ def block_text(b, p: str, allowed: tuple[str, ...] = ("text", "document")) -> st
         if src.get("type") == "content":
             c = src.get("content")
             return c if isinstance(c, str) else blocks_text(c, f"{p}.source.content", ("text",))
-        raise bad_request(f"'{p}': only plain-text documents are supported by this text-only model", p)
+        raise bad_request(
+            f"'{p}': only plain-text documents are supported by this text-only model", p
+        )
     if t in ("image", "document", "search_result", "container_upload"):
-        raise bad_request(f"'{p}': content of type {t!r} is not supported by this text-only model", p)
+        raise bad_request(
+            f"'{p}': content of type {t!r} is not supported by this text-only model", p
+        )
     raise bad_request(f"'{p}.type' {t!r} is not a supported content block type here", f"{p}.type")
 
 
@@ -174,18 +192,28 @@ def convert_messages(msgs, secret: bytes, foreign=None) -> list[dict]:
         p = f"messages[{i}]"
         if not isinstance(m, dict):
             raise bad_request(f"'{p}' must be an object", p)
-        role = choice(m, "role", ("user", "assistant", "system"), path=f"{p}.role") or _missing(f"{p}.role")
+        role = choice(m, "role", ("user", "assistant", "system"), path=f"{p}.role") or _missing(
+            f"{p}.role"
+        )
         content = m.get("content")
         if content is None:
             _missing(f"{p}.content")
         if not isinstance(content, (str, list)):
-            raise bad_request(f"'{p}.content' must be a string or an array of content blocks", f"{p}.content")
+            raise bad_request(
+                f"'{p}.content' must be a string or an array of content blocks", f"{p}.content"
+            )
         if not content and role != "assistant":  # (an empty assistant turn is let through: README)
-            raise bad_request(f"{p}.content: user and system messages must have non-empty content",
-                              f"{p}.content")
+            raise bad_request(
+                f"{p}.content: user and system messages must have non-empty content", f"{p}.content"
+            )
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if role == "system":
-            out.append({"role": "system", "content": blocks_text(content, f"{p}.content", ("text",), "\n\n")})
+            out.append(
+                {
+                    "role": "system",
+                    "content": blocks_text(content, f"{p}.content", ("text",), "\n\n"),
+                }
+            )
         elif role == "user":
             out += _user(blocks, f"{p}.content", names)
         else:
@@ -199,7 +227,11 @@ def _user(blocks: list, p: str, names: dict) -> list[dict]:
         q = f"{p}[{j}]"
         if isinstance(b, dict) and b.get("type") == "tool_result":
             tid = field(b, "tool_use_id", str, required=True, path=f"{q}.tool_use_id")
-            msg = {"role": "tool", "content": blocks_text(b.get("content"), f"{q}.content"), "tool_call_id": tid}
+            msg = {
+                "role": "tool",
+                "content": blocks_text(b.get("content"), f"{q}.content"),
+                "tool_call_id": tid,
+            }
             field(b, "is_error", bool, False, path=f"{q}.is_error")
             if tid in names:
                 msg["name"] = names[tid]
@@ -223,8 +255,11 @@ def _assistant(blocks: list, p: str, secret: bytes, names: dict, foreign) -> dic
             sig = field(b, "signature", str, required=True, path=f"{q}.signature")
             origin = thinking_origin(secret, text, sig)
             if origin == "altered":
-                raise bad_request(f"'{q}.signature': invalid signature in thinking block (thinking blocks must be "
-                                  "passed back exactly as this server returned them)", f"{q}.signature")
+                raise bad_request(
+                    f"'{q}.signature': invalid signature in thinking block (thinking blocks must be "
+                    "passed back exactly as this server returned them)",
+                    f"{q}.signature",
+                )
             if origin == "foreign":
                 foreign("thinking")
             if text:
@@ -237,7 +272,9 @@ def _assistant(blocks: list, p: str, secret: bytes, names: dict, foreign) -> dic
             name = field(b, "name", str, required=True, path=f"{q}.name")
             args = field(b, "input", dict, {}, path=f"{q}.input")
             names[tid] = name
-            calls.append({"id": tid, "type": "function", "function": {"name": name, "arguments": args}})
+            calls.append(
+                {"id": tid, "type": "function", "function": {"name": name, "arguments": args}}
+            )
         else:
             texts.append(block_text(b, q, ("text",)))
     msg = {"role": "assistant", "content": "".join(texts)}
@@ -254,13 +291,17 @@ def thinking_of(v, max_tokens=None) -> bool:
     if v is None:
         return False
     if not isinstance(v, dict):
-        raise bad_request("'thinking' must be an object such as {\"type\": \"adaptive\"}", "thinking")
-    t = choice(v, "type", ("enabled", "adaptive", "disabled"), path="thinking.type") or _missing("thinking.type")
+        raise bad_request('\'thinking\' must be an object such as {"type": "adaptive"}', "thinking")
+    t = choice(v, "type", ("enabled", "adaptive", "disabled"), path="thinking.type") or _missing(
+        "thinking.type"
+    )
     if t == "enabled":
         b = number(v, "budget_tokens", None, 1024, integer=True, path="thinking.budget_tokens")
         if b is None:
             _missing("thinking.budget_tokens")
         if isinstance(max_tokens, int) and b >= max_tokens:
-            raise bad_request(f"thinking.budget_tokens: {b} must be less than max_tokens ({max_tokens})",
-                              "thinking.budget_tokens")
+            raise bad_request(
+                f"thinking.budget_tokens: {b} must be less than max_tokens ({max_tokens})",
+                "thinking.budget_tokens",
+            )
     return t != "disabled"

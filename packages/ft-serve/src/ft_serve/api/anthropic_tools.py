@@ -28,9 +28,14 @@ def convert_tools(tools) -> list[dict] | None:
             continue  # a server tool (web_search_20250305, ...): not available here, ignored
         name = name_of(t, "name", f"{p}.name", 128)
         if name in seen:
-            raise bad_request(f"'{p}.name': tool names must be unique, {name!r} repeats", f"{p}.name")
+            raise bad_request(
+                f"'{p}.name': tool names must be unique, {name!r} repeats", f"{p}.name"
+            )
         seen.add(name)
-        fn = {"name": name, "parameters": object_schema(t, "input_schema", f"{p}.input_schema", typed=True)}
+        fn = {
+            "name": name,
+            "parameters": object_schema(t, "input_schema", f"{p}.input_schema", typed=True),
+        }
         desc = field(t, "description", str, None, path=f"{p}.description")
         if desc is not None:
             fn = {"name": name, "description": desc, "parameters": fn["parameters"]}
@@ -43,10 +48,20 @@ def tool_choice_of(tc) -> tuple[str | dict, bool]:
     if tc is None:
         return "auto", False
     if not isinstance(tc, dict):
-        raise bad_request("'tool_choice' must be an object such as {\"type\": \"auto\"}", "tool_choice")
+        raise bad_request(
+            '\'tool_choice\' must be an object such as {"type": "auto"}', "tool_choice"
+        )
     field(tc, "type", str, required=True, path="tool_choice.type")
     t = choice(tc, "type", ("auto", "any", "tool", "none"), path="tool_choice.type")
-    one = bool(field(tc, "disable_parallel_tool_use", bool, False, path="tool_choice.disable_parallel_tool_use"))
+    one = bool(
+        field(
+            tc,
+            "disable_parallel_tool_use",
+            bool,
+            False,
+            path="tool_choice.disable_parallel_tool_use",
+        )
+    )
     if t == "tool":
         return {"name": field(tc, "name", str, required=True, path="tool_choice.name")}, one
     return {"auto": "auto", "any": "required", "none": "none"}[t], one

@@ -13,13 +13,22 @@ _NAME = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def _type_name(t) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "an array", dict: "an object"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+        list: "an array",
+        dict: "an object",
+    }
     if isinstance(t, tuple):
         return " or ".join(names.get(x, x.__name__) for x in t)
     return names.get(t, t.__name__)
 
 
-def field(body: dict, key: str, types, default=None, *, required: bool = False, path: str | None = None):
+def field(
+    body: dict, key: str, types, default=None, *, required: bool = False, path: str | None = None
+):
     """``body[key]`` checked against ``types`` (a type or tuple); ``None`` counts as absent."""
     name = path or key
     v = body.get(key, _MISSING) if isinstance(body, dict) else _MISSING
@@ -37,8 +46,16 @@ def field(body: dict, key: str, types, default=None, *, required: bool = False, 
     return v
 
 
-def number(body: dict, key: str, default=None, lo: float | None = None, hi: float | None = None, *,
-           integer: bool = False, path: str | None = None):
+def number(
+    body: dict,
+    key: str,
+    default=None,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    integer: bool = False,
+    path: str | None = None,
+):
     v = field(body, key, int if integer else float, default, path=path)
     name = path or key
     if isinstance(v, float) and not math.isfinite(v):
@@ -55,11 +72,15 @@ def choice(body: dict, key: str, options: tuple[str, ...], default=None, path: s
     v = field(body, key, str, default, path=path)
     if v is not None and v not in options:
         name = path or key
-        raise bad_request(f"'{name}' must be one of {', '.join(repr(o) for o in options)}, got {v!r}", name)
+        raise bad_request(
+            f"'{name}' must be one of {', '.join(repr(o) for o in options)}, got {v!r}", name
+        )
     return v
 
 
-def stop_list(body: dict, key: str, most: int | None = None, one_string: bool = True) -> tuple[str, ...]:
+def stop_list(
+    body: dict, key: str, most: int | None = None, one_string: bool = True
+) -> tuple[str, ...]:
     """Stop strings: an array of strings (or one string when ``one_string``), at most ``most``."""
     v = field(body, key, (str, list) if one_string else list, None)
     if v is None:
@@ -79,8 +100,11 @@ def name_of(obj: dict, key: str, path: str, most: int = 64) -> str:
     schema names; OpenAI allows 64, Anthropic tool names 128)."""
     v = field(obj, key, str, required=True, path=path)
     if not _NAME.fullmatch(v) or len(v) > most:
-        raise bad_request(f"'{path}' must be 1 to {most} characters of a-z, A-Z, 0-9, '_' or '-', "
-                          f"got {v[:80]!r}{'...' if len(v) > 80 else ''}", path)
+        raise bad_request(
+            f"'{path}' must be 1 to {most} characters of a-z, A-Z, 0-9, '_' or '-', "
+            f"got {v[:80]!r}{'...' if len(v) > 80 else ''}",
+            path,
+        )
     return v
 
 
@@ -92,12 +116,16 @@ def object_schema(obj: dict, key: str, path: str, default=None, *, typed: bool =
     if v is None or v is default:
         return v
     if (typed or "type" in v) and v.get("type") != "object":
-        raise bad_request(f"'{path}' must be a JSON schema of type \"object\", got type "
-                          f"{v.get('type')!r}", f"{path}.type")
+        raise bad_request(
+            f"'{path}' must be a JSON schema of type \"object\", got type {v.get('type')!r}",
+            f"{path}.type",
+        )
     field(v, "properties", dict, None, path=f"{path}.properties")
     req = field(v, "required", list, None, path=f"{path}.required")
     if req is not None and not all(isinstance(x, str) for x in req):
-        raise bad_request(f"'{path}.required' must be an array of property names", f"{path}.required")
+        raise bad_request(
+            f"'{path}.required' must be an array of property names", f"{path}.required"
+        )
     return v
 
 
@@ -108,10 +136,15 @@ def logit_bias(body: dict, vocab_size: int) -> None:
     for k, b in (v or {}).items():
         p = f"logit_bias.{k}"
         if not k.isdigit() or int(k) >= vocab_size:
-            raise bad_request(f"'logit_bias' keys must be token ids in [0, {vocab_size}), got {k!r}", p)
+            raise bad_request(
+                f"'logit_bias' keys must be token ids in [0, {vocab_size}), got {k!r}", p
+            )
         number(v, k, None, -100, 100, path=p)
         if v[k] is None:
             raise bad_request(f"'{p}' must be a number in [-100, 100]", p)
     if v:
-        raise bad_request("'logit_bias' is not supported by this server (its sampler has no "
-                          "per-token bias); send it empty or leave it out", "logit_bias")
+        raise bad_request(
+            "'logit_bias' is not supported by this server (its sampler has no "
+            "per-token bias); send it empty or leave it out",
+            "logit_bias",
+        )

@@ -16,7 +16,16 @@ import uuid
 from ft_core import SamplingParams
 from ft_core.errors import RequestError
 
-from ft_serve.api.fields import INT64, choice, field, logit_bias, name_of, number, object_schema, stop_list
+from ft_serve.api.fields import (
+    INT64,
+    choice,
+    field,
+    logit_bias,
+    name_of,
+    number,
+    object_schema,
+    stop_list,
+)
 from ft_serve.api.sse import run_to_end, sse_data, stream
 from ft_serve.parsers import collect
 from ft_serve.server.errors import bad_request
@@ -51,7 +60,9 @@ def text_of(content, path: str, required: bool = False) -> str:
         if t in ("text", "input_text", "output_text"):
             out.append(field(part, "text", str, required=True, path=f"{p}.text"))
         elif t in ("image_url", "input_image", "image", "input_audio", "file", "input_file"):
-            raise bad_request(f"'{p}': content of type {t!r} is not supported by this text-only model", p)
+            raise bad_request(
+                f"'{p}': content of type {t!r} is not supported by this text-only model", p
+            )
         else:
             raise bad_request(f"'{p}.type' {t!r} is not a known content part type", f"{p}.type")
     return "".join(out)
@@ -68,18 +79,23 @@ def convert_messages(msgs) -> list[dict]:
         role = choice(m, "role", ROLES, path=f"{p}.role")
         if role is None:
             raise bad_request(f"'{p}.role' is required", f"{p}.role")
-        msg = {"role": "system" if role == "developer" else ("tool" if role == "function" else role),
-               "content": text_of(m.get("content"), f"{p}.content", role != "assistant")}
+        msg = {
+            "role": "system" if role == "developer" else ("tool" if role == "function" else role),
+            "content": text_of(m.get("content"), f"{p}.content", role != "assistant"),
+        }
         if role == "assistant":
             r = m.get("reasoning_content", m.get("reasoning"))
             if isinstance(r, str) and r:
                 msg["reasoning_content"] = r
             calls = field(m, "tool_calls", list, None, path=f"{p}.tool_calls")
             if calls:
-                msg["tool_calls"] = [_tool_call(c, f"{p}.tool_calls[{j}]") for j, c in enumerate(calls)]
+                msg["tool_calls"] = [
+                    _tool_call(c, f"{p}.tool_calls[{j}]") for j, c in enumerate(calls)
+                ]
         if role in ("tool", "function"):
-            msg["tool_call_id"] = field(m, "tool_call_id", str, "", required=role == "tool",
-                                        path=f"{p}.tool_call_id")
+            msg["tool_call_id"] = field(
+                m, "tool_call_id", str, "", required=role == "tool", path=f"{p}.tool_call_id"
+            )
             if m.get("name"):
                 msg["name"] = m["name"]
         out.append(msg)
@@ -92,7 +108,11 @@ def _tool_call(c, p: str) -> dict:
     f = c["function"]
     name = field(f, "name", str, required=True, path=f"{p}.function.name")
     args = f.get("arguments", "{}")
-    return {"id": c.get("id") or "", "type": "function", "function": {"name": name, "arguments": parse_arguments(args)}}
+    return {
+        "id": c.get("id") or "",
+        "type": "function",
+        "function": {"name": name, "arguments": parse_arguments(args)},
+    }
 
 
 def convert_tools(tools, path: str = "tools") -> list[dict] | None:
@@ -103,18 +123,32 @@ def convert_tools(tools, path: str = "tools") -> list[dict] | None:
     out, seen = [], set()
     for i, t in enumerate(tools):
         p = f"{path}[{i}]"
-        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(t.get("function"), dict):
-            raise bad_request(f"'{p}' must be {{\"type\": \"function\", \"function\": {{...}}}}", p)
+        if (
+            not isinstance(t, dict)
+            or t.get("type", "function") != "function"
+            or not isinstance(t.get("function"), dict)
+        ):
+            raise bad_request(f'\'{p}\' must be {{"type": "function", "function": {{...}}}}', p)
         f = t["function"]
         name = name_of(f, "name", f"{p}.function.name")
         if name in seen:
-            raise bad_request(f"'{p}.function.name': tool names must be unique, {name!r} repeats",
-                              f"{p}.function.name")
+            raise bad_request(
+                f"'{p}.function.name': tool names must be unique, {name!r} repeats",
+                f"{p}.function.name",
+            )
         seen.add(name)
         object_schema(f, "parameters", f"{p}.function.parameters")
         field(f, "description", str, None, path=f"{p}.function.description")
-        out.append({"type": "function", "function": {k: f[k] for k in ("name", "description", "parameters", "strict")
-                                                     if f.get(k) is not None}})
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    k: f[k]
+                    for k in ("name", "description", "parameters", "strict")
+                    if f.get(k) is not None
+                },
+            }
+        )
     return out
 
 
@@ -124,24 +158,38 @@ def tool_choice_of(body: dict):
         return "auto"
     if isinstance(tc, str):
         if tc not in ("auto", "none", "required"):
-            raise bad_request(f"'tool_choice' must be 'auto', 'none', 'required' or a named function, got {tc!r}", "tool_choice")
+            raise bad_request(
+                f"'tool_choice' must be 'auto', 'none', 'required' or a named function, got {tc!r}",
+                "tool_choice",
+            )
         return tc
     if isinstance(tc, dict):
-        name = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else tc.get("name")
+        name = (
+            (tc.get("function") or {}).get("name")
+            if isinstance(tc.get("function"), dict)
+            else tc.get("name")
+        )
         if isinstance(name, str) and name:
             return {"name": name}
-    raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                      "tool_choice")
+    raise bad_request(
+        "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+        "tool_choice",
+    )
 
 
-def sampling(body: dict, max_key: tuple[str, ...], default_max: int, limit: int | None = None) -> SamplingParams:
+def sampling(
+    body: dict, max_key: tuple[str, ...], default_max: int, limit: int | None = None
+) -> SamplingParams:
     """The SamplingParams of an OpenAI request; ``limit``: the context length no ``max_key`` may pass."""
     mx = None
     for k in max_key:
         v = number(body, k, None, 1, integer=True)
         if v is not None and limit is not None and v > limit:
-            raise bad_request(f"'{k}' is {v}, more than this model's context length ({limit} tokens, "
-                              "the prompt included)", k)
+            raise bad_request(
+                f"'{k}' is {v}, more than this model's context length ({limit} tokens, "
+                "the prompt included)",
+                k,
+            )
         mx = v if mx is None else mx
     try:
         return SamplingParams(
@@ -171,7 +219,13 @@ def sampling_error(e: RequestError):
 def response_schema(body: dict) -> dict | None:
     """The JSON schema ``response_format`` asks for ({} = any JSON object), or None for text."""
     rf = field(body, "response_format", dict, None)
-    kind = choice(rf, "type", ("text", "json_object", "json_schema"), "text", path="response_format.type") if rf else "text"
+    kind = (
+        choice(
+            rf, "type", ("text", "json_object", "json_schema"), "text", path="response_format.type"
+        )
+        if rf
+        else "text"
+    )
     if kind == "json_schema":
         js = field(rf, "json_schema", dict, required=True, path="response_format.json_schema")
         name_of(js, "name", "response_format.json_schema.name")
@@ -186,8 +240,12 @@ def common_checks(body: dict, vocab_size: int) -> None:
     if field(body, "logprobs", (bool, int), False):
         raise bad_request("'logprobs' is not supported by this server", "logprobs")
     logit_bias(body, vocab_size)
-    if field(body, "stream_options", dict, None) is not None and not field(body, "stream", bool, False):
-        raise bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options")
+    if field(body, "stream_options", dict, None) is not None and not field(
+        body, "stream", bool, False
+    ):
+        raise bad_request(
+            "'stream_options' is only allowed when 'stream' is true", "stream_options"
+        )
 
 
 def template_kwargs(body: dict) -> dict:
@@ -196,7 +254,9 @@ def template_kwargs(body: dict) -> dict:
     for k in kw:
         if k in _RESERVED_KWARGS or k.endswith("_token"):
             p = f"chat_template_kwargs.{k}"
-            raise bad_request(f"'{p}' cannot be set: the server passes {k!r} to the template itself", p)
+            raise bad_request(
+                f"'{p}' cannot be set: the server passes {k!r} to the template itself", p
+            )
     return kw
 
 
@@ -205,15 +265,21 @@ def check_room(gen, body: dict, keys: tuple[str, ...], context: int) -> None:
     (nothing was submitted yet: the Generation starts on first iteration)."""
     for k in keys:
         if (v := body.get(k)) is not None and gen.prompt_tokens + v > context:
-            raise bad_request(f"'{k}' is {v}, but the prompt has {gen.prompt_tokens} tokens and this model's "
-                              f"context length is {context}: at most {context - gen.prompt_tokens} output "
-                              "tokens fit", k, "context_length_exceeded")
+            raise bad_request(
+                f"'{k}' is {v}, but the prompt has {gen.prompt_tokens} tokens and this model's "
+                f"context length is {context}: at most {context - gen.prompt_tokens} output "
+                "tokens fit",
+                k,
+                "context_length_exceeded",
+            )
 
 
 async def chat_completions(app, request, body: dict):
     svc = app.state.service
     common_checks(body, svc.engine.model_config.vocab_size)
-    if number(body, "top_logprobs", None, 0, 20, integer=True) is not None and not body.get("logprobs"):
+    if number(body, "top_logprobs", None, 0, 20, integer=True) is not None and not body.get(
+        "logprobs"
+    ):
         raise bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs")
     model = field(body, "model", str, required=True)  # any name is served (README: Serving)
     kwargs = template_kwargs(body)
@@ -223,8 +289,14 @@ async def chat_completions(app, request, body: dict):
     if effort == "none" and thinking is None:
         thinking = False
     max_keys = ("max_completion_tokens", "max_tokens")
-    req = ChatRequest(convert_messages(body.get("messages")), sampling(body, max_keys, svc.default_max_tokens,
-                      svc.max_model_len), convert_tools(body.get("tools")), tool_choice_of(body), thinking, kwargs)
+    req = ChatRequest(
+        convert_messages(body.get("messages")),
+        sampling(body, max_keys, svc.default_max_tokens, svc.max_model_len),
+        convert_tools(body.get("tools")),
+        tool_choice_of(body),
+        thinking,
+        kwargs,
+    )
     parallel = field(body, "parallel_tool_calls", bool, True)
     req.json_schema, req.parallel_tool_calls = response_schema(body), parallel
     gen = await svc.start_chat(req)
@@ -241,11 +313,29 @@ async def chat_completions(app, request, body: dict):
     if out.reasoning:
         msg["reasoning_content"] = out.reasoning
     if calls:
-        msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                             for c in calls]
-    return {"id": rid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish_reason(gen, calls)}],
-            "usage": usage_of(gen)}
+        msg["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls
+        ]
+    return {
+        "id": rid,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": msg,
+                "logprobs": None,
+                "finish_reason": finish_reason(gen, calls),
+            }
+        ],
+        "usage": usage_of(gen),
+    }
 
 
 def finish_reason(gen, calls) -> str:
@@ -255,16 +345,28 @@ def finish_reason(gen, calls) -> str:
 
 
 def usage_of(gen) -> dict:
-    return {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
-            "total_tokens": gen.prompt_tokens + gen.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": gen.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": gen.reasoning_tokens}}
+    return {
+        "prompt_tokens": gen.prompt_tokens,
+        "completion_tokens": gen.completion_tokens,
+        "total_tokens": gen.prompt_tokens + gen.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": gen.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": gen.reasoning_tokens},
+    }
 
 
 async def _stream(gen, rid: str, created: int, model: str, include_usage: bool, parallel: bool):
     def chunk(delta: dict, finish=None) -> str:
-        return sse_data({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+        return sse_data(
+            {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            }
+        )
 
     yield chunk({"role": "assistant", "content": ""})
     async for ev in gen:
@@ -273,17 +375,43 @@ async def _stream(gen, rid: str, created: int, model: str, include_usage: bool, 
         elif ev.kind == "reasoning" and ev.text:
             yield chunk({"reasoning_content": ev.text})
         elif ev.kind == "tool_call" and (parallel or ev.index == 0):
-            yield chunk({"tool_calls": [{"index": ev.index, "id": ev.id, "type": "function",
-                                         "function": {"name": ev.name, "arguments": ""}}]})
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": ev.index,
+                            "id": ev.id,
+                            "type": "function",
+                            "function": {"name": ev.name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
         elif ev.kind == "tool_args" and (parallel or ev.index == 0) and ev.text:
             yield chunk({"tool_calls": [{"index": ev.index, "function": {"arguments": ev.text}}]})
     if gen.finish_reason == "error":
-        yield sse_data({"error": {"message": gen.error or "generation failed", "type": "server_error", "param": None,
-                                  "code": None}})
+        yield sse_data(
+            {
+                "error": {
+                    "message": gen.error or "generation failed",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+        )
     else:
         calls = gen.tool_calls if parallel else gen.tool_calls[:1]
         yield chunk({}, finish_reason(gen, calls))
     if include_usage:
-        yield sse_data({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                        "choices": [], "usage": usage_of(gen)})
+        yield sse_data(
+            {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage_of(gen),
+            }
+        )
     yield "data: [DONE]\n\n"

@@ -29,7 +29,9 @@ def _prompts(svc, body: dict) -> list[list[int]]:
         elif isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x):
             bad = [i for i in x if not 0 <= i < vocab]
             if bad:
-                raise bad_request(f"'{path}' holds token id {bad[0]}, outside the vocabulary [0, {vocab})", path)
+                raise bad_request(
+                    f"'{path}' holds token id {bad[0]}, outside the vocabulary [0, {vocab})", path
+                )
             ids = list(x)
         else:
             raise bad_request(f"'{path}' must be a string or an array of token ids", path)
@@ -42,8 +44,12 @@ def _prompts(svc, body: dict) -> list[list[int]]:
     if isinstance(p, list) and p and all(isinstance(x, (str, list)) for x in p):
         most = svc.config.max_waiting_requests  # a larger batch could never be queued whole
         if len(p) > most:
-            raise bad_request(f"'prompt' holds {len(p)} prompts; at most {most} fit in one request "
-                              "(--max-waiting-requests)", "prompt", "too_many_prompts")
+            raise bad_request(
+                f"'prompt' holds {len(p)} prompts; at most {most} fit in one request "
+                "(--max-waiting-requests)",
+                "prompt",
+                "too_many_prompts",
+            )
         return [one(x, f"prompt[{i}]") for i, x in enumerate(p)]
     return [one(p, "prompt")]
 
@@ -80,9 +86,22 @@ async def completions(app, request, body: dict):
     choices = []
     for i, (g, evs) in enumerate(zip(gens, results)):
         text = (tok.decode(g.prompt_ids) if echo else "") + collect(evs).content
-        choices.append({"index": i, "text": text, "logprobs": None, "finish_reason": "length" if g.finish_reason == "length" else "stop"})
-    return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": choices,
-            "usage": _usage(gens)}
+        choices.append(
+            {
+                "index": i,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": "length" if g.finish_reason == "length" else "stop",
+            }
+        )
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "usage": _usage(gens),
+    }
 
 
 def _abort(gens, tasks) -> None:
@@ -95,14 +114,25 @@ def _abort(gens, tasks) -> None:
 
 def _usage(gens) -> dict:
     p, c = sum(g.prompt_tokens for g in gens), sum(g.completion_tokens for g in gens)
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c,
-            "prompt_tokens_details": {"cached_tokens": sum(g.cached_tokens for g in gens)}}
+    return {
+        "prompt_tokens": p,
+        "completion_tokens": c,
+        "total_tokens": p + c,
+        "prompt_tokens_details": {"cached_tokens": sum(g.cached_tokens for g in gens)},
+    }
 
 
 async def _stream(gens, rid, created, model, include_usage, echo, tok):
     def chunk(i, text, finish=None):
-        return sse_data({"id": rid, "object": "text_completion", "created": created, "model": model,
-                         "choices": [{"index": i, "text": text, "logprobs": None, "finish_reason": finish}]})
+        return sse_data(
+            {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": i, "text": text, "logprobs": None, "finish_reason": finish}],
+            }
+        )
 
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -114,7 +144,11 @@ async def _stream(gens, rid, created, model, include_usage, echo, tok):
             check_api_error(g)  # an engine failure (or the shutdown deadline): the error event
             await queue.put(chunk(i, "", "length" if g.finish_reason == "length" else "stop"))
         except Exception as e:  # e.g. the queue filled up: the stream ends with an error event
-            err = e if isinstance(e, ApiError) else ApiError(500, f"generation failed: {type(e).__name__}")
+            err = (
+                e
+                if isinstance(e, ApiError)
+                else ApiError(500, f"generation failed: {type(e).__name__}")
+            )
             await queue.put(sse_data(openai_body(err)))
             await queue.put(_FAILED)
         finally:
@@ -140,6 +174,14 @@ async def _stream(gens, rid, created, model, include_usage, echo, tok):
         yield "data: [DONE]\n\n"
         return
     if include_usage:
-        yield sse_data({"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [],
-                        "usage": _usage(gens)})
+        yield sse_data(
+            {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": _usage(gens),
+            }
+        )
     yield "data: [DONE]\n\n"

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 
 from ft_serve.api.fields import choice, field, name_of, number
 from ft_serve.api.openai_chat import EFFORTS, check_room, sampling
-from ft_serve.api.responses_items import ToolMap, build_tools, content_text, convert_input, flat_name
+from ft_serve.api.responses_items import (
+    ToolMap,
+    build_tools,
+    content_text,
+    convert_input,
+    flat_name,
+)
 from ft_serve.api.responses_output import OutputBuilder, new_id
 from ft_serve.api.signing import seal
 from ft_serve.api.sse import run_to_end, stream
@@ -33,18 +39,28 @@ from ft_serve.server.service import ChatRequest, check_api_error
 
 COMPACT_MAX_TOKENS = 4096
 # the values of ``include`` (openai-python ``ResponseIncludable``)
-INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
-              "message.input_image.image_url", "computer_call_output.output.image_url",
-              "code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs")
+INCLUDABLE = (
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+)
 COMPACT_PROMPT = (
     "Context compaction: the conversation above will be replaced by a summary so that the work can continue in a "
     "fresh context window. Write that summary now for whoever continues the task: the user's goals, requirements "
     "and preferences; the state of the work (files created or changed, commands run and what they showed, decisions "
     "and their reasons); open problems; and the concrete next steps. Be specific (paths, names, values) and brief. "
-    "Reply with the summary only and do not call tools.")
-_REFUSED = {"previous_response_id": "this server stores no responses; send the whole conversation in 'input'",
-            "conversation": "this server stores no conversations; send the whole conversation in 'input'",
-            "prompt": "stored prompt templates are not supported; send 'instructions' and 'input'"}
+    "Reply with the summary only and do not call tools."
+)
+_REFUSED = {
+    "previous_response_id": "this server stores no responses; send the whole conversation in 'input'",
+    "conversation": "this server stores no conversations; send the whole conversation in 'input'",
+    "prompt": "stored prompt templates are not supported; send 'instructions' and 'input'",
+}
 
 
 @dataclass
@@ -64,18 +80,32 @@ def parse(svc, body: dict, *, compaction: bool = False) -> Parsed:
     if field(body, "background", bool, False):
         raise bad_request("'background' responses are not supported; stream instead", "background")
     items = body.get("input")
-    if isinstance(items, list) and items and isinstance(items[-1], dict) and items[-1].get("type") == "compaction_trigger":
+    if (
+        isinstance(items, list)
+        and items
+        and isinstance(items[-1], dict)
+        and items[-1].get("type") == "compaction_trigger"
+    ):
         compaction, body = True, {**body, "input": items[:-1]}
     tools = build_tools(body.get("tools"))
     tc = tool_choice_of(body.get("tool_choice"))
     reasoning = field(body, "reasoning", dict, {}) or {}
     effort = choice(reasoning, "effort", EFFORTS, None, "reasoning.effort")
-    summary = choice(reasoning, "summary", ("auto", "concise", "detailed", "none"), None, "reasoning.summary") \
-        or choice(reasoning, "generate_summary", ("auto", "concise", "detailed", "none"), None, "reasoning.generate_summary")
+    summary = choice(
+        reasoning, "summary", ("auto", "concise", "detailed", "none"), None, "reasoning.summary"
+    ) or choice(
+        reasoning,
+        "generate_summary",
+        ("auto", "concise", "detailed", "none"),
+        None,
+        "reasoning.generate_summary",
+    )
     include = field(body, "include", list, []) or []
     for i, v in enumerate(include):
         if v not in INCLUDABLE:
-            raise bad_request(f"'include[{i}]' must be one of {', '.join(INCLUDABLE)}, got {v!r}", f"include[{i}]")
+            raise bad_request(
+                f"'include[{i}]' must be one of {', '.join(INCLUDABLE)}, got {v!r}", f"include[{i}]"
+            )
     metadata = field(body, "metadata", dict, {}) or {}
     text = field(body, "text", dict, {}) or {}
     fmt = field(text, "format", dict, {"type": "text"}, path="text.format") or {"type": "text"}
@@ -87,30 +117,56 @@ def parse(svc, body: dict, *, compaction: bool = False) -> Parsed:
         _format_note(messages, fmt)
     kwargs = {"reasoning_effort": effort} if effort else {}
     number(body, "max_output_tokens", None, 16, integer=True)  # OpenAI's least
-    params = sampling(body, ("max_output_tokens",), min(svc.default_max_tokens, COMPACT_MAX_TOKENS)
-                      if compaction else svc.default_max_tokens, svc.max_model_len)
+    params = sampling(
+        body,
+        ("max_output_tokens",),
+        min(svc.default_max_tokens, COMPACT_MAX_TOKENS) if compaction else svc.default_max_tokens,
+        svc.max_model_len,
+    )
     if compaction:
         _check_choice(tc, tools)  # checked as for a response, then not used:
         messages = messages + [{"role": "user", "content": COMPACT_PROMPT}]
         tc = "auto"  # the same tools as the turns before, so the prompt's prefix stays cached
-    chat = ChatRequest(messages, params, tools.template or None, tc, False if effort == "none" or compaction else None,
-                       kwargs, json_schema=schema if not compaction else None,
-                       parallel_tool_calls=field(body, "parallel_tool_calls", bool, True))
+    chat = ChatRequest(
+        messages,
+        params,
+        tools.template or None,
+        tc,
+        False if effort == "none" or compaction else None,
+        kwargs,
+        json_schema=schema if not compaction else None,
+        parallel_tool_calls=field(body, "parallel_tool_calls", bool, True),
+    )
     max_calls = number(body, "max_tool_calls", None, 0, integer=True)
     parallel = field(body, "parallel_tool_calls", bool, True)
     echo = {
-        "model": field(body, "model", str, svc.config.model_name), "instructions": body.get("instructions"),
-        "tools": body.get("tools") or [], "tool_choice": body.get("tool_choice") or "auto",
-        "parallel_tool_calls": parallel, "temperature": body.get("temperature", 1.0), "top_p": body.get("top_p", 1.0),
-        "max_output_tokens": body.get("max_output_tokens"), "max_tool_calls": max_calls,
-        "store": field(body, "store", bool, True), "text": {**text, "format": fmt},
-        "reasoning": {"effort": effort, "summary": summary}, "metadata": metadata, "user": body.get("user"),
-        "service_tier": body.get("service_tier") or "default", "truncation": body.get("truncation") or "disabled",
-        "prompt_cache_key": body.get("prompt_cache_key"), "safety_identifier": body.get("safety_identifier"),
-        "previous_response_id": None, "background": False, "top_logprobs": 0,
+        "model": field(body, "model", str, svc.config.model_name),
+        "instructions": body.get("instructions"),
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice") or "auto",
+        "parallel_tool_calls": parallel,
+        "temperature": body.get("temperature", 1.0),
+        "top_p": body.get("top_p", 1.0),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": max_calls,
+        "store": field(body, "store", bool, True),
+        "text": {**text, "format": fmt},
+        "reasoning": {"effort": effort, "summary": summary},
+        "metadata": metadata,
+        "user": body.get("user"),
+        "service_tier": body.get("service_tier") or "default",
+        "truncation": body.get("truncation") or "disabled",
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "safety_identifier": body.get("safety_identifier"),
+        "previous_response_id": None,
+        "background": False,
+        "top_logprobs": 0,
     }
-    opts = {"summary": summary in ("auto", "concise", "detailed"), "encrypted": "reasoning.encrypted_content" in include,
-            "max_calls": 1 if not parallel else max_calls}
+    opts = {
+        "summary": summary in ("auto", "concise", "detailed"),
+        "encrypted": "reasoning.encrypted_content" in include,
+        "max_calls": 1 if not parallel else max_calls,
+    }
     return Parsed(chat, tools, echo, field(body, "stream", bool, False), opts, compaction)
 
 
@@ -124,8 +180,11 @@ def tool_choice_of(tc):
             return {"name": flat_name(ns, tc["name"])}
         if t == "allowed_tools" and tc.get("mode", "auto") in ("auto", "required"):
             return tc.get("mode", "auto")
-    raise bad_request("'tool_choice' must be 'auto', 'none', 'required', {\"type\": \"function\", \"name\": ...} or "
-                      "{\"type\": \"allowed_tools\", \"mode\": ...}; hosted tools do not run on this server", "tool_choice")
+    raise bad_request(
+        "'tool_choice' must be 'auto', 'none', 'required', {\"type\": \"function\", \"name\": ...} or "
+        '{"type": "allowed_tools", "mode": ...}; hosted tools do not run on this server',
+        "tool_choice",
+    )
 
 
 def _check_choice(tc, tools: ToolMap) -> None:
@@ -134,7 +193,9 @@ def _check_choice(tc, tools: ToolMap) -> None:
     if tc not in ("auto", "none") and not tools.template:
         raise bad_request("tool_choice requires tools", "tool_choice")
     if isinstance(tc, dict) and tc["name"] not in tools.kinds:
-        raise bad_request(f"tool_choice names {tc['name']!r}, which is not among the tools", "tool_choice")
+        raise bad_request(
+            f"tool_choice names {tc['name']!r}, which is not among the tools", "tool_choice"
+        )
 
 
 def schema_of(fmt: dict) -> dict | None:
@@ -143,7 +204,9 @@ def schema_of(fmt: dict) -> dict | None:
         name_of(fmt, "name", "text.format.name")
         sch = fmt.get("schema")
         if not isinstance(sch, dict):
-            raise bad_request("'text.format.schema' must be a JSON schema object", "text.format.schema")
+            raise bad_request(
+                "'text.format.schema' must be a JSON schema object", "text.format.schema"
+            )
         return sch
     return {} if fmt.get("type") == "json_object" else None
 
@@ -168,21 +231,37 @@ async def _start(svc, chat: ChatRequest):
 
 
 def usage_of(gen) -> dict:
-    return {"input_tokens": gen.prompt_tokens, "input_tokens_details": {"cached_tokens": gen.cached_tokens},
-            "output_tokens": gen.completion_tokens, "output_tokens_details": {"reasoning_tokens": gen.reasoning_tokens},
-            "total_tokens": gen.prompt_tokens + gen.completion_tokens}
+    return {
+        "input_tokens": gen.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": gen.cached_tokens},
+        "output_tokens": gen.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": gen.reasoning_tokens},
+        "total_tokens": gen.prompt_tokens + gen.completion_tokens,
+    }
 
 
 def _shell(rid: str, created: int, echo: dict) -> dict:
-    return {"id": rid, "object": "response", "created_at": created, "status": "in_progress", "error": None,
-            "incomplete_details": None, "output": [], "usage": None, **echo}
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": created,
+        "status": "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "output": [],
+        "usage": None,
+        **echo,
+    }
 
 
 def _final(shell: dict, output: list[dict], gen) -> tuple[str, dict]:
     """(terminal event name, the finished response object)."""
     r = {**shell, "output": output, "usage": usage_of(gen), "completed_at": int(time.time())}
     if gen.finish_reason == "error":
-        r.update(status="failed", error={"code": "server_error", "message": gen.error or "generation failed"})
+        r.update(
+            status="failed",
+            error={"code": "server_error", "message": gen.error or "generation failed"},
+        )
         return "response.failed", r
     if gen.finish_reason == "length":
         r.update(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
@@ -200,8 +279,11 @@ async def responses(app, request, body: dict):
     shell = _shell(new_id("resp"), int(time.time()), p.echo)
     b = OutputBuilder(p.tools, svc.config.secret, **p.builder_opts)
     if p.compaction:
-        return stream(_compaction_stream(gen, b, shell, svc.config.secret)) if p.stream else \
-            await _compaction_json(gen, request, shell, svc.config.secret)
+        return (
+            stream(_compaction_stream(gen, b, shell, svc.config.secret))
+            if p.stream
+            else await _compaction_json(gen, request, shell, svc.config.secret)
+        )
     if p.stream:
         return stream(_stream(gen, b, shell))
     for ev in await run_to_end(gen, request):
@@ -230,7 +312,11 @@ def _summary(events) -> str:
 
 
 def _compaction_item(secret: bytes, text: str, item_id: str | None = None) -> dict:
-    return {"type": "compaction", "id": item_id or new_id("cmp"), "encrypted_content": seal(secret, "compaction", text)}
+    return {
+        "type": "compaction",
+        "id": item_id or new_id("cmp"),
+        "encrypted_content": seal(secret, "compaction", text),
+    }
 
 
 async def _compaction_json(gen, request, shell: dict, secret: bytes) -> dict:
@@ -244,11 +330,16 @@ async def _compaction_stream(gen, b: OutputBuilder, shell: dict, secret: bytes):
     yield b.event("response.created", response=shell)
     yield b.event("response.in_progress", response=shell)
     item_id, events, last = new_id("cmp"), [], 0.0
-    yield b.event("response.output_item.added", output_index=0, item={"type": "compaction", "id": item_id,
-                                                                      "encrypted_content": ""})
+    yield b.event(
+        "response.output_item.added",
+        output_index=0,
+        item={"type": "compaction", "id": item_id, "encrypted_content": ""},
+    )
     async for ev in gen:
         events.append(ev)
-        if time.monotonic() - last > 1.0:  # keeps the client's idle timer alive; carries no summary text
+        if (
+            time.monotonic() - last > 1.0
+        ):  # keeps the client's idle timer alive; carries no summary text
             last = time.monotonic()
             yield b.event("response.compaction.compacting", item_id=item_id, output_index=0)
     item = _compaction_item(secret, _summary(events), item_id)
@@ -271,9 +362,16 @@ async def compact(app, request, body: dict):
     check_room(gen, body, ("max_output_tokens",), svc.max_model_len)
     events = await run_to_end(gen, request)
     check_api_error(gen)
-    kept = await asyncio.to_thread(_kept_user_messages, svc, body.get("input"), svc.max_model_len // 4)
-    return {"id": new_id("resp"), "object": "response.compaction", "created_at": int(time.time()),
-            "output": kept + [_compaction_item(svc.config.secret, _summary(events))], "usage": usage_of(gen)}
+    kept = await asyncio.to_thread(
+        _kept_user_messages, svc, body.get("input"), svc.max_model_len // 4
+    )
+    return {
+        "id": new_id("resp"),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": kept + [_compaction_item(svc.config.secret, _summary(events))],
+        "usage": usage_of(gen),
+    }
 
 
 def _kept_user_messages(svc, items, budget: int) -> list[dict]:
@@ -282,12 +380,23 @@ def _kept_user_messages(svc, items, budget: int) -> list[dict]:
     kept: list[dict] = []
     for i in range(len(items) - 1, -1, -1):
         it = items[i]
-        if not (isinstance(it, dict) and it.get("type", "message") == "message" and it.get("role") == "user"):
+        if not (
+            isinstance(it, dict)
+            and it.get("type", "message") == "message"
+            and it.get("role") == "user"
+        ):
             continue
         text = content_text(it.get("content"), f"input[{i}].content")
         budget -= len(svc.engine.tokenizer.encode(text, add_special_tokens=False))
         if budget < 0:
             break
-        kept.append({"type": "message", "id": new_id("msg"), "role": "user", "status": "completed",
-                     "content": [{"type": "input_text", "text": text}]})
+        kept.append(
+            {
+                "type": "message",
+                "id": new_id("msg"),
+                "role": "user",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": text}],
+            }
+        )
     return kept[::-1]

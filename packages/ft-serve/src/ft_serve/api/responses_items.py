@@ -26,18 +26,49 @@ from ft_serve.server.service import parse_arguments
 
 # Input items that carry nothing a text model can read (results of hosted tools): skipped.
 # Tool types of the Responses API that run on OpenAI's side (openai-python ``ToolParam``).
-HOSTED_TOOLS = ("file_search", "computer", "computer_use_preview", "web_search", "web_search_2025_08_26",
-                "web_search_preview", "web_search_preview_2025_03_11", "mcp", "code_interpreter",
-                "programmatic_tool_calling", "image_generation", "shell", "tool_search", "apply_patch")
-SKIPPED_ITEMS = ("web_search_call", "file_search_call", "image_generation_call", "code_interpreter_call",
-                 "tool_search_call", "tool_search_output", "mcp_list_tools", "ghost_snapshot", "other")
+HOSTED_TOOLS = (
+    "file_search",
+    "computer",
+    "computer_use_preview",
+    "web_search",
+    "web_search_2025_08_26",
+    "web_search_preview",
+    "web_search_preview_2025_03_11",
+    "mcp",
+    "code_interpreter",
+    "programmatic_tool_calling",
+    "image_generation",
+    "shell",
+    "tool_search",
+    "apply_patch",
+)
+SKIPPED_ITEMS = (
+    "web_search_call",
+    "file_search_call",
+    "image_generation_call",
+    "code_interpreter_call",
+    "tool_search_call",
+    "tool_search_output",
+    "mcp_list_tools",
+    "ghost_snapshot",
+    "other",
+)
 log = logging.getLogger("ft.serve")
 SUMMARY_PREFIX = "A summary of the earlier part of this conversation, which was compacted:\n\n"
 _IMAGE_NOTE = "[an image was attached here; this model reads only text]"
-_LOCAL_SHELL = {"type": "object", "properties": {
-    "command": {"type": "array", "items": {"type": "string"}, "description": "argv of the command"},
-    "workdir": {"type": "string", "description": "working directory"},
-    "timeout_ms": {"type": "integer", "description": "time limit in milliseconds"}}, "required": ["command"]}
+_LOCAL_SHELL = {
+    "type": "object",
+    "properties": {
+        "command": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "argv of the command",
+        },
+        "workdir": {"type": "string", "description": "working directory"},
+        "timeout_ms": {"type": "integer", "description": "time limit in milliseconds"},
+    },
+    "required": ["command"],
+}
 
 
 # ---- tools ------------------------------------------------------------------------------------
@@ -54,7 +85,9 @@ class ToolMap:
     template: list[dict] = dc_field(default_factory=list)
     kinds: dict[str, tuple[str, str | None, str]] = dc_field(default_factory=dict)
 
-    def add(self, kind: str, namespace: str | None, name: str, description, parameters, path: str) -> None:
+    def add(
+        self, kind: str, namespace: str | None, name: str, description, parameters, path: str
+    ) -> None:
         flat = flat_name(namespace, name)
         if flat in self.kinds:
             raise bad_request(f"'{path}.name': a second tool named {flat!r}", f"{path}.name")
@@ -72,9 +105,15 @@ def _custom_parameters(t: dict, path: str) -> tuple[str, dict]:
     fmt = field(t, "format", dict, {}, path=f"{path}.format")
     note = "Its input is free-form text."
     if fmt.get("type") == "grammar":
-        note = (f"Its input must follow this {fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}").strip()
+        note = (
+            f"Its input must follow this {fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}"
+        ).strip()
     desc = (field(t, "description", str, "", path=f"{path}.description") + "\n\n" + note).strip()
-    return desc, {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+    return desc, {
+        "type": "object",
+        "properties": {"input": {"type": "string"}},
+        "required": ["input"],
+    }
 
 
 def build_tools(tools) -> ToolMap:
@@ -92,12 +131,24 @@ def build_tools(tools) -> ToolMap:
             ns = field(t, "name", str, required=True, path=f"{p}.name")
             members = field(t, "tools", list, required=True, path=f"{p}.tools")
             for j, sub in enumerate(members):
-                _add_one(m, sub, ns, f"{p}.tools[{j}]", field(t, "description", str, "", path=f"{p}.description"))
+                _add_one(
+                    m,
+                    sub,
+                    ns,
+                    f"{p}.tools[{j}]",
+                    field(t, "description", str, "", path=f"{p}.description"),
+                )
         elif kind in ("function", "custom"):
             _add_one(m, t, None, p, "")
         elif kind == "local_shell":
-            m.add("local_shell", None, "local_shell", "Run a command on the user's machine and read its output.",
-                  _LOCAL_SHELL, p)
+            m.add(
+                "local_shell",
+                None,
+                "local_shell",
+                "Run a command on the user's machine and read its output.",
+                _LOCAL_SHELL,
+                p,
+            )
         elif kind not in HOSTED_TOOLS:
             raise bad_request(f"'{p}.type' {kind!r} is not a Responses tool type", f"{p}.type")
         # hosted tools: this server cannot run them; they are left out of the prompt
@@ -136,7 +187,9 @@ def content_text(content, path: str, images_ok: bool = False) -> str:
         elif t in ("input_image", "input_file", "input_audio") and images_ok:
             out.append(_IMAGE_NOTE)
         elif t in ("input_image", "input_file", "input_audio"):
-            raise bad_request(f"'{p}': content of type {t!r} is not supported by this text-only model", p)
+            raise bad_request(
+                f"'{p}': content of type {t!r} is not supported by this text-only model", p
+            )
         else:
             raise bad_request(f"'{p}.type' {t!r} is not a known content part type", f"{p}.type")
     return "".join(out)
@@ -170,11 +223,14 @@ class _Messages:
         if msg.get("tool_calls"):
             msg = {"role": "assistant", "content": ""}
             self.out.append(msg)
-        msg["content"] = f"{msg['content']}\n\n{text}" if msg["content"] and text else (msg["content"] or text)
+        msg["content"] = (
+            f"{msg['content']}\n\n{text}" if msg["content"] and text else (msg["content"] or text)
+        )
 
     def call(self, call_id: str, name: str, arguments) -> None:
         self.assistant().setdefault("tool_calls", []).append(
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        )
 
 
 def convert_input(body: dict, secret: bytes, foreign=None) -> list[dict]:
@@ -197,7 +253,12 @@ def convert_input(body: dict, secret: bytes, foreign=None) -> list[dict]:
     while k < len(out) and out[k]["role"] == "system":
         k += 1
     if k > 1:
-        out = [{"role": "system", "content": "\n\n".join(x["content"] for x in out[:k] if x["content"])}] + out[k:]
+        out = [
+            {
+                "role": "system",
+                "content": "\n\n".join(x["content"] for x in out[:k] if x["content"]),
+            }
+        ] + out[k:]
     if not out:
         raise bad_request("'input' holds nothing this model can read", "input")
     return out
@@ -212,7 +273,10 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
     if t == "message":
         role = field(item, "role", str, required=True, path=f"{p}.role")
         if role not in ("user", "assistant", "system", "developer"):
-            raise bad_request(f"'{p}.role' must be 'user', 'assistant', 'system' or 'developer', got {role!r}", f"{p}.role")
+            raise bad_request(
+                f"'{p}.role' must be 'user', 'assistant', 'system' or 'developer', got {role!r}",
+                f"{p}.role",
+            )
         text = content_text(item.get("content"), f"{p}.content")
         if role == "assistant":
             m.assistant_text(text)
@@ -226,33 +290,51 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
                 m.foreign("reasoning")
                 text = foreign_text(item["encrypted_content"], "reasoning")
         if text is None:
-            text = content_text(item.get("content"), f"{p}.content") or content_text(item.get("summary"), f"{p}.summary")
+            text = content_text(item.get("content"), f"{p}.content") or content_text(
+                item.get("summary"), f"{p}.summary"
+            )
         if text:
             m.reasoning.append(text)
     elif t in ("function_call", "custom_tool_call"):
         call_id = field(item, "call_id", str, required=True, path=f"{p}.call_id")
-        name = flat_name(field(item, "namespace", str, None, path=f"{p}.namespace"),
-                         field(item, "name", str, required=True, path=f"{p}.name"))
+        name = flat_name(
+            field(item, "namespace", str, None, path=f"{p}.namespace"),
+            field(item, "name", str, required=True, path=f"{p}.name"),
+        )
         if t == "function_call":
-            m.call(call_id, name, parse_arguments(field(item, "arguments", str, "{}", path=f"{p}.arguments")))
+            m.call(
+                call_id,
+                name,
+                parse_arguments(field(item, "arguments", str, "{}", path=f"{p}.arguments")),
+            )
         else:
             m.call(call_id, name, {"input": field(item, "input", str, "", path=f"{p}.input")})
     elif t == "local_shell_call":
         action = field(item, "action", dict, required=True, path=f"{p}.action")
-        args = {"command": field(action, "command", list, required=True, path=f"{p}.action.command")}
+        args = {
+            "command": field(action, "command", list, required=True, path=f"{p}.action.command")
+        }
         if action.get("working_directory"):
             args["workdir"] = action["working_directory"]
         if action.get("timeout_ms"):
             args["timeout_ms"] = action["timeout_ms"]
-        m.call(field(item, "call_id", str, None, path=f"{p}.call_id") or field(item, "id", str, "", path=f"{p}.id"),
-               "local_shell", args)
+        m.call(
+            field(item, "call_id", str, None, path=f"{p}.call_id")
+            or field(item, "id", str, "", path=f"{p}.id"),
+            "local_shell",
+            args,
+        )
     elif t in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
-        call_id = field(item, "call_id", str, None, path=f"{p}.call_id") or field(item, "id", str, None, path=f"{p}.id")
+        call_id = field(item, "call_id", str, None, path=f"{p}.call_id") or field(
+            item, "id", str, None, path=f"{p}.id"
+        )
         if call_id is None:
             raise bad_request(f"'{p}.call_id' is required", f"{p}.call_id")
         output = item.get("output")
         if output is not None and not isinstance(output, (str, list)):
-            raise bad_request(f"'{p}.output' must be a string or an array of content parts", f"{p}.output")
+            raise bad_request(
+                f"'{p}.output' must be a string or an array of content parts", f"{p}.output"
+            )
         m.add("tool", content_text(output, f"{p}.output", images_ok=True), tool_call_id=call_id)
     elif t in ("compaction", "compaction_summary"):
         token = item.get("encrypted_content")
@@ -261,14 +343,22 @@ def _item(m: _Messages, item, p: str, secret: bytes) -> None:
             m.foreign("compaction")
             text = foreign_text(token, "compaction")  # another ft server's summary is readable
         if text is None:
-            log.info("%s: a compaction item this server did not issue; its summary cannot be "
-                     "read and is left out of the prompt", p)
+            log.info(
+                "%s: a compaction item this server did not issue; its summary cannot be "
+                "read and is left out of the prompt",
+                p,
+            )
         else:
             m.add("user", SUMMARY_PREFIX + text)
     elif t == "compaction_trigger":
         raise bad_request(f"'{p}': a compaction_trigger must be the last input item", p)
     elif t == "item_reference":
-        raise bad_request(f"'{p}': item references are not supported; this server stores nothing, so send the "
-                          "items themselves", p)
+        raise bad_request(
+            f"'{p}': item references are not supported; this server stores nothing, so send the "
+            "items themselves",
+            p,
+        )
     elif t not in SKIPPED_ITEMS:
-        raise bad_request(f"'{p}.type' {t!r} is not an input item type this server supports", f"{p}.type")
+        raise bad_request(
+            f"'{p}.type' {t!r} is not an input item type this server supports", f"{p}.type"
+        )

@@ -33,8 +33,15 @@ class OutputBuilder:
     once). Both return the SSE events the change produces; a non-streaming caller drops them.
     ``output`` holds the items, the open one included, in output-index order."""
 
-    def __init__(self, tools: ToolMap, secret: bytes, *, summary: bool = False, encrypted: bool = False,
-                 max_calls: int | None = None):
+    def __init__(
+        self,
+        tools: ToolMap,
+        secret: bytes,
+        *,
+        summary: bool = False,
+        encrypted: bool = False,
+        max_calls: int | None = None,
+    ):
         self.tools, self.secret = tools, secret
         self.summary, self.encrypted, self.max_calls = summary, encrypted, max_calls
         self.output: list[dict] = []
@@ -77,34 +84,77 @@ class OutputBuilder:
     def _add(self, item: dict) -> list[str]:
         self._item, self._text = item, []
         self.output.append(item)
-        return [self.event("response.output_item.added", output_index=len(self.output) - 1, item=item)]
+        return [
+            self.event("response.output_item.added", output_index=len(self.output) - 1, item=item)
+        ]
 
     def _where(self) -> dict:
         return {"item_id": self._item["id"], "output_index": len(self.output) - 1}
 
     def _open_text(self, kind: str) -> list[str]:
         if kind == "message":
-            out = self._add({"type": "message", "id": new_id("msg"), "role": "assistant", "status": "in_progress",
-                             "content": []})
-            return out + [self.event("response.content_part.added", **self._where(), content_index=0,
-                                     part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})]
+            out = self._add(
+                {
+                    "type": "message",
+                    "id": new_id("msg"),
+                    "role": "assistant",
+                    "status": "in_progress",
+                    "content": [],
+                }
+            )
+            return out + [
+                self.event(
+                    "response.content_part.added",
+                    **self._where(),
+                    content_index=0,
+                    part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+                )
+            ]
         out = self._add({"type": "reasoning", "id": new_id("rs"), "summary": [], "content": []})
         if self.summary:
-            out.append(self.event("response.reasoning_summary_part.added", **self._where(), summary_index=0,
-                                  part={"type": "summary_text", "text": ""}))
-        return out + [self.event("response.content_part.added", **self._where(), content_index=0,
-                                 part={"type": "reasoning_text", "text": ""})]
+            out.append(
+                self.event(
+                    "response.reasoning_summary_part.added",
+                    **self._where(),
+                    summary_index=0,
+                    part={"type": "summary_text", "text": ""},
+                )
+            )
+        return out + [
+            self.event(
+                "response.content_part.added",
+                **self._where(),
+                content_index=0,
+                part={"type": "reasoning_text", "text": ""},
+            )
+        ]
 
     def _open_call(self, ev: Event) -> list[str]:
         kind, namespace, name = self.tools.lookup(ev.name)
         self._call_index = ev.index
         if kind == "custom":
-            item = {"type": "custom_tool_call", "id": new_id("ctc"), "call_id": ev.id, "name": name, "input": ""}
+            item = {
+                "type": "custom_tool_call",
+                "id": new_id("ctc"),
+                "call_id": ev.id,
+                "name": name,
+                "input": "",
+            }
         elif kind == "local_shell":
-            item = {"type": "local_shell_call", "id": new_id("lsc"), "call_id": ev.id,
-                    "action": {"type": "exec", "command": []}}
+            item = {
+                "type": "local_shell_call",
+                "id": new_id("lsc"),
+                "call_id": ev.id,
+                "action": {"type": "exec", "command": []},
+            }
         else:
-            item = {"type": "function_call", "id": new_id("fc"), "call_id": ev.id, "name": name, "arguments": ""}
+            item = {
+                "type": "function_call",
+                "id": new_id("fc"),
+                "call_id": ev.id,
+                "name": name,
+                "arguments": "",
+            }
         if namespace and kind != "local_shell":
             item["namespace"] = namespace
         item["status"] = "in_progress"
@@ -116,11 +166,19 @@ class OutputBuilder:
         self._text.append(text)
         t, w = self._item["type"], self._where()
         if t == "message":
-            return [self.event("response.output_text.delta", **w, content_index=0, delta=text, logprobs=[])]
+            return [
+                self.event(
+                    "response.output_text.delta", **w, content_index=0, delta=text, logprobs=[]
+                )
+            ]
         if t == "reasoning":
             out = [self.event("response.reasoning_text.delta", **w, content_index=0, delta=text)]
             if self.summary:
-                out.append(self.event("response.reasoning_summary_text.delta", **w, summary_index=0, delta=text))
+                out.append(
+                    self.event(
+                        "response.reasoning_summary_text.delta", **w, summary_index=0, delta=text
+                    )
+                )
             return out
         if t == "function_call":
             return [self.event("response.function_call_arguments.delta", **w, delta=text)]
@@ -135,18 +193,30 @@ class OutputBuilder:
         if t == "message":
             part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
             item.update(status=status, content=[part])
-            out += [self.event("response.output_text.done", **w, content_index=0, text=text, logprobs=[]),
-                    self.event("response.content_part.done", **w, content_index=0, part=part)]
+            out += [
+                self.event(
+                    "response.output_text.done", **w, content_index=0, text=text, logprobs=[]
+                ),
+                self.event("response.content_part.done", **w, content_index=0, part=part),
+            ]
         elif t == "reasoning":
             part = {"type": "reasoning_text", "text": text}
             item["content"] = [part]
-            out += [self.event("response.reasoning_text.done", **w, content_index=0, text=text),
-                    self.event("response.content_part.done", **w, content_index=0, part=part)]
+            out += [
+                self.event("response.reasoning_text.done", **w, content_index=0, text=text),
+                self.event("response.content_part.done", **w, content_index=0, part=part),
+            ]
             if self.summary:
                 s = {"type": "summary_text", "text": text}
                 item["summary"] = [s]
-                out += [self.event("response.reasoning_summary_text.done", **w, summary_index=0, text=text),
-                        self.event("response.reasoning_summary_part.done", **w, summary_index=0, part=s)]
+                out += [
+                    self.event(
+                        "response.reasoning_summary_text.done", **w, summary_index=0, text=text
+                    ),
+                    self.event(
+                        "response.reasoning_summary_part.done", **w, summary_index=0, part=s
+                    ),
+                ]
             if self.encrypted:
                 item["encrypted_content"] = seal(self.secret, "reasoning", text)
         elif t == "function_call":
@@ -154,11 +224,15 @@ class OutputBuilder:
             out.append(self.event("response.function_call_arguments.done", **w, arguments=text))
         elif t == "custom_tool_call":
             item.update(input=_custom_input(text), status="completed")
-            out += [self.event("response.custom_tool_call_input.delta", **w, delta=item["input"]),
-                    self.event("response.custom_tool_call_input.done", **w, input=item["input"])]
+            out += [
+                self.event("response.custom_tool_call_input.delta", **w, delta=item["input"]),
+                self.event("response.custom_tool_call_input.done", **w, input=item["input"]),
+            ]
         else:
             item.update(action=_shell_action(text), status="completed")
-        out.append(self.event("response.output_item.done", output_index=w["output_index"], item=item))
+        out.append(
+            self.event("response.output_item.done", output_index=w["output_index"], item=item)
+        )
         self._item, self._text = None, []
         return out
 
@@ -186,7 +260,10 @@ def _shell_action(text: str) -> dict:
     args = _args(text)
     args = args if isinstance(args, dict) else {"command": text}
     cmd = args.get("command", [])
-    action = {"type": "exec", "command": ["bash", "-lc", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]}
+    action = {
+        "type": "exec",
+        "command": ["bash", "-lc", cmd] if isinstance(cmd, str) else [str(c) for c in cmd],
+    }
     if isinstance(args.get("workdir"), str):
         action["working_directory"] = args["workdir"]
     if isinstance(args.get("timeout_ms"), int):

@@ -67,17 +67,23 @@ def unseal(secret: bytes, token, kind: str, path: str) -> str | None:
         if ours:
             ok = hmac.compare_digest(_unb64(parts[3]), _hmac(secret, ".".join(parts[:3])))
         else:  # ft1: the tokens of servers before key ids, verified under this secret
-            ok = len(parts) == 3 and parts[0] == "ft1" and hmac.compare_digest(
-                _unb64(parts[2]), _hmac(secret, parts[1]))
+            ok = (
+                len(parts) == 3
+                and parts[0] == "ft1"
+                and hmac.compare_digest(_unb64(parts[2]), _hmac(secret, parts[1]))
+            )
         data = json.loads(_unb64(parts[-2])) if ok else None
     except (ValueError, UnicodeError):
         data = None
     if data is None and not ours:
         return None
     if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("t"), str):
-        raise bad_request(f"'{path}' names this server's key but was altered, or is not a {kind} "
-                          "token: send back the items exactly as this server returned them", path,
-                          "invalid_encrypted_content")
+        raise bad_request(
+            f"'{path}' names this server's key but was altered, or is not a {kind} "
+            "token: send back the items exactly as this server returned them",
+            path,
+            "invalid_encrypted_content",
+        )
     return data["t"]
 
 

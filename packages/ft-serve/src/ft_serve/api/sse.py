@@ -24,8 +24,11 @@ def sse_event(name: str, obj) -> str:
 def stream(chunks) -> StreamingResponse:
     """An SSE response over an async iterator of already formatted events. When the client goes
     away Starlette cancels the iterator; the Generation inside aborts its request and frees its pages."""
-    return StreamingResponse(chunks, media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+    return StreamingResponse(
+        chunks,
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
 
 
 MAX_DEPTH = 128  # JSON nesting levels a request body may have (deeper: 400, never RecursionError)
@@ -66,8 +69,12 @@ async def read_body(request: Request, max_size: int) -> bytes:
 
 def _too_large(n: int | None, limit: int) -> ApiError:
     size = f"{n} bytes" if n is not None else f"over {limit} bytes"
-    return ApiError(413, f"the request body is too large ({size}); this server takes at most "
-                         f"{limit} bytes (--max-body-size)", code="request_too_large")
+    return ApiError(
+        413,
+        f"the request body is too large ({size}); this server takes at most "
+        f"{limit} bytes (--max-body-size)",
+        code="request_too_large",
+    )
 
 
 async def _discard(request: Request, budget: int) -> None:
@@ -114,8 +121,10 @@ def check_json(value) -> None:
             bad = bad or (type(k) is str and not _valid(k))
     if bad:
         path = _surrogate_path(value)
-        raise bad_request(f"'{path}' holds a lone UTF-16 surrogate (such as \\ud800); text must be "
-                          "valid Unicode", path)
+        raise bad_request(
+            f"'{path}' holds a lone UTF-16 surrogate (such as \\ud800); text must be valid Unicode",
+            path,
+        )
 
 
 def _valid(s: str) -> bool:

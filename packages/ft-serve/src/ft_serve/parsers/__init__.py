@@ -15,4 +15,13 @@ from .base import Event, OutputParser
 from .collect import Collected, collect
 from .registry import MARKERS, PARSER_NAMES, auto_parsers, make_parser
 
-__all__ = ["MARKERS", "PARSER_NAMES", "Collected", "Event", "OutputParser", "auto_parsers", "collect", "make_parser"]
+__all__ = [
+    "MARKERS",
+    "PARSER_NAMES",
+    "Collected",
+    "Event",
+    "OutputParser",
+    "auto_parsers",
+    "collect",
+    "make_parser",
+]

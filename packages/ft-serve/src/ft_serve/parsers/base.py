@@ -132,4 +132,7 @@ def call_events(calls: list[dict], name: str, arguments: dict) -> list[Event]:
     args = json.dumps(arguments, ensure_ascii=False)
     index, call_id = len(calls), new_call_id()
     calls.append({"id": call_id, "name": name, "arguments": args})
-    return [Event("tool_call", index=index, name=name, id=call_id), Event("tool_args", text=args, index=index)]
+    return [
+        Event("tool_call", index=index, name=name, id=call_id),
+        Event("tool_args", text=args, index=index),
+    ]

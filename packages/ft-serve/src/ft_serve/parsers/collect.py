@@ -38,5 +38,6 @@ def collect(events: Iterable[Event]) -> Collected:
             calls[ev.index]["arguments"] += ev.text
         else:
             raise ValueError(f"unknown event kind {ev.kind!r}")
-    return Collected("".join(text["reasoning"]), "".join(text["content"]),
-                     tuple(calls[i] for i in sorted(calls)))
+    return Collected(
+        "".join(text["reasoning"]), "".join(text["content"]), tuple(calls[i] for i in sorted(calls))
+    )

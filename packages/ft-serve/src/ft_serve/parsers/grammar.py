@@ -72,8 +72,13 @@ class Lark:
         """A raw string of ``schema``: enum/const literals, or a terminal of free text that spells
         no banned marker, of minLength..min(maxLength, chars) characters, then ``end`` in the same
         terminal (so the text ends at the first ``end``). May be empty ("") when ``end`` is."""
-        values = schema.get("enum") if isinstance(schema.get("enum"), list) else \
-            [schema["const"]] if "const" in schema else None
+        values = (
+            schema.get("enum")
+            if isinstance(schema.get("enum"), list)
+            else [schema["const"]]
+            if "const" in schema
+            else None
+        )
         if values:
             return "(" + " | ".join(lit(v + end) for v in values) + ")"
         lo = max(0, int(schema.get("minLength", 0)))
@@ -90,8 +95,11 @@ class Lark:
     def calls(self, fns: list[str], open_: str, close: str, sep: str, end: str = "") -> str:
         """The grammar: one call (a function body of ``fns``) and its close, then, when parallel,
         more calls after ``sep open_``, then ``end``."""
-        call = self.add("call", " | ".join(f"({b})" if b else '""' for b in fns)) \
-            if len(fns) > 1 or fns[0] else ""
+        call = (
+            self.add("call", " | ".join(f"({b})" if b else '""' for b in fns))
+            if len(fns) > 1 or fns[0]
+            else ""
+        )
         more = f" ({sep} {open_} {call} {close})*" if self.spec.parallel else ""
         self.add("start", f"{call} {close}{more} {end}".strip())
         return "\n".join(self.lines) + "\n"
@@ -102,6 +110,8 @@ def bounded(f: dict, chars: int) -> dict:
     and, unless it says otherwise, no undeclared properties."""
     params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {"type": "object"}
     declared = params.get("properties") if isinstance(params.get("properties"), dict) else {}
-    bound = {k: {**v, "maxLength": min(v.get("maxLength", chars), chars)} if free_string(v) else v
-             for k, v in declared.items()}
+    bound = {
+        k: {**v, "maxLength": min(v.get("maxLength", chars), chars)} if free_string(v) else v
+        for k, v in declared.items()
+    }
     return {"additionalProperties": False, **params, "properties": bound}

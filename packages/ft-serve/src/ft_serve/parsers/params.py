@@ -21,8 +21,13 @@ def is_string_schema(schema: object) -> bool:
         return False
     if "type" in schema:
         return schema["type"] == "string" or schema["type"] == ["string"]
-    values = (schema["enum"] if isinstance(schema.get("enum"), list)
-              else [schema["const"]] if "const" in schema else [])
+    values = (
+        schema["enum"]
+        if isinstance(schema.get("enum"), list)
+        else [schema["const"]]
+        if "const" in schema
+        else []
+    )
     return bool(values) and all(isinstance(v, str) for v in values)
 
 

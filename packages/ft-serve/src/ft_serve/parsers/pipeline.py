@@ -11,10 +11,14 @@ class StagedParser(OutputParser):
     """reasoning: the reasoning stage (``ThinkStage`` or ``PassStage``); tool_format: None for
     no tool parsing (all content stays content); strings: the tools' string parameters."""
 
-    def __init__(self, reasoning: Stage, tool_format: ToolFormat | None, strings: Strings = None) -> None:
+    def __init__(
+        self, reasoning: Stage, tool_format: ToolFormat | None, strings: Strings = None
+    ) -> None:
         super().__init__()
         self._reasoning = reasoning
-        self._tools: Stage = ToolCallStage(tool_format, self.tool_calls, strings) if tool_format else PassStage()
+        self._tools: Stage = (
+            ToolCallStage(tool_format, self.tool_calls, strings) if tool_format else PassStage()
+        )
 
     def feed(self, delta: str) -> list[Event]:
         return self._route(self._reasoning.feed(delta))

@@ -23,8 +23,8 @@ class ThinkStage(Stage):
     def __init__(self, starts_in_reasoning: bool = False) -> None:
         self._mode = "reasoning" if starts_in_reasoning else "start"
         self._buf = ""
-        self._at_start = True    # reasoning: nothing emitted yet (strip leading whitespace)
-        self._strip_nl = False   # content: still dropping the newlines after </think>
+        self._at_start = True  # reasoning: nothing emitted yet (strip leading whitespace)
+        self._strip_nl = False  # content: still dropping the newlines after </think>
 
     def feed(self, text: str) -> list[Event]:
         self._buf += text
@@ -57,9 +57,9 @@ class ThinkStage(Stage):
     def _start(self) -> bool:
         rest = self._buf.lstrip()
         if rest.startswith(OPEN):
-            self._buf, self._mode = rest[len(OPEN):], "reasoning"
+            self._buf, self._mode = rest[len(OPEN) :], "reasoning"
             return True
-        if OPEN.startswith(rest):          # only whitespace, or a partial "<think>" so far
+        if OPEN.startswith(rest):  # only whitespace, or a partial "<think>" so far
             return False
         self._mode = "content"
         return True
@@ -68,19 +68,19 @@ class ThinkStage(Stage):
         if self._at_start:
             self._buf = self._buf.lstrip()
             if self._buf.startswith(OPEN):
-                self._buf = self._buf[len(OPEN):].lstrip()
+                self._buf = self._buf[len(OPEN) :].lstrip()
             elif OPEN.startswith(self._buf):
                 return False
         i, _ = find_first(self._buf, (CLOSE,))
         if i >= 0:
             self._reason(out, self._buf[:i].rstrip())
-            self._buf = self._buf[i + len(CLOSE):]
+            self._buf = self._buf[i + len(CLOSE) :]
             self._mode, self._strip_nl = "content", True
             return True
         safe = self._buf[: len(self._buf) - partial_len(self._buf, (CLOSE,))]
-        text = safe.rstrip()               # trailing whitespace waits: it may precede </think>
+        text = safe.rstrip()  # trailing whitespace waits: it may precede </think>
         self._reason(out, text)
-        self._buf = self._buf[len(text):]
+        self._buf = self._buf[len(text) :]
         return False
 
     def _reason(self, out: list[Event], text: str) -> None:

@@ -15,12 +15,19 @@ PARSER_NAMES = {
 }
 
 # Every marker a parser reads: the special tokens that must stay in the decoded text (others are hidden).
-MARKERS = frozenset({reasoning.OPEN, reasoning.CLOSE,
-                     *(m for f in FAMILIES.values() for m in f.markers)})
+MARKERS = frozenset(
+    {reasoning.OPEN, reasoning.CLOSE, *(m for f in FAMILIES.values() for m in f.markers)}
+)
 
 
-def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning: bool = False,
-                tools_enabled: bool = True, tools: list[dict] | None = None) -> OutputParser:
+def make_parser(
+    tool_parser: str,
+    reasoning_parser: str,
+    *,
+    starts_in_reasoning: bool = False,
+    tools_enabled: bool = True,
+    tools: list[dict] | None = None,
+) -> OutputParser:
     """A fresh parser for one response.
 
     tool_parser / reasoning_parser: concrete names from ``PARSER_NAMES`` ("auto" is resolved by
@@ -32,12 +39,16 @@ def make_parser(tool_parser: str, reasoning_parser: str, *, starts_in_reasoning:
     Raises ValueError for an unknown name.
     """
     if tool_parser not in PARSER_NAMES["tool"]:
-        raise ValueError(f"unknown tool parser {tool_parser!r}; expected one of {PARSER_NAMES['tool']}")
+        raise ValueError(
+            f"unknown tool parser {tool_parser!r}; expected one of {PARSER_NAMES['tool']}"
+        )
     if reasoning_parser not in PARSER_NAMES["reasoning"]:
-        raise ValueError(f"unknown reasoning parser {reasoning_parser!r}; "
-                         f"expected one of {PARSER_NAMES['reasoning']}")
+        raise ValueError(
+            f"unknown reasoning parser {reasoning_parser!r}; "
+            f"expected one of {PARSER_NAMES['reasoning']}"
+        )
     calls = tools_enabled and tool_parser != "none"
-    name = "harmony" if reasoning_parser == "harmony" else tool_parser   # harmony parses everything
+    name = "harmony" if reasoning_parser == "harmony" else tool_parser  # harmony parses everything
     fam = None if name == "none" else family(name)
     whole = fam and fam.output_parser(starts_in_reasoning=starts_in_reasoning, tools_enabled=calls)
     if whole is not None:

@@ -48,11 +48,11 @@ class ToolCallStage(Stage):
         self._outside_markers = (fmt.open, *fmt.section)
         self._buf = ""
         self._inside = False
-        self._scan_from = 0      # inside: where the search for the close marker resumes
-        self._prefix = ""        # inside: raw text before the body (given back if the call fails)
-        self._pending = ""       # outside: whitespace / section markers whose fate is not known yet
+        self._scan_from = 0  # inside: where the search for the close marker resumes
+        self._prefix = ""  # inside: raw text before the body (given back if the call fails)
+        self._pending = ""  # outside: whitespace / section markers whose fate is not known yet
         self._after_call = False  # outside: the last thing was a complete call
-        self._fresh = True       # nothing emitted yet: leading whitespace waits too
+        self._fresh = True  # nothing emitted yet: leading whitespace waits too
 
     def feed(self, text: str) -> list[Event]:
         self._buf += text
@@ -80,7 +80,7 @@ class ToolCallStage(Stage):
         if i < 0:
             self._buf = self._buf[end:]
             return False
-        self._buf = self._buf[i + len(marker):]
+        self._buf = self._buf[i + len(marker) :]
         if marker == self._fmt.open:
             self._inside, self._scan_from = True, 0
             self._prefix, self._pending = self._pending + marker, ""
@@ -94,11 +94,11 @@ class ToolCallStage(Stage):
         if i < 0:
             self._scan_from = max(0, len(self._buf) - len(close) + 1)
             return False
-        body, self._buf, self._inside = self._buf[:i], self._buf[i + len(close):], False
+        body, self._buf, self._inside = self._buf[:i], self._buf[i + len(close) :], False
         nested = body.rfind(self._fmt.open)
         if nested >= 0:  # an earlier open never closed: that part is content
             out += emit("content", self._prefix + body[:nested])
-            self._prefix, body = self._fmt.open, body[nested + len(self._fmt.open):]
+            self._prefix, body = self._fmt.open, body[nested + len(self._fmt.open) :]
         parsed = self._fmt.parse(body, self._strings)
         if parsed is None:
             out += emit("content", self._prefix + body + close)

@@ -1,6 +1,6 @@
 """The Starlette application: routes, API-key check, errors in the called API's schema, metrics.
 
-    app = build_app(engine, ServerConfig(model_name="m"))   # then serve with uvicorn
+app = build_app(engine, ServerConfig(model_name="m"))   # then serve with uvicorn
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from starlette.routing import Route
 
 from ft_core.errors import RequestError
 
-from ft_serve.api import admin, anthropic_messages, models, openai_chat, openai_completions, openai_responses
+from ft_serve.api import (
+    admin,
+    anthropic_messages,
+    models,
+    openai_chat,
+    openai_completions,
+    openai_responses,
+)
 from ft_serve.api.admin import check_admin
 from ft_serve.api.sse import json_body
 from ft_serve.server.auth import require_key
@@ -32,7 +39,9 @@ from ft_serve.server.metrics import Metrics
 from ft_serve.server.service import Service
 
 log = logging.getLogger("ft.serve")
-Handler = Callable[[Starlette, Request, dict], Awaitable[object]]  # (app, request, parsed body) -> JSON or Response
+Handler = Callable[
+    [Starlette, Request, dict], Awaitable[object]
+]  # (app, request, parsed body) -> JSON or Response
 
 
 def _api_route(path: str, handler: Handler, auth: str = "api", method: str = "POST"):
@@ -57,12 +66,16 @@ def _api_route(path: str, handler: Handler, auth: str = "api", method: str = "PO
         except ApiError as e:
             status = e.status
             return error_response(e, schema)
-        except RequestError as e:  # the engine or the chat template refused the request (it says why)
+        except (
+            RequestError
+        ) as e:  # the engine or the chat template refused the request (it says why)
             status = 400
             return error_response(ApiError(400, str(e)), schema)
         except Exception:  # a bug: log it, answer 500 without internals
             log.exception("unhandled error on %s", path)
-            return error_response(ApiError(500, "internal server error (see the server log)"), schema)
+            return error_response(
+                ApiError(500, "internal server error (see the server log)"), schema
+            )
         finally:
             app.state.metrics.request(path, status)
 
@@ -77,7 +90,9 @@ def _check_key(config: ServerConfig, request: Request) -> None:
 async def _root(request: Request):
     if request.method == "HEAD":
         return Response(status_code=200)
-    return JSONResponse({"name": "ft", "model": request.app.state.config.model_name, "status": "ok"})
+    return JSONResponse(
+        {"name": "ft", "model": request.app.state.config.model_name, "status": "ok"}
+    )
 
 
 async def _health(request: Request):
@@ -103,14 +118,20 @@ async def _metrics(request: Request):
 
 
 async def _not_found(request: Request, exc):
-    return error_response(ApiError(404, f"no endpoint {request.method} {request.url.path}"), schema_of(request.url.path))
+    return error_response(
+        ApiError(404, f"no endpoint {request.method} {request.url.path}"),
+        schema_of(request.url.path),
+    )
 
 
 async def _method_not_allowed(request: Request, exc):
     code = getattr(exc, "status_code", 405)
     if code == 404:
         return await _not_found(request, exc)
-    return error_response(ApiError(405, f"{request.method} is not allowed on {request.url.path}"), schema_of(request.url.path))
+    return error_response(
+        ApiError(405, f"{request.method} is not allowed on {request.url.path}"),
+        schema_of(request.url.path),
+    )
 
 
 def server_secret() -> bytes:
@@ -135,7 +156,9 @@ def server_secret() -> bytes:
         os.replace(tmp, path)
         key = path.read_bytes()  # another server may have raced us: use the key that is on disk
     except OSError as e:  # a read-only home: signatures then last as long as this process
-        log.warning("cannot keep the signing key in %s (%s); signatures will not survive a restart", path, e)
+        log.warning(
+            "cannot keep the signing key in %s (%s); signatures will not survive a restart", path, e
+        )
     return key
 
 
@@ -145,8 +168,12 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         from dataclasses import replace
 
         config = replace(config, secret=server_secret())
-    loop = EngineLoop(engine, config.max_running_requests, config.max_waiting_requests,
-                      config.engine_stall_seconds)
+    loop = EngineLoop(
+        engine,
+        config.max_running_requests,
+        config.max_waiting_requests,
+        config.engine_stall_seconds,
+    )
     metrics = Metrics(loop, config.model_name)
 
     elastic = ElasticLoop(loop, config)
@@ -177,8 +204,12 @@ def build_app(engine, config: ServerConfig) -> Starlette:
         _api_route("/v1/admin/memory", admin.post_memory, auth="admin"),
     ]
     guard = Middleware(Guard, rules=GuardRules.from_config(config))  # browser rules (guard.py)
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
-                    exception_handlers={404: _not_found, 405: _method_not_allowed})
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[guard],
+        exception_handlers={404: _not_found, 405: _method_not_allowed},
+    )
     app.state.config, app.state.loop, app.state.metrics = config, loop, metrics
     app.state.elastic_view = elastic.view
     app.state.service = Service(loop, config, metrics)

@@ -32,8 +32,11 @@ def load_key(value: str | None, path: str | None, env: str, flag: str) -> str | 
     if value and path:
         raise FTError(f"give {flag} or {flag}-file, not both")
     if value:
-        print(f"ft serve: note: {flag} on the command line is visible to other users (ps); "
-              f"prefer {flag}-file PATH or ${env}", file=sys.stderr)
+        print(
+            f"ft serve: note: {flag} on the command line is visible to other users (ps); "
+            f"prefer {flag}-file PATH or ${env}",
+            file=sys.stderr,
+        )
         return value
     if path:
         try:
@@ -41,7 +44,9 @@ def load_key(value: str | None, path: str | None, env: str, flag: str) -> str | 
         except (OSError, UnicodeDecodeError) as e:
             raise FTError(f"{flag}-file {path}: cannot read it ({e})") from None
         if not key or "\n" in key:
-            raise FTError(f"{flag}-file {path}: expected the key on one line, found "
-                          f"{'nothing' if not key else 'several lines'}")
+            raise FTError(
+                f"{flag}-file {path}: expected the key on one line, found "
+                f"{'nothing' if not key else 'several lines'}"
+            )
         return key
     return ft_env.text(env)

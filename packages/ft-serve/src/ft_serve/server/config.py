@@ -10,7 +10,9 @@ class ServerConfig:
     model_name: str  # the id /v1/models reports and responses echo (--served-model-name)
     host: str = "127.0.0.1"
     port: int = 8000
-    api_key: str | None = None  # when set, every /v1 call needs it (Authorization: Bearer or x-api-key)
+    api_key: str | None = (
+        None  # when set, every /v1 call needs it (Authorization: Bearer or x-api-key)
+    )
     max_running_requests: int = 16
     max_waiting_requests: int = 256  # beyond this, 503 with Retry-After
     tool_call_parser: str = "auto"
@@ -21,8 +23,12 @@ class ServerConfig:
     # (one step: a long CPU prefill chunk can take minutes on a big model)
     engine_stall_seconds: float = 300.0
     default_max_tokens: int | None = None  # when a request names none: the rest of the context
-    secret: bytes = b""  # signs thinking blocks / reasoning items handed to clients (set at start-up)
-    admin_key: str | None = None  # /v1/admin/*: this key or api_key; with neither, loopback callers only
+    secret: bytes = (
+        b""  # signs thinking blocks / reasoning items handed to clients (set at start-up)
+    )
+    admin_key: str | None = (
+        None  # /v1/admin/*: this key or api_key; with neither, loopback callers only
+    )
     admin_allow_remote: bool = False  # /v1/admin/* from non-loopback addresses
     # browser rules (server/guard.py): pages of these origins may call (CORS); "*" any page
     allowed_origins: tuple[str, ...] = ()
@@ -30,6 +36,8 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()
     metrics_public: bool = False  # /metrics without the API key
     elastic: str = "off"  # off | auto: follow the device's free memory
-    elastic_source: str = "cuda"  # where free memory is read: cuda | file:PATH (a byte count; simulation)
+    elastic_source: str = (
+        "cuda"  # where free memory is read: cuda | file:PATH (a byte count; simulation)
+    )
     elastic_reserve: int = 1 << 30  # bytes auto mode leaves free for other programs
     elastic_interval: float = 1.0  # seconds between polls

@@ -18,8 +18,10 @@ def make_source(spec: str, device: str):
         return file_source(spec[5:])
     if spec == "cuda":
         if not device.startswith("cuda"):
-            raise FTError("--elastic auto reads free memory from the GPU, and this engine runs on "
-                          f"{device!r}; use --elastic-source file:PATH to simulate one")
+            raise FTError(
+                "--elastic auto reads free memory from the GPU, and this engine runs on "
+                f"{device!r}; use --elastic-source file:PATH to simulate one"
+            )
         return torch_cuda_source(device)
     raise FTError(f"--elastic-source {spec!r}: expected 'cuda' or 'file:PATH'")
 
@@ -34,8 +36,11 @@ class ElasticLoop:
         if config.elastic == "auto":
             self.source = make_source(config.elastic_source, loop.engine.config.device)
             total = loop.engine.memory.split()["total"]
-            self.policy = ElasticPolicy(max_total=total, reserve=config.elastic_reserve,
-                                        min_total=loop.engine.memory.min_total)
+            self.policy = ElasticPolicy(
+                max_total=total,
+                reserve=config.elastic_reserve,
+                min_total=loop.engine.memory.min_total,
+            )
         elif config.elastic != "off":
             raise FTError(f"--elastic {config.elastic!r}: expected off or auto")
 
@@ -46,8 +51,14 @@ class ElasticLoop:
         if self.policy is None:
             return {"mode": "off"}
         p = self.policy
-        return {"mode": "auto", "source": self.config.elastic_source, "reserve": p.reserve, "max_total": p.max_total,
-                "last_free": self.last_free, "errors": self.errors}
+        return {
+            "mode": "auto",
+            "source": self.config.elastic_source,
+            "reserve": p.reserve,
+            "max_total": p.max_total,
+            "last_free": self.last_free,
+            "errors": self.errors,
+        }
 
     async def _run(self) -> None:
         while True:
@@ -57,10 +68,19 @@ class ElasticLoop:
                 total = await self.loop.call(lambda eng: eng.memory.split()["total"])
                 new = self.policy.decide(free, total)
                 if new is not None:
-                    rec = await self.loop.call(lambda eng: eng.memory.resize(total=new, reason=f"auto: {free} bytes free"))
-                    log.info("elastic: total %d -> %d bytes (%s)", total, rec["after"]["total"], rec["reason"])
+                    rec = await self.loop.call(
+                        lambda eng: eng.memory.resize(total=new, reason=f"auto: {free} bytes free")
+                    )
+                    log.info(
+                        "elastic: total %d -> %d bytes (%s)",
+                        total,
+                        rec["after"]["total"],
+                        rec["reason"],
+                    )
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # a refused shrink or an unreadable source: keep serving, try again
+            except (
+                Exception
+            ) as e:  # a refused shrink or an unreadable source: keep serving, try again
                 self.errors += 1
                 log.warning("elastic: %s", e)

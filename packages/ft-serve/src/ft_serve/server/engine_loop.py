@@ -33,16 +33,25 @@ SHUTTING_DOWN = "the server is shutting down"
 
 
 class EngineLoop:
-    def __init__(self, engine: Engine, max_running: int = 16, max_waiting: int = 256,
-                 stall_seconds: float = 300.0):
+    def __init__(
+        self,
+        engine: Engine,
+        max_running: int = 16,
+        max_waiting: int = 256,
+        stall_seconds: float = 300.0,
+    ):
         self.engine = engine
         self.max_running, self.max_waiting = max_running, max_waiting
         self.stall_seconds = stall_seconds  # health(): "wedged" after this long without a tick
         self._cmds: queue.SimpleQueue = queue.SimpleQueue()
-        self._queued = 0  # "add" commands not yet drained (aborts and calls do not count as waiting)
+        self._queued = (
+            0  # "add" commands not yet drained (aborts and calls do not count as waiting)
+        )
         self._queued_lock = threading.Lock()  # also orders submits against closing
         self._closed: str | None = None  # why no more requests are taken (set once, under the lock)
-        self._pending: deque[Request] = deque()  # accepted, not yet in the engine (over max_running)
+        self._pending: deque[Request] = (
+            deque()
+        )  # accepted, not yet in the engine (over max_running)
         self._active: dict[int, Request] = {}  # seq_id -> request inside the engine
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ft-engine", daemon=True)
@@ -58,8 +67,11 @@ class EngineLoop:
 
     def submit(self, prompt_ids: list[int], params: SamplingParams, constraint=None) -> Request:
         if self.waiting >= self.max_waiting:
-            raise ApiError(503, f"server busy: {self.waiting} requests waiting "
-                                f"(limit {self.max_waiting}); retry later")
+            raise ApiError(
+                503,
+                f"server busy: {self.waiting} requests waiting "
+                f"(limit {self.max_waiting}); retry later",
+            )
         req = Request(prompt_ids, params, asyncio.get_running_loop(), constraint=constraint)
         with self._queued_lock:
             if self._closed is not None:
@@ -108,13 +120,19 @@ class EngineLoop:
             status = "wedged"
         else:
             status = "ok"
-        out = {"status": status, "running": self.running, "waiting": self.waiting,
-               "last_tick_seconds_ago": round(ago, 3)}
+        out = {
+            "status": status,
+            "running": self.running,
+            "waiting": self.waiting,
+            "last_tick_seconds_ago": round(ago, 3),
+        }
         if status == "dead":
             out["reason"] = self.died or "the engine thread has stopped"
         elif status == "wedged":
-            out["reason"] = f"the engine has work and has not ticked for {ago:.0f} s " \
-                            f"(limit {self.stall_seconds:g} s)"
+            out["reason"] = (
+                f"the engine has work and has not ticked for {ago:.0f} s "
+                f"(limit {self.stall_seconds:g} s)"
+            )
         return out
 
     @property
@@ -246,8 +264,9 @@ class EngineLoop:
             self._refresh_snapshot()
         post(req, u)
 
-    def _finish(self, req: Request, reason: str, error: str | None = None,
-                status: int = 500) -> None:
+    def _finish(
+        self, req: Request, reason: str, error: str | None = None, status: int = 500
+    ) -> None:
         self._active.pop(req.seq.seq_id, None)
         try:
             self.engine.abort(req.seq)
@@ -288,8 +307,12 @@ class EngineLoop:
     def _refresh_snapshot(self) -> None:
         try:
             mem = self.engine.memory
-            snap = {"experts": self.engine.expert_stats(), "memory": mem.split(), "resizes": mem.count,
-                    "prefix": self.engine.prefix_stats()}
+            snap = {
+                "experts": self.engine.expert_stats(),
+                "memory": mem.split(),
+                "resizes": mem.count,
+                "prefix": self.engine.prefix_stats(),
+            }
         except Exception:  # counters only: keep the last snapshot, log the first failure
             if not self._snapshot_failed:
                 log.exception("cannot refresh the engine counters (/metrics keeps the last ones)")

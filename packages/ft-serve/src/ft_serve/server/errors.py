@@ -1,7 +1,7 @@
 """ApiError: one error raised anywhere in the server, rendered in the schema of the API that was called.
 
-    OpenAI     {"error": {"message", "type", "param", "code"}}
-    Anthropic  {"type": "error", "error": {"type", "message"}}
+OpenAI     {"error": {"message", "type", "param", "code"}}
+Anthropic  {"type": "error", "error": {"type", "message"}}
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ class ApiError(Exception):
     """An error answered to the client: HTTP ``status``, a message naming the field or limit, ``param``
     (the offending field, dotted path) and an optional machine-readable ``code``."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None
+    ):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
 

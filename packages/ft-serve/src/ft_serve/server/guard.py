@@ -49,7 +49,7 @@ def host_name(host: str) -> str:
     """The name of a ``Host`` header value: lower case, no port, no brackets, no trailing dot."""
     h = host.strip().lower()
     if h.startswith("["):
-        h = h[1:h.find("]")] if "]" in h else h[1:]
+        h = h[1 : h.find("]")] if "]" in h else h[1:]
     elif h.count(":") == 1:
         h = h.split(":")[0]
     return h.rstrip(".")
@@ -87,11 +87,16 @@ class GuardRules:
         origins = [o for o in config.allowed_origins if o.strip()]
         for o in origins:
             if o.strip() not in ("*", "null") and "://" not in o:
-                raise FTError(f"--allowed-origins {o!r}: an origin is scheme://host[:port], e.g. "
-                              "http://localhost:3000 (or '*' for any page)")
-        return cls(frozenset(hosts), any(h.strip() == "*" for h in config.allowed_hosts),
-                   tuple(_origin_pattern(o) for o in origins if o.strip() != "*"),
-                   any(o.strip() == "*" for o in origins))
+                raise FTError(
+                    f"--allowed-origins {o!r}: an origin is scheme://host[:port], e.g. "
+                    "http://localhost:3000 (or '*' for any page)"
+                )
+        return cls(
+            frozenset(hosts),
+            any(h.strip() == "*" for h in config.allowed_hosts),
+            tuple(_origin_pattern(o) for o in origins if o.strip() != "*"),
+            any(o.strip() == "*" for o in origins),
+        )
 
     def host_ok(self, host: str | None) -> bool:
         if host is None or self.any_host:  # no Host: HTTP/1.0, not a browser
@@ -107,8 +112,10 @@ class GuardRules:
     def own(self, origin: str, host: str | None) -> bool:
         """``origin`` is this server itself (the request's scheme-less Host, behind TLS or not)."""
         o = origin.strip().lower().rstrip("/")
-        return host is not None and o in (f"http://{host.strip().lower()}",
-                                          f"https://{host.strip().lower()}")
+        return host is not None and o in (
+            f"http://{host.strip().lower()}",
+            f"https://{host.strip().lower()}",
+        )
 
 
 def _headers(scope) -> dict[str, str]:
@@ -128,9 +135,13 @@ def _preflight_headers(origin: str, h: dict[str, str]) -> list[tuple[bytes, byte
     asked = [x.strip() for x in h.get("access-control-request-headers", "").split(",") if x.strip()]
     allow = ", ".join(x for x in asked if _TOKEN.match(x))
     allow = allow or "authorization, content-type, x-api-key"
-    out = [("access-control-allow-origin", origin), ("vary", "Origin"),
-           ("access-control-allow-methods", "GET, POST, OPTIONS"),
-           ("access-control-allow-headers", allow), ("access-control-max-age", "600")]
+    out = [
+        ("access-control-allow-origin", origin),
+        ("vary", "Origin"),
+        ("access-control-allow-methods", "GET, POST, OPTIONS"),
+        ("access-control-allow-headers", allow),
+        ("access-control-max-age", "600"),
+    ]
     if h.get("access-control-request-private-network", "").lower() == "true":
         out.append(("access-control-allow-private-network", "true"))  # Chrome's local-network check
     return [(k.encode(), v.encode("latin-1")) for k, v in out]
@@ -153,13 +164,21 @@ class Guard:
             return await error_response(refusal, schema_of(scope["path"]))(scope, receive, send)
         cors = origin is not None and self.rules.listed(origin)
         if method == "OPTIONS" and origin is not None and "access-control-request-method" in h:
-            await send({"type": "http.response.start", "status": 204,
-                        "headers": _preflight_headers(origin, h)})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 204,
+                    "headers": _preflight_headers(origin, h),
+                }
+            )
             return await send({"type": "http.response.body", "body": b""})
         if not cors:
             return await self.app(scope, receive, send)
-        extra = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
-                 (b"access-control-expose-headers", b"retry-after")]
+        extra = [
+            (b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"vary", b"Origin"),
+            (b"access-control-expose-headers", b"retry-after"),
+        ]
 
         async def send_cors(message):
             if message["type"] == "http.response.start":
@@ -174,26 +193,37 @@ class Guard:
         if not self.rules.host_ok(host):
             name = host_name(host)
             self._warn("host", name)
-            return ApiError(403, f"Host {name!r} is not a name of this server (refused: a web "
-                            "page reaching the server under its own name is DNS rebinding); "
-                            "connect by IP address or localhost, or start it with "
-                            f"--allowed-hosts {name}", code="host_not_allowed")
+            return ApiError(
+                403,
+                f"Host {name!r} is not a name of this server (refused: a web "
+                "page reaching the server under its own name is DNS rebinding); "
+                "connect by IP address or localhost, or start it with "
+                f"--allowed-hosts {name}",
+                code="host_not_allowed",
+            )
         if origin is not None and not (self.rules.listed(origin) or self.rules.own(origin, host)):
             self._warn("origin", origin)
-            return ApiError(403, f"requests from web pages of origin {origin!r} are refused (a "
-                            "page the user opens must not drive this server); start it with "
-                            f"--allowed-origins {origin} to let that page call it",
-                            code="origin_not_allowed")
+            return ApiError(
+                403,
+                f"requests from web pages of origin {origin!r} are refused (a "
+                "page the user opens must not drive this server); start it with "
+                f"--allowed-origins {origin} to let that page call it",
+                code="origin_not_allowed",
+            )
         ctype = h.get("content-type", "")
         if method in _BODY_METHODS and ctype.split(";")[0].strip().lower() != "application/json":
-            return ApiError(415, "the body must be JSON sent with 'Content-Type: "
-                            f"application/json' (got {ctype or 'no Content-Type'}); with curl "
-                            "add -H 'Content-Type: application/json'",
-                            code="unsupported_media_type")
+            return ApiError(
+                415,
+                "the body must be JSON sent with 'Content-Type: "
+                f"application/json' (got {ctype or 'no Content-Type'}); with curl "
+                "add -H 'Content-Type: application/json'",
+                code="unsupported_media_type",
+            )
         return None
 
     def _warn(self, kind: str, value: str) -> None:
         if (kind, value) not in self._logged and len(self._logged) < 64:
             self._logged.add((kind, value))
-            log.warning("refused a request with %s %r (browser rules; see ft serve --help)",
-                        kind, value)
+            log.warning(
+                "refused a request with %s %r (browser rules; see ft serve --help)", kind, value
+            )

@@ -46,6 +46,7 @@ def post(req: Request, u: Update) -> None:
 
 def settle(fut, loop, res=None, err: BaseException | None = None) -> None:
     """Complete ``fut`` (of the event loop ``loop``) from the loop thread."""
+
     def done():
         if not fut.done():
             fut.set_exception(err) if err is not None else fut.set_result(res)

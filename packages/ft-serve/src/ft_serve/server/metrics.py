@@ -14,18 +14,42 @@ class Metrics:
         self.registry = r = CollectorRegistry()
         self.loop = loop
         lbl = ["model"]
-        self.requests = Counter("ft_requests", "HTTP API requests by endpoint and status", ["model", "endpoint", "status"], registry=r)
-        self.ttft = Histogram("ft_time_to_first_token_seconds", "time from submission to the first output token",
-                              lbl, buckets=_LAT, registry=r).labels(model_name)
-        self.itl = Histogram("ft_time_per_output_token_seconds", "time between output tokens", lbl,
-                             buckets=_LAT, registry=r).labels(model_name)
-        self.prompt_tokens = Counter("ft_prompt_tokens", "prompt tokens processed", lbl, registry=r).labels(model_name)
-        self.generation_tokens = Counter("ft_generation_tokens", "tokens generated", lbl, registry=r).labels(model_name)
-        self.finished_requests = Counter("ft_request_finished", "finished generations by reason", ["model", "reason"], registry=r)
+        self.requests = Counter(
+            "ft_requests",
+            "HTTP API requests by endpoint and status",
+            ["model", "endpoint", "status"],
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "ft_time_to_first_token_seconds",
+            "time from submission to the first output token",
+            lbl,
+            buckets=_LAT,
+            registry=r,
+        ).labels(model_name)
+        self.itl = Histogram(
+            "ft_time_per_output_token_seconds",
+            "time between output tokens",
+            lbl,
+            buckets=_LAT,
+            registry=r,
+        ).labels(model_name)
+        self.prompt_tokens = Counter(
+            "ft_prompt_tokens", "prompt tokens processed", lbl, registry=r
+        ).labels(model_name)
+        self.generation_tokens = Counter(
+            "ft_generation_tokens", "tokens generated", lbl, registry=r
+        ).labels(model_name)
+        self.finished_requests = Counter(
+            "ft_request_finished", "finished generations by reason", ["model", "reason"], registry=r
+        )
         self.foreign_reasoning = Counter(
-            "ft_foreign_reasoning", "history items whose signed reasoning this server did not issue (another "
+            "ft_foreign_reasoning",
+            "history items whose signed reasoning this server did not issue (another "
             "server or model, or an older secret): their plain text is kept as history, their blob dropped",
-            ["model", "api", "kind"], registry=r)
+            ["model", "api", "kind"],
+            registry=r,
+        )
         self.model = model_name
         r.register(_EngineCollector(self))
 
@@ -54,31 +78,62 @@ class _EngineCollector:
 
     def collect(self):
         loop, model = self.m.loop, self.m.model
-        g = GaugeMetricFamily("ft_num_requests_waiting", "requests accepted but not yet running", labels=["model"])
+        g = GaugeMetricFamily(
+            "ft_num_requests_waiting", "requests accepted but not yet running", labels=["model"]
+        )
         g.add_metric([model], loop.waiting)
         yield g
-        g = GaugeMetricFamily("ft_num_requests_running", "requests in the engine's batch", labels=["model"])
+        g = GaugeMetricFamily(
+            "ft_num_requests_running", "requests in the engine's batch", labels=["model"]
+        )
         g.add_metric([model], loop.running)
         yield g
         snap = loop.snapshot
         prefix = snap.get("prefix") or {}
-        for key, name, doc in (("hit_tokens", "ft_prefix_cache_hit_tokens", "prompt tokens served from the prefix cache"),
-                               ("queried_tokens", "ft_prefix_cache_queried_tokens", "prompt tokens looked up in the prefix cache"),
-                               ("prefill_tokens", "ft_prefill_tokens", "prompt tokens computed (re-prefilled: not served by the cache)"),
-                               ("checkpoint_hits", "ft_prefix_checkpoint_hits", "requests resumed from a recurrent-state checkpoint"),
-                               ("checkpoint_hit_tokens", "ft_prefix_checkpoint_hit_tokens", "prompt tokens those checkpoints covered"),
-                               ("checkpoints_evicted", "ft_prefix_checkpoints_evicted", "state checkpoints evicted")):
+        for key, name, doc in (
+            (
+                "hit_tokens",
+                "ft_prefix_cache_hit_tokens",
+                "prompt tokens served from the prefix cache",
+            ),
+            (
+                "queried_tokens",
+                "ft_prefix_cache_queried_tokens",
+                "prompt tokens looked up in the prefix cache",
+            ),
+            (
+                "prefill_tokens",
+                "ft_prefill_tokens",
+                "prompt tokens computed (re-prefilled: not served by the cache)",
+            ),
+            (
+                "checkpoint_hits",
+                "ft_prefix_checkpoint_hits",
+                "requests resumed from a recurrent-state checkpoint",
+            ),
+            (
+                "checkpoint_hit_tokens",
+                "ft_prefix_checkpoint_hit_tokens",
+                "prompt tokens those checkpoints covered",
+            ),
+            ("checkpoints_evicted", "ft_prefix_checkpoints_evicted", "state checkpoints evicted"),
+        ):
             c = CounterMetricFamily(name, doc, labels=["model"])
             c.add_metric([model], float(prefix.get(key, 0)))
             yield c
-        for key, name, doc in (("checkpoints", "ft_prefix_checkpoints", "recurrent-state checkpoints held"),
-                               ("checkpoint_slots", "ft_prefix_checkpoint_slots", "state checkpoint budget in slots")):
+        for key, name, doc in (
+            ("checkpoints", "ft_prefix_checkpoints", "recurrent-state checkpoints held"),
+            ("checkpoint_slots", "ft_prefix_checkpoint_slots", "state checkpoint budget in slots"),
+        ):
             g = GaugeMetricFamily(name, doc, labels=["model"])
             g.add_metric([model], float(prefix.get(key, 0)))
             yield g
         mem = snap.get("memory") or {}
-        g = GaugeMetricFamily("ft_memory_bytes", "memory budget per pool (kv pages, expert slots, state slots)",
-                              labels=["model", "pool"])
+        g = GaugeMetricFamily(
+            "ft_memory_bytes",
+            "memory budget per pool (kv pages, expert slots, state slots)",
+            labels=["model", "pool"],
+        )
         for pool in ("kv", "experts", "states"):
             g.add_metric([model, pool], float(mem.get(pool, 0)))
         yield g
@@ -86,7 +141,18 @@ class _EngineCollector:
         c.add_metric([model], float(snap.get("resizes", 0)))
         yield c
         totals = (snap.get("experts") or {}).get("total", {})
-        for key in ("routes", "hits", "misses", "fills", "cpu_routes", "device_routes", "evictions", "bytes_copied"):
-            c = CounterMetricFamily(f"ft_expert_cache_{key}", f"expert cache: {key.replace('_', ' ')}", labels=["model"])
+        for key in (
+            "routes",
+            "hits",
+            "misses",
+            "fills",
+            "cpu_routes",
+            "device_routes",
+            "evictions",
+            "bytes_copied",
+        ):
+            c = CounterMetricFamily(
+                f"ft_expert_cache_{key}", f"expert cache: {key.replace('_', ' ')}", labels=["model"]
+            )
             c.add_metric([model], float(totals.get(key, 0)))
             yield c

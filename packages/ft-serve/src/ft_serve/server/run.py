@@ -21,8 +21,11 @@ class _Server(uvicorn.Server):
         """SIGINT/SIGTERM: drain, then exit 0 (uvicorn would re-raise the signal after shutdown); a second
         SIGINT forces the exit."""
         if not self.should_exit:
-            print(f"ft serve: stopping; running requests get up to {self.ft_drain:g} s to finish",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ft serve: stopping; running requests get up to {self.ft_drain:g} s to finish",
+                file=sys.stderr,
+                flush=True,
+            )
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
 
@@ -38,8 +41,11 @@ class _Server(uvicorn.Server):
     def _cut_running(self) -> None:
         n = self.ft_loop.running + self.ft_loop.waiting
         if n:
-            print(f"ft serve: drain time is over; {n} request(s) still running end with an error",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ft serve: drain time is over; {n} request(s) still running end with an error",
+                file=sys.stderr,
+                flush=True,
+            )
         self.ft_loop.fail_all()
 
     async def startup(self, sockets=None):
@@ -47,16 +53,30 @@ class _Server(uvicorn.Server):
         if self.started:
             c = self.config
             host = f"[{c.host}]" if ":" in c.host else c.host
-            port = self.servers[0].sockets[0].getsockname()[1] if self.servers and self.servers[0].sockets else c.port
-            print(f"ft serve: ready at http://{host}:{port} (model {self.ft_model!r}; OpenAI at /v1, Anthropic at "
-                  f"/v1/messages)", file=sys.stderr, flush=True)
+            port = (
+                self.servers[0].sockets[0].getsockname()[1]
+                if self.servers and self.servers[0].sockets
+                else c.port
+            )
+            print(
+                f"ft serve: ready at http://{host}:{port} (model {self.ft_model!r}; OpenAI at /v1, Anthropic at "
+                f"/v1/messages)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def make_server(engine, config: ServerConfig, log_level: str = "warning") -> uvicorn.Server:
     app = build_app(engine, config)
-    uc = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level, access_log=False,
-                        timeout_graceful_shutdown=int(config.drain_seconds) + GRACE_SECONDS,
-                        lifespan="on")
+    uc = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=int(config.drain_seconds) + GRACE_SECONDS,
+        lifespan="on",
+    )
     server = _Server(uc)
     server.ft_model = config.model_name
     server.ft_loop, server.ft_drain = app.state.loop, config.drain_seconds

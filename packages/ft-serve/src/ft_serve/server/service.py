@@ -34,8 +34,12 @@ class ChatRequest:
     tools: list[dict] | None = None
     tool_choice: str | dict = "auto"  # "auto" | "none" | "required" | {"name": NAME}
     thinking: bool | None = None  # None: the template's default
-    template_kwargs: dict = field(default_factory=dict)  # extra chat-template variables (reasoning_effort, ...)
-    json_schema: dict | None = None  # structured output: the answer is JSON of this schema ({} = any object)
+    template_kwargs: dict = field(
+        default_factory=dict
+    )  # extra chat-template variables (reasoning_effort, ...)
+    json_schema: dict | None = (
+        None  # structured output: the answer is JSON of this schema ({} = any object)
+    )
     parallel_tool_calls: bool = True
 
 
@@ -43,8 +47,15 @@ class Generation:
     """One running request: iterate it for parser ``Event``s; afterwards the usage and finish fields
     are set. ``finish_reason``: "stop" | "length" | "abort" | "error"; ``tool_calls`` the complete calls."""
 
-    def __init__(self, service: "Service", prompt_ids: list[int], params: SamplingParams, parser, forced: str,
-                 constraint=None):
+    def __init__(
+        self,
+        service: "Service",
+        prompt_ids: list[int],
+        params: SamplingParams,
+        parser,
+        forced: str,
+        constraint=None,
+    ):
         self.service, self.prompt_ids, self.params = service, prompt_ids, params
         self.constraint = constraint
         self.prompt_tokens = len(prompt_ids)
@@ -72,7 +83,9 @@ class Generation:
     def reasoning_tokens(self) -> int:
         """Tokens of the reasoning text (re-encoded; the markers around it are not counted)."""
         text = "".join(self._reasoning)
-        return len(self.service.engine.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+        return (
+            len(self.service.engine.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+        )
 
     def cancel(self) -> None:
         if self._req is not None and self.finish_reason is None:
@@ -103,7 +116,11 @@ class Generation:
                     for ev in self._parser.feed(self._stops.push(text)):
                         yield self._count(ev)
                 if u.finish_reason is not None:
-                    self.finish_reason, self.error, self.error_status = u.finish_reason, u.error, u.error_status
+                    self.finish_reason, self.error, self.error_status = (
+                        u.finish_reason,
+                        u.error,
+                        u.error_status,
+                    )
                     break
             tail = self._stops.push(self._detok.flush()) + self._stops.flush()
             for ev in self._parser.feed(tail) + self._parser.finish():
@@ -112,7 +129,9 @@ class Generation:
             if self.stop_sequence is not None:
                 self.finish_reason = "stop"
         finally:
-            if self.finish_reason is None:  # the consumer went away (client disconnect): free the pages now
+            if (
+                self.finish_reason is None
+            ):  # the consumer went away (client disconnect): free the pages now
                 self.service.loop.abort(self._req)
                 self.finish_reason = "abort"
             if m:
@@ -131,12 +150,18 @@ class Service:
         self.eos_ids = set(eng.eos_ids)
         # Special tokens kept out of the text (as skip_special_tokens would), except the parsers' markers.
         tok = eng.tokenizer
-        self.hidden_ids = self.eos_ids | {i for i in tok.special_ids if tok.id_to_token(i) not in MARKERS}
+        self.hidden_ids = self.eos_ids | {
+            i for i in tok.special_ids if tok.id_to_token(i) not in MARKERS
+        }
         self.max_model_len = eng.max_model_len
-        self.default_max_tokens = config.default_max_tokens or self.max_model_len  # the engine stops at the context end
+        self.default_max_tokens = (
+            config.default_max_tokens or self.max_model_len
+        )  # the engine stops at the context end
         tool, reasoning = auto_parsers(eng.model_config.model_type, eng.tokenizer.chat_template)
         self.tool_parser = tool if config.tool_call_parser == "auto" else config.tool_call_parser
-        self.reasoning_parser = reasoning if config.reasoning_parser == "auto" else config.reasoning_parser
+        self.reasoning_parser = (
+            reasoning if config.reasoning_parser == "auto" else config.reasoning_parser
+        )
         self.grammars = Grammars(eng)
 
     # ---- prompts ------------------------------------------------------------------------------
@@ -155,20 +180,36 @@ class Service:
         if choice == "required" or isinstance(choice, dict):
             name = choice.get("name") if isinstance(choice, dict) else None
             if name is not None and name not in {t["function"]["name"] for t in tools}:
-                raise bad_request(f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
+                raise bad_request(
+                    f"tool_choice names {name!r}, which is not among the tools", "tool_choice"
+                )
             fam = FAMILIES.get(self.tool_parser)
             if fam is None:
-                raise bad_request(f"tool_choice {choice!r} needs a tool-call parser; this server runs "
-                                  f"--tool-call-parser {self.tool_parser}", "tool_choice")
-            forced = fam.forced_opening(name)  # the family's grammar forces the rest (structured.py)
+                raise bad_request(
+                    f"tool_choice {choice!r} needs a tool-call parser; this server runs "
+                    f"--tool-call-parser {self.tool_parser}",
+                    "tool_choice",
+                )
+            forced = fam.forced_opening(
+                name
+            )  # the family's grammar forces the rest (structured.py)
             flags["enable_thinking"] = False  # the call opens the turn: no room for thinking first
         if req.json_schema is not None:
             flags["enable_thinking"] = False  # the constrained answer starts at once
         last = req.messages[-1] if req.messages else {}
-        if last.get("role") == "assistant" and last.get("content") and not last.get("tool_calls") and not forced:
-            text = self._continue_final(req.messages, tools, flags)  # a prefilled assistant turn goes on
+        if (
+            last.get("role") == "assistant"
+            and last.get("content")
+            and not last.get("tool_calls")
+            and not forced
+        ):
+            text = self._continue_final(
+                req.messages, tools, flags
+            )  # a prefilled assistant turn goes on
         else:
-            text = self.engine.tokenizer.apply_chat_template(req.messages, tools=tools, add_generation_prompt=True, **flags)
+            text = self.engine.tokenizer.apply_chat_template(
+                req.messages, tools=tools, add_generation_prompt=True, **flags
+            )
         starts_in_reasoning = self.reasoning_parser == "think" and text.rstrip().endswith("<think>")
         ids = self.engine.tokenizer.encode(text + forced, add_special_tokens=False)
         return ids, starts_in_reasoning and not forced, forced
@@ -176,12 +217,16 @@ class Service:
     def _continue_final(self, messages: list[dict], tools, flags: dict) -> str:
         """The prompt that continues the final assistant message: rendered whole, cut right after that
         message's text (so the template's end-of-turn marker is not in it)."""
-        text = self.engine.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=False, **flags)
+        text = self.engine.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=False, **flags
+        )
         content = messages[-1]["content"]
         cut = text.rfind(content)
         if cut < 0:
-            raise bad_request("the final assistant message cannot be continued: the chat template does not keep its text",
-                              "messages")
+            raise bad_request(
+                "the final assistant message cannot be continued: the chat template does not keep its text",
+                "messages",
+            )
         return text[: cut + len(content)]
 
     def check_length(self, n: int, param: str) -> None:
@@ -200,9 +245,21 @@ class Service:
         ids, in_reasoning, forced = await asyncio.to_thread(self.render, req)
         self.check_length(len(ids), "messages")
         tools_on = bool(req.tools) and req.tool_choice != "none"
-        parser = make_parser(self.tool_parser if tools_on else "none", self.reasoning_parser,
-                             starts_in_reasoning=in_reasoning, tools_enabled=tools_on, tools=req.tools if tools_on else None)
-        return Generation(self, ids, self._params(req.params), parser, forced, self._constraint(req, forced, len(ids)))
+        parser = make_parser(
+            self.tool_parser if tools_on else "none",
+            self.reasoning_parser,
+            starts_in_reasoning=in_reasoning,
+            tools_enabled=tools_on,
+            tools=req.tools if tools_on else None,
+        )
+        return Generation(
+            self,
+            ids,
+            self._params(req.params),
+            parser,
+            forced,
+            self._constraint(req, forced, len(ids)),
+        )
 
     def _constraint(self, req: ChatRequest, forced: str, prompt_tokens: int):
         """The structured-output constraint of ``req`` (JSON schema, the rest of a forced tool call in the
@@ -210,7 +267,9 @@ class Service:
         if forced:
             name = req.tool_choice.get("name") if isinstance(req.tool_choice, dict) else None
             budget = min(req.params.max_tokens, self.max_model_len - prompt_tokens)
-            c = self.grammars.forced_calls(self.tool_parser, req.tools, name, req.parallel_tool_calls, budget)
+            c = self.grammars.forced_calls(
+                self.tool_parser, req.tools, name, req.parallel_tool_calls, budget
+            )
             if c is not None:
                 return c
         if req.json_schema is not None:
@@ -242,9 +301,14 @@ class ContextLengthError(ApiError):
     """400 context_length_exceeded; ``tokens``: the prompt's length (so nobody renders it again)."""
 
     def __init__(self, tokens: int, limit: int, param: str):
-        super().__init__(400, f"the prompt has {tokens} tokens; this model's context length "
-                              f"(max_model_len) is {limit}, which must hold the prompt and at least "
-                              "one output token", param, "context_length_exceeded")
+        super().__init__(
+            400,
+            f"the prompt has {tokens} tokens; this model's context length "
+            f"(max_model_len) is {limit}, which must hold the prompt and at least "
+            "one output token",
+            param,
+            "context_length_exceeded",
+        )
         self.tokens = tokens
 
 

@@ -29,16 +29,22 @@ class GrammarConstraint(TokenConstraint):
     """One llguidance matcher: the allowed next tokens from its bitmask; finished once the grammar is
     complete and only end-of-sequence remains (or the matcher stopped)."""
 
-    def __init__(self, tokenizer: llg.LLTokenizer, grammar: str, vocab_size: int, what: str, param: str):
+    def __init__(
+        self, tokenizer: llg.LLTokenizer, grammar: str, vocab_size: int, what: str, param: str
+    ):
         self.m = llg.LLMatcher(tokenizer, grammar)
         if self.m.is_error():
-            raise bad_request(f"{what} cannot be used for constrained decoding: {self.m.get_error()}", param)
+            raise bad_request(
+                f"{what} cannot be used for constrained decoding: {self.m.get_error()}", param
+            )
         self.vocab = vocab_size
 
     def allowed(self, vocab_size: int) -> torch.Tensor | None:
         if self.m.is_error():
             return None
-        bits = np.unpackbits(np.frombuffer(self.m.compute_bitmask(), dtype=np.uint8), bitorder="little")
+        bits = np.unpackbits(
+            np.frombuffer(self.m.compute_bitmask(), dtype=np.uint8), bitorder="little"
+        )
         return torch.from_numpy(bits[: min(vocab_size, bits.size)].astype(bool))
 
     def accept(self, token: int) -> None:
@@ -59,12 +65,17 @@ class Grammars:
     def tokenizer(self) -> llg.LLTokenizer:
         if self._tok is None:
             eng = self.engine
-            self._tok = llg.LLTokenizer(eng.tokenizer._tok.to_str(), n_vocab=eng.model_config.vocab_size,
-                                        eos_token=sorted(eng.eos_ids))
+            self._tok = llg.LLTokenizer(
+                eng.tokenizer._tok.to_str(),
+                n_vocab=eng.model_config.vocab_size,
+                eos_token=sorted(eng.eos_ids),
+            )
         return self._tok
 
     def _make(self, grammar: str, what: str, param: str) -> GrammarConstraint:
-        return GrammarConstraint(self.tokenizer, grammar, self.engine.model_config.vocab_size, what, param)
+        return GrammarConstraint(
+            self.tokenizer, grammar, self.engine.model_config.vocab_size, what, param
+        )
 
     def json(self, schema: dict | None, param: str = "response_format") -> GrammarConstraint:
         """Any JSON value matching ``schema`` (None: any JSON object)."""
@@ -76,8 +87,9 @@ class Grammars:
             raise bad_request(f"the JSON schema is not usable: {e}", param) from None
         return self._make(grammar, "the JSON schema", param)
 
-    def forced_calls(self, fmt: str, tools: list[dict], name: str | None, parallel: bool,
-                     budget: int) -> GrammarConstraint | None:
+    def forced_calls(
+        self, fmt: str, tools: list[dict], name: str | None, parallel: bool, budget: int
+    ) -> GrammarConstraint | None:
         """The rest of a forced call in tool-call family ``fmt`` after its ``forced_opening(name)``
         (the family's ``grammar``); None for a tokenizer without the family's ``grammar_tokens``.
         ``budget``: the request's max tokens; one raw string value gets at most budget / (the
@@ -99,12 +111,22 @@ class Grammars:
         chosen = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
         template = self.engine.tokenizer.chat_template or ""
         for loose in (False, True):
-            spec = CallSpec(chosen, name is not None and fam.names_in_opening,
-                            parallel and name is None and fam.parallel, chars, mark, loose)
+            spec = CallSpec(
+                chosen,
+                name is not None and fam.names_in_opening,
+                parallel and name is None and fam.parallel,
+                chars,
+                mark,
+                loose,
+            )
             grammar = llg.LLMatcher.grammar_from_lark(fam.grammar(spec, template))
             err = llg.LLMatcher.validate_grammar(grammar, self.tokenizer)
             if not err:
                 return self._make(grammar, "the tools' parameter schemas", "tools")
-            log.warning("%s tool-call grammar not usable%s (%s)", fmt,
-                        "" if loose else "; arguments left free-form", err)
+            log.warning(
+                "%s tool-call grammar not usable%s (%s)",
+                fmt,
+                "" if loose else "; arguments left free-form",
+                err,
+            )
         return None

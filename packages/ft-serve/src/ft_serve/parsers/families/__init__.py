@@ -14,7 +14,8 @@ from .hermes import Hermes
 from .qwen3_coder import Qwen3Coder
 
 FAMILIES: dict[str, ToolFamily] = {
-    f.name: f for f in (Hermes(), Qwen3Coder(), DeepseekV3(), Glm45(), Harmony())}
+    f.name: f for f in (Hermes(), Qwen3Coder(), DeepseekV3(), Glm45(), Harmony())
+}
 NAMES = tuple(FAMILIES)
 
 

@@ -32,8 +32,9 @@ class ToolFamily(ABC):
     names_in_opening: bool = True
     parallel: bool = True
 
-    def output_parser(self, *, starts_in_reasoning: bool,
-                      tools_enabled: bool) -> OutputParser | None:
+    def output_parser(
+        self, *, starts_in_reasoning: bool, tools_enabled: bool
+    ) -> OutputParser | None:
         """A parser of the whole output (reasoning included), or None: the staged parser with
         ``format``. starts_in_reasoning: the prompt opened the reasoning; tools_enabled: False
         leaves calls as content."""

@@ -41,7 +41,7 @@ class DeepseekV3(ToolFamily):
     markers = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP)
     format = ToolFormat(CALL_BEGIN, CALL_END, parse_deepseek, (CALLS_BEGIN, CALLS_END))
     grammar_tokens = (SEP,)
-    names_in_opening = False    # the name is never forced (it comes first in V3.1, after SEP in V3)
+    names_in_opening = False  # the name is never forced (it comes first in V3.1, after SEP in V3)
 
     def forced_opening(self, name: str | None) -> str:
         return CALLS_BEGIN + CALL_BEGIN

@@ -19,9 +19,11 @@ _ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re
 def parse_glm45(body: str, strings: Strings = None) -> tuple[str, dict] | None:
     """``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``."""
     name, _, _ = body.partition(KEY)
-    args = {m.group(1).strip(): text_value(m.group(2), m.group(1).strip(), strings, name.strip())
-            for m in _ARG.finditer(body)}
-    if _ARG.sub("", body[len(name):]).strip():
+    args = {
+        m.group(1).strip(): text_value(m.group(2), m.group(1).strip(), strings, name.strip())
+        for m in _ARG.finditer(body)
+    }
+    if _ARG.sub("", body[len(name) :]).strip():
         return None
     return checked_call(name, args)
 
@@ -43,10 +45,14 @@ class Glm45(ToolFamily):
         for i, f in enumerate(spec.functions):
             params = []
             for j, (key, schema, required) in enumerate(props(f)):
-                value = g.text(f"s{i}_{j}", schema, spec.chars(f)) if is_string_schema(schema) \
+                value = (
+                    g.text(f"s{i}_{j}", schema, spec.chars(f))
+                    if is_string_schema(schema)
                     else g.json(schema)
-                body = (f"{m(KEY)} {lit(key)} {m(KEY_END)} {NL} {m(VALUE)} {value} {m(VALUE_END)} "
-                        f"{NL}")
+                )
+                body = (
+                    f"{m(KEY)} {lit(key)} {m(KEY_END)} {NL} {m(VALUE)} {value} {m(VALUE_END)} {NL}"
+                )
                 params.append(g.param(f"p{i}_{j}", body.replace("  ", " "), required))
             header = [] if spec.header_forced else [lit(f"{f['name']}\n")]
             fns.append(" ".join([*header, *params]))

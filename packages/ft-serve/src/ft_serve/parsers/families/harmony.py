@@ -51,8 +51,8 @@ class HarmonyParser(OutputParser):
         self._buf = ""
         self._in_body = starts_in_reasoning
         self._kind = "reasoning" if starts_in_reasoning else "content"  # reasoning|content|tool
-        self._name = ""          # body of a tool call: the function name
-        self._header = ""        # raw header of the current message (given back if its call fails)
+        self._name = ""  # body of a tool call: the function name
+        self._header = ""  # raw header of the current message (given back if its call fails)
         self._scan_from = 0
 
     def feed(self, delta: str) -> list[Event]:
@@ -75,18 +75,18 @@ class HarmonyParser(OutputParser):
         buf = self._buf
         opens = any(buf.startswith(p) or p.startswith(buf) for p in HEADER_OPENINGS)
         if not opens or len(buf) > MAX_HEADER:
-            self._open_body("", "content")          # not a header: plain text
+            self._open_body("", "content")  # not a header: plain text
             return True
         i, marker = find_first(buf, (MESSAGE, *ENDS))
-        j = buf.find(START, 1)                      # a header may open with <|start|>, not hold one
+        j = buf.find(START, 1)  # a header may open with <|start|>, not hold one
         if j >= 0 and (i < 0 or j < i):
             i, marker = j, START
         if i < 0:
             return False
         if marker == MESSAGE:
             self._open_message(buf[:i])
-            self._buf = buf[i + len(MESSAGE):]
-        else:                                       # a header cut short: give it back as text
+            self._buf = buf[i + len(MESSAGE) :]
+        else:  # a header cut short: give it back as text
             cut = i + (len(marker) if marker in ENDS else 0)
             out += emit("content", buf[:cut])
             self._buf = buf[cut:]
@@ -121,7 +121,7 @@ class HarmonyParser(OutputParser):
             return False
         else:
             out += self._close_call(buf[:i], marker if marker in ENDS else "")
-        self._buf = buf[i + (len(marker) if marker in ENDS else 0):]
+        self._buf = buf[i + (len(marker) if marker in ENDS else 0) :]
         self._in_body = False
         return True
 
@@ -140,7 +140,7 @@ class Harmony(ToolFamily):
     name = "harmony"
     markers = (START, CHANNEL, MESSAGE, CONSTRAIN, *ENDS)
     grammar_tokens = ("<|call|>",)
-    parallel = False            # <|call|> ends the turn: one call per message
+    parallel = False  # <|call|> ends the turn: one call per message
 
     def output_parser(self, *, starts_in_reasoning: bool, tools_enabled: bool) -> OutputParser:
         return HarmonyParser(starts_in_reasoning=starts_in_reasoning, tools_enabled=tools_enabled)
@@ -155,7 +155,10 @@ class Harmony(ToolFamily):
         g = Lark(spec, ())
         fns = []
         for f in spec.functions:
-            header = [] if spec.header_forced else \
-                [f"{lit(f['name'] + ' ')} {m(CONSTRAIN)} {lit('json')} {m(MESSAGE)}"]
+            header = (
+                []
+                if spec.header_forced
+                else [f"{lit(f['name'] + ' ')} {m(CONSTRAIN)} {lit('json')} {m(MESSAGE)}"]
+            )
             fns.append(" ".join([*header, g.json(bounded(f, spec.chars(f)))]))
         return g.calls(fns, "", m("<|call|>"), "")

@@ -32,7 +32,7 @@ class Hermes(ToolFamily):
     markers = (OPEN, CLOSE)
     format = ToolFormat(OPEN, CLOSE, parse_hermes)
     grammar_tokens = (OPEN, CLOSE)
-    names_in_opening = False    # the grammar forces the name (a JSON const)
+    names_in_opening = False  # the grammar forces the name (a JSON const)
 
     def forced_opening(self, name: str | None) -> str:
         return OPEN + "\n"
@@ -44,9 +44,14 @@ class Hermes(ToolFamily):
         for f in spec.functions:
             params = f.get("parameters")
             params = params if isinstance(params, dict) and not spec.loose else {"type": "object"}
-            variants.append({"type": "object",
-                             "properties": {"name": {"const": f["name"]}, "arguments": params},
-                             "required": ["name", "arguments"], "additionalProperties": False})
+            variants.append(
+                {
+                    "type": "object",
+                    "properties": {"name": {"const": f["name"]}, "arguments": params},
+                    "required": ["name", "arguments"],
+                    "additionalProperties": False,
+                }
+            )
         schema = {"anyOf": variants} if len(variants) > 1 else variants[0]
         m = spec.mark
         more = f'("\\n" {m(OPEN)} "\\n" call "\\n" {m(CLOSE)})*' if spec.parallel else ""

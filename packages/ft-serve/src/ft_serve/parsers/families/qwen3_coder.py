@@ -23,7 +23,7 @@ def parse_qwen3_coder(body: str, strings: Strings = None) -> tuple[str, dict] | 
     body = body.strip()
     if not body.startswith("<function="):
         return None
-    name, sep, rest = body[len("<function="):].partition(">")
+    name, sep, rest = body[len("<function=") :].partition(">")
     if not sep:
         return None
     rest = rest.removesuffix("</function>")
