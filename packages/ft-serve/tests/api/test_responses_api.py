@@ -10,7 +10,8 @@ import httpx
 import openai
 import pytest
 
-from ft_serve.api.responses_items import build_tools, convert_input, flat_name
+from ft_serve.api.responses_items import convert_input
+from ft_serve.api.responses_tools import build_tools, flat_name
 from ft_serve.api.signing import seal
 from ft_serve.api.responses_output import OutputBuilder
 from ft_serve.parsers import Event

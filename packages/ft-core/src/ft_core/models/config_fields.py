@@ -1,5 +1,5 @@
 """Types and ranges of the config.json fields ft reads, checked as they are read
-(``config_parse._Cfg``), and the cross-field limits of the parsed ModelConfig. Every error names
+(``config_reader.HubConfig``), and the cross-field limits of the parsed ModelConfig. Every error names
 the file and the field:
 
     config.json: 'hidden_size' must be a positive integer, got 'sixty-four'

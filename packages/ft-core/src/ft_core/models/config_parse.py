@@ -8,123 +8,21 @@ Both the transformers-5 layout (``rope_parameters``) and the older hub layout (`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
-from ft_core.models.config_fields import KINDS, check_field, check_model
+from ft_core.models.config_fields import check_field, check_model
+from ft_core.models.config_reader import HubConfig, eos_of, quant_of, rope_of
 from ft_core.model_config import (
     LinearAttnConfig,
     MLAConfig,
     ModelConfig,
     MoEConfig,
-    QuantConfig,
-    RopeConfig,
 )
 
 
-# The same quantity under the names hub checkpoints and transformers' save_pretrained use.
-_ALIASES = {
-    "num_experts": ("num_local_experts", "n_routed_experts"),
-    "num_local_experts": ("num_experts", "n_routed_experts"),
-    "n_routed_experts": ("num_local_experts", "num_experts"),
-}
-
-
-class _Cfg:
-    """config.json with errors that name the file and the field."""
-
-    def __init__(self, d: dict, path: Path):
-        self.d, self.path = d, path
-
-    def _find(self, key: str) -> Any:
-        """The value of ``key`` (or an alias), checked against its kind in config_fields.KINDS."""
-        for k in (key, *_ALIASES.get(key, ())):
-            if self.d.get(k) is not None:
-                return check_field(self.path, k, self.d[k], KINDS.get(k))
-        return None
-
-    def key_of(self, *keys: str) -> str:
-        """The first of ``keys`` (or aliases) config.json holds; else the first (for messages)."""
-        for key in keys:
-            for k in (key, *_ALIASES.get(key, ())):
-                if self.d.get(k) is not None:
-                    return k
-        return keys[0]
-
-    def req(self, key: str) -> Any:
-        v = self._find(key)
-        if v is None:
-            raise CheckpointError(f"{self.path}: required field {key!r} is missing")
-        return v
-
-    def get(self, key: str, default: Any = None) -> Any:
-        v = self._find(key)
-        return default if v is None else v
-
-
-def _rope(
-    c: _Cfg, head_dim: int, *, interleaved: bool = False, default_partial: float = 1.0
-) -> RopeConfig:
-    params = dict(c.get("rope_parameters", {}))
-    if "full_attention" in params and isinstance(
-        params["full_attention"], dict
-    ):  # nested per layer type
-        params = dict(params["full_attention"])
-    legacy = c.get("rope_scaling", {}) or {}
-    params = {**legacy, **params}
-    kind = params.get("rope_type", params.get("type", "default"))
-    theta = params.get("rope_theta", c.get("rope_theta", 10000.0))
-    partial = params.get("partial_rotary_factor", c.get("partial_rotary_factor", default_partial))
-    if kind not in ("default", "yarn"):
-        raise CheckpointError(f"{c.path}: rope type {kind!r} is not supported (default, yarn)")
-    return RopeConfig(
-        theta=float(theta),
-        dim=int(head_dim * partial),
-        kind=kind,
-        factor=float(params.get("factor", 1.0) or 1.0),
-        original_max_position=int(
-            params.get("original_max_position_embeddings")
-            or c.get("original_max_position_embeddings")
-            or c.get("max_position_embeddings", 0)
-        ),
-        beta_fast=float(params.get("beta_fast") or 32.0),
-        beta_slow=float(params.get("beta_slow") or 1.0),
-        mscale=params.get("mscale"),
-        mscale_all_dim=params.get("mscale_all_dim"),
-        attention_factor=params.get("attention_factor"),
-        truncate=bool(params.get("truncate", True)),
-        interleaved=interleaved,
-    )
-
-
-def _quant(c: _Cfg) -> QuantConfig | None:
-    q = c.get("quantization_config")
-    if not q:
-        return None
-    method = q.get("quant_method")
-    if method == "fp8":
-        block = q.get("weight_block_size")
-        if not block:
-            raise CheckpointError(
-                f"{c.path}: fp8 quantization_config needs weight_block_size (per-tensor fp8 is not supported)"
-            )
-        return QuantConfig(
-            "fp8", (int(block[0]), int(block[1])), tuple(q.get("modules_to_not_convert") or ())
-        )
-    if method == "mxfp4":
-        return QuantConfig("mxfp4", None, tuple(q.get("modules_to_not_convert") or ()))
-    raise CheckpointError(
-        f"{c.path}: quantization method {method!r} is not supported (fp8 block-scaled, mxfp4)"
-    )
-
-
-def _eos(c: _Cfg) -> tuple[int, ...]:
-    e = c.get("eos_token_id")
-    return tuple(e) if isinstance(e, list) else (() if e is None else (int(e),))
-
-
 def _base(
-    c: _Cfg, *, moe: MoEConfig, moe_layers, windows, head_dim=None, rope=None, **kw
+    c: HubConfig, *, moe: MoEConfig, moe_layers, windows, head_dim=None, rope=None, **kw
 ) -> ModelConfig:
     n_layers = int(c.req("num_hidden_layers"))
     heads = int(c.req("num_attention_heads"))
@@ -139,20 +37,20 @@ def _base(
         head_dim=hd,
         rms_eps=float(c.get("rms_norm_eps", 1e-6)),
         max_position=int(c.get("max_position_embeddings", 4096)),
-        rope=rope or _rope(c, hd),
+        rope=rope or rope_of(c, hd),
         moe=moe,
         dense_intermediate=int(c.get("intermediate_size", 0)),
         moe_layers=tuple(moe_layers),
         sliding_windows=tuple(windows),
         tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
-        quant=_quant(c),
+        quant=quant_of(c),
         bos_token_id=c.get("bos_token_id"),
-        eos_token_ids=_eos(c),
+        eos_token_ids=eos_of(c),
         **kw,
     )
 
 
-def _qwen_sparse_layers(c: _Cfg) -> list[bool]:
+def _qwen_sparse_layers(c: HubConfig) -> list[bool]:
     n, step, only = (
         int(c.req("num_hidden_layers")),
         int(c.get("decoder_sparse_step", 1)),
@@ -163,7 +61,7 @@ def _qwen_sparse_layers(c: _Cfg) -> list[bool]:
     ]
 
 
-def _windows(c: _Cfg, default_on: bool) -> list[int | None]:
+def _windows(c: HubConfig, default_on: bool) -> list[int | None]:
     n = int(c.req("num_hidden_layers"))
     w = c.get("sliding_window")
     if not w or not c.get("use_sliding_window", default_on):
@@ -176,7 +74,7 @@ def _windows(c: _Cfg, default_on: bool) -> list[int | None]:
     return [int(w)] * n
 
 
-def _qwen_moe(c: _Cfg, *, qwen2: bool) -> ModelConfig:
+def _qwen_moe(c: HubConfig, *, qwen2: bool) -> ModelConfig:
     moe = MoEConfig(
         num_experts=int(c.req("num_experts")),
         top_k=int(c.req("num_experts_per_tok")),
@@ -197,7 +95,7 @@ def _qwen_moe(c: _Cfg, *, qwen2: bool) -> ModelConfig:
     )
 
 
-def _mixtral(c: _Cfg) -> ModelConfig:
+def _mixtral(c: HubConfig) -> ModelConfig:
     moe = MoEConfig(
         num_experts=int(c.req("num_local_experts")),
         top_k=int(c.req("num_experts_per_tok")),
@@ -209,7 +107,7 @@ def _mixtral(c: _Cfg) -> ModelConfig:
     return _base(c, moe=moe, moe_layers=[True] * n, windows=_windows(c, True))
 
 
-def _olmoe(c: _Cfg) -> ModelConfig:
+def _olmoe(c: HubConfig) -> ModelConfig:
     moe = MoEConfig(
         num_experts=int(c.req("num_experts")),
         top_k=int(c.req("num_experts_per_tok")),
@@ -230,7 +128,7 @@ def _olmoe(c: _Cfg) -> ModelConfig:
     )
 
 
-def _deepseek_like(c: _Cfg, *, mla: bool) -> ModelConfig:
+def _deepseek_like(c: HubConfig, *, mla: bool) -> ModelConfig:
     n = int(c.req("num_hidden_layers"))
     k = int(c.get("first_k_dense_replace", 0))
     moe = MoEConfig(
@@ -257,21 +155,21 @@ def _deepseek_like(c: _Cfg, *, mla: bool) -> ModelConfig:
         kw = dict(
             mla=m,
             head_dim=m.qk_rope_dim,
-            rope=_rope(c, m.qk_rope_dim, interleaved=bool(c.get("rope_interleave", True))),
+            rope=rope_of(c, m.qk_rope_dim, interleaved=bool(c.get("rope_interleave", True))),
             qkv_bias=bool(c.get("attention_bias", False)),
             o_bias=bool(c.get("attention_bias", False)),
         )
     else:
         hd = int(c.get("head_dim") or c.req("hidden_size") // int(c.req("num_attention_heads")))
         kw = dict(
-            rope=_rope(c, hd, default_partial=0.5),
+            rope=rope_of(c, hd, default_partial=0.5),
             qkv_bias=bool(c.get("attention_bias", False)),
             qk_norm="head" if c.get("use_qk_norm", False) else None,
         )
     return _base(c, moe=moe, moe_layers=[i >= k for i in range(n)], windows=[None] * n, **kw)
 
 
-def _gpt_oss(c: _Cfg) -> ModelConfig:
+def _gpt_oss(c: HubConfig) -> ModelConfig:
     n = int(c.req("num_hidden_layers"))
     moe = MoEConfig(
         num_experts=int(c.req("num_local_experts")),
@@ -295,7 +193,7 @@ def _gpt_oss(c: _Cfg) -> ModelConfig:
     )
 
 
-def _qwen_hybrid(c: _Cfg, *, next_: bool) -> ModelConfig:
+def _qwen_hybrid(c: HubConfig, *, next_: bool) -> ModelConfig:
     """Qwen3-Next / Qwen3.5-MoE: Gated DeltaNet layers between gated full-attention layers, (1 + w) norms,
     softmax routing with a sigmoid-gated shared expert. Qwen3.5-MoE always renormalises the top-k."""
     n = int(c.req("num_hidden_layers"))
@@ -338,7 +236,7 @@ def _qwen_hybrid(c: _Cfg, *, next_: bool) -> ModelConfig:
         moe=moe,
         moe_layers=sparse,
         windows=[None] * n,
-        rope=_rope(c, hd, default_partial=0.25),
+        rope=rope_of(c, hd, default_partial=0.25),
         qkv_bias=bias,
         o_bias=bias,
         qk_norm="head",
@@ -360,7 +258,7 @@ def _text_part(d: dict) -> dict:
     return text
 
 
-PARSERS: dict[str, Callable[[_Cfg], ModelConfig]] = {
+PARSERS: dict[str, Callable[[HubConfig], ModelConfig]] = {
     "qwen3_next": lambda c: _qwen_hybrid(c, next_=True),
     "qwen3_5_moe": lambda c: _qwen_hybrid(c, next_=False),
     "qwen3_5_moe_text": lambda c: _qwen_hybrid(c, next_=False),
@@ -381,7 +279,7 @@ def parse_config(d: dict, path: Path) -> ModelConfig:
     if d.get("text_config") is not None:
         check_field(path, "text_config", d["text_config"], "dict")
         d = _text_part(d)
-    c = _Cfg(d, path)
+    c = HubConfig(d, path)
     mt = d.get("model_type")
     if not isinstance(mt, str) or mt not in PARSERS:
         raise UnsupportedArchitectureError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 
-from ft_serve.api.responses_items import ToolMap
+from ft_serve.api.responses_tools import ToolMap
 from ft_serve.api.signing import seal
 from ft_serve.api.sse import sse_event
 from ft_serve.parsers import Event
