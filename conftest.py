@@ -16,3 +16,15 @@ import torch
 
 torch.set_num_threads(1)
 sys.modules.setdefault("fla", None)  # `import fla` raises ImportError in this process
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` run only where torch sees a CUDA device (benchmarks/gpu_check.py)."""
+    import pytest
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

@@ -41,12 +41,13 @@ def test_imports_point_one_way(pkg):
 CORE = ROOT / "ft-core" / "src" / "ft_core"
 CORE_LEAVES = {"errors", "model_config", "config", "fla_check", "paths", "env"}
 CORE_FOLDERS = {
+    "device": set(),
     "cache": set(),
-    "experts": set(),
+    "experts": {"device"},
     "tokenizer": set(),
     "layers": {"cache", "experts"},
     "models": {"cache", "experts", "layers"},
-    "memory": {"cache", "experts"},
+    "memory": {"cache", "experts", "device"},
     "loader": {"experts", "models", "tokenizer", "nonfinite"},
 }
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 CODE = r"""
 import random, torch
 from ft_core.experts.bank import ExpertBank
@@ -29,7 +31,7 @@ for victims in ("lru", "reuse"):
         L = n_ids // E
         ref = ExpertCache(bank(n_ids, E), slots, policy=victims)
         ref.pinned[: slots // 4] = slots >= 8  # some pinned slots on the larger caches
-        t = {k: getattr(ref, k).clone() for k in ("slot_of_id", "id_of_slot", "last_use", "pinned", "reuse")}
+        t = {k: getattr(ref, k).clone().to(DEV) for k in ("slot_of_id", "id_of_slot", "last_use", "pinned", "reuse")}
         qf = q_policy(mode, ratio) if mode != "cpu" else (lambda m: 0)
         for step in range(30):
             R = rng.choice([0, 1, 3, 8, 17])
@@ -39,24 +41,35 @@ for victims in ("lru", "reuse"):
                                dtype=torch.int64)
             observe = step % 7 != 3  # now and then a prefetch-like step
             want = ref.control(ids, qf, observe=observe)
-            rs, ci, cs, nc = control(ids, t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode, ratio,
+            rs, ci, cs, nc = control(ids.to(DEV), t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode, ratio,
                                      victims, t["reuse"], E, L, observe)
             n = int(nc)
             assert rs.tolist() == want.route_slot.tolist(), (victims, step, rs, want.route_slot)
             assert ci[:n].tolist() == want.copy_ids.tolist() and cs[:n].tolist() == want.copy_slots.tolist(), (victims, step)
             for k in ("slot_of_id", "id_of_slot", "last_use", "reuse"):
-                assert torch.equal(t[k], getattr(ref, k)), (victims, step, k)
+                assert torch.equal(t[k].cpu(), getattr(ref, k)), (victims, step, k)
             cases += 1
 print("ok", cases)
 """
 
 
-def test_triton_control_matches_torch_control_under_interpreter():
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+def _run(device: str, env: dict) -> None:
+    code = f"DEV = {device!r}\n" + CODE
     res = subprocess.run(
-        [sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900
     )
     assert res.returncode == 0 and "ok" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
+
+
+def test_triton_control_matches_torch_control_under_interpreter():
+    _run("cpu", {**os.environ, "TRITON_INTERPRET": "1"})
+
+
+@pytest.mark.cuda
+def test_triton_control_matches_torch_control_on_the_gpu():
+    """The same steps compiled for the GPU (tables on CUDA, the torch twin on the host)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    _run("cuda", env)
 
 
 HYPOTHESIS = r"""

@@ -65,3 +65,21 @@ def test_choices_are_checked_from_the_literal(name):
 
 def test_optional_choice_may_be_none():
     assert EngineConfig(model="x", dense_format=None).dense_format is None
+
+
+def test_device_names_and_a_missing_gpu_are_refused():
+    import torch
+
+    from ft_core.config import EngineConfig
+
+    with pytest.raises(FTError, match="device 'tpu' is not one of cpu, cuda, cuda:N"):
+        EngineConfig(model=None, device="tpu")
+    with pytest.raises(FTError, match="device 'cuda0' is not one of"):
+        EngineConfig(model=None, device="cuda0")
+    cpu = EngineConfig(model=None)
+    assert cpu.resolved_moe_backend == "cpu" and cpu.dense_device == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(FTError, match=r"torch sees no CUDA device .* use device 'cpu'"):
+            EngineConfig(model=None, device="cuda:1")
+    else:
+        assert EngineConfig(model=None, device="cuda").resolved_moe_backend == "fill"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from types import UnionType
 from typing import Literal, Union, get_args, get_origin, get_type_hints
@@ -46,7 +47,11 @@ class EngineConfig:
     model: str = option(
         help="checkpoint directory (Hugging Face layout or FTW); default: the built-in demo model"
     )
-    device: str = option("cpu", help="cpu (default; GPU execution arrives with the expert cache)")
+    device: str = option(
+        "cpu",
+        help="where the expert cache's slots live: cpu (default) or cuda / cuda:N (the expert tier on "
+        "the GPU; dense weights, KV and states stay on the host for now)",
+    )
     dtype: Dtype = option("float32", help="activations and dense weights (default: float32)")
     expert_impl: ExpertImpl = option(
         "auto",
@@ -151,7 +156,8 @@ class EngineConfig:
     )
     device_expert_impl: DeviceExpertImpl = option(
         "auto",
-        help="routes on cache slots: auto (= expert_impl with --device cpu) | triton | kernel | torch",
+        help="routes on cache slots: auto (= expert_impl with --device cpu; triton for bf16 / f16 "
+        "slots on CUDA, else torch) | triton | kernel | torch",
     )
     record_routing: str | None = option(
         None,
@@ -177,9 +183,12 @@ class EngineConfig:
             v = getattr(self, o.name)
             if o.choices is not None and not (v is None and o.optional) and v not in o.choices:
                 raise FTError(f"{o.name} {v!r} is not one of {', '.join(o.choices)}")
-        if self.device != "cpu":
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+            raise FTError(f"device {self.device!r} is not one of cpu, cuda, cuda:N")
+        if self.device != "cpu" and not torch.cuda.is_available():
             raise FTError(
-                f"device {self.device!r}: this build runs on 'cpu' only; GPU execution arrives with the expert cache"
+                f"device {self.device!r}: torch sees no CUDA device (torch.cuda.is_available() is "
+                "False); use device 'cpu'"
             )
         if self.int8_activations and self.resolved_moe_backend != "cpu":
             raise FTError(
@@ -217,8 +226,16 @@ class EngineConfig:
 
     @property
     def resolved_moe_backend(self) -> str:
-        """ "auto" is "cpu" on a machine without an accelerator (the only kind this build runs on)."""
-        return "cpu" if self.moe_backend == "auto" else self.moe_backend
+        """ "auto" is "cpu" with device "cpu", "fill" (every miss copied to the GPU) with a CUDA device."""
+        if self.moe_backend != "auto":
+            return self.moe_backend
+        return "cpu" if self.device == "cpu" else "fill"
+
+    @property
+    def dense_device(self) -> str:
+        """Where dense weights, KV pages and recurrent states live: the host, for every ``device``
+        in this build (the CUDA path so far moves the expert tier only)."""
+        return "cpu"
 
     @property
     def resolved_linear_attn_impl(self) -> str:
@@ -227,9 +244,9 @@ class EngineConfig:
         from ft_core import fla_check
 
         if self.linear_attn_impl == "fla":
-            fla_check.require_fla(self.device)
+            fla_check.require_fla(self.dense_device)
             return "fla"
-        on_cuda = self.device.startswith("cuda")
+        on_cuda = self.dense_device.startswith("cuda")
         if self.linear_attn_impl == "auto" and on_cuda and fla_check.fla_available():
             return "fla"
         return "torch"

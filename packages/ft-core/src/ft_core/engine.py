@@ -51,7 +51,7 @@ class Engine:
         )  # (every layer keeping state: pages of 0 bytes)
         pages = max(1, min(config.kv_cache_bytes // per_page, pages) if per_page else pages)
         self.kv = PagedKVCache(
-            self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.device
+            self.model.kv_layouts(pages, config.page_size, config.torch_dtype), config.dense_device
         )
         self.max_model_len = min(
             self.max_model_len, pages * config.page_size
@@ -64,10 +64,10 @@ class Engine:
         if (
             self.state_layout is not None
         ):  # recurrent layers / windows: live states, checkpoints, anchors
-            self.live_states = StatePool(self.state_layout, config.state_slots, config.device)
+            self.live_states = StatePool(self.state_layout, config.state_slots, config.dense_device)
             slots = config.checkpoint_slots(self.state_layout.bytes_per_slot)
             if self.prefix is not None and slots > 0 and config.checkpoint_policy != "none":
-                pool = StatePool(self.state_layout, slots, config.device)
+                pool = StatePool(self.state_layout, slots, config.dense_device)
                 self.checkpoints = StateCheckpoints(self.prefix, self.kv, pool)
             else:
                 self.prefix = None  # without checkpoints a hybrid model can resume nowhere
@@ -164,8 +164,8 @@ class Engine:
 
     def expert_stats(self) -> dict:
         """Expert-hierarchy counters: totals and per MoE layer (routes, device/CPU routes, hits, misses,
-        fills, prefetched, evictions, bytes copied, microseconds in the device and CPU branches). Empty for
-        the plain ``cpu`` backend."""
+        fills, prefetched, evictions, bytes copied; ``cpu_us``: the host's own routes, ``wait_us``: the host
+        waiting for the device's slot GEMM after them). Empty for the plain ``cpu`` backend."""
         b = self.model.backend
         if not isinstance(b, CachedBackend):
             return {}

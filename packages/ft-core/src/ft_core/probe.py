@@ -129,8 +129,29 @@ def host_bandwidth_during_copy(fmt: str, device: str, seconds: float = 1.0) -> f
         t.join()
 
 
+def branch_seconds(device: str, steps: int = 200) -> float:
+    """The fixed cost of a layer step that splits its routes (experts/timing.py's ``c``): queue a
+    slot GEMM-sized nothing on the device's compute stream, wait for it, copy its [1, H] partial sum
+    back and add it -- what CachedBackend pays per step beyond the expert bytes. Median seconds."""
+    from ft_core.device import for_name
+
+    dev = for_name(device)
+    y = torch.zeros(1, H)
+    part = torch.zeros(1, H, device=dev.name)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        ev = dev.compute.run(lambda: part + 1)
+        ev.synchronize()
+        y += ev.result().to("cpu")
+        times.append(time.perf_counter() - t0)
+    dev.close()
+    return sorted(times)[len(times) // 2]
+
+
 def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dict:
-    """Measured {"B_H", "B_H_during_copy", "B_P", "key", "cached"}; read from / written to the cache file."""
+    """Measured {"B_H", "B_H_during_copy", "B_P", "branch_us", "key", "cached"}; read from / written to
+    the cache file."""
     key = machine_key(fmt, device)
     f = _cache_file()
     table = {}
@@ -145,6 +166,7 @@ def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dic
         "B_H": host_bandwidth(fmt),
         "B_H_during_copy": host_bandwidth_during_copy(fmt, device),
         "B_P": pcie_bandwidth(device),
+        "branch_us": branch_seconds(device) * 1e6,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     table[key] = rec

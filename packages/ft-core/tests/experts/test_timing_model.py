@@ -7,11 +7,30 @@ from ft_core.experts.timing import choose_policy, hybrid_q, slots_for_free_memor
 
 
 @settings(max_examples=300, deadline=None)
-@given(bp=st.floats(0.5, 200), bh=st.floats(0.5, 300), d=st.integers(1, 64), miss=st.floats(0, 1))
-def test_auto_never_predicted_slower_than_fill_or_cpu(bp, bh, d, miss):
-    best, times = choose_policy(bp * 1e9, bh * 1e9, 9.4e6, d, miss)
+@given(
+    bp=st.floats(0.5, 200),
+    bh=st.floats(0.5, 300),
+    d=st.integers(1, 64),
+    miss=st.floats(0, 1),
+    branch_us=st.floats(0, 5000),
+)
+def test_auto_never_predicted_slower_than_fill_or_cpu(bp, bh, d, miss, branch_us):
+    best, times = choose_policy(bp * 1e9, bh * 1e9, 9.4e6, d, miss, branch_us * 1e-6)
     assert times[best] <= times["fill"] and times[best] <= times["cpu"]
     assert set(times) == {"cpu", "fill", "hybrid"}
+
+
+def test_the_split_steps_fixed_cost_is_charged():
+    """FreeToken's 4090 case: a split that wins on bandwidth alone loses once each layer step pays
+    for queueing, waiting and merging its CPU branch; auto then fills every miss."""
+    b, bp, bh = 9.4e6, 25e9, 63e9
+    assert choose_policy(bp, bh, b, 8, 0.3)[0] == "hybrid"
+    best, times = choose_policy(bp, bh, b, 8, 0.3, branch_s=600e-6)
+    assert best == "fill" and times["hybrid"] > times["fill"]
+    # the cost is charged only when some misses stay on the host
+    assert step_seconds("hybrid", 8, 4, 4, 1e6, 1e9, 2e9, 1e-3) == 4e6 / 1e9
+    assert step_seconds("hybrid", 8, 4, 2, 1e6, 1e9, 2e9, 1e-3) == max(2e6 / 1e9, 2e6 / 2e9) + 1e-3
+    assert step_seconds("static", 8, 0, 0, 1e6, 1e9, 2e9, 1e-3) == 0
 
 
 def test_auto_without_a_device_is_cpu():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from ft_serve.cli_args import engine_args, engine_kwargs, names, server_args
@@ -53,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser(
         "probe",
         help="measure and cache this machine's expert bandwidths (B_H, B_P)",
-        description="Measure B_H (CPU expert kernel weight bytes/s) and B_P (pinned host->device "
-        "copies), print them and cache them per machine and format.",
+        description="Measure B_H (CPU expert kernel weight bytes/s), B_P (pinned host->device "
+        "copies) and the fixed cost of a layer step split between device and CPU, print them and "
+        "cache them per machine and format.",
     )
     pr.add_argument(
         "--format", default="bf16", help="expert weight format (ft_kernels.FORMATS; default bf16)"
@@ -123,6 +125,8 @@ def _probe(args) -> int:
 
     if args.format not in ft_kernels.FORMATS:
         raise FTError(f"--format {args.format!r} is not one of {', '.join(ft_kernels.FORMATS)}")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
+        raise FTError(f"--device {args.device!r} is not one of cpu, cuda, cuda:N")
     r = probe(args.format, args.device, use_cache=not args.no_cache)
     print(f"machine: {r['key']}")
     print(
@@ -137,6 +141,10 @@ def _probe(args) -> int:
         print(f"B_P  host->device copies: {r['B_P']:.1f} GB/s")
         print(f"B_H while copying: {r['B_H_during_copy']:.1f} GB/s")
         print(f"hybrid fill share B_P/B_H: {r['B_P'] / r['B_H']:.2f}")
+    if r.get("branch_us") is not None:  # records cached before it was measured lack it
+        print(
+            f"split step fixed cost: {r['branch_us']:.0f} us (queue, wait for and add a device branch)"
+        )
     return 0
 
 

@@ -85,6 +85,7 @@ class ExpertCache:
         use in reuse's statistics). Mutates the tables; the caller copies ``copy_ids`` -> ``copy_slots``
         before computing."""
         self.clock += 1
+        ids = ids.to(self.device)  # the tables live on the cache's device
         uniq, counts = torch.unique(ids, return_counts=True)
         if observe and self.policy == "reuse" and uniq.numel():
             self._observe(uniq)

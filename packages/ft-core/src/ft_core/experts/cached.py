@@ -7,20 +7,26 @@ Policies (``q`` = fills for m distinct missing ids in one layer step):
   hybrid  q = clamp(floor(m * B_P / B_H + 1/2), 1, m) for m >= 1   (B_P >= B_H degenerates to fill)
   static  a hot set chosen from the routing counts of the first forward, pinned; q = 0 after
 
+One layer step on the Device (device/streams.py): the fills are queued on the copy stream; the slot
+GEMM is queued on the compute stream behind them; the host computes the CPU routes meanwhile; then
+the host waits for the slot GEMM and adds the two partial sums in a fixed order (device first, then
+host), so the result never depends on which branch finished first.
+
 Prefill (a call with >= PREFILL_TOKENS tokens, fill/hybrid policies) double-buffers when the cache
-holds two full layers: every miss of layer l is filled, and while layer l computes, a copy thread
+holds two full layers: every miss of layer l is filled, and while layer l computes, the copy stream
 loads all experts of layer l+1 into slots chosen now (layer l's slots pinned meanwhile). The next
-call waits for that copy first. ``overlap=False`` turns this off for comparison.
+layer's slot GEMM is queued behind that copy (stream order), so nothing waits on the host.
+``overlap=False`` turns this off for comparison.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 
 import torch
 
+from ft_core.device import CpuDevice, Device
 from ft_core.experts.backends import ExpertBackend
 from ft_core.experts.bank import ExpertBank
 from ft_core.experts.cache import ExpertCache
@@ -52,6 +58,7 @@ class CachedBackend(ExpertBackend):
         host_backend: ExpertBackend,
         warmup_calls: int,
         overlap: bool = True,
+        device: Device | None = None,
     ):
         if policy not in POLICIES:
             raise ValueError(f"moe backend {policy!r} is not one of cpu, {', '.join(POLICIES)}")
@@ -68,7 +75,8 @@ class CachedBackend(ExpertBackend):
         self.stats: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.overlap = overlap
         self.num_layers = cache.bank.num_ids // cache.bank.num_experts
-        self._copy: threading.Thread | None = None  # the prefetch of the next layer, if running
+        self.dev = device or CpuDevice()  # the slots' streams (a CpuDevice's are threads)
+        self._copied = None  # the Event after the last copy queued (fills, prefetch, hot set)
 
     def supports(self, bank: ExpertBank) -> bool:
         return self.host_backend.supports(bank) and self.device_backend.supports(self.slot_bank)
@@ -76,34 +84,46 @@ class CachedBackend(ExpertBackend):
     def run(self, bank, x, tok, eid, gate):
         tok, eid = tok.long(), eid.long()  # the cache's tables are int64 (routers may give int32)
         layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
-        self._join()  # slot contents are complete only once a pending prefetch is done
         if self.policy == "static":
             self._static_step(eid)
-        E = bank.num_experts
+        E, c, dev = bank.num_experts, self.cache, self.dev
         prefill = (
             self.overlap
             and self.policy != "static"
             and x.shape[0] >= PREFILL_TOKENS
-            and self.cache.num_slots >= 2 * E
+            and c.num_slots >= 2 * E
         )
-        res = self.cache.control(eid, (lambda m: m) if prefill else self.q_of_m)
-        copied = self.cache.copy_in(res.copy_ids, res.copy_slots)
+        res = c.control(eid, (lambda m: m) if prefill else self.q_of_m)
+        self._copy(res.copy_ids, res.copy_slots)
+        need = (
+            self._copied
+        )  # the slot GEMM waits for every copy queued so far (FIFO), not the prefetch
         if prefill and 0 <= layer < self.num_layers - 1:
             self._prefetch(layer + 1, res.route_slot)
-        on_dev = res.route_slot >= 0
-        y = torch.zeros(x.shape, dtype=torch.float32)
+        route_slot = res.route_slot.cpu()
+        on_dev = route_slot >= 0
         s = self.stats[layer]
         t0 = time.perf_counter()
+        pending = None
         if bool(on_dev.any()):
-            y += self.device_backend.run(
-                self.slot_bank, x, tok[on_dev], res.route_slot[on_dev], gate[on_dev]
+            if need is not None:
+                dev.compute.wait(need)
+            pending = dev.compute.run(
+                self._slot_gemm(x, tok[on_dev], route_slot[on_dev], gate[on_dev])
             )
-        t1 = time.perf_counter()
+        y = torch.zeros(x.shape, dtype=torch.float32)
+        y_host = None
         if not bool(on_dev.all()):
             off = ~on_dev
-            y += self.host_backend.run(bank, x, tok[off], eid[off], gate[off])
-        s["device_us"] += int((t1 - t0) * 1e6)
-        s["cpu_us"] += int((time.perf_counter() - t1) * 1e6)
+            y_host = self.host_backend.run(bank, x, tok[off], eid[off], gate[off])
+        t1 = time.perf_counter()
+        if pending is not None:
+            pending.synchronize()
+            y += pending.result().to(y.device)
+        if y_host is not None:
+            y += y_host
+        s["cpu_us"] += int((t1 - t0) * 1e6)
+        s["wait_us"] += int((time.perf_counter() - t1) * 1e6)
         s["routes"] += int(eid.numel())
         s["device_routes"] += int(on_dev.sum())
         s["cpu_routes"] += int((~on_dev).sum())
@@ -111,18 +131,31 @@ class CachedBackend(ExpertBackend):
         s["misses"] += res.misses
         s["fills"] += int(res.copy_ids.numel())
         s["evictions"] += res.evictions
-        s["bytes_copied"] += copied
+        s["bytes_copied"] += int(res.copy_ids.numel()) * c.bank.nbytes_per_id()
         return y
 
+    def _copy(self, ids: torch.Tensor, slots: torch.Tensor) -> None:
+        """Queue the copy of bank rows ``ids`` [q] into ``slots`` [q] on the copy stream."""
+        if ids.numel():
+            c = self.cache
+            self._copied = self.dev.copy.run(lambda: c.copy_in(ids, slots))
+
+    def _slot_gemm(self, x, tok, slot, gate):
+        """The closure the compute stream runs: the routes on slots, inputs moved to the device."""
+        d = self.cache.device
+        x, tok, slot, gate = (t.to(d, non_blocking=True) for t in (x, tok, slot, gate))
+        bank, backend = self.slot_bank, self.device_backend
+        return lambda: backend.run(bank, x, tok, slot, gate)
+
     def resize(self, slots: int) -> dict:
-        """Resize the cache between forwards (waits for a pending prefetch first); see ExpertCache.resize."""
-        self._join()
+        """Resize the cache between forwards (waits for queued copies and GEMMs first); see ExpertCache.resize."""
+        self.dev.synchronize()
         out = self.cache.resize(slots)
         self.slot_bank = self.cache.slot_bank()
         return out
 
     def _prefetch(self, layer: int, busy_slots: torch.Tensor) -> None:
-        """Choose slots for every expert of ``layer`` now (sparing ``busy_slots``) and copy them in a thread."""
+        """Choose slots for every expert of ``layer`` now (sparing ``busy_slots``) and queue their copy."""
         c, E = self.cache, self.cache.bank.num_experts
         busy = busy_slots[busy_slots >= 0].unique()
         was = c.pinned[busy].clone()
@@ -134,18 +167,8 @@ class CachedBackend(ExpertBackend):
         s = self.stats[layer]
         s["prefetched"] += int(res.copy_ids.numel())
         s["evictions"] += res.evictions
-        s["bytes_copied"] += sum(
-            t[0].numel() * t.element_size() for t in c.bank.tensors.values()
-        ) * int(res.copy_ids.numel())
-        self._copy = threading.Thread(
-            target=c.copy_in, args=(res.copy_ids, res.copy_slots), daemon=True
-        )
-        self._copy.start()
-
-    def _join(self) -> None:
-        if self._copy is not None:
-            self._copy.join()
-            self._copy = None
+        s["bytes_copied"] += c.bank.nbytes_per_id() * int(res.copy_ids.numel())
+        self._copy(res.copy_ids, res.copy_slots)
 
     def _static_step(self, eid: torch.Tensor) -> None:
         """Count routes during warm-up, then load the most-routed ids once and pin them."""
@@ -156,12 +179,12 @@ class CachedBackend(ExpertBackend):
             c = self.cache
             hot = torch.sort(
                 torch.argsort(self.route_counts, descending=True, stable=True)[: c.num_slots]
-            ).values
-            slots = torch.arange(hot.numel())
+            ).values.to(c.device)
+            slots = torch.arange(hot.numel(), device=c.device)
             c.slot_of_id[hot] = slots
             c.id_of_slot[slots] = hot
             c.pinned[slots] = True
-            c.copy_in(hot, slots)
+            self._copy(hot, slots)
 
     def totals(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)

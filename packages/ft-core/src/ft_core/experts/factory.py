@@ -5,6 +5,7 @@ backend. Policy lives here; the model definition only asks for one (DESIGN §3, 
 from __future__ import annotations
 
 from ft_core.config import EngineConfig
+from ft_core.device import for_name
 from ft_core.errors import FTError
 from ft_core.experts.backends import ExpertBackend, select_impl
 from ft_core.experts.bank import ExpertBank
@@ -38,8 +39,12 @@ def build_backend(
     policy = engine.resolved_moe_backend
     if policy == "cpu":
         return host
-    cache = ExpertCache(bank, cache_slots(bank, engine), engine.device, engine.moe_cache_policy)
-    impl = engine.expert_impl if engine.device_expert_impl == "auto" else engine.device_expert_impl
+    dev = for_name(engine.device)
+    cache = ExpertCache(bank, cache_slots(bank, engine), dev.name, engine.moe_cache_policy)
+    impl = engine.device_expert_impl
+    if impl == "auto":
+        gpu_ok = bank.fmt in ("bf16", "f16")  # what the Triton grouped GEMM reads
+        impl = engine.expert_impl if dev.name == "cpu" else ("triton" if gpu_ok else "torch")
     device = select_impl(impl, cache.slot_bank(), moe.swiglu_alpha, moe.swiglu_limit)
     return CachedBackend(
         cache,
@@ -49,4 +54,5 @@ def build_backend(
         host,
         warmup_calls=n_moe_layers,
         overlap=engine.moe_prefill_overlap,
+        device=dev,
     )

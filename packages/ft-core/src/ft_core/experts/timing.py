@@ -6,9 +6,14 @@ concurrently. Hits compute on the device and are taken as free (they read device
 magnitude faster than either link). Seconds per layer step:
 
     cpu     d * b / B_H                    no cache, every routed expert on the host
-    static  m * b / B_H                    frozen hot set; its misses on the host
+    static  m * b / B_H + c                frozen hot set; its misses on the host
     fill    m * b / B_P                    every miss copied in
-    hybrid  max(q * b / B_P, (m - q) * b / B_H),  q = hybrid_q(m, B_P / B_H)
+    hybrid  max(q * b / B_P, (m - q) * b / B_H) + c,  q = hybrid_q(m, B_P / B_H)
+
+``c`` is the fixed cost of a step that splits its routes between device and host (the "CPU branch"):
+queueing the device work, waiting for it and adding the partial sums -- ``ft probe``'s ``branch_us``
+(probe.branch_seconds), charged when m - q > 0. FreeToken's own tracker shows its split losing to
+plain offload on a 4090 (12.75 vs 14.90 tok/s) for want of this term.
 """
 
 from __future__ import annotations
@@ -22,31 +27,44 @@ def hybrid_q(m: int, ratio: float) -> int:
 
 
 def step_seconds(
-    policy: str, d: float, m: float, q: float, b: float, bp: float | None, bh: float
+    policy: str,
+    d: float,
+    m: float,
+    q: float,
+    b: float,
+    bp: float | None,
+    bh: float,
+    branch_s: float = 0.0,
 ) -> float | None:
     """Predicted seconds of one layer step (see the module docstring); None when the policy needs a device
-    (``bp`` None) that this machine lacks."""
+    (``bp`` None) that this machine lacks. ``branch_s``: the fixed cost c of a split step."""
     if policy == "cpu":
         return d * b / bh
     if bp is None:
         return None
+    c = branch_s if m - q > 0 else 0.0
     if policy == "static":
-        return m * b / bh
+        return m * b / bh + (branch_s if m > 0 else 0.0)
     if policy == "fill":
         return m * b / bp
     if policy == "hybrid":
-        return max(q * b / bp, (m - q) * b / bh)
+        return max(q * b / bp, (m - q) * b / bh) + c
     raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
 
 
 def choose_policy(
-    bp: float | None, bh: float, expert_bytes: float, distinct: float, miss_rate: float
+    bp: float | None,
+    bh: float,
+    expert_bytes: float,
+    distinct: float,
+    miss_rate: float,
+    branch_s: float = 0.0,
 ) -> tuple[str, dict]:
     """The ``auto`` policy: the fastest of cpu / fill / hybrid under the model for a layer step with
     ``distinct`` routed experts of which a fraction ``miss_rate`` misses (e.g. 1 - cache fraction for
     uniform routing). Returns (policy, {policy: seconds}). It never returns a policy predicted slower
     than ``fill`` or ``cpu``; without a device (``bp`` None) it is ``cpu``. ``static`` is not a
-    candidate: its hot set needs a routing profile first."""
+    candidate: its hot set needs a routing profile first. ``branch_s``: the split step's fixed cost."""
     m = distinct * miss_rate
     times = {"cpu": step_seconds("cpu", distinct, m, 0, expert_bytes, bp, bh)}
     if bp is not None:
@@ -54,9 +72,9 @@ def choose_policy(
         # Expected q of the rounded rule, evaluated at the expected m (whole misses, at least one).
         mi = max(1, round(m)) if m > 0 else 0
         q = hybrid_q(mi, bp / bh)
-        times["hybrid"] = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh) * (
-            m / mi if mi else 0
-        )
+        split = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh, branch_s)
+        c = branch_s if mi - q > 0 else 0.0
+        times["hybrid"] = (split - c) * (m / mi if mi else 0) + c
     best = min(times, key=lambda p: (times[p], ("hybrid", "fill", "cpu").index(p)))
     return best, times
 

@@ -1,0 +1,263 @@
+"""The prepared GPU check of the CUDA expert tier: one command, a few minutes on one GPU.
+
+    python benchmarks/gpu_check.py [--device cuda] [--out gpu_check.json] [--quick] [--skip-tests]
+
+Needs torch (with CUDA), triton and ft's packages (``pip install --no-deps -e packages/ft-kernels
+packages/ft-core`` over a system torch works; transformers is optional: without it the tiny
+architecture checkpoints other than the demo are skipped, and said so). Downloads nothing. Steps:
+
+1. environment: torch / CUDA / triton versions, the GPU, ft_kernels' CPU ISA;
+2. ``ft probe`` on the device: B_H, B_P, B_H during a copy, the split step's fixed cost;
+3. parity: logits of ``device=DEV`` against the CPU engine (``moe_backend="cpu"``) for every miss
+   policy (fill, hybrid, static) and cache size (1 slot, 25 %, 100 %), on the demo model and tiny
+   qwen3_moe / deepseek_v3-fp8 / gpt_oss-mxfp4 checkpoints, within tests/bounds.py's fp32 bound;
+4. the tests marked ``cuda`` (pytest -m cuda);
+5. timing on a random Qwen3-30B-A3B-shaped checkpoint (2 layers x 64 experts, ~1.3 GB bf16;
+   ``--quick``: a small one): decode tok/s for cpu / fill / hybrid / auto at 3 cache sizes, hit
+   rate, bytes copied a token, the host's share of the MoE step time.
+
+Everything goes into one JSON (``--out``) and a short table on stdout. ``--device cpu`` runs the
+same steps on the CPU stand-in (device/streams.py: the slots in host memory, streams as threads):
+that is how CI keeps this script working (tests/test_gpu_check.py); its timings mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
+
+import torch  # noqa: E402
+
+IDS = [(i * 37 + 11) % 500 + 3 for i in range(40)]
+POLICIES = [  # (name, Engine options)
+    ("fill", dict(moe_backend="fill")),
+    ("hybrid", dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5)),
+    ("static", dict(moe_backend="static")),
+]
+SIZES = [
+    ("1slot", dict(moe_cache_slots=1)),
+    ("25%", dict(moe_cache_fraction=0.25)),
+    ("100%", dict(moe_cache_fraction=1.0)),
+]
+
+
+def environment(device: str) -> dict:
+    import ft_kernels
+
+    out = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+        "cpu_isa": ft_kernels.active_isa(),
+        "threads": ft_kernels.num_threads(),
+    }
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        out["triton"] = None
+    if device.startswith("cuda"):
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        out["cuda"] = torch.version.cuda
+    return out
+
+
+def tiny_models(tmp: Path, quick: bool) -> tuple[list[tuple[str, Path]], list[str]]:
+    """(name, checkpoint) pairs, and why any were skipped."""
+    from ft_core.demo import write_demo_model
+
+    models, skipped = [("demo", write_demo_model(tmp / "demo"))], []
+    if quick:
+        return models, skipped
+    try:
+        import tiny_checkpoints
+    except ImportError as e:  # transformers missing on a bare GPU box
+        return models, [f"tiny architecture checkpoints: {e}"]
+    for arch, variant in [("qwen3_moe", None), ("deepseek_v3", "fp8"), ("gpt_oss", "mxfp4")]:
+        name = arch if variant is None else f"{arch}-{variant}"
+        models.append((name, tiny_checkpoints.make_checkpoint(arch, tmp / name, variant)))
+    return models, skipped
+
+
+def parity(models, device: str, quick: bool) -> list[dict]:
+    """Every policy x size x model: max |logit error| over the fp32 bound of tests/bounds.py."""
+    from bounds import assert_logits_close
+
+    from ft_core import Engine
+
+    rows = []
+    for name, path in models:
+        want = Engine.from_pretrained(path, moe_backend="cpu").score(IDS)
+        for pname, pkw in POLICIES[:1] if quick else POLICIES:
+            for sname, skw in SIZES:
+                row = {"model": name, "policy": pname, "cache": sname}
+                try:
+                    eng = Engine.from_pretrained(path, device=device, **pkw, **skw)
+                    got = eng.score(IDS)
+                    row["max_abs_err"] = float((got - want).abs().max())
+                    assert_logits_close(got, want, eng.model_config)
+                    eng.model.backend.cache.check()
+                    t = eng.expert_stats()["total"]
+                    row.update(
+                        ok=True, device_routes=t["device_routes"], cpu_routes=t["cpu_routes"]
+                    )
+                except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
+                    row.update(ok=False, error=f"{type(e).__name__}: {str(e)[:300]}")
+                rows.append(row)
+                print(
+                    f"  parity {name:16s} {pname:7s} {sname:6s} "
+                    f"{'ok' if row['ok'] else 'FAIL ' + row['error']}",
+                    flush=True,
+                )
+    return rows
+
+
+def cuda_tests() -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "cuda",
+        "-p",
+        "no:cacheprovider",
+        str(ROOT / "tests"),
+    ]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    tail = (res.stdout + res.stderr)[-3000:]
+    print(
+        f"  pytest -m cuda: rc {res.returncode}: {tail.strip().splitlines()[-1] if tail.strip() else ''}"
+    )
+    return {"rc": res.returncode, "tail": tail}
+
+
+def timing(tmp: Path, device: str, quick: bool, probe: dict) -> list[dict]:
+    """Decode tok/s per policy and cache size on a random Qwen3-30B-A3B-shaped checkpoint."""
+    from random_ckpt import Shape, write_checkpoint
+
+    from ft_core import Engine, SamplingParams
+
+    shape = (
+        Shape(
+            layers=2,
+            hidden=256,
+            moe_intermediate=128,
+            experts=16,
+            heads=4,
+            kv_heads=2,
+            head_dim=64,
+            vocab=2048,
+        )
+        if quick
+        else Shape(layers=2, experts=64)
+    )
+    path = tmp / "timing"
+    write_checkpoint(path, shape)
+    n = 8 if quick else 48
+    prompts = [
+        [(i * 7 + 3 + 101 * k) % 1000 + 1 for i in range(64)] for k in range(3)
+    ]  # no shared prefix
+    prompt = prompts[0]
+    ratio = (probe["B_P"] / probe["B_H"]) if probe.get("B_P") else 0.5
+    runs = [("cpu", dict(moe_backend="cpu"))] + [
+        (
+            p,
+            dict(
+                moe_backend=p,
+                moe_bandwidth_ratio=ratio if p == "hybrid" else None,
+                moe_cache_fraction=f,
+            ),
+        )
+        for f in (0.125, 0.25, 0.5)
+        for p in ("fill", "hybrid", "auto")
+    ]
+    rows = []
+    for name, kw in runs:
+        eng = Engine.from_pretrained(path, device=device, dtype="bfloat16", **kw)
+        greedy = lambda k: SamplingParams(max_tokens=k, temperature=0.0, ignore_eos=True)  # noqa: E731
+        eng.generate(prompts[0], greedy(2))  # warm: kernels compiled, slots filled
+        t0 = time.perf_counter()
+        eng.generate(prompts[1], greedy(1))
+        t1 = time.perf_counter()
+        eng.generate(prompts[2], greedy(n + 1))
+        t2 = time.perf_counter()
+        decode_s = max(1e-9, (t2 - t1) - (t1 - t0))
+        row = {
+            "policy": name,
+            "resolved": eng.config.resolved_moe_backend,
+            "cache_fraction": kw.get("moe_cache_fraction"),
+            "decode_tok_s": n / decode_s,
+            "prefill_tok_s": len(prompt) / (t1 - t0),
+        }
+        st = eng.expert_stats()
+        if st:
+            t = st["total"]
+            looked = t["hits"] + t["misses"]
+            tokens = 3 * (len(prompt) + 1) + n + 1  # the three generate calls' forwards
+            busy = t["cpu_us"] + t["wait_us"]
+            row.update(
+                hit_rate=t["hits"] / looked if looked else None,
+                bytes_copied_per_token=t["bytes_copied"] / tokens,
+                cpu_share=t["cpu_us"] / busy if busy else None,
+            )
+        rows.append(row)
+        print(
+            f"  timing {name:7s} cache {row['cache_fraction']!s:6s} decode {row['decode_tok_s']:8.1f} "
+            f"tok/s  hit {row.get('hit_rate') or 0:.2f}  copied/token "
+            f"{(row.get('bytes_copied_per_token') or 0) / 1e6:.1f} MB",
+            flush=True,
+        )
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (the CI stand-in)")
+    ap.add_argument("--out", default="gpu_check.json", help="the JSON written at the end")
+    ap.add_argument(
+        "--quick", action="store_true", help="demo model, fill only, small timing model"
+    )
+    ap.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
+    args = ap.parse_args(argv)
+    if args.device != "cpu" and not torch.cuda.is_available():
+        print(f"gpu_check: --device {args.device}: torch sees no CUDA device", file=sys.stderr)
+        return 2
+    from ft_core.probe import probe
+
+    t0 = time.perf_counter()
+    report: dict = {"environment": environment(args.device)}
+    print("environment:", json.dumps(report["environment"]))
+    os.environ.setdefault("FT_CACHE_DIR", tempfile.mkdtemp(prefix="ft-gpu-check-cache-"))
+    report["probe"] = probe("bf16", args.device, use_cache=False)
+    print("probe:", {k: v for k, v in report["probe"].items() if k != "key"})
+    with tempfile.TemporaryDirectory(prefix="ft-gpu-check-") as d:
+        tmp = Path(d)
+        models, report["skipped"] = tiny_models(tmp, args.quick)
+        for why in report["skipped"]:
+            print("  skipped:", why)
+        report["parity"] = parity(models, args.device, args.quick)
+        report["cuda_tests"] = None if args.skip_tests else cuda_tests()
+        report["timing"] = timing(tmp, args.device, args.quick, report["probe"])
+    ok = all(r["ok"] for r in report["parity"]) and (
+        report["cuda_tests"] is None or report["cuda_tests"]["rc"] in (0, 5)
+    )
+    report["ok"], report["seconds"] = ok, time.perf_counter() - t0
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"gpu_check: {'ok' if ok else 'FAILED'} in {report['seconds']:.0f} s; wrote {args.out}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

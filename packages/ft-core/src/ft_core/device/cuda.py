@@ -1,0 +1,71 @@
+"""CudaDevice: the device interface (device/streams.py) on torch.cuda streams and events.
+
+A closure run on a stream launches its kernels from the calling thread under ``torch.cuda.stream``
+and returns at once; the Event is a ``torch.cuda.Event`` recorded after them. Tensors a closure
+allocates are tied to the stream that made them (``record_stream`` is left to the closure) and its
+result is usable by another stream once that stream ``wait``s for the event. Host buffers are pinned,
+so copies between them and the device are asynchronous. Not run in CI (no GPU there):
+``benchmarks/gpu_check.py`` exercises it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ft_core.device.streams import Device, Event, Stream
+
+
+class _CudaEvent(Event):
+    def __init__(self, ev: torch.cuda.Event, value: Any):
+        self._ev, self._value = ev, value
+
+    def synchronize(self) -> None:
+        self._ev.synchronize()
+
+    def result(self) -> Any:
+        return self._value
+
+
+class _CudaStream(Stream):
+    def __init__(self, device: torch.device):
+        self._s = torch.cuda.Stream(device=device)
+
+    def run(self, fn: Callable[[], Any]) -> Event:
+        with torch.cuda.stream(self._s):
+            value = fn()
+            ev = torch.cuda.Event()
+            ev.record(self._s)
+        return _CudaEvent(ev, value)
+
+    def wait(self, ev: Event) -> None:
+        if isinstance(ev, _CudaEvent):
+            self._s.wait_event(ev._ev)
+        else:  # work done on the host: nothing to wait for on the device
+            ev.synchronize()
+
+
+class CudaDevice(Device):
+    def __init__(self, name: str = "cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "CUDA is not available to torch (torch.cuda.is_available() is False)"
+            )
+        dev = torch.device(name)
+        self.name = str(
+            dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
+        )
+        self._dev = torch.device(self.name)
+        self.copy = _CudaStream(self._dev)
+        self.compute = _CudaStream(self._dev)
+
+    def mem_get_info(self) -> tuple[int, int]:
+        free, total = torch.cuda.mem_get_info(self._dev)
+        return int(free), int(total)
+
+    def host_buffer(self, shape, dtype) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, pin_memory=True)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self._dev)

@@ -1,0 +1,180 @@
+"""The device interface of the expert hierarchy: ordered work queues ("streams"), events, and the
+memory questions the cache asks (DESIGN §3). The orchestration in experts/cached.py is written once
+against it and runs on two implementations:
+
+  CpuDevice    every stream a worker thread that runs its closures in order (the CI stand-in; the
+               "device" memory is host memory). ``delay`` puts a random sleep before each copy-stream
+               task, so tests can force every interleaving the ordering rules allow.
+  CudaDevice   torch.cuda streams and events (device/cuda.py): a closure's kernels are launched on
+               the stream from the calling thread and run asynchronously.
+
+Semantics shared by both (the contract the orchestration relies on, and all it may rely on):
+  ``stream.run(fn) -> Event``  fn's work is ordered after everything run on that stream before, and
+                               after every event the stream was told to ``wait`` for; the Event is
+                               done when fn's work is. fn's return value is ``event.result()``
+                               (CpuDevice: the value; CudaDevice: the value, whose tensors are ready
+                               only once the event is done).
+  ``stream.wait(ev)``          later work on the stream starts after ``ev`` is done (no host wait).
+  ``ev.synchronize()``         the host waits for ``ev``; an exception raised by fn is raised here.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import torch
+
+
+class Event(ABC):
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Block the host until the work before this event is done; re-raise its exception."""
+
+    @abstractmethod
+    def result(self) -> Any:
+        """The return value of the closure this event follows (after ``synchronize``)."""
+
+
+class Stream(ABC):
+    @abstractmethod
+    def run(self, fn: Callable[[], Any]) -> Event: ...
+
+    @abstractmethod
+    def wait(self, ev: Event) -> None: ...
+
+
+class Device(ABC):
+    """One accelerator as the expert hierarchy sees it: where slots live, a copy stream for fills
+    and prefetches, a compute stream for the slot GEMM, and its memory."""
+
+    name: str  # torch device string of the slots and tables ("cpu", "cuda:0")
+    copy: Stream
+    compute: Stream
+
+    @abstractmethod
+    def mem_get_info(self) -> tuple[int, int]:
+        """(free, total) bytes of device memory."""
+
+    def host_buffer(self, shape, dtype) -> torch.Tensor:
+        """A host tensor the device can copy from or into asynchronously (pinned on CUDA)."""
+        return torch.empty(shape, dtype=dtype)
+
+    def synchronize(self) -> None:
+        """Wait until every stream is idle."""
+        for s in (self.copy, self.compute):
+            s.run(lambda: None).synchronize()
+
+    def close(self) -> None:
+        """Release the streams' resources (threads); the device may not be used after."""
+
+
+# ---- the CPU stand-in -------------------------------------------------------------------------
+class _Done(Event):
+    """An event that is done at once (work that ran on the caller's thread)."""
+
+    def __init__(self, value: Any = None):
+        self._value = value
+
+    def synchronize(self) -> None:
+        pass
+
+    def result(self) -> Any:
+        return self._value
+
+
+class _ThreadEvent(Event):
+    def __init__(self):
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def _set(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._value, self._error = value, error
+        self._done.set()
+
+    def synchronize(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+
+    def result(self) -> Any:
+        self.synchronize()
+        return self._value
+
+
+class ThreadStream(Stream):
+    """A stream as one daemon worker thread taking closures in FIFO order. ``delay`` (seconds, or
+    None): a random sleep in [0, delay) before each task (tests). An exception in a task fails its
+    own event and every later event of the stream (as a failed CUDA stream would)."""
+
+    def __init__(self, name: str, delay: float | None = None, seed: int = 0):
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._delay, self._rng = delay, random.Random(seed)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name=f"ft-{name}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fn, ev = item
+            if self._delay:
+                threading.Event().wait(self._rng.random() * self._delay)
+            if self._error is not None:
+                ev._set(error=self._error)
+                continue
+            try:
+                ev._set(fn())
+            except BaseException as e:  # noqa: BLE001 -- handed to whoever synchronizes
+                self._error = e
+                ev._set(error=e)
+
+    def run(self, fn: Callable[[], Any]) -> Event:
+        ev = _ThreadEvent()
+        self._q.put((fn, ev))
+        return ev
+
+    def wait(self, ev: Event) -> None:
+        self._q.put((ev.synchronize, _ThreadEvent()))
+
+    def close(self) -> None:
+        self._q.put(None)
+
+
+class CpuDevice(Device):
+    """The device tier in host memory, its streams as threads (see the module docstring).
+    ``memory``: the (free, total) bytes ``mem_get_info`` reports (default: the host's available
+    memory from /proc/meminfo)."""
+
+    def __init__(
+        self, delay: float | None = None, seed: int = 0, memory: tuple[int, int] | None = None
+    ):
+        self.name = "cpu"
+        self.copy = ThreadStream("copy", delay, seed)
+        self.compute = ThreadStream("compute", None, seed + 1)
+        self._memory = memory
+
+    def mem_get_info(self) -> tuple[int, int]:
+        if self._memory is not None:
+            return self._memory
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, v = line.split(":", 1)
+                info[k] = int(v.split()[0]) * 1024
+        return info.get("MemAvailable", info["MemFree"]), info["MemTotal"]
+
+    def close(self) -> None:
+        self.copy.close()
+        self.compute.close()
+
+
+def done(value: Any = None) -> Event:
+    """An Event already done, carrying ``value`` (work the caller did itself)."""
+    return _Done(value)
