@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import ft_kernels as fk
-from ft_core.probe import read_bandwidth
+from ft_core.experts.probe import read_bandwidth
 from ft_kernels.formats import ExpertWeights
 
 SHAPES = {"qwen3-30b-a3b": (2048, 768), "deepseek-v3": (7168, 2048)}

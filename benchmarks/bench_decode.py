@@ -19,7 +19,7 @@ import time
 import torch
 
 from ft_core import Engine, SamplingParams
-from ft_core.probe import read_bandwidth
+from ft_core.experts.probe import read_bandwidth
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ FTW directories. llama.cpp is ``--llama-cpp DIR`` (a source tree with ``build/bi
 ``llama-quantize``), else the one vendored in the ``llama-cpp-python==0.3.36`` sdist under
 ``~/.cache/ft/llamacpp``, built there once (``-DGGML_NATIVE=ON``, Release) when its binaries are
 missing. Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
-bandwidth (``ft_core.probe.read_bandwidth`` on that many threads), ft in a fresh process
+bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads), ft in a fresh process
 (``FT_NUM_THREADS`` = ``OMP_NUM_THREADS`` = N, ``torch.set_num_threads(N)``, ``Engine.from_pretrained(
 dtype="bfloat16", prefix_cache=False)``, one warm-up generation, then a prompt of each length with
 ``max_tokens=1`` -- distinct random token ids -- and ``--decode`` tokens, batch 1, greedy, after a
@@ -727,7 +727,7 @@ def main() -> None:
 
     import torch
 
-    from ft_core.probe import read_bandwidth
+    from ft_core.experts.probe import read_bandwidth
 
     buf = torch.ones((1 << 30) // 4)
     pairs = []

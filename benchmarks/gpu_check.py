@@ -234,7 +234,7 @@ def main(argv=None) -> int:
     if args.device != "cpu" and not torch.cuda.is_available():
         print(f"gpu_check: --device {args.device}: torch sees no CUDA device", file=sys.stderr)
         return 2
-    from ft_core.probe import probe
+    from ft_core.experts.probe import probe
 
     t0 = time.perf_counter()
     report: dict = {"environment": environment(args.device)}

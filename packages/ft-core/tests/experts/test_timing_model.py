@@ -60,3 +60,43 @@ def test_slots_for_free_memory():
     assert slots_for_free_memory(10 * 2**30, 2**30, 100, reserve_bytes=2**30, fraction=1.0) == 9
     assert slots_for_free_memory(10 * 2**30, 2**30, 5) == 5  # never more slots than experts
     assert slots_for_free_memory(2**30, 2**31, 100) == 0
+
+
+def test_auto_policy_reads_the_probe():
+    """``auto`` on a device: the probe's GB/s and microseconds into choose_policy (B_H measured during a
+    copy preferred); hybrid's ratio is B_P over that B_H."""
+    from ft_core.experts.timing import auto_policy
+
+    b = 9.4e6
+    rec = {"B_H": 80.0, "B_H_during_copy": 63.0, "B_P": 25.0, "branch_us": 50.0}
+    policy, ratio, times = auto_policy(rec, b, 8, 0.7)
+    assert policy == "hybrid" and ratio == 25.0 / 63.0 and set(times) == {"cpu", "fill", "hybrid"}
+    assert auto_policy({**rec, "branch_us": 2000.0}, b, 8, 0.7)[:2] == ("fill", None)
+    assert auto_policy({"B_H": 20.0, "B_P": None}, b, 8, 0.5)[:2] == ("cpu", None)
+    assert auto_policy({**rec, "B_P": 0.001}, b, 8, 0.5)[0] == "cpu"  # a link not worth a cache
+    assert auto_policy({**rec, "branch_us": None}, b, 8, 1.0)[0] in (
+        "fill",
+        "hybrid",
+    )  # old records
+
+
+def test_cache_slots_from_free_device_memory(demo_dir):
+    """Without a size option, a GPU's cache takes whole slots in 90 % of its free memory after a
+    reserve of 1 GiB + 10 %; a size option wins; too little memory is a clear error."""
+    import pytest
+
+    from ft_core import Engine, FTError
+    from ft_core.config import EngineConfig
+    from ft_core.experts.factory import cache_slots
+
+    bank = Engine.from_pretrained(demo_dir).model.bank
+    per, n = bank.nbytes_per_id(), bank.num_ids
+    cfg = EngineConfig(model=None)
+    free = (1 << 30) * 10 // 9 + 5 * per * 10 // 8  # room for ~5 slots after the reserve
+    got = cache_slots(bank, cfg, free)
+    assert got == min(n, int((free - (1 << 30) - free // 10) * 0.9) // per) and got >= 1
+    assert cache_slots(bank, cfg, 1 << 40) == n  # never more slots than experts
+    assert cache_slots(bank, cfg, None) == max(1, round(n * 0.5))  # the CPU stand-in's default
+    assert cache_slots(bank, EngineConfig(model=None, moe_cache_slots=3), 1 << 40) == 3
+    with pytest.raises(FTError, match="no room for one expert"):
+        cache_slots(bank, cfg, 1 << 29)

@@ -121,7 +121,7 @@ def _probe(args) -> int:
     import ft_kernels
 
     from ft_core import FTError
-    from ft_core.probe import probe
+    from ft_core.experts.probe import probe
 
     if args.format not in ft_kernels.FORMATS:
         raise FTError(f"--format {args.format!r} is not one of {', '.join(ft_kernels.FORMATS)}")

@@ -152,6 +152,8 @@ class CachedBackend(ExpertBackend):
         self.dev.synchronize()
         out = self.cache.resize(slots)
         self.slot_bank = self.cache.slot_bank()
+        if self.cache.device.startswith("cuda"):  # hand the old store back, so free memory shows it
+            torch.cuda.empty_cache()
         return out
 
     def _prefetch(self, layer: int, busy_slots: torch.Tensor) -> None:

@@ -11,12 +11,17 @@ from ft_core.experts.backends import ExpertBackend, select_impl
 from ft_core.experts.bank import ExpertBank
 from ft_core.experts.cache import ExpertCache
 from ft_core.experts.cached import CachedBackend
+from ft_core.experts.probe import probe
+from ft_core.experts.timing import auto_policy, slots_for_free_memory
 from ft_core.model_config import MoEConfig
+from ft_kernels import FORMATS
 
 
-def cache_slots(bank: ExpertBank, engine: EngineConfig) -> int:
+def cache_slots(bank: ExpertBank, engine: EngineConfig, free_bytes: int | None = None) -> int:
     """Device slots of the expert cache: ``moe_cache_slots``, else ``moe_cache_bytes`` over one expert's bytes,
-    else ``moe_cache_fraction`` (default one half) of every expert."""
+    else ``moe_cache_fraction`` of every expert, else -- on a GPU, ``free_bytes`` being its free memory
+    now -- whole slots in 90 % of it after a reserve of 1 GiB + 10 % (activations, the allocator's
+    slack), else one half of every expert."""
     if engine.moe_cache_slots:
         return engine.moe_cache_slots
     if engine.moe_cache_bytes:
@@ -24,6 +29,16 @@ def cache_slots(bank: ExpertBank, engine: EngineConfig) -> int:
         if slots < 1:
             raise FTError(
                 f"moe_cache_bytes={engine.moe_cache_bytes} holds no expert ({bank.nbytes_per_id()} bytes each)"
+            )
+        return slots
+    if engine.moe_cache_fraction is None and free_bytes is not None:
+        reserve = (1 << 30) + free_bytes // 10
+        slots = slots_for_free_memory(free_bytes, bank.nbytes_per_id(), bank.num_ids, reserve)
+        if slots < 1:
+            raise FTError(
+                f"the GPU has {free_bytes / 2**30:.1f} GiB free: no room for one expert "
+                f"({bank.nbytes_per_id()} bytes) after a {reserve / 2**30:.1f} GiB reserve; "
+                "set --moe-cache-size or use --device cpu"
             )
         return slots
     return max(1, round(bank.num_ids * (engine.moe_cache_fraction or 0.5)))
@@ -36,11 +51,21 @@ def build_backend(
     host = select_impl(
         engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations
     )
-    policy = engine.resolved_moe_backend
+    policy, ratio = engine.resolved_moe_backend, engine.moe_bandwidth_ratio
     if policy == "cpu":
         return host
     dev = for_name(engine.device)
-    cache = ExpertCache(bank, cache_slots(bank, engine), dev.name, engine.moe_cache_policy)
+    free = dev.mem_get_info()[0] if dev.name != "cpu" else None
+    slots = cache_slots(bank, engine, free)
+    if (
+        engine.moe_backend == "auto"
+    ):  # on a device: the fastest split on this machine's measurements
+        rec = probe(bank.fmt if bank.fmt in FORMATS else "bf16", dev.name)  # cached per machine
+        policy, ratio, _ = auto_policy(rec, bank.nbytes_per_id(), moe.top_k, slots / bank.num_ids)
+        if policy == "cpu":
+            dev.close()
+            return host
+    cache = ExpertCache(bank, slots, dev.name, engine.moe_cache_policy)
     impl = engine.device_expert_impl
     if impl == "auto":
         gpu_ok = bank.fmt in ("bf16", "f16")  # what the Triton grouped GEMM reads
@@ -49,7 +74,7 @@ def build_backend(
     return CachedBackend(
         cache,
         policy,
-        engine.moe_bandwidth_ratio,
+        ratio,
         device,
         host,
         warmup_calls=n_moe_layers,

@@ -86,3 +86,26 @@ def slots_for_free_memory(
     ``reserve_bytes`` (KV pages, activations), at most one per expert id, at least 0."""
     room = int((free_bytes - reserve_bytes) * fraction)
     return max(0, min(num_ids, room // max(1, slot_bytes)))
+
+
+def auto_policy(
+    probe: dict, expert_bytes: float, top_k: int, cache_fraction: float
+) -> tuple[str, float | None, dict]:
+    """``moe_backend="auto"`` on a device: (policy, B_P / B_H for hybrid or None, predicted seconds)
+    from a probe record (experts/probe.py: GB/s and microseconds) for one decode token's layer step
+    (``top_k`` distinct experts) with a cache of ``cache_fraction`` of all experts. The miss rate is
+    taken as 1 - cache_fraction (routing spread evenly: what a cold or unpredictable model gives;
+    trained routers miss less, which only favours the cache further). B_H is the one measured while
+    a copy runs when there is one (fills and CPU routes share the memory bus)."""
+    bp = probe.get("B_P")
+    bh = probe.get("B_H_during_copy") or probe["B_H"]
+    branch_s = (probe.get("branch_us") or 0.0) * 1e-6
+    policy, times = choose_policy(
+        None if bp is None else bp * 1e9,
+        bh * 1e9,
+        expert_bytes,
+        top_k,
+        max(0.0, 1.0 - cache_fraction),
+        branch_s,
+    )
+    return policy, (bp / bh if policy == "hybrid" else None), times
