@@ -164,3 +164,43 @@ def test_late_copies_never_change_the_result(tiny_ckpt, kw, seed):
     t = late.expert_stats()["total"]
     assert t["device_routes"] > 0  # slots were read
     assert kw["moe_backend"] == "static" or t["fills"] > 0  # (static: its hot set is copied once)
+
+
+def test_triton_cache_control_in_the_engine_under_interpreter(tiny_ckpt):
+    """cache_control_impl="triton" (the default on CUDA) runs every layer step's control through the
+    Triton kernel (TRITON_INTERPRET=1 on the CPU): same victims and copy lists as the torch step, so
+    logits, tokens and every counter equal the torch-control engine's, bit for bit."""
+    import os
+    import subprocess
+    import sys
+
+    path = tiny_ckpt("qwen3_moe")
+    code = f"""
+import torch
+from ft_core import Engine, SamplingParams
+ids = {IDS!r}
+greedy = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+cases = [dict(moe_backend="fill", moe_cache_slots=16, moe_cache_policy="reuse"),
+         dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, moe_cache_policy="lru"),
+         dict(moe_backend="static", moe_cache_slots=6)]
+for kw in cases:
+    out = []
+    for impl in ("torch", "triton"):
+        eng = Engine.from_pretrained({str(path)!r}, cache_control_impl=impl, **kw)
+        assert eng.model.backend.cache.control_impl == impl
+        out.append((eng.score(ids), eng.generate(ids[:12], greedy)[0].token_ids, eng.expert_stats()["total"]))
+        eng.model.backend.cache.check()
+    assert torch.equal(out[0][0], out[1][0]), kw
+    assert out[0][1] == out[1][1], kw
+    keys = ("routes", "device_routes", "hits", "misses", "fills", "evictions", "bytes_copied", "prefetched")
+    assert {{k: out[0][2].get(k) for k in keys}} == {{k: out[1][2].get(k) for k in keys}}, (kw, out[0][2], out[1][2])
+print("ok")
+"""
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

@@ -21,6 +21,7 @@ DeviceExpertImpl = Literal["auto", "triton", "kernel", "torch"]
 CheckpointPolicy = Literal["anchors", "every_n", "llama", "none"]
 LinearAttnImpl = Literal["auto", "torch", "fla"]
 MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
+CacheControlImpl = Literal["auto", "torch", "triton"]
 MoeCachePolicy = Literal["lru", "reuse"]  # = ft_core.experts.cache.POLICIES (a test checks)
 KernelFormat = Literal[
     "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"
@@ -153,6 +154,12 @@ class EngineConfig:
         flag="--no-decode-plans",
         help="decode steps: run each decoder layer op by op from Python instead of as one C++ call "
         "(models/decode_plan.py; the same result, bit for bit)",
+    )
+    cache_control_impl: CacheControlImpl = option(
+        "auto",
+        help="the expert cache's per-layer control step (lookup, victims, copy list): torch "
+        "(experts/cache.py) or triton (its twin, one kernel on the device, no host sync inside); "
+        "auto: triton on CUDA, torch on the CPU",
     )
     device_expert_impl: DeviceExpertImpl = option(
         "auto",

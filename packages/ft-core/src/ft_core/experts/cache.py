@@ -48,7 +48,14 @@ REUSE_SHIFT = 4  # p <- p - p / 16 + (routed ? 1/16 : 0) at each visit of the id
 class ExpertCache:
     """Slot storage (same layout and dtype as the host bank) plus the tables of the victim policy."""
 
-    def __init__(self, bank: ExpertBank, slots: int, device: str = "cpu", policy: str = "lru"):
+    def __init__(
+        self,
+        bank: ExpertBank,
+        slots: int,
+        device: str = "cpu",
+        policy: str = "lru",
+        control_impl: str = "torch",
+    ):
         if slots < 1:
             raise ValueError(f"expert cache needs at least 1 slot, got {slots}")
         if policy not in POLICIES:
@@ -70,6 +77,9 @@ class ExpertCache:
         self.pinned = torch.zeros(S, dtype=torch.bool, device=device)
         self.reuse = torch.zeros(bank.num_ids, dtype=torch.int64, device=device)
         self.clock = 0
+        if control_impl not in ("torch", "triton"):
+            raise ValueError(f"cache control {control_impl!r} is not one of torch, triton")
+        self.control_impl = control_impl  # triton: ft_kernels.gpu.cache_control, this method's twin
 
     def slot_bank(self) -> ExpertBank:
         """An ExpertBank view whose flat ids are slots (for backends computing the device routes)."""
@@ -78,14 +88,19 @@ class ExpertCache:
             b, tensors=self.store, _kernel_views=None
         )  # every field but the tensors
 
-    def control(self, ids: torch.Tensor, q_of_m, observe: bool = True) -> ControlResult:
+    def control(
+        self, ids: torch.Tensor, q_of_m, observe: bool = True, mode: tuple[str, float] | None = None
+    ) -> ControlResult:
         """One layer step: look up ``ids`` [R] (one MoE layer's flat ids), fill ``q_of_m(m)`` of the m missing
         ids into the unpinned slots not used in this step that the policy evicts first, and rewrite every route
         to a slot or -1. ``observe``: the step is real routing (False: a prefetch, which must not count as
         use in reuse's statistics). Mutates the tables; the caller copies ``copy_ids`` -> ``copy_slots``
-        before computing."""
+        before computing. ``mode``: the same rule as (name, ratio) of the Triton kernel's modes (cpu, fill,
+        hybrid); given, with ``control_impl`` "triton" and at most 1024 routes, the kernel runs the step."""
         self.clock += 1
         ids = ids.to(self.device)  # the tables live on the cache's device
+        if self.control_impl == "triton" and mode is not None and ids.numel() <= 1024:
+            return self._control_triton(ids, mode, observe)
         uniq, counts = torch.unique(ids, return_counts=True)
         if observe and self.policy == "reuse" and uniq.numel():
             self._observe(uniq)
@@ -110,6 +125,26 @@ class ExpertCache:
         return ControlResult(
             self.slot_of_id[ids], fill, victims, int(hit.sum()), m, int(evicted.numel())
         )
+
+    def _control_triton(
+        self, ids: torch.Tensor, mode: tuple[str, float], observe: bool
+    ) -> ControlResult:
+        """The step by ft_kernels.gpu.cache_control (the tables updated on the device); the counters are
+        read back after it (the caller needs the routes on the host anyway)."""
+        from ft_kernels.gpu.cache_control import control
+
+        before = self.id_of_slot.clone()
+        E = self.bank.num_experts
+        route_slot, copy_ids, copy_slots, n = control(
+            ids, self.slot_of_id, self.id_of_slot, self.last_use, self.pinned, self.clock, mode[0],
+            mode[1], self.policy, self.reuse, E, self.bank.num_ids // E, observe,
+        )  # fmt: skip
+        q = int(n.item())
+        fill, victims = copy_ids[:q], copy_slots[:q]
+        uniq = torch.unique(ids)
+        missed = int((self.slot_of_id[uniq] < 0).sum()) + q  # left on the CPU, plus filled now
+        evicted = int((before[victims] >= 0).sum())
+        return ControlResult(route_slot, fill, victims, int(uniq.numel()) - missed, missed, evicted)
 
     def _observe(self, uniq: torch.Tensor) -> None:
         """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0."""

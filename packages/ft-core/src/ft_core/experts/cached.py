@@ -65,6 +65,10 @@ class CachedBackend(ExpertBackend):
         self.name = policy
         self.cache, self.policy = cache, policy
         self.q_of_m = q_policy(policy, ratio)
+        # the same rule as the Triton control kernel's mode (cache.control_impl "triton")
+        self.mode = {"fill": ("fill", 1.0), "hybrid": ("hybrid", ratio), "static": ("cpu", 1.0)}[
+            policy
+        ]
         self.device_backend, self.host_backend = device_backend, host_backend
         self.slot_bank = cache.slot_bank()
         self.warmup_calls = (
@@ -93,7 +97,10 @@ class CachedBackend(ExpertBackend):
             and x.shape[0] >= PREFILL_TOKENS
             and c.num_slots >= 2 * E
         )
-        res = c.control(eid, (lambda m: m) if prefill else self.q_of_m)
+        if prefill:
+            res = c.control(eid, lambda m: m, mode=("fill", 1.0))
+        else:
+            res = c.control(eid, self.q_of_m, mode=self.mode)
         self._copy(res.copy_ids, res.copy_slots)
         need = (
             self._copied
@@ -163,7 +170,8 @@ class CachedBackend(ExpertBackend):
         was = c.pinned[busy].clone()
         c.pinned[busy] = True
         try:
-            res = c.control(torch.arange(layer * E, (layer + 1) * E), lambda m: m, observe=False)
+            ids = torch.arange(layer * E, (layer + 1) * E)
+            res = c.control(ids, lambda m: m, observe=False, mode=("fill", 1.0))
         finally:
             c.pinned[busy] = was
         s = self.stats[layer]

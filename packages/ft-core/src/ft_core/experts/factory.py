@@ -65,7 +65,10 @@ def build_backend(
         if policy == "cpu":
             dev.close()
             return host
-    cache = ExpertCache(bank, slots, dev.name, engine.moe_cache_policy)
+    control = engine.cache_control_impl
+    if control == "auto":
+        control = "torch" if dev.name == "cpu" else "triton"
+    cache = ExpertCache(bank, slots, dev.name, engine.moe_cache_policy, control)
     impl = engine.device_expert_impl
     if impl == "auto":
         gpu_ok = bank.fmt in ("bf16", "f16")  # what the Triton grouped GEMM reads
