@@ -180,13 +180,23 @@ class ExpertCache:
         return torch.sort(key, descending=True, stable=True).indices[:q]
 
     def copy_in(self, ids: torch.Tensor, slots: torch.Tensor) -> int:
-        """Copy every bank row of ``ids`` into ``slots`` (one indexed copy per bank tensor). Returns bytes."""
+        """Copy every bank row of ``ids`` into ``slots``. Returns bytes. In host memory: one indexed copy
+        per bank tensor. To a GPU from a page-locked bank: one asynchronous copy per row (each row is
+        contiguous, MBs long: DMA at link speed, queued on the current stream, no staging); from a
+        pageable bank: gathered rows, then one copy per tensor (synchronous)."""
         if ids.numel() == 0:
             return 0
-        n = 0
+        n, ids_h = 0, ids.cpu()
+        pairs = list(zip(ids_h.tolist(), slots.cpu().tolist()))
         for k, t in self.bank.tensors.items():
-            rows = t[ids.cpu()]
-            self.store[k][slots] = rows.to(self.device, non_blocking=True)
+            dst = self.store[k]
+            if self.device != "cpu" and t.is_pinned():
+                for i, s in pairs:
+                    dst[s].copy_(t[i], non_blocking=True)
+                n += int(ids_h.numel()) * t[0].numel() * t.element_size()
+                continue
+            rows = t[ids_h]
+            dst[slots] = rows.to(self.device, non_blocking=True)
             n += rows.numel() * rows.element_size()
         return n
 

@@ -12,6 +12,7 @@ import torch
 
 from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank
+from ft_core.loader.ftw_io import pin_in_place
 from ft_core.loader.hf_experts import load_hf_bank
 from ft_core.loader.quant import FLOAT, FP8, fp8_block_dequant
 from ft_core.loader.tensor_index import TensorIndex
@@ -87,8 +88,11 @@ class WeightReader:
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
         """Every MoE layer's experts (``prefixes[m]``: that layer's MLP module name) in one bank of
         ``len(prefixes) * E`` flat ids, read from the checkpoint's expert tensors (FTW readers hand
-        over their pre-built bank instead)."""
-        return load_hf_bank(self, cfg, prefixes)
+        over their pre-built bank instead). Page-locked where CUDA is present, as FTW banks are, so
+        the expert cache's fills are asynchronous row copies."""
+        bank = load_hf_bank(self, cfg, prefixes)
+        pin_in_place(list(bank.tensors.values()), bank)
+        return bank
 
     def read_into(self, jobs: list[tuple[str, torch.Tensor]]) -> None:
         """Each stored tensor ``name`` into ``dest`` (mutated; the stored shape) for ``(name, dest)`` in
