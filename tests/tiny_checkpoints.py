@@ -243,8 +243,12 @@ VISION_35 = dict(
 ROUTER_STD = {"deepseek_v3": 0.3, "glm4_moe": 0.3}
 
 
-def make_config(arch: str, vocab_size: int, special_ids: dict) -> transformers.PretrainedConfig:
-    text = dict(vocab_size=vocab_size, **special_ids, **{**_COMMON, **CONFIGS[arch]})
+def make_config(
+    arch: str, vocab_size: int, special_ids: dict, overrides: dict | None = None
+) -> transformers.PretrainedConfig:
+    text = dict(
+        vocab_size=vocab_size, **special_ids, **{**_COMMON, **CONFIGS[arch], **(overrides or {})}
+    )
     if arch == "qwen3_5_moe":
         return AutoConfig.for_model(
             arch, text_config=text, vision_config=VISION_35, tie_word_embeddings=False
@@ -288,8 +292,11 @@ def _perturb(model: torch.nn.Module, arch: str) -> None:
             p.copy_(ROUTER_STD.get(arch, 0.5) * torch.randn_like(p, dtype=torch.float32))
 
 
-def make_checkpoint(arch: str, out_dir, variant: str | None = None, seed: int = 0) -> Path:
-    """Write the tiny ``(arch, variant)`` checkpoint into ``out_dir`` (created) and return its path."""
+def make_checkpoint(
+    arch: str, out_dir, variant: str | None = None, seed: int = 0, overrides: dict | None = None
+) -> Path:
+    """Write the tiny ``(arch, variant)`` checkpoint into ``out_dir`` (created) and return its path;
+    ``overrides``: config fields changed (e.g. sizes that whole quantisation blocks divide)."""
     if (arch, variant) not in VARIANTS:
         raise ValueError(f"unknown checkpoint {(arch, variant)}; known: {VARIANTS}")
     out = Path(out_dir)
@@ -301,7 +308,7 @@ def make_checkpoint(arch: str, out_dir, variant: str | None = None, seed: int = 
     family = FAMILY[arch]
     tok = tiny_tokenizers.write_tokenizer(family, out)
     ids = tiny_tokenizers.special_ids(family, tok)
-    config = make_config(arch, tok.get_vocab_size(with_added_tokens=True), ids)
+    config = make_config(arch, tok.get_vocab_size(with_added_tokens=True), ids, overrides)
 
     torch.manual_seed(seed)
     model = _auto_class(arch).from_config(config, dtype=torch.bfloat16)

@@ -1,4 +1,5 @@
-"""Open a checkpoint directory: config.json -> ModelConfig, tensors -> Decoder, tokenizer files."""
+"""Open a checkpoint: a Hugging Face or FTW directory (config.json -> ModelConfig, tensors -> Decoder,
+tokenizer files) or a GGUF file (loader/gguf_read.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ft_core.config import EngineConfig
 from ft_core.errors import CheckpointError
 from ft_core.loader.ftw_format import is_ftw_dir
 from ft_core.loader.ftw_read import open_ftw
+from ft_core.loader.gguf_read import is_gguf, open_gguf
 from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
@@ -45,10 +47,17 @@ def read_json(path: Path, required: bool) -> dict:
 def load_checkpoint(cfg: EngineConfig) -> Checkpoint:
     root = Path(cfg.model).expanduser()
     if not root.exists():
-        raise CheckpointError(f"{root}: no such checkpoint directory")
+        raise CheckpointError(f"{root}: no such checkpoint directory or GGUF file")
+    if is_gguf(root):  # llama.cpp / Ollama / LM Studio model file (loader/gguf_read.py)
+        model_config, reader, tokenizer, gen = open_gguf(root, cfg.torch_dtype)
+        try:
+            model = Decoder(reader, model_config, cfg)
+        finally:
+            reader.g.close()
+        return Checkpoint(model_config, model, tokenizer, gen)
     if not root.is_dir():
         raise CheckpointError(
-            f"{root}: not a directory (give the checkpoint directory, not a file)"
+            f"{root}: not a directory or a .gguf file (give the checkpoint directory)"
         )
     model_config = parse_config(read_json(root / "config.json", True), root / "config.json")
     gen = read_json(root / "generation_config.json", False)

@@ -1,0 +1,129 @@
+"""A GGUF model's routed experts (``blk.N.ffn_{gate,up,down}_exps``: [E, I, H], [E, I, H], [E, H, I]) as
+one ExpertBank. Types the kernels read as they are stay in their bits, repacked only:
+
+  Q4_0   blocks of 32: f16 d, 16 bytes; element j < 16 the low nibble of byte j, j >= 16 the high
+         nibble of byte j - 16; value (q - 8) d            -> int4_sym, group 32, fp32 scale d (exact)
+  MXFP4  blocks of 32: e8m0 byte e, 16 bytes as Q4_0's; value e2m1(q) 2^(e - 127)
+                                                           -> mxfp4 (exact)
+  BF16 / F16 / F32                                         -> the bank's own float format
+
+Every other type (Q8_0, Q4_1, Q5_0, Q5_1, the K-quants …) is dequantised with llama.cpp's own
+``gguf.quants.dequantize`` into an f32 bank: exact, but 2-8x the file's bytes -- said in a log line.
+A bank takes one format: when the three kinds differ (Q4_K_M mixes Q4_K and Q6_K), the f32 one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from ft_core.errors import CheckpointError
+from ft_core.experts.bank import ExpertBank
+from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
+
+log = logging.getLogger("ft_core.loader")
+KINDS = ("gate", "up", "down")
+_FLOAT = {
+    "F32": ("f32", torch.float32),
+    "F16": ("f16", torch.float16),
+    "BF16": ("bf16", torch.bfloat16),
+}
+_NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4"}
+
+
+def _nibbles_to_pairs(qs: np.ndarray) -> np.ndarray:
+    """[..., 16] GGML block bytes (low nibbles = elements 0..15, high = 16..31) -> [..., 16] bytes of
+    the kernels' packing (element 2k in the low nibble of byte k, 2k + 1 in the high one)."""
+    codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)  # [..., 32] element order
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+
+
+def _blocks(t: GGUFTensor, block_bytes: int) -> np.ndarray:
+    """A quantised [E, rows, cols] tensor's bytes as [E, rows, cols / 32, block_bytes]."""
+    E, rows, cols = t.shape
+    if cols % 32:
+        raise CheckpointError(
+            f"{t.file}: tensor {t.name!r}: {cols} columns is not whole blocks of 32"
+        )
+    return np.asarray(t.data).reshape(E, rows, cols // 32, block_bytes)
+
+
+def _float_kind(t: GGUFTensor, dtype: torch.dtype) -> torch.Tensor:
+    if t.type_name in _FLOAT:
+        a = np.asarray(t.data)
+        if t.type_name == "BF16":
+            return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).reshape(t.shape)
+        return torch.from_numpy(a.copy()).reshape(t.shape).to(dtype)
+    import gguf
+
+    try:
+        vals = gguf.quants.dequantize(np.asarray(t.data), t.type)
+    except NotImplementedError as e:
+        raise CheckpointError(
+            f"{t.file}: tensor {t.name!r} has GGML type {t.type_name}, which ft cannot read; "
+            "requantize the model with llama-quantize to Q8_0, Q4_K or Q6_K"
+        ) from e
+    return torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(t.shape)
+
+
+def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tensor]:
+    """One expert kind ([E, rows, cols]) in bank format ``fmt`` under names ``prefix``_*."""
+    if fmt == "int4_sym":
+        b = _blocks(t, 18)
+        d = b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+        q = _nibbles_to_pairs(b[..., 2:]).reshape(*b.shape[:2], -1)
+        return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(d)}
+    if fmt == "mxfp4":
+        b = _blocks(t, 17)
+        return {
+            f"{prefix}_blocks": torch.from_numpy(_nibbles_to_pairs(b[..., 1:])),
+            f"{prefix}_scales": torch.from_numpy(b[..., 0].copy()),
+        }
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[fmt]
+    return {prefix: _float_kind(t, dtype).to(dtype)}
+
+
+def gguf_bank(
+    g: GGUFFile, layers: list[int], num_experts: int, hidden: int, inter: int
+) -> ExpertBank:
+    """Every MoE layer's experts (``layers``: the GGUF block numbers of the MoE layers, in order) in one
+    ExpertBank of ``len(layers) * num_experts`` flat ids (SwiGLU; w13 = gate rows, then up rows)."""
+    want = {"gate": (num_experts, inter, hidden), "up": (num_experts, inter, hidden),
+            "down": (num_experts, hidden, inter)}  # fmt: skip
+    types = set()
+    for n in layers:
+        for k in KINDS:
+            t = g.tensor(f"blk.{n}.ffn_{k}_exps.weight")
+            if t.shape != want[k]:
+                raise CheckpointError(
+                    f"{t.file}: tensor {t.name!r} has shape {list(t.shape)}, expected {list(want[k])} "
+                    "(experts, rows, columns) from the metadata"
+                )
+            types.add(t.type_name)
+    if len(types) == 1 and (ty := next(iter(types))) in _NATIVE:
+        fmt = _NATIVE[ty]
+    elif len(types) == 1 and ty in _FLOAT:
+        fmt = _FLOAT[ty][0]
+    else:
+        fmt = "f32"
+        log.warning(
+            "%s: expert weights in %s are dequantised to float32 at load (%s); kernels for them "
+            "are not built yet", g.path, "/".join(sorted(types)), "exact, but several times the file's size",
+        )  # fmt: skip
+    tensors: dict[str, torch.Tensor] = {}
+    E = num_experts
+    for m, n in enumerate(
+        layers
+    ):  # layer by layer into preallocated tensors: no second copy of the bank
+        parts = {k: _kind_tensors(g.tensor(f"blk.{n}.ffn_{k}_exps.weight"), fmt, k) for k in KINDS}
+        for key in parts["gate"]:
+            suffix = key[len("gate") :]
+            w13 = torch.cat([parts["gate"][key], parts["up"]["up" + suffix]], dim=1)
+            for name, t in (("w13" + suffix, w13), ("w2" + suffix, parts["down"]["down" + suffix])):
+                if name not in tensors:
+                    tensors[name] = torch.empty((len(layers) * E, *t.shape[1:]), dtype=t.dtype)
+                tensors[name][m * E : (m + 1) * E] = t
+    group = 32 if fmt == "int4_sym" else 0
+    return ExpertBank(fmt, num_experts, hidden, inter, "swiglu", tensors, fp8_block=group)

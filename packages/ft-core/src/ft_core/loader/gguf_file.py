@@ -1,0 +1,110 @@
+"""A GGUF model file as llama.cpp writes it, read with llama.cpp's own reader (the ``gguf`` package):
+metadata by key and tensors by GGUF name, across the parts of a split model
+(``NAME-00001-of-0000N.gguf``). Tensor data stays memory-mapped until a caller converts it.
+
+Errors name the file and the key or tensor: a truncated or corrupt file, a missing part, a missing
+metadata key, a tensor of an unexpected shape.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ft_core.errors import CheckpointError
+
+_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+_MISSING = object()
+
+
+def split_parts(path: Path) -> list[Path]:
+    """Every part of the model ``path`` belongs to (itself when not split), in order."""
+    m = _SPLIT.match(path.name)
+    if not m:
+        return [path]
+    n = int(m["n"])
+    parts = [path.with_name(f"{m['stem']}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise CheckpointError(
+            f"{path}: split model of {n} parts, missing {', '.join(missing)} beside it"
+        )
+    return parts
+
+
+def _open(path: Path):
+    import gguf
+
+    try:
+        return gguf.GGUFReader(str(path))
+    except (ValueError, IndexError, OSError, KeyError, TypeError) as e:
+        raise CheckpointError(
+            f"{path}: not a readable GGUF file ({type(e).__name__}: {e}); the file may be "
+            "truncated or corrupt: download or convert it again"
+        ) from e
+
+
+class GGUFTensor:
+    """One tensor: GGML type, shape in torch order (outermost first), the raw bytes or values."""
+
+    def __init__(self, t, file: Path):
+        self.name: str = t.name
+        self.type = t.tensor_type  # gguf.GGMLQuantizationType
+        self.shape: tuple[int, ...] = tuple(int(x) for x in reversed(t.shape.tolist()))
+        self.data: np.ndarray = t.data  # memory-mapped (quantised types: uint8 blocks per row)
+        self.file = file
+
+    @property
+    def type_name(self) -> str:
+        return self.type.name
+
+
+class GGUFFile:
+    """Metadata (from the first part) and tensors (from every part) of one GGUF model."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise CheckpointError(f"{self.path}: no such GGUF file")
+        self.parts = split_parts(self.path)
+        readers = [_open(p) for p in self.parts]
+        self._fields = readers[0].fields
+        self.tensors: dict[str, GGUFTensor] = {}
+        for p, r in zip(self.parts, readers):
+            for t in r.tensors:
+                self.tensors[t.name] = GGUFTensor(t, p)
+        self._readers = readers  # keep the memory maps alive
+        self.arch = str(self.get("general.architecture"))
+
+    def has(self, key: str) -> bool:
+        return key in self._fields
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        """The value of metadata ``key`` (str, number, bool or list); CheckpointError when missing
+        and no ``default`` is given."""
+        f = self._fields.get(key)
+        if f is None:
+            if default is _MISSING:
+                raise CheckpointError(f"{self.path}: metadata key {key!r} is missing")
+            return default
+        try:
+            return f.contents()
+        except (UnicodeDecodeError, ValueError, IndexError) as e:
+            raise CheckpointError(f"{self.path}: metadata key {key!r} is unreadable ({e})") from e
+
+    def arch_get(self, key: str, default: Any = _MISSING) -> Any:
+        """``{general.architecture}.{key}``, e.g. ``block_count``."""
+        return self.get(f"{self.arch}.{key}", default)
+
+    def tensor(self, name: str) -> GGUFTensor:
+        t = self.tensors.get(name)
+        if t is None:
+            raise CheckpointError(f"{self.path}: tensor {name!r} is missing")
+        return t
+
+    def close(self) -> None:
+        self._readers = []
+        self.tensors = {}

@@ -1,0 +1,71 @@
+"""llama.cpp's tensor names -> the Hugging Face names ft's model definitions read, per architecture,
+and the one data transformation llama.cpp's converter applies to them: the Q / K rows of ``llama``
+(Mixtral) permuted from Hugging Face's half-split rotary layout into GGML's interleaved one.
+
+Only non-expert tensors are mapped here; routed experts go to the bank (loader/gguf_experts.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+# GGUF name (without ".weight" / ".bias") -> HF module name, "{n}" the block number.
+_COMMON = {
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
+    "blk.{n}.attn_norm": "model.layers.{n}.input_layernorm",
+    "blk.{n}.attn_q": "model.layers.{n}.self_attn.q_proj",
+    "blk.{n}.attn_k": "model.layers.{n}.self_attn.k_proj",
+    "blk.{n}.attn_v": "model.layers.{n}.self_attn.v_proj",
+    "blk.{n}.attn_output": "model.layers.{n}.self_attn.o_proj",
+    "blk.{n}.attn_q_norm": "model.layers.{n}.self_attn.q_norm",
+    "blk.{n}.attn_k_norm": "model.layers.{n}.self_attn.k_norm",
+    "blk.{n}.ffn_norm": "model.layers.{n}.post_attention_layernorm",
+    "blk.{n}.ffn_gate_inp": "model.layers.{n}.mlp.gate",
+    "blk.{n}.ffn_gate": "model.layers.{n}.mlp.gate_proj",
+    "blk.{n}.ffn_up": "model.layers.{n}.mlp.up_proj",
+    "blk.{n}.ffn_down": "model.layers.{n}.mlp.down_proj",
+    "blk.{n}.ffn_gate_shexp": "model.layers.{n}.mlp.shared_expert.gate_proj",
+    "blk.{n}.ffn_up_shexp": "model.layers.{n}.mlp.shared_expert.up_proj",
+    "blk.{n}.ffn_down_shexp": "model.layers.{n}.mlp.shared_expert.down_proj",
+    "blk.{n}.ffn_gate_inp_shexp": "model.layers.{n}.mlp.shared_expert_gate",
+}
+_MIXTRAL = {**_COMMON, "blk.{n}.ffn_gate_inp": "model.layers.{n}.block_sparse_moe.gate"}
+# general.architecture -> (HF model_type, name table, Q/K rows permuted by the converter)
+ARCHS = {
+    "qwen3moe": ("qwen3_moe", _COMMON, False),
+    "qwen2moe": ("qwen2_moe", _COMMON, False),
+    "olmoe": ("olmoe", _COMMON, False),
+    "llama": ("mixtral", _MIXTRAL, True),
+}
+EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+
+
+def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
+    """HF tensor name -> GGUF tensor name for every non-expert tensor of the file."""
+    table = ARCHS[arch][1]
+    pats = [
+        (re.compile("^" + re.escape(g).replace(r"\{n\}", r"(?P<n>\d+)") + r"\.(weight|bias)$"), h)
+        for g, h in table.items()
+    ]
+    out = {}
+    for name in gguf_names:
+        if any(k in name for k in EXPERT_KINDS):
+            continue
+        for rx, h in pats:
+            if m := rx.match(name):
+                hf = h.format(n=m.groupdict().get("n")) + "." + m.group(m.lastindex)
+                out[hf] = name
+                break
+    return out
+
+
+def unpermute_rows(w: torch.Tensor, heads: int) -> torch.Tensor:
+    """Undo llama.cpp's ``LlamaModel.permute`` of a Q or K projection's rows (or bias): rows
+    [heads, 2, d/2] (HF: first halves, then second halves) were stored as [heads, d/2, 2] (pairs)."""
+    rest = w.shape[1:]
+    d = w.shape[0] // heads
+    return w.reshape(heads, d // 2, 2, *rest).transpose(1, 2).reshape(w.shape)

@@ -1,0 +1,128 @@
+"""``open_gguf``: a GGUF model file (or the first part of a split one) as ft's loader sees a checkpoint:
+ModelConfig (gguf_config.py), dense tensors under their Hugging Face names (``GGUFIndex``, a
+TensorIndex), the expert bank (gguf_experts.py) and the tokenizer (tokenizer/gguf_vocab.py).
+
+Dense tensors in F32 / F16 / BF16 are handed out as stored; quantised ones are dequantised by
+llama.cpp's ``gguf.quants.dequantize`` to float32 (the engine casts them to its dtype). Q / K rows of
+``llama`` files are permuted back to Hugging Face's rotary layout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ft_core.errors import CheckpointError
+from ft_core.experts.bank import ExpertBank
+from ft_core.loader.gguf_config import generation_eos, hf_config
+from ft_core.loader.gguf_experts import gguf_bank
+from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
+from ft_core.loader.gguf_names import ARCHS, name_map, unpermute_rows
+from ft_core.loader.weights import WeightReader
+from ft_core.model_config import ModelConfig
+from ft_core.models.config_parse import parse_config
+from ft_core.tokenizer import Tokenizer
+from ft_core.tokenizer.gguf_vocab import gguf_tokenizer
+
+_STORED = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def to_torch(t: GGUFTensor) -> torch.Tensor:
+    """The tensor's values in torch order: as stored for float types, float32 for quantised ones."""
+    a = np.asarray(t.data)
+    if t.type_name == "BF16":
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).reshape(t.shape)
+    if t.type_name in _STORED:
+        return torch.from_numpy(a.copy()).reshape(t.shape)
+    import gguf
+
+    try:
+        vals = gguf.quants.dequantize(a, t.type)
+    except NotImplementedError as e:
+        raise CheckpointError(
+            f"{t.file}: tensor {t.name!r} has GGML type {t.type_name}, which ft cannot read; "
+            "requantize the model with llama-quantize (e.g. to Q8_0)"
+        ) from e
+    return torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(t.shape)
+
+
+class GGUFIndex:
+    """TensorIndex over a GGUF file's non-expert tensors, under Hugging Face names."""
+
+    def __init__(self, g: GGUFFile, heads: int, kv_heads: int):
+        self.g, self.dir = g, g.path
+        self.map = name_map(g.arch, list(g.tensors))
+        self._permute = ARCHS[g.arch][2]
+        self._heads = {"q_proj": heads, "k_proj": kv_heads}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.map
+
+    def names(self) -> list[str]:
+        return list(self.map)
+
+    def _tensor(self, name: str) -> GGUFTensor:
+        if name not in self.map:
+            raise CheckpointError(f"{self.g.path}: no tensor for {name!r} (llama.cpp name unknown)")
+        return self.g.tensor(self.map[name])
+
+    def get(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        t = self._tensor(name)
+        if shape is not None and tuple(shape) != t.shape:
+            raise CheckpointError(
+                f"{t.file}: tensor {t.name!r} ({name}) has shape {list(t.shape)}, expected {list(shape)}"
+            )
+        out = to_torch(t)
+        proj = name.split(".")[-2]
+        if self._permute and proj in self._heads:
+            out = unpermute_rows(out, self._heads[proj])
+        return out
+
+    def dtype(self, name: str) -> torch.dtype:
+        return _STORED.get(self._tensor(name).type_name, torch.float32)
+
+    def file_of(self, name: str) -> Path:
+        return self._tensor(name).file
+
+    def read_into(self, jobs: list[tuple[str, torch.Tensor]]) -> None:
+        for name, dest in jobs:
+            dest.copy_(self.get(name, tuple(dest.shape)))
+
+    def close(self) -> None:
+        """The memory maps stay open while the expert bank is still to be built; GGUFWeights closes."""
+
+
+class GGUFWeights(WeightReader):
+    """WeightReader over a GGUF file: dense tensors through GGUFIndex, experts from gguf_bank."""
+
+    def __init__(self, g: GGUFFile, dtype: torch.dtype, cfg: ModelConfig):
+        super().__init__(GGUFIndex(g, cfg.num_heads, cfg.num_kv_heads), dtype, None)
+        self.g = g
+
+    def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
+        layers = [int(p.split(".")[2]) for p in prefixes]  # "model.layers.N.mlp"
+        m = cfg.moe
+        return gguf_bank(self.g, layers, m.num_experts, cfg.hidden_size, m.intermediate)
+
+
+def is_gguf(path: Path) -> bool:
+    return path.is_file() and path.suffix == ".gguf"
+
+
+def open_gguf(path: Path, dtype: torch.dtype):
+    """(ModelConfig, GGUFWeights, Tokenizer, generation config dict) of the GGUF model at ``path``."""
+    g = GGUFFile(path)
+    cfg = parse_config(hf_config(g), g.path)
+    tok, config, template, eos = gguf_tokenizer(g, str(g.path))
+    if tok.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
+        raise CheckpointError(
+            f"{g.path}: {tok.get_vocab_size()} tokens but the embedding has {cfg.vocab_size} rows"
+        )
+    return (
+        cfg,
+        GGUFWeights(g, dtype, cfg),
+        Tokenizer(tok, config, template, eos),
+        generation_eos(eos),
+    )

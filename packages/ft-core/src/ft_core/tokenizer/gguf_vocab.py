@@ -1,0 +1,119 @@
+"""A GGUF file's own tokenizer (``tokenizer.ggml.*``) as a ``tokenizers`` BPE, so a GGUF model needs no
+other file: every token at its GGUF id, the merges, the pre-tokenizer llama.cpp names in
+``tokenizer.ggml.pre`` (its split rules, llama-vocab.cpp), control tokens as special added tokens and
+user-defined ones (``<think>`` …) as non-special ones, BOS prepended when ``add_bos_token`` says so, and
+the chat template. The ids equal those of the model's Hugging Face tokenizer for the pre-tokenizers
+listed in ``PRE`` (tests/test_gguf.py checks them); any other is refused by name.
+"""
+
+from __future__ import annotations
+
+from ft_core.errors import CheckpointError
+
+# llama.cpp's token types (gguf.TokenType)
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+_QWEN2 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_LLAMA3 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# tokenizer.ggml.pre -> (split regexes applied in turn before byte-level mapping, NFC normalisation)
+# ("gpt-2": the byte-level pre-tokenizer's own GPT-2 rule).
+PRE = {
+    "gpt-2": (None, False),
+    "qwen2": ([_QWEN2], True),
+    "llama-bpe": ([_LLAMA3], False),
+    "llama3": ([_LLAMA3], False),
+    "deepseek-v3": (
+        [
+            r"\p{N}{1,3}",
+            r"[一-龥぀-ゟ゠-ヿ]+",
+            r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        ],
+        False,
+    ),  # fmt: skip
+}
+
+
+def gguf_tokenizer(meta, where: str):
+    """(tokenizers.Tokenizer, tokenizer_config-like dict, chat template or None, eos ids) from the
+    GGUF metadata reader ``meta`` (``meta.get(key, default)``); ``where`` names the file in errors."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, processors
+    from tokenizers import pre_tokenizers as pt
+
+    kind = meta.get("tokenizer.ggml.model", None)
+    if kind != "gpt2":
+        raise CheckpointError(
+            f"{where}: tokenizer.ggml.model {kind!r} is not supported (ft reads byte-level BPE "
+            "vocabularies, 'gpt2', from a GGUF)"
+        )
+    pre = meta.get("tokenizer.ggml.pre", "gpt-2")
+    if pre not in PRE:
+        raise CheckpointError(
+            f"{where}: tokenizer.ggml.pre {pre!r} is not one ft can reproduce "
+            f"({', '.join(sorted(PRE))})"
+        )
+    tokens = meta.get("tokenizer.ggml.tokens")
+    types = meta.get("tokenizer.ggml.token_type", [NORMAL] * len(tokens))
+    merges = meta.get("tokenizer.ggml.merges", [])
+    if len(types) != len(tokens):
+        raise CheckpointError(
+            f"{where}: {len(tokens)} tokens but {len(types)} token types (tokenizer.ggml.token_type)"
+        )
+    vocab = {t: i for i, t in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        raise CheckpointError(f"{where}: tokenizer.ggml.tokens repeats a token")
+    pairs = []
+    for m in merges:
+        a, sep, b = m.partition(" ")
+        if not sep:
+            raise CheckpointError(f"{where}: merge {m!r} is not two tokens split by a space")
+        pairs.append((a, b))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs))
+    splits, nfc = PRE[pre]
+    if splits is None:
+        tok.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    else:
+        tok.pre_tokenizer = pt.Sequence(
+            [pt.Split(Regex(r), behavior="isolated") for r in splits]
+            + [pt.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+    if nfc:
+        tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(
+        [
+            AddedToken(t, special=True, normalized=False)
+            for t, k in zip(tokens, types)
+            if k == CONTROL
+        ]
+    )
+    tok.add_tokens(
+        [AddedToken(t, special=False, normalized=False)
+         for t, k in zip(tokens, types) if k == USER_DEFINED]
+    )  # fmt: skip
+
+    def tid(key):
+        i = meta.get(f"tokenizer.ggml.{key}_token_id", None)
+        if i is not None and not 0 <= int(i) < len(tokens):
+            raise CheckpointError(f"{where}: tokenizer.ggml.{key}_token_id {i} is out of range")
+        return None if i is None else int(i)
+
+    bos, eos = tid("bos"), tid("eos")
+    config = {
+        "bos_token": None if bos is None else tokens[bos],
+        "eos_token": None if eos is None else tokens[eos],
+        "pad_token": None if tid("padding") is None else tokens[tid("padding")],
+    }
+    if bos is not None and meta.get("tokenizer.ggml.add_bos_token", False):
+        b = tokens[bos]
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{b}:0 $A:0", pair=f"{b}:0 $A:0 {b}:1 $B:1", special_tokens=[(b, bos)]
+        )
+    eos_ids = [i for i in (eos, tid("eot"), tid("eom")) if i is not None]
+    eos_ids = list(dict.fromkeys(eos_ids))
+    return tok, config, meta.get("tokenizer.chat_template", None), eos_ids

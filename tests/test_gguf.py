@@ -1,0 +1,174 @@
+"""GGUF models (loader/gguf_*.py): tiny checkpoints written as GGUF under llama.cpp's converter
+conventions (tests/tiny_gguf.py) give, in ft, the logits transformers gives in float32 on the same
+weights dequantised from the GGUF's bits by llama.cpp's own ``gguf.quants.dequantize``; the tokenizer
+rebuilt from the GGUF gives the Hugging Face tokenizer's ids; bad files are refused by name."""
+
+import pytest
+import torch
+from bounds import assert_logits_close
+from tiny_checkpoints import load_reference, make_checkpoint
+from tiny_gguf import write_gguf
+
+from ft_core import Engine, FTError, SamplingParams
+from ft_core.errors import CheckpointError, UnsupportedArchitectureError
+
+IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+# sizes that whole blocks divide (K-quants: 256 columns), the rest as the tiny configs
+SIZES = dict(hidden_size=256, head_dim=64, intermediate_size=256, moe_intermediate_size=256,
+             shared_expert_intermediate_size=256)  # fmt: skip
+# (architecture, expert type, dense type, bank format ft keeps the experts in)
+CASES = [
+    ("qwen3_moe", "F32", "F32", "f32"),
+    ("qwen3_moe", "BF16", "BF16", "bf16"),
+    ("qwen3_moe", "Q4_0", "Q8_0", "int4_sym"),
+    ("qwen3_moe", "Q4_K", "Q8_0", "f32"),
+    ("qwen2_moe", "Q5_K", "F16", "f32"),
+    ("qwen2_moe", "Q8_0", "Q8_0", "f32"),
+    ("olmoe", "MXFP4", "BF16", "mxfp4"),
+    ("olmoe", "Q6_K", "Q4_0", "f32"),
+    ("mixtral", "Q4_0", "Q8_0", "int4_sym"),
+    ("mixtral", "Q6_K", "F32", "f32"),
+]
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    cache = {}
+
+    def get(arch):
+        if arch not in cache:
+            cache[arch] = make_checkpoint(
+                arch, tmp_path_factory.mktemp(arch) / arch, overrides=SIZES
+            )
+        return cache[arch]
+
+    return get
+
+
+@pytest.mark.parametrize("arch,experts,dense,bank", CASES, ids=lambda v: str(v))
+def test_gguf_matches_transformers_on_the_dequantised_weights(
+    hf, tmp_path, arch, experts, dense, bank
+):
+    path, ref_dir = write_gguf(hf(arch), tmp_path / f"{arch}.gguf", experts, dense)
+    eng = Engine.from_pretrained(path)
+    assert eng.model.bank.fmt == bank  # Q4_0 / MXFP4 stay 4-bit in ft's kernels, repacked exactly
+    ref = load_reference(ref_dir)
+    with torch.no_grad():
+        want = ref(torch.tensor([IDS])).logits[0].float()
+    assert_logits_close(eng.score(IDS), want, eng.model_config)
+
+
+def test_split_gguf_equals_the_single_file(hf, tmp_path):
+    one, _ = write_gguf(hf("qwen3_moe"), tmp_path / "one.gguf", "Q4_0", "Q8_0")
+    first, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", "Q8_0", split=3)
+    assert first.name == "m-00001-of-00003.gguf"
+    a, b = Engine.from_pretrained(one), Engine.from_pretrained(first)
+    assert torch.equal(a.score(IDS), b.score(IDS))
+    assert a.generate(IDS[:9], GREEDY)[0].token_ids == b.generate(IDS[:9], GREEDY)[0].token_ids
+    (tmp_path / "m-00002-of-00003.gguf").unlink()
+    with pytest.raises(CheckpointError, match="missing m-00002-of-00003.gguf"):
+        Engine.from_pretrained(first)
+
+
+@pytest.mark.parametrize("arch", ["qwen3_moe", "mixtral", "olmoe"])
+def test_gguf_tokenizer_gives_the_hf_ids(hf, tmp_path, arch):
+    """The tokenizer rebuilt from tokenizer.ggml.* against the checkpoint's tokenizer.json: ids of
+    text, special and markup tokens, chat-template prompts; BOS, EOS, template."""
+    from ft_core.tokenizer import Tokenizer
+
+    path, _ = write_gguf(hf(arch), tmp_path / f"{arch}.gguf")
+    g, h = Engine.from_pretrained(path).tokenizer, Tokenizer.from_dir(hf(arch))
+    texts = [
+        "Hello world, the model routes each token to 8 experts.",
+        "def f(x):\n    return x ** 2  # square\n\n\tTabs and  double  spaces",
+        "Ünïcödé: naïve café — 東京 123456789 ∑ 🙂",
+        '<think>plan</think><tool_call>{"name": "ls"}</tool_call>',
+        h.eos_token + " after " + (h.bos_token or ""),
+    ]
+    for t in texts:
+        assert g.encode(t) == h.encode(t), t
+        assert g.encode(t, add_special_tokens=False) == h.encode(t, add_special_tokens=False), t
+        ids = h.encode(t)
+        assert g.decode(ids) == h.decode(ids) and g.decode(ids, False) == h.decode(ids, False)
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    prompt = h.apply_chat_template(msgs)
+    assert g.apply_chat_template(msgs) == prompt and g.encode(prompt) == h.encode(prompt)
+    assert (g.bos_token, g.eos_token) == (h.bos_token, h.eos_token)
+    assert h.token_to_id(h.eos_token) in g.eos_token_ids
+    assert g.vocab_size == h.vocab_size
+
+
+def test_ft_generate_takes_a_gguf(hf, tmp_path):
+    import subprocess
+    import sys
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", "Q8_0")
+    want = Engine.from_pretrained(path).generate(IDS[:9], GREEDY)[0]
+    assert len(want.token_ids) == 12
+    res = subprocess.run(
+        [sys.executable, "-m", "ft_serve.cli", "generate", "--model", str(path), "--max-tokens", "4",
+         "--temperature", "0", "hello world"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0 and res.stdout.strip(), res.stderr[-2000:]
+
+
+def _bytes_damaged(path, tmp_path, name, fn):
+    data = bytearray(path.read_bytes())
+    fn(data)
+    out = tmp_path / name
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_bad_gguf_files_are_refused_by_name(hf, tmp_path):
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", "Q8_0")
+    size = path.stat().st_size
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[: size // 2])
+    with pytest.raises(CheckpointError, match=r"cut\.gguf: not a readable GGUF file .*truncated"):
+        Engine.from_pretrained(cut)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf at all" * 10)
+    with pytest.raises(CheckpointError, match=r"junk\.gguf: not a readable GGUF file"):
+        Engine.from_pretrained(junk)
+    with pytest.raises(
+        CheckpointError, match=r"nope\.gguf: no such checkpoint directory or GGUF file"
+    ):
+        Engine.from_pretrained(tmp_path / "nope.gguf")
+
+
+def test_unknown_architecture_unsupported_type_and_missing_metadata(hf, tmp_path):
+    import gguf
+    import numpy as np
+
+    def small(arch, drop=()):
+        w = gguf.GGUFWriter(str(tmp_path / f"{arch}-{len(drop)}.gguf"), arch)
+        meta = {"block_count": 1, "embedding_length": 32, "attention.head_count": 2,
+                "attention.layer_norm_rms_epsilon": 1e-6, "expert_count": 2, "expert_used_count": 1,
+                "expert_feed_forward_length": 32, "context_length": 64}  # fmt: skip
+        for k, v in meta.items():
+            if k not in drop:
+                (w.add_float32 if isinstance(v, float) else w.add_uint32)(f"{arch}.{k}", v)
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list(["a", "b", "ab"])
+        w.add_token_merges(["a b"])
+        w.add_tensor("token_embd.weight", np.zeros((3, 32), np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return tmp_path / f"{arch}-{len(drop)}.gguf"
+
+    with pytest.raises(
+        UnsupportedArchitectureError, match=r"GGUF architecture 'bert' is not supported.*qwen3moe"
+    ):
+        Engine.from_pretrained(small("bert"))
+    with pytest.raises(CheckpointError, match=r"metadata key 'qwen3moe\.block_count' is missing"):
+        Engine.from_pretrained(small("qwen3moe", drop=("block_count",)))
+    bad, _ = write_gguf(hf("qwen3_moe"), tmp_path / "i32.gguf", "I32", "Q8_0")
+    with pytest.raises(
+        FTError, match=r"i32\.gguf: tensor 'blk\.0\.ffn_gate_exps\.weight' has GGML type I32"
+    ):
+        Engine.from_pretrained(bad)
