@@ -172,3 +172,41 @@ def test_unknown_architecture_unsupported_type_and_missing_metadata(hf, tmp_path
         FTError, match=r"i32\.gguf: tensor 'blk\.0\.ffn_gate_exps\.weight' has GGML type I32"
     ):
         Engine.from_pretrained(bad)
+
+
+def test_models_by_ollama_and_lm_studio_names(hf, tmp_path, monkeypatch):
+    """ollama:NAME[:TAG] reads Ollama's manifest and opens its model blob (no suffix); lmstudio:NAME
+    the GGUF in that folder (the first part of a split one); wrong names list what is there."""
+    import hashlib
+    import json
+    import shutil
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", "Q8_0")
+    want = Engine.from_pretrained(path).score(IDS)
+    store = tmp_path / "ollama"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    (store / "blobs").mkdir(parents=True)
+    shutil.copy(path, store / "blobs" / f"sha256-{digest}")
+    man = store / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "q4"
+    man.parent.mkdir(parents=True)
+    man.write_text(json.dumps({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:00"},
+        {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}"}]}))  # fmt: skip
+    monkeypatch.setenv("OLLAMA_MODELS", str(store))
+    assert torch.equal(Engine.from_pretrained("ollama:tiny:q4").score(IDS), want)
+    with pytest.raises(CheckpointError, match=r"ollama:tiny: no manifest .*latest.*tiny:q4"):
+        Engine.from_pretrained("ollama:tiny")
+
+    lms = tmp_path / "lmstudio"
+    one = lms / "pub" / "tiny-GGUF"
+    one.mkdir(parents=True)
+    shutil.copy(path, one / "tiny-Q4_0.gguf")
+    monkeypatch.setenv("LMSTUDIO_MODELS", str(lms))
+    assert torch.equal(Engine.from_pretrained("lmstudio:pub/tiny-GGUF").score(IDS), want)
+    shutil.copy(path, one / "tiny-Q8_0.gguf")
+    with pytest.raises(CheckpointError, match=r"several models .*tiny-Q4_0\.gguf.*tiny-Q8_0\.gguf"):
+        Engine.from_pretrained("lmstudio:pub/tiny-GGUF")
+    got = Engine.from_pretrained("lmstudio:pub/tiny-GGUF/tiny-Q8_0.gguf").score(IDS)
+    assert torch.equal(got, want)
+    with pytest.raises(CheckpointError, match=r"lmstudio:nobody/none: not found under"):
+        Engine.from_pretrained("lmstudio:nobody/none")

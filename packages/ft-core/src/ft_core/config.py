@@ -46,7 +46,8 @@ def option(
 @dataclass(frozen=True)
 class EngineConfig:
     model: str = option(
-        help="checkpoint directory (Hugging Face layout or FTW); default: the built-in demo model"
+        help="checkpoint directory (Hugging Face layout or FTW), a GGUF file (split: its first part), "
+        "ollama:NAME[:TAG] or lmstudio:NAME; default: the built-in demo model"
     )
     device: str = option(
         "cpu",

@@ -23,6 +23,17 @@ VARS = {
         Var("FT_CACHE_DIR", None, "where ft keeps its own files (default: $XDG_CACHE_HOME/ft)"),
         Var("XDG_CACHE_HOME", None, "the user's cache folder (default: ~/.cache)"),
         Var("FT_LOAD_THREADS", "8", "threads reading checkpoint files while loading"),
+        Var(
+            "OLLAMA_MODELS",
+            None,
+            "Ollama's model store, for --model ollama:NAME (default: ~/.ollama/models)",
+        ),
+        Var(
+            "LMSTUDIO_MODELS",
+            None,
+            "LM Studio's models folder, for --model lmstudio:NAME (default: ~/.lmstudio/models, "
+            "else ~/.cache/lm-studio/models)",
+        ),
         Var("FT_LOAD_HUGEPAGES", "0", "1: FTW banks in huge-page host buffers"),
         Var(
             "FT_ALLOW_LONG_MAX_MODEL_LEN",

@@ -12,6 +12,7 @@ from ft_core.errors import CheckpointError
 from ft_core.loader.ftw_format import is_ftw_dir
 from ft_core.loader.ftw_read import open_ftw
 from ft_core.loader.gguf_read import is_gguf, open_gguf
+from ft_core.loader.model_ref import resolve_model
 from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
@@ -45,7 +46,7 @@ def read_json(path: Path, required: bool) -> dict:
 
 
 def load_checkpoint(cfg: EngineConfig) -> Checkpoint:
-    root = Path(cfg.model).expanduser()
+    root = resolve_model(cfg.model)  # ollama:NAME / lmstudio:NAME, else a path
     if not root.exists():
         raise CheckpointError(f"{root}: no such checkpoint directory or GGUF file")
     if is_gguf(root):  # llama.cpp / Ollama / LM Studio model file (loader/gguf_read.py)

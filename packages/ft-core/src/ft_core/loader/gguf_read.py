@@ -108,7 +108,13 @@ class GGUFWeights(WeightReader):
 
 
 def is_gguf(path: Path) -> bool:
-    return path.is_file() and path.suffix == ".gguf"
+    """A .gguf file, or any file that starts with GGUF's magic (Ollama's blobs have no suffix)."""
+    if not path.is_file():
+        return False
+    if path.suffix == ".gguf":
+        return True
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
 
 
 def open_gguf(path: Path, dtype: torch.dtype):
