@@ -246,9 +246,13 @@ ROUTER_STD = {"deepseek_v3": 0.3, "glm4_moe": 0.3}
 def make_config(
     arch: str, vocab_size: int, special_ids: dict, overrides: dict | None = None
 ) -> transformers.PretrainedConfig:
-    text = dict(
-        vocab_size=vocab_size, **special_ids, **{**_COMMON, **CONFIGS[arch], **(overrides or {})}
-    )
+    text = {
+        "vocab_size": vocab_size,
+        **special_ids,
+        **_COMMON,
+        **CONFIGS[arch],
+        **(overrides or {}),
+    }
     if arch == "qwen3_5_moe":
         return AutoConfig.for_model(
             arch, text_config=text, vision_config=VISION_35, tie_word_embeddings=False

@@ -1,4 +1,4 @@
-"""``ft convert``: a Hugging Face checkpoint directory -> an FTW directory (``ftw_format.py``).
+"""``ft convert``: a Hugging Face checkpoint directory or a GGUF model -> an FTW directory (``ftw_format.py``).
 
 Atomic: everything is written into ``OUT.tmp-XXXX`` beside ``OUT`` (the index last, every file
 fsynced) and renamed to ``OUT`` at the end. An interrupted conversion leaves only the temporary
@@ -7,7 +7,8 @@ process that made it is gone (its pid is in ``convert.pid``).
 
 Experts are read one MoE layer at a time with the engine's own bank loader (so the bytes are what
 ``Engine.from_pretrained`` on the HF directory would hold), converted (``ftw_bank.py``) and written
-as rows of the merged banks; every other tensor is copied as stored.
+as rows of the merged banks; every other tensor is copied as stored (a GGUF's: as ft reads them,
+under Hugging Face names, with config.json and the tokenizer files written from its metadata).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from ft_core.loader.checkpoint import read_json
 from ft_core.loader.ftw_bank import bank_absmax, check_format, convert_bank
 from ft_core.loader.ftw_format import ALIGN, CHUNK, INDEX_NAME, FTWIndex, is_ftw_dir
 from ft_core.loader.ftw_shards import ShardWriter
+from ft_core.loader.gguf_read import gguf_source, is_gguf
+from ft_core.loader.model_ref import resolve_model
 from ft_core.loader.progress import Progress
+from ft_core.loader.convert_source import Source
 from ft_core.loader.safetensors_index import SafetensorsIndex
 from ft_core.loader.weights import WeightReader
 from ft_core.models.config_parse import parse_config
@@ -60,15 +64,7 @@ def convert(
     ``fmt``: "auto" keeps the stored expert format, else one of ``ftw_bank.FORMATS``. ``progress``: a
     bar on stderr (None: when stderr is a terminal). ``on_progress(done, total)`` is called after each
     tensor with source bytes. Raises CheckpointError / FTError with the file or option at fault."""
-    src, out = Path(model).expanduser(), Path(out).expanduser()
-    if not (src / "config.json").is_file():
-        raise CheckpointError(f"{src}: not a checkpoint directory (no config.json)")
-    if is_ftw_dir(src):
-        raise CheckpointError(
-            f"{src}: already an FTW directory (convert the Hugging Face checkpoint it came from)"
-        )
-    cfg = parse_config(read_json(src / "config.json", True), src / "config.json")
-    check_format(fmt, cfg.hidden_size, cfg.moe.intermediate if cfg.moe else 0)
+    src, out = resolve_model(str(model)), Path(out).expanduser()
     if shard_bytes < ALIGN:
         raise FTError(f"shard size {shard_bytes} bytes is below the {ALIGN}-byte alignment")
     if out.resolve() == src.resolve():
@@ -77,20 +73,55 @@ def convert(
         )
     if out.exists() and not overwrite:
         raise CheckpointError(f"{out}: already exists (pass --overwrite to replace it)")
+    source = gguf_source(src) if is_gguf(src) else _hf_source(src)
+    try:
+        cfg = source.cfg
+        check_format(fmt, cfg.hidden_size, cfg.moe.intermediate if cfg.moe else 0)
+        return _write(source, out, fmt, shard_bytes, progress, on_progress)
+    finally:
+        source.close()
+
+
+def _hf_source(src: Path) -> Source:
+    if not (src / "config.json").is_file():
+        raise CheckpointError(f"{src}: not a checkpoint directory (no config.json)")
+    if is_ftw_dir(src):
+        raise CheckpointError(
+            f"{src}: already an FTW directory (convert the Hugging Face checkpoint it came from)"
+        )
+    cfg = parse_config(read_json(src / "config.json", True), src / "config.json")
+    index = SafetensorsIndex(src)
+    try:
+        prefixes = _moe_prefixes(index, cfg) if cfg.moe else []
+    except BaseException:
+        index.close()
+        raise
+    return Source(
+        cfg,
+        index,
+        WeightReader(index, torch.float32, cfg.quant),
+        prefixes,
+        lambda p: sum(_nbytes(index, n) for n in index.names() if n.startswith(f"{p}.experts.")),
+        _source_bytes(index),
+        lambda dst: _copy_metadata(src, dst),
+        index.close,
+    )
+
+
+def _write(source: Source, out: Path, fmt, shard_bytes, progress, on_progress) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(out)
-    index = SafetensorsIndex(src)
     tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-", dir=out.parent))
     t0 = time.perf_counter()
     try:
         (tmp / "convert.pid").write_text(f"{os.getpid()}\n")
-        _copy_metadata(
-            src, tmp
+        source.write_metadata(
+            tmp
         )  # first: a killed run's leftovers then fail with "missing FTW index"
         writer = ShardWriter(tmp, shard_bytes)
-        bar = Progress(_source_bytes(index), "converting", progress)
+        bar = Progress(source.total_bytes, "converting", progress)
         try:
-            bank_meta = _write_all(index, cfg, fmt, writer, bar, on_progress)
+            bank_meta = _write_all(source, fmt, writer, bar, on_progress)
         finally:
             bar.close()
         writer.close()
@@ -102,8 +133,6 @@ def convert(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    finally:
-        index.close()
     return {
         "out": str(out),
         "bytes": ftw.total_bytes,
@@ -113,9 +142,9 @@ def convert(
     }
 
 
-def _write_all(index, cfg, fmt, writer: ShardWriter, bar: Progress, on_progress) -> dict | None:
+def _write_all(source: Source, fmt, writer: ShardWriter, bar: Progress, on_progress) -> dict | None:
     """Dense tensors as stored, then the banks layer by layer. Returns the index's ``bank`` record."""
-    prefixes = _moe_prefixes(index, cfg) if cfg.moe else []
+    cfg, index, reader, prefixes = source.cfg, source.index, source.reader, source.prefixes
     expert_heads = tuple(f"{p}.experts." for p in prefixes)
     total, done = bar.total, 0
 
@@ -133,7 +162,6 @@ def _write_all(index, cfg, fmt, writer: ShardWriter, bar: Progress, on_progress)
             advance(t.numel() * t.element_size())
     if not prefixes:
         return None
-    reader = WeightReader(index, torch.float32, cfg.quant)
     absmax = None
     if fmt == "nvfp4":  # first pass: the global scale spans the whole bank
         maxes = [bank_absmax(reader.expert_bank(cfg, [p])) for p in prefixes]
@@ -154,7 +182,7 @@ def _write_all(index, cfg, fmt, writer: ShardWriter, bar: Progress, on_progress)
             "global_scale": list(bank.global_scale),
             "tensors": list(bank.tensors),
         }
-        advance(sum(_nbytes(index, n) for n in index.names() if n.startswith(f"{p}.experts.")))
+        advance(source.layer_bytes(p))
     return meta
 
 

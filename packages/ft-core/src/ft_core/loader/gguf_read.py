@@ -17,7 +17,8 @@ import torch
 from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank
 from ft_core.loader.gguf_config import generation_eos, hf_config
-from ft_core.loader.gguf_experts import gguf_bank
+from ft_core.loader.convert_source import Source
+from ft_core.loader.gguf_experts import KINDS, gguf_bank
 from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
 from ft_core.loader.gguf_names import ARCHS, name_map, unpermute_rows
 from ft_core.loader.weights import WeightReader
@@ -132,3 +133,33 @@ def open_gguf(path: Path, dtype: torch.dtype):
         Tokenizer(tok, config, template, eos),
         generation_eos(eos),
     )
+
+
+def gguf_source(path: Path) -> Source:
+    """The GGUF model at ``path`` as ``ft convert`` reads it: dense tensors and experts as the engine
+    would load them (float32 engine), and config.json / tokenizer files written from its metadata."""
+    import json
+
+    g = GGUFFile(path)
+    config = hf_config(g)
+    cfg = parse_config(config, g.path)
+    tok, tok_config, template, eos = gguf_tokenizer(g, str(g.path))
+    reader = GGUFWeights(g, torch.float32, cfg)
+    prefixes = [f"model.layers.{i}.mlp" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
+
+    def layer_bytes(prefix: str) -> int:
+        n = prefix.split(".")[2]
+        return sum(g.tensor(f"blk.{n}.ffn_{k}_exps.weight").data.nbytes for k in KINDS)
+
+    def write_metadata(dst: Path) -> None:
+        files = {
+            "config.json": config,
+            "generation_config.json": generation_eos(eos),
+            "tokenizer_config.json": {**tok_config, "chat_template": template},
+        }
+        for name, d in files.items():
+            (dst / name).write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
+        (dst / "tokenizer.json").write_text(tok.to_str())
+
+    total = sum(t.data.nbytes for t in g.tensors.values())
+    return Source(cfg, reader.index, reader, prefixes, layer_bytes, total, write_metadata, g.close)

@@ -17,25 +17,38 @@ _QWEN2 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+_QWEN35 = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-# tokenizer.ggml.pre -> (split regexes applied in turn before byte-level mapping, NFC normalisation)
-# ("gpt-2": the byte-level pre-tokenizer's own GPT-2 rule).
+_GPT4O = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_DEEPSEEK3 = [
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+]
+# tokenizer.ggml.pre -> (split regexes applied in turn before the byte-level mapping (None: the GPT-2
+# rule of the byte-level pre-tokenizer itself), NFC normalisation (as the model's HF tokenizer),
+# ignore_merges (a pre-split word that is a token is emitted whole)); llama-vocab.cpp's table.
 PRE = {
-    "gpt-2": (None, False),
-    "qwen2": ([_QWEN2], True),
-    "llama-bpe": ([_LLAMA3], False),
-    "llama3": ([_LLAMA3], False),
-    "deepseek-v3": (
-        [
-            r"\p{N}{1,3}",
-            r"[一-龥぀-ゟ゠-ヿ]+",
-            r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-        ],
-        False,
-    ),  # fmt: skip
+    "gpt-2": (None, False, False),
+    "olmo": (None, False, False),
+    "qwen2": ([_QWEN2], True, False),
+    "qwen35": ([_QWEN35], True, False),
+    "llama-bpe": ([_LLAMA3], False, True),
+    "llama3": ([_LLAMA3], False, True),
+    "glm4": ([_LLAMA3], False, True),
+    "gpt-4o": ([_GPT4O], False, False),
+    "deepseek-v3": (_DEEPSEEK3, False, False),
 }
 
 
@@ -73,8 +86,8 @@ def gguf_tokenizer(meta, where: str):
         if not sep:
             raise CheckpointError(f"{where}: merge {m!r} is not two tokens split by a space")
         pairs.append((a, b))
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs))
-    splits, nfc = PRE[pre]
+    splits, nfc, ignore_merges = PRE[pre]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, ignore_merges=ignore_merges))
     if splits is None:
         tok.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
     else:
