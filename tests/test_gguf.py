@@ -210,3 +210,19 @@ def test_models_by_ollama_and_lm_studio_names(hf, tmp_path, monkeypatch):
     assert torch.equal(got, want)
     with pytest.raises(CheckpointError, match=r"lmstudio:nobody/none: not found under"):
         Engine.from_pretrained("lmstudio:nobody/none")
+
+
+def test_ft_convert_writes_an_ftw_of_a_gguf(hf, tmp_path):
+    """ft convert --model X.gguf --out DIR: the FTW directory loads to the same engine, bit for bit
+    (the dense tensors as ft read them, the bank in the same format, tokenizer files from the GGUF)."""
+    from ft_core.loader.ftw_write import convert
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", "Q8_0")
+    summary = convert(path, tmp_path / "m.ftw")
+    assert summary["bank_fmt"] == "int4_sym"
+    a, b = Engine.from_pretrained(path), Engine.from_pretrained(tmp_path / "m.ftw")
+    assert torch.equal(a.score(IDS), b.score(IDS))
+    text = "Hello <think>x</think> world"
+    assert a.tokenizer.encode(text) == b.tokenizer.encode(text)
+    assert a.tokenizer.chat_template == b.tokenizer.chat_template
+    assert a.tokenizer.eos_token_ids == b.tokenizer.eos_token_ids

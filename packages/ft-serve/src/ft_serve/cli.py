@@ -80,12 +80,17 @@ def _add_convert_parser(sub) -> None:
     c = sub.add_parser(
         "convert",
         help="write a checkpoint in the FTW fast-boot format",
-        description="Convert a Hugging Face checkpoint directory into an FTW directory: expert banks "
+        description="Convert a Hugging Face checkpoint directory or a GGUF model (file, ollama:NAME, "
+        "lmstudio:NAME; config and tokenizer written from its metadata) into an FTW directory: expert banks "
         "pre-merged in the kernels' layout, every tensor aligned for direct IO, an index "
         "with checksums, config and tokenizer copied in. `ft serve --model FTW_DIR` then "
         "loads at disk speed. Atomic: an interrupted conversion leaves nothing that loads.",
     )
-    c.add_argument("--model", required=True, help="checkpoint directory (Hugging Face layout)")
+    c.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint directory (Hugging Face layout), GGUF file, ollama:NAME or lmstudio:NAME",
+    )
     c.add_argument("--out", required=True, help="FTW directory to create")
     c.add_argument(
         "--format",
