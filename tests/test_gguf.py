@@ -29,6 +29,8 @@ CASES = [
     ("olmoe", "Q6_K", "Q4_0", "f32"),
     ("mixtral", "Q4_0", "Q8_0", "int4_sym"),
     ("mixtral", "Q6_K", "F32", "f32"),
+    ("gpt_oss", "MXFP4", "Q8_0", "mxfp4"),  # sinks, windows, yarn, biased experts
+    ("gpt_oss", "BF16", "BF16", "bf16"),
 ]
 
 

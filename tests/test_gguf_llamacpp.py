@@ -43,7 +43,7 @@ def qwen_vocab(tmp_path_factory):
 @pytest.mark.parametrize(
     "arch,outtype",
     [("qwen3_moe", "f32"), ("qwen2_moe", "f32"), ("olmoe", "f32"), ("mixtral", "f32"),
-     ("qwen3_moe", "bf16"), ("mixtral", "bf16")],
+     ("gpt_oss", "f32"), ("qwen3_moe", "bf16"), ("mixtral", "bf16")],
 )  # fmt: skip
 def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab, arch, outtype):
     tok, config = qwen_vocab

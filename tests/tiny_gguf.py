@@ -26,7 +26,19 @@ from tokenizers import Tokenizer
 
 import tiny_formats as fmt
 
-ARCH = {"qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama"}
+ARCH = {
+    "qwen3_moe": "qwen3moe",
+    "qwen2_moe": "qwen2moe",
+    "olmoe": "olmoe",
+    "mixtral": "llama",
+    "gpt_oss": "gpt-oss",
+}
+# GPT-OSS's own names (before the generic table)
+_GPT_OSS_NAMES = [
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.(\w+)", r"blk.\1.post_attention_norm.\2"),
+    (r"model\.layers\.(\d+)\.self_attn\.sinks", r"blk.\1.attn_sinks.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.router\.(\w+)", r"blk.\1.ffn_gate_inp.\2"),
+]
 # HF name (regex) -> GGUF name; experts handled apart
 _NAMES = [
     (r"model\.embed_tokens\.weight", "token_embd.weight"),
@@ -158,24 +170,34 @@ def write_gguf(
         for i, h in enumerate(hf_names):
             ref[h] = unstack(back, i) if unstack else back
 
+    add.ref = ref  # GPT-OSS's experts set their reference tensors themselves
+
     stacks: dict[tuple[int, str], dict[int, str]] = {}
+    names_table = (_GPT_OSS_NAMES if mt == "gpt_oss" else []) + _NAMES
     for name, a in sorted(tensors.items()):
+        if mt == "gpt_oss" and ".mlp.experts." in name:
+            continue  # fused and interleaved: below
         if m := _EXPERT.fullmatch(name):
             stacks.setdefault((int(m[1]), _KIND[m[3]]), {})[int(m[2])] = name
             continue
-        for pat, rep in _NAMES:
+        for pat, rep in names_table:
             if re.fullmatch(pat, name):
                 g = re.sub(pat, rep, name)
                 break
         else:
             raise KeyError(f"no GGUF name for {name}")
         small = a.ndim == 1 or g.endswith(("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight"))
+        small = small or g.endswith(".bias")
         qtype = "F32" if small else dense
         if arch == "llama" and (".attn_q." in g or ".attn_k." in g):
             h = heads if ".attn_q." in g else kv
             add(g, [name], _permute(a, h), qtype, lambda b, i, h=h: _unpermute(b, h))
         else:
             add(g, [name], a, qtype)
+    if mt == "gpt_oss":
+        _gpt_oss_experts(tensors, n, experts, add)
+        for k in [k for k in ref if k.startswith("_")]:  # the split parts' placeholders
+            del ref[k]
     for (layer, kind), by_e in sorted(stacks.items()):
         names = [by_e[e] for e in range(E)]
         a = np.stack([tensors[x] for x in names])
@@ -199,6 +221,15 @@ def write_gguf(
     )
     w.add_expert_count(E)
     w.add_expert_used_count(cfg["num_experts_per_tok"])
+    if mt == "gpt_oss":
+        rope = cfg["rope_parameters"]
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_expert_feed_forward_length(cfg["intermediate_size"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        w.add_float32(f"{arch}.rope.scaling.yarn_beta_fast", rope["beta_fast"])
+        w.add_float32(f"{arch}.rope.scaling.yarn_beta_slow", rope["beta_slow"])
     if mt in ("qwen3_moe", "qwen2_moe"):
         w.add_feed_forward_length(cfg["intermediate_size"])
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
@@ -224,5 +255,47 @@ def write_gguf(
     fmt.write_tensors(
         ref_dir, {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in ref.items()}
     )
-    fmt.update_config(ref_dir, torch_dtype="float32", sliding_window=None, use_sliding_window=False)
+    fmt.update_config(ref_dir, torch_dtype="float32")
+    if mt == "mixtral":  # llama.cpp runs Mixtral without a sliding window
+        fmt.update_config(ref_dir, sliding_window=None, use_sliding_window=False)
     return first, ref_dir
+
+
+def _gpt_oss_experts(tensors, n: int, experts: str, add) -> None:
+    """GPT-OSS's fused experts as llama.cpp writes them: gate_up_proj [E, H, 2I] transposed, its
+    interleaved rows (gate even, up odd) split into ffn_gate_exps / ffn_up_exps [E, I, H], down_proj
+    [E, I, H] transposed into ffn_down_exps [E, H, I]; the biases split likewise, in F32. The reference
+    gets the dequantised values put back into Hugging Face's layout."""
+    for i in range(n):
+        p = f"model.layers.{i}.mlp.experts."
+        gu = tensors[p + "gate_up_proj"].transpose(0, 2, 1)  # [E, 2I, H]
+        gub = tensors[p + "gate_up_proj_bias"]  # [E, 2I]
+        back: dict[str, np.ndarray] = {}
+
+        def keep(key):
+            return lambda b, _i, key=key: back.__setitem__(key, b) or b
+
+        add(f"blk.{i}.ffn_gate_exps.weight", ["_g"], gu[:, 0::2], experts, keep("g"))
+        add(f"blk.{i}.ffn_up_exps.weight", ["_u"], gu[:, 1::2], experts, keep("u"))
+        add(
+            f"blk.{i}.ffn_down_exps.weight",
+            ["_d"],
+            tensors[p + "down_proj"].transpose(0, 2, 1),
+            experts,
+            keep("d"),
+        )
+        add(f"blk.{i}.ffn_gate_exps.bias", ["_gb"], gub[:, 0::2], "F32", keep("gb"))
+        add(f"blk.{i}.ffn_up_exps.bias", ["_ub"], gub[:, 1::2], "F32", keep("ub"))
+        add(
+            f"blk.{i}.ffn_down_exps.bias",
+            [p + "down_proj_bias"],
+            tensors[p + "down_proj_bias"],
+            "F32",
+        )
+        inter = np.empty_like(gu)
+        inter[:, 0::2], inter[:, 1::2] = back["g"], back["u"]
+        interb = np.empty_like(gub)
+        interb[:, 0::2], interb[:, 1::2] = back["gb"], back["ub"]
+        add.ref[p + "gate_up_proj"] = inter.transpose(0, 2, 1)
+        add.ref[p + "gate_up_proj_bias"] = interb
+        add.ref[p + "down_proj"] = back["d"].transpose(0, 2, 1)

@@ -1,7 +1,8 @@
 """A GGUF file's hyper-parameters (``{arch}.*`` metadata, llama.cpp's keys) as the ``config.json`` dict
 of the same model, so one parser (models/config_parse.py) builds the ModelConfig of either.
 What the GGUF does not store, llama.cpp's graph for that architecture fixes (e.g. Qwen3-MoE
-renormalises its top-k weights, OLMoE does not); which layers are MoE follows from the tensors present.
+renormalises its top-k weights, OLMoE does not; GPT-OSS windows its even layers); which layers are MoE
+follows from the tensors present.
 """
 
 from __future__ import annotations
@@ -60,6 +61,23 @@ def hf_config(g: GGUFFile) -> dict:
             d["shared_expert_intermediate_size"] = int(a("expert_shared_feed_forward_length"))
     elif model_type == "olmoe":
         d.update(num_experts=experts, intermediate_size=int(expert_ffn or ffn))
+    elif model_type == "gpt_oss":  # llama.cpp: even layers windowed, yarn, softmax over the top k
+        w = int(a("attention.sliding_window"))
+        d.update(
+            num_local_experts=experts,
+            intermediate_size=int(expert_ffn or ffn),
+            sliding_window=w,
+            layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)],
+            attention_bias=True,
+        )
+        if (
+            "rope_scaling" in d
+        ):  # GPT-OSS's yarn: its beta values, and no rounding of the ramp's ends
+            d["rope_scaling"].update(
+                beta_fast=float(a("rope.scaling.yarn_beta_fast", 32.0)),
+                beta_slow=float(a("rope.scaling.yarn_beta_slow", 1.0)),
+                truncate=False,
+            )
     else:  # mixtral, written as "llama" with experts
         d.update(num_local_experts=experts, intermediate_size=int(expert_ffn or ffn))
     return d

@@ -50,24 +50,6 @@ def _blocks(t: GGUFTensor, block_bytes: int) -> np.ndarray:
     return np.asarray(t.data).reshape(E, rows, cols // 32, block_bytes)
 
 
-def _float_kind(t: GGUFTensor, dtype: torch.dtype) -> torch.Tensor:
-    if t.type_name in _FLOAT:
-        a = np.asarray(t.data)
-        if t.type_name == "BF16":
-            return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).reshape(t.shape)
-        return torch.from_numpy(a.copy()).reshape(t.shape).to(dtype)
-    import gguf
-
-    try:
-        vals = gguf.quants.dequantize(np.asarray(t.data), t.type)
-    except NotImplementedError as e:
-        raise CheckpointError(
-            f"{t.file}: tensor {t.name!r} has GGML type {t.type_name}, which ft cannot read; "
-            "requantize the model with llama-quantize to Q8_0, Q4_K or Q6_K"
-        ) from e
-    return torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(t.shape)
-
-
 def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tensor]:
     """One expert kind ([E, rows, cols]) in bank format ``fmt`` under names ``prefix``_*."""
     if fmt == "int4_sym":
@@ -82,14 +64,15 @@ def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tenso
             f"{prefix}_scales": torch.from_numpy(b[..., 0].copy()),
         }
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[fmt]
-    return {prefix: _float_kind(t, dtype).to(dtype)}
+    return {prefix: t.to_torch().to(dtype)}
 
 
 def gguf_bank(
-    g: GGUFFile, layers: list[int], num_experts: int, hidden: int, inter: int
+    g: GGUFFile, layers: list[int], num_experts: int, hidden: int, inter: int, act: str = "swiglu"
 ) -> ExpertBank:
     """Every MoE layer's experts (``layers``: the GGUF block numbers of the MoE layers, in order) in one
-    ExpertBank of ``len(layers) * num_experts`` flat ids (SwiGLU; w13 = gate rows, then up rows)."""
+    ExpertBank of ``len(layers) * num_experts`` flat ids (w13 = gate rows, then up rows; ``act``
+    "gptoss" for GPT-OSS, whose experts also have biases: ``ffn_*_exps.bias``, float32)."""
     want = {"gate": (num_experts, inter, hidden), "up": (num_experts, inter, hidden),
             "down": (num_experts, hidden, inter)}  # fmt: skip
     types = set()
@@ -125,5 +108,12 @@ def gguf_bank(
                 if name not in tensors:
                     tensors[name] = torch.empty((len(layers) * E, *t.shape[1:]), dtype=t.dtype)
                 tensors[name][m * E : (m + 1) * E] = t
+    if f"blk.{layers[0]}.ffn_gate_exps.bias" in g.tensors:
+        bias = {k: [g.tensor(f"blk.{n}.ffn_{k}_exps.bias").to_torch().float() for n in layers]
+                for k in KINDS}  # fmt: skip
+        tensors["w13_bias"] = torch.cat(
+            [torch.cat([gb, ub], dim=1) for gb, ub in zip(bias["gate"], bias["up"])]
+        ).float()
+        tensors["w2_bias"] = torch.cat(bias["down"]).float()
     group = 32 if fmt == "int4_sym" else 0
-    return ExpertBank(fmt, num_experts, hidden, inter, "swiglu", tensors, fp8_block=group)
+    return ExpertBank(fmt, num_experts, hidden, inter, act, tensors, fp8_block=group)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from ft_core.errors import CheckpointError
 
@@ -60,6 +61,28 @@ class GGUFTensor:
     @property
     def type_name(self) -> str:
         return self.type.name
+
+    def to_torch(self) -> torch.Tensor:
+        """The values in torch order: as stored for F32 / F16 / BF16, float32 for other types
+        (dequantised by llama.cpp's ``gguf.quants.dequantize``); CheckpointError names a type it
+        cannot read."""
+        a = np.asarray(self.data)
+        if self.type_name == "BF16":
+            return (
+                torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).reshape(self.shape)
+            )
+        if self.type_name in ("F32", "F16"):
+            return torch.from_numpy(a.copy()).reshape(self.shape)
+        import gguf
+
+        try:
+            vals = gguf.quants.dequantize(a, self.type)
+        except NotImplementedError as e:
+            raise CheckpointError(
+                f"{self.file}: tensor {self.name!r} has GGML type {self.type_name}, which ft cannot "
+                "read; requantize the model with llama-quantize (e.g. to Q8_0 or Q4_K)"
+            ) from e
+        return torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(self.shape)
 
 
 class GGUFFile:

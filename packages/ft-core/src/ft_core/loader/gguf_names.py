@@ -34,12 +34,19 @@ _COMMON = {
     "blk.{n}.ffn_gate_inp_shexp": "model.layers.{n}.mlp.shared_expert_gate",
 }
 _MIXTRAL = {**_COMMON, "blk.{n}.ffn_gate_inp": "model.layers.{n}.block_sparse_moe.gate"}
+_GPT_OSS = {
+    **_COMMON,
+    "blk.{n}.post_attention_norm": "model.layers.{n}.post_attention_layernorm",
+    "blk.{n}.ffn_gate_inp": "model.layers.{n}.mlp.router",
+    "blk.{n}.attn_sinks.weight": "model.layers.{n}.self_attn.sinks",  # a full name: HF's has no suffix
+}
 # general.architecture -> (HF model_type, name table, Q/K rows permuted by the converter)
 ARCHS = {
     "qwen3moe": ("qwen3_moe", _COMMON, False),
     "qwen2moe": ("qwen2_moe", _COMMON, False),
     "olmoe": ("olmoe", _COMMON, False),
     "llama": ("mixtral", _MIXTRAL, True),
+    "gpt-oss": ("gpt_oss", _GPT_OSS, False),
 }
 EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
@@ -47,18 +54,21 @@ EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
     """HF tensor name -> GGUF tensor name for every non-expert tensor of the file."""
     table = ARCHS[arch][1]
-    pats = [
-        (re.compile("^" + re.escape(g).replace(r"\{n\}", r"(?P<n>\d+)") + r"\.(weight|bias)$"), h)
-        for g, h in table.items()
-    ]
+    pats = []
+    for g, h in table.items():
+        rx = "^" + re.escape(g).replace(r"\{n\}", r"(?P<n>\d+)")
+        full = g.endswith(
+            (".weight", ".bias")
+        )  # maps whole names; the others carry the suffix over
+        pats.append((re.compile(rx + ("$" if full else r"\.(?P<sfx>weight|bias)$")), h, full))
     out = {}
     for name in gguf_names:
         if any(k in name for k in EXPERT_KINDS):
             continue
-        for rx, h in pats:
+        for rx, h, full in pats:
             if m := rx.match(name):
-                hf = h.format(n=m.groupdict().get("n")) + "." + m.group(m.lastindex)
-                out[hf] = name
+                hf = h.format(n=m.groupdict().get("n"))
+                out[hf if full else f"{hf}.{m['sfx']}"] = name
                 break
     return out
 

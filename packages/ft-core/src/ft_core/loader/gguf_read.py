@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError
@@ -28,25 +27,6 @@ from ft_core.tokenizer import Tokenizer
 from ft_core.tokenizer.gguf_vocab import gguf_tokenizer
 
 _STORED = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-
-
-def to_torch(t: GGUFTensor) -> torch.Tensor:
-    """The tensor's values in torch order: as stored for float types, float32 for quantised ones."""
-    a = np.asarray(t.data)
-    if t.type_name == "BF16":
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).reshape(t.shape)
-    if t.type_name in _STORED:
-        return torch.from_numpy(a.copy()).reshape(t.shape)
-    import gguf
-
-    try:
-        vals = gguf.quants.dequantize(a, t.type)
-    except NotImplementedError as e:
-        raise CheckpointError(
-            f"{t.file}: tensor {t.name!r} has GGML type {t.type_name}, which ft cannot read; "
-            "requantize the model with llama-quantize (e.g. to Q8_0)"
-        ) from e
-    return torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(t.shape)
 
 
 class GGUFIndex:
@@ -75,7 +55,7 @@ class GGUFIndex:
             raise CheckpointError(
                 f"{t.file}: tensor {t.name!r} ({name}) has shape {list(t.shape)}, expected {list(shape)}"
             )
-        out = to_torch(t)
+        out = t.to_torch()
         proj = name.split(".")[-2]
         if self._permute and proj in self._heads:
             out = unpermute_rows(out, self._heads[proj])
@@ -105,7 +85,7 @@ class GGUFWeights(WeightReader):
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
         layers = [int(p.split(".")[2]) for p in prefixes]  # "model.layers.N.mlp"
         m = cfg.moe
-        return gguf_bank(self.g, layers, m.num_experts, cfg.hidden_size, m.intermediate)
+        return gguf_bank(self.g, layers, m.num_experts, cfg.hidden_size, m.intermediate, m.act)
 
 
 def is_gguf(path: Path) -> bool:
