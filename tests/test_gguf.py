@@ -24,7 +24,7 @@ CASES = [
     ("qwen3_moe", "Q4_0", "Q8_0", "int4_sym"),
     ("qwen3_moe", "Q4_K", "Q8_0", "f32"),
     ("qwen2_moe", "Q5_K", "F16", "f32"),
-    ("qwen2_moe", "Q8_0", "Q8_0", "f32"),
+    ("qwen2_moe", "Q8_0", "Q8_0", "int8_sym"),
     ("olmoe", "MXFP4", "BF16", "mxfp4"),
     ("olmoe", "Q6_K", "Q4_0", "f32"),
     ("mixtral", "Q4_0", "Q8_0", "int4_sym"),

@@ -33,7 +33,8 @@ inline int64_t row_bytes(ft::Fmt f, int64_t cols) {
   switch (f) {
     case ft::Fmt::BF16:
     case ft::Fmt::F16: return cols * 2;
-    case ft::Fmt::FP8_E4M3: return cols;
+    case ft::Fmt::FP8_E4M3:
+    case ft::Fmt::INT8_SYM: return cols;
     default: return cols / 2;
   }
 }

@@ -121,6 +121,7 @@ BOUNDS = {
     "nvfp4": 0.2,
     "int4_sym": 0.1,
     "int4_asym": 0.1,
+    "int8_sym": 4e-3,  # half a step, max|w| / 254, within a group's own max
 }
 
 

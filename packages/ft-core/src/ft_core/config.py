@@ -24,7 +24,7 @@ MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
 CacheControlImpl = Literal["auto", "torch", "triton"]
 MoeCachePolicy = Literal["lru", "reuse"]  # = ft_core.experts.cache.POLICIES (a test checks)
 KernelFormat = Literal[
-    "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym"
+    "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym"
 ]  # = ft_kernels.FORMATS (a test checks)
 
 

@@ -10,13 +10,14 @@
 //   NVFP4      q: uint8  [rows, cols/2]; scale: uint8 e4m3 [rows, cols/16]       W = e2m1(q) * e4m3(s) * global
 //   INT4_SYM   q: uint8  [rows, cols/2]; scale: fp32 [rows, ceil(cols/group)]  W = (q - 8) * scale
 //   INT4_ASYM  as INT4_SYM plus zero: uint8 [rows, ceil(cols/group)] in 0..15       W = (q - zero) * scale
+//   INT8_SYM   q: int8   [rows, cols]; scale: fp32 [rows, ceil(cols/group)]       W = q * scale  (GGUF Q8_0: group 32)
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 namespace ft {
 
-enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, COUNT };
+enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, COUNT };
 
 struct WeightMat {
   Fmt fmt;

@@ -13,6 +13,7 @@ mxfp4      [N, rows, cols/2] uint8       uint8 e8m0 per 32 columns             e
 nvfp4      [N, rows, cols/2] uint8       uint8 e4m3 per 16 columns, global     e2m1(q) * e4m3(s) * global
 int4_sym   [N, rows, cols/2] uint8       fp32 per ``group`` columns            (q - 8) * scale
 int4_asym  [N, rows, cols/2] uint8       fp32 + uint8 zero per ``group``       (q - zero) * scale
+int8_sym   [N, rows, cols] uint8 (int8)  fp32, one per ``group`` columns       int8(q) * scale
 =========  ============================  ====================================  ===========================
 
 4-bit values are packed two per byte, column 2j in the low nibble.
@@ -29,7 +30,14 @@ from ft_kernels import _C
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
-DEFAULT_GROUP = {"fp8_e4m3": 128, "mxfp4": 32, "nvfp4": 16, "int4_sym": 128, "int4_asym": 128}
+DEFAULT_GROUP = {
+    "fp8_e4m3": 128,
+    "mxfp4": 32,
+    "nvfp4": 16,
+    "int4_sym": 128,
+    "int4_asym": 128,
+    "int8_sym": 32,
+}
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 
@@ -109,6 +117,11 @@ def quantize(
     if fmt == "fp8_e4m3":
         scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
         q = (w / scale.repeat_interleave(g, -1)[..., :C]).to(torch.float8_e4m3fn).view(torch.uint8)
+        return ExpertWeights(fmt, q.contiguous(), C, scale.contiguous(), group=g, bias=b)
+    if fmt == "int8_sym":  # GGUF Q8_0's rule at group 32: d = max|w| / 127, q = round(w / d)
+        scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+        q = torch.round(w / scale.repeat_interleave(g, -1)[..., :C]).clamp(-127, 127)
+        q = q.to(torch.int8).view(torch.uint8)
         return ExpertWeights(fmt, q.contiguous(), C, scale.contiguous(), group=g, bias=b)
     if fmt == "mxfp4":
         e = torch.ceil(torch.log2(torch.where(amax > 0, amax / 6.0, torch.ones_like(amax)))).clamp(

@@ -29,6 +29,8 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return w.q.float()
     if w.fmt == "fp8_e4m3":
         return w.q.view(torch.float8_e4m3fn).float() * _per_col(w.scale, g, C)
+    if w.fmt == "int8_sym":
+        return w.q.view(torch.int8).float() * _per_col(w.scale, g, C)
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":
         return torch.ldexp(_E2M1_SIGNED[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C))

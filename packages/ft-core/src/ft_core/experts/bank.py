@@ -12,6 +12,8 @@ kernel takes. Layout per format (N = flat ids, I = expert intermediate, H = hidd
              scale per matrix kind (``global_scale``); ``w2_*`` likewise
 - ``int4_sym`` / ``int4_asym``: ``w13_q [N, 2I, H/2]`` uint8, ``w13_scale [N, 2I, ceil(H/G)]`` float32
              (+ ``w13_zero`` uint8 for asym), G = ``fp8_block``; ``w2_*`` likewise
+- ``int8_sym``: ``w13_q [N, 2I, H]`` uint8 holding int8, ``w13_scale [N, 2I, ceil(H/G)]`` float32 (GGUF
+             Q8_0: G = 32); ``w2_*`` likewise
 - optional biases ``w13_bias [N, 2I]``, ``w2_bias [N, H]`` float32 (GPT-OSS)
 
 The 4-bit and fp8 layouts are ``ft_kernels.formats`` ones. Banks are built by the loader: from a
@@ -72,6 +74,7 @@ class ExpertBank:
             "nvfp4": "w13_q",
             "int4_sym": "w13_q",
             "int4_asym": "w13_q",
+            "int8_sym": "w13_q",
         }.get(self.fmt, "w13")
 
     def nbytes_per_id(self) -> int:
@@ -119,7 +122,7 @@ class ExpertBank:
                         "fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias
                     )
                 )
-            elif self.fmt in ("nvfp4", "int4_sym", "int4_asym"):
+            elif self.fmt in ("nvfp4", "int4_sym", "int4_asym", "int8_sym"):
                 group = 16 if self.fmt == "nvfp4" else self.fp8_block
                 gs = self.global_scale[0 if which == "w13" else 1]
                 out.append(

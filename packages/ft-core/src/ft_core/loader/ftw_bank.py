@@ -20,7 +20,7 @@ import torch
 from ft_core.errors import FTError
 from ft_core.experts.bank import ExpertBank
 
-# `ft convert --format` name -> (ExpertBank / ft_kernels format, scale group); "fp8" and "int4" are short names
+# `ft convert --format` name -> (ExpertBank / ft_kernels format, scale group); "fp8", "int4", "int8" are short names
 TARGETS = {
     "bf16": ("bf16", 0),
     "f16": ("f16", 0),
@@ -29,6 +29,7 @@ TARGETS = {
     "nvfp4": ("nvfp4", 16),
     "int4": ("int4_sym", 128),
     "int4_asym": ("int4_asym", 128),
+    "int8": ("int8_sym", 32),
 }
 FORMATS = ("auto", *TARGETS)
 _CHUNK_ELEMS = 1 << 22  # fp32 elements quantised per call
@@ -38,7 +39,7 @@ def check_format(fmt: str, hidden: int, inter: int) -> None:
     """FTError (listing the formats) for an unknown ``fmt`` or one the expert dimensions do not allow."""
     if fmt not in FORMATS:
         raise FTError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
-    if fmt in ("auto", "bf16", "f16", "fp8"):
+    if fmt in ("auto", "bf16", "f16", "fp8", "int8"):
         return
     need = {"mxfp4": 32, "nvfp4": 16}.get(fmt, 2)
     if hidden % need or inter % need:
@@ -100,7 +101,7 @@ def convert_bank(
         bank.inter,
         bank.act,
         out,
-        fp8_block=group if kfmt in ("fp8_e4m3", "int4_sym", "int4_asym") else 0,
+        fp8_block=group if kfmt in ("fp8_e4m3", "int4_sym", "int4_asym", "int8_sym") else 0,
         global_scale=(gscale[0], gscale[1]) if kfmt == "nvfp4" else (1.0, 1.0),
     )
 

@@ -5,9 +5,10 @@ one ExpertBank. Types the kernels read as they are stay in their bits, repacked 
          nibble of byte j - 16; value (q - 8) d            -> int4_sym, group 32, fp32 scale d (exact)
   MXFP4  blocks of 32: e8m0 byte e, 16 bytes as Q4_0's; value e2m1(q) 2^(e - 127)
                                                            -> mxfp4 (exact)
+  Q8_0   blocks of 32: f16 d, 32 int8 q; value q d         -> int8_sym, group 32, fp32 scale d (exact)
   BF16 / F16 / F32                                         -> the bank's own float format
 
-Every other type (Q8_0, Q4_1, Q5_0, Q5_1, the K-quants …) is dequantised with llama.cpp's own
+Every other type (Q4_1, Q5_0, Q5_1, the K-quants …) is dequantised with llama.cpp's own
 ``gguf.quants.dequantize`` into an f32 bank: exact, but 2-8x the file's bytes -- said in a log line.
 A bank takes one format: when the three kinds differ (Q4_K_M mixes Q4_K and Q6_K), the f32 one.
 """
@@ -30,7 +31,7 @@ _FLOAT = {
     "F16": ("f16", torch.float16),
     "BF16": ("bf16", torch.bfloat16),
 }
-_NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4"}
+_NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4", "Q8_0": "int8_sym"}
 
 
 def _nibbles_to_pairs(qs: np.ndarray) -> np.ndarray:
@@ -56,6 +57,13 @@ def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tenso
         b = _blocks(t, 18)
         d = b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
         q = _nibbles_to_pairs(b[..., 2:]).reshape(*b.shape[:2], -1)
+        return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(d)}
+    if fmt == "int8_sym":
+        b = _blocks(t, 34)
+        d = b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+        q = np.ascontiguousarray(b[..., 2:]).reshape(
+            *b.shape[:2], -1
+        )  # int8 bits, columns in order
         return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(d)}
     if fmt == "mxfp4":
         b = _blocks(t, 17)
@@ -115,5 +123,5 @@ def gguf_bank(
             [torch.cat([gb, ub], dim=1) for gb, ub in zip(bias["gate"], bias["up"])]
         ).float()
         tensors["w2_bias"] = torch.cat(bias["down"]).float()
-    group = 32 if fmt == "int4_sym" else 0
+    group = 32 if fmt in ("int4_sym", "int8_sym") else 0
     return ExpertBank(fmt, num_experts, hidden, inter, act, tensors, fp8_block=group)

@@ -19,6 +19,7 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
     case Fmt::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(q)[c]);
     case Fmt::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(q)[c]);
     case Fmt::FP8_E4M3: return e4m3_to_f32(q[c]) * fscale(w, r)[c / w.group];
+    case Fmt::INT8_SYM: return static_cast<float>(static_cast<int8_t>(q[c])) * fscale(w, r)[c / w.group];
     case Fmt::MXFP4: return e2m1_to_f32(q[c / 2] >> (4 * (c & 1))) * e8m0_to_f32(bscale(w, r)[c / 32]);
     case Fmt::NVFP4: return e2m1_to_f32(q[c / 2] >> (4 * (c & 1))) * e4m3_to_f32(bscale(w, r)[c / 16]) * w.global_scale;
     case Fmt::INT4_SYM:
