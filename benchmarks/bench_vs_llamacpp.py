@@ -2,7 +2,8 @@
 
     uv run python benchmarks/bench_vs_llamacpp.py [--shape mid|deep] [--formats bf16,mxfp4,int4]
         [--threads 1,2] [--rounds 3] [--prompt 128,512] [--decode 64] [--model DIR] [--llama-cpp DIR]
-        [--work DIR] [--vocab gpt-2|qwen2] [--ft-dense-format FMT] [--ft-int8] [--json FILE]
+        [--work DIR] [--vocab gpt-2|qwen2] [--ft-dense-format FMT] [--ft-int8] [--ft-gguf]
+        [--gguf FILE] [--json FILE]
 
 What: one random bf16 ``qwen3_moe`` checkpoint (Hugging Face safetensors, ``random_ckpt.py``), run by
 both engines in three weight formats: ``bf16`` (ft: the HF directory; llama.cpp: BF16 GGUF),
@@ -11,6 +12,10 @@ both engines in three weight formats: ``bf16`` (ft: the HF directory; llama.cpp:
 in bf16, llama.cpp's quantised files quantise them too: the bytes-per-token column shows it.
 ``--ft-dense-format int4_sym`` gives ft the same choice for the 4-bit formats (``EngineConfig.dense_format``),
 ``--ft-int8`` adds int8 activations (``EngineConfig.int8_activations``, opt-in, llama.cpp's q8_0 scheme).
+``q8_0`` (not in the default list): ft ``--format int8`` (int8_sym, group 32) against llama.cpp's Q8_0.
+``--ft-gguf``: ft loads the very GGUF file llama.cpp runs (the same quantised bits; ft keeps Q4_0,
+MXFP4, Q8_0 and BF16 experts as they are and dequantises the dense tensors to bf16); ``--gguf FILE``
+runs both engines on a GGUF file of any model ft reads.
 
 Shapes (``--shape``): ``mid`` = hidden 2048, moe_intermediate 768, 128 experts top-8, 16 query / 4 KV
 heads of 128 (Qwen3-30B-A3B's expert and attention sizes), 6 layers (~7.8 GB); ``deep`` = 48 layers
@@ -74,7 +79,12 @@ SHAPES = {
     "tiny": Shape(layers=2, experts=16, heads=16, kv_heads=4),  # smoke tests
 }
 # format -> (ft: FTW --format or None for the HF directory, llama.cpp: GGUF type)
-FORMATS = {"bf16": (None, "BF16"), "mxfp4": ("mxfp4", "MXFP4_MOE"), "int4": ("int4", "Q4_0")}
+FORMATS = {
+    "bf16": (None, "BF16"),
+    "mxfp4": ("mxfp4", "MXFP4_MOE"),
+    "int4": ("int4", "Q4_0"),
+    "q8_0": ("int8", "Q8_0"),
+}
 VOCABS = {"gpt-2": 50257, "qwen2": 151936}  # llama.cpp vocabulary file -> entries (= vocab_size)
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -344,6 +354,9 @@ def prepare(args, llama_dir: Path, shape: Shape | None, work: Path, stages: dict
 
             timed(stages, f"quantize_{gtype.lower()}", quant)
         ft_path = hf
+        if args.ft_gguf:  # ft reads the very file llama.cpp runs
+            out[fmt] = (gguf_path, gguf_path)
+            continue
         if ft_fmt:
             ft_path = work / f"ftw-{ft_fmt}"
             if not (ft_path / "ftw_index.json").exists():
@@ -651,7 +664,9 @@ def main() -> None:
         "--shape", default="mid", help="mid (default) or deep: the generated checkpoint's shape"
     )
     ap.add_argument(
-        "--formats", default="bf16,mxfp4,int4", help="of bf16, mxfp4, int4 (default: all)"
+        "--formats",
+        default="bf16,mxfp4,int4",
+        help="of bf16, mxfp4, int4, q8_0 (default: the first three)",
     )
     ap.add_argument("--threads", type=int_list, default=[1, 2], help="thread counts (default 1,2)")
     ap.add_argument("--rounds", type=int, default=3, help="measurement rounds (default 3)")
@@ -690,6 +705,18 @@ def main() -> None:
         help="4-bit formats only: ft with --int8-activations (opt-in)",
     )
     ap.add_argument(
+        "--ft-gguf",
+        action="store_true",
+        help="ft loads the same GGUF file llama.cpp runs (its own loader, experts in their GGUF bits "
+        "where ft has the kernel: Q4_0, MXFP4, Q8_0, BF16), instead of its converted files",
+    )
+    ap.add_argument(
+        "--gguf",
+        default=None,
+        metavar="FILE",
+        help="run both engines on this GGUF file (any model ft reads) instead of generated files",
+    )
+    ap.add_argument(
         "--json", default=None, help="also write everything to this file as one JSON object"
     )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -721,7 +748,12 @@ def main() -> None:
     t0 = time.perf_counter()
     llama_dir = ensure_llama_cpp(args.llama_cpp)
     log(f"llama.cpp: {llama_dir}; work dir: {work}")
-    paths = prepare(args, llama_dir, shape, work, stages)
+    if args.gguf:
+        g = Path(args.gguf).expanduser().resolve()
+        args.formats, shape = [g.name], None
+        paths = {g.name: (g, g)}
+    else:
+        paths = prepare(args, llama_dir, shape, work, stages)
     gguf_info = {fmt: gguf_bytes_per_token(llama_dir, g) for fmt, (_, g) in paths.items()}
     log(f"files ready in {time.perf_counter() - t0:.1f}s")
 
@@ -767,7 +799,7 @@ def main() -> None:
                     f"({ll['wall_s']:.0f}s)"
                 )
     rows = summarize(pairs, args.formats, args.threads, args.prompt)
-    desc = shape.describe() if shape else f"--model {args.model}"
+    desc = shape.describe() if shape else f"--model {args.model or args.gguf}"
     log(f"\n{desc}; llama.cpp {pairs[0]['llama.cpp']['build_commit']}; ft {pairs[0]['ft']['isa']}")
     print_table(rows, args.prompt, args.rounds)
     if stages:
@@ -783,6 +815,7 @@ def main() -> None:
             "formats": {f: [str(p) for p in paths[f]] for f in paths},
             "ft_dense_format": args.ft_dense_format,
             "ft_int8": args.ft_int8,
+            "ft_gguf": args.ft_gguf,
             "threads": args.threads,
             "rounds": args.rounds,
             "prompt": args.prompt,
