@@ -7,8 +7,6 @@ Downloaded once (~75 MB); only those members are extracted."""
 from __future__ import annotations
 
 import fcntl
-import importlib.util
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,18 +14,12 @@ from pathlib import Path
 
 from ft_core.paths import cache_dir
 
-VERSION = "0.3.36"  # = benchmarks/bench_vs_llamacpp.py LLAMA_CPP_PYTHON
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_vs_llamacpp import LLAMA_CPP_PYTHON as VERSION  # noqa: E402  the same llama.cpp
+from bench_vs_llamacpp import pip_command  # noqa: E402
+
 _PREFIX = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
 _MEMBERS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
-
-
-def _pip() -> list[str]:
-    if importlib.util.find_spec("pip") is not None:
-        return [sys.executable, "-m", "pip"]
-    for name in ("pip3", "pip"):
-        if shutil.which(name):
-            return [name]
-    return ["uvx", "pip"]
 
 
 def llama_cpp_dir() -> Path:
@@ -42,7 +34,7 @@ def llama_cpp_dir() -> Path:
         sdist = root / f"llama_cpp_python-{VERSION}.tar.gz"
         if not sdist.is_file():
             subprocess.run(
-                [*_pip(), "download", "--no-binary", ":all:", "--no-deps",
+                [*pip_command(), "download", "--no-binary", ":all:", "--no-deps",
                  f"llama-cpp-python=={VERSION}", "-d", str(root)],
                 check=True, capture_output=True,
             )  # fmt: skip

@@ -77,9 +77,6 @@ def test_bad_hierarchy_options(tiny_ckpt):
 
 def test_triton_device_backend_under_interpreter(tiny_ckpt):
     """Slot routes computed by the Triton grouped expert kernel (TRITON_INTERPRET=1 on the CPU)."""
-    import os
-    import subprocess
-    import sys
 
     path = tiny_ckpt("qwen3_moe")
     code = f"""
@@ -96,14 +93,7 @@ assert_logits_close(got, want, eng.model_config)
 assert eng.expert_stats()["total"]["device_routes"] > 0
 print("ok")
 """
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+    _interpreted(code)
 
 
 @pytest.mark.parametrize("policy,ratio", [("fill", None), ("hybrid", 0.3)])
@@ -170,9 +160,6 @@ def test_triton_cache_control_in_the_engine_under_interpreter(tiny_ckpt):
     """cache_control_impl="triton" (the default on CUDA) runs every layer step's control through the
     Triton kernel (TRITON_INTERPRET=1 on the CPU): same victims and copy lists as the torch step, so
     logits, tokens and every counter equal the torch-control engine's, bit for bit."""
-    import os
-    import subprocess
-    import sys
 
     path = tiny_ckpt("qwen3_moe")
     code = f"""
@@ -196,11 +183,18 @@ for kw in cases:
     assert {{k: out[0][2].get(k) for k in keys}} == {{k: out[1][2].get(k) for k in keys}}, (kw, out[0][2], out[1][2])
 print("ok")
 """
+    _interpreted(code)
+
+
+def _interpreted(code: str) -> None:
+    """Run ``code`` in a fresh process with Triton's interpreter on (set before triton is imported);
+    it must print "ok"."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
     res = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        capture_output=True,
-        text=True,
-        timeout=900,
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900
     )
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

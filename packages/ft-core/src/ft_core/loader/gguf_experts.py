@@ -108,7 +108,11 @@ def gguf_bank(
     for m, n in enumerate(
         layers
     ):  # layer by layer into preallocated tensors: no second copy of the bank
-        parts = {k: _kind_tensors(g.tensor(f"blk.{n}.ffn_{k}_exps.weight"), fmt, k) for k in KINDS}
+        parts = {}
+        for k in KINDS:
+            t = g.tensor(f"blk.{n}.ffn_{k}_exps.weight")
+            parts[k] = _kind_tensors(t, fmt, k)
+            t.release()  # copied: its file pages leave the process
         for key in parts["gate"]:
             suffix = key[len("gate") :]
             w13 = torch.cat([parts["gate"][key], parts["up"]["up" + suffix]], dim=1)

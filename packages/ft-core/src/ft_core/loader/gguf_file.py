@@ -8,6 +8,7 @@ metadata key, a tensor of an unexpected shape.
 
 from __future__ import annotations
 
+import mmap
 import re
 from pathlib import Path
 from typing import Any
@@ -51,38 +52,53 @@ def _open(path: Path):
 class GGUFTensor:
     """One tensor: GGML type, shape in torch order (outermost first), the raw bytes or values."""
 
-    def __init__(self, t, file: Path):
+    def __init__(self, t, file: Path, mm=None):
         self.name: str = t.name
         self.type = t.tensor_type  # gguf.GGMLQuantizationType
         self.shape: tuple[int, ...] = tuple(int(x) for x in reversed(t.shape.tolist()))
         self.data: np.ndarray = t.data  # memory-mapped (quantised types: uint8 blocks per row)
         self.file = file
+        self._mm, self._span = mm, (int(t.data_offset), int(t.n_bytes))
 
     @property
     def type_name(self) -> str:
         return self.type.name
 
+    def release(self) -> None:
+        """Drop this tensor's pages of the file mapping from the process (MADV_DONTNEED: they stay in the
+        page cache) once a copy of it exists, so that loading does not hold the file and its copy in
+        memory at once (the whole-file mapping would otherwise stay resident until closed)."""
+        if self._mm is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        off, n = self._span
+        start = off // mmap.PAGESIZE * mmap.PAGESIZE
+        try:
+            self._mm.madvise(mmap.MADV_DONTNEED, start, off + n - start)
+        except (OSError, ValueError):
+            pass  # advice only
+
     def to_torch(self) -> torch.Tensor:
         """The values in torch order: as stored for F32 / F16 / BF16, float32 for other types
         (dequantised by llama.cpp's ``gguf.quants.dequantize``); CheckpointError names a type it
-        cannot read."""
+        cannot read. The file's pages of the tensor are released after the copy."""
         a = np.asarray(self.data)
-        if self.type_name == "BF16":
-            return (
-                torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).reshape(self.shape)
-            )
-        if self.type_name in ("F32", "F16"):
-            return torch.from_numpy(a.copy()).reshape(self.shape)
-        import gguf
+        if self.type_name in ("BF16", "F32", "F16"):
+            raw = a.view(np.int16) if self.type_name == "BF16" else a
+            out = torch.from_numpy(raw.copy()).reshape(self.shape)
+            out = out.view(torch.bfloat16) if self.type_name == "BF16" else out
+        else:
+            import gguf
 
-        try:
-            vals = gguf.quants.dequantize(a, self.type)
-        except NotImplementedError as e:
-            raise CheckpointError(
-                f"{self.file}: tensor {self.name!r} has GGML type {self.type_name}, which ft cannot "
-                "read; requantize the model with llama-quantize (e.g. to Q8_0 or Q4_K)"
-            ) from e
-        return torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(self.shape)
+            try:
+                vals = gguf.quants.dequantize(a, self.type)
+            except NotImplementedError as e:
+                raise CheckpointError(
+                    f"{self.file}: tensor {self.name!r} has GGML type {self.type_name}, which ft "
+                    "cannot read; requantize the model with llama-quantize (e.g. to Q8_0 or Q4_K)"
+                ) from e
+            out = torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(self.shape)
+        self.release()
+        return out
 
 
 class GGUFFile:
@@ -97,8 +113,9 @@ class GGUFFile:
         self._fields = readers[0].fields
         self.tensors: dict[str, GGUFTensor] = {}
         for p, r in zip(self.parts, readers):
+            mm = getattr(r.data, "_mmap", None)  # numpy's memmap keeps its mmap object there
             for t in r.tensors:
-                self.tensors[t.name] = GGUFTensor(t, p)
+                self.tensors[t.name] = GGUFTensor(t, p, mm)
         self._readers = readers  # keep the memory maps alive
         self.arch = str(self.get("general.architecture"))
 
