@@ -3,8 +3,9 @@
 A closure run on a stream launches its kernels from the calling thread under ``torch.cuda.stream``
 and returns at once; the Event is a ``torch.cuda.Event`` recorded after them. Tensors a closure
 allocates are tied to the stream that made them (``record_stream`` is left to the closure) and its
-result is usable by another stream once that stream ``wait``s for the event. Host buffers are pinned,
-so copies between them and the device are asynchronous. Not run in CI (no GPU there):
+result is usable by another stream once that stream ``wait``s for the event. Copies from the expert
+banks are asynchronous because the loader pins them where CUDA is present (loader/ftw_io.pin_in_place).
+Not run in CI (no GPU there):
 ``benchmarks/gpu_check.py`` exercises it.
 """
 
@@ -63,9 +64,6 @@ class CudaDevice(Device):
     def mem_get_info(self) -> tuple[int, int]:
         free, total = torch.cuda.mem_get_info(self._dev)
         return int(free), int(total)
-
-    def host_buffer(self, shape, dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, pin_memory=True)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self._dev)

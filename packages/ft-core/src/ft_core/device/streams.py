@@ -26,8 +26,6 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-import torch
-
 
 class Event(ABC):
     @abstractmethod
@@ -58,10 +56,6 @@ class Device(ABC):
     @abstractmethod
     def mem_get_info(self) -> tuple[int, int]:
         """(free, total) bytes of device memory."""
-
-    def host_buffer(self, shape, dtype) -> torch.Tensor:
-        """A host tensor the device can copy from or into asynchronously (pinned on CUDA)."""
-        return torch.empty(shape, dtype=dtype)
 
     def synchronize(self) -> None:
         """Wait until every stream is idle."""

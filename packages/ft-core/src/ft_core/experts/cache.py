@@ -186,11 +186,11 @@ class ExpertCache:
         pageable bank: gathered rows, then one copy per tensor (synchronous)."""
         if ids.numel() == 0:
             return 0
-        n, ids_h = 0, ids.cpu()
-        pairs = list(zip(ids_h.tolist(), slots.cpu().tolist()))
+        n, ids_h, pairs = 0, ids.cpu(), None
         for k, t in self.bank.tensors.items():
             dst = self.store[k]
             if self.device != "cpu" and t.is_pinned():
+                pairs = pairs or list(zip(ids_h.tolist(), slots.cpu().tolist()))
                 for i, s in pairs:
                     dst[s].copy_(t[i], non_blocking=True)
                 n += int(ids_h.numel()) * t[0].numel() * t.element_size()

@@ -66,9 +66,8 @@ class CachedBackend(ExpertBackend):
         self.cache, self.policy = cache, policy
         self.q_of_m = q_policy(policy, ratio)
         # the same rule as the Triton control kernel's mode (cache.control_impl "triton")
-        self.mode = {"fill": ("fill", 1.0), "hybrid": ("hybrid", ratio), "static": ("cpu", 1.0)}[
-            policy
-        ]
+        modes = {"fill": ("fill", 1.0), "hybrid": ("hybrid", ratio), "static": ("cpu", 1.0)}
+        self.mode = modes[policy]
         self.device_backend, self.host_backend = device_backend, host_backend
         self.slot_bank = cache.slot_bank()
         self.warmup_calls = (
@@ -81,6 +80,7 @@ class CachedBackend(ExpertBackend):
         self.num_layers = cache.bank.num_ids // cache.bank.num_experts
         self.dev = device or CpuDevice()  # the slots' streams (a CpuDevice's are threads)
         self._copied = None  # the Event after the last copy queued (fills, prefetch, hot set)
+        self._waited = None  # the last of them the compute stream was told to wait for
 
     def supports(self, bank: ExpertBank) -> bool:
         return self.host_backend.supports(bank) and self.device_backend.supports(self.slot_bank)
@@ -102,9 +102,8 @@ class CachedBackend(ExpertBackend):
         else:
             res = c.control(eid, self.q_of_m, mode=self.mode)
         self._copy(res.copy_ids, res.copy_slots)
-        need = (
-            self._copied
-        )  # the slot GEMM waits for every copy queued so far (FIFO), not the prefetch
+        # the slot GEMM waits for every copy queued so far (FIFO), not for the prefetch queued next
+        need = self._copied
         if prefill and 0 <= layer < self.num_layers - 1:
             self._prefetch(layer + 1, res.route_slot)
         route_slot = res.route_slot.cpu()
@@ -113,8 +112,9 @@ class CachedBackend(ExpertBackend):
         t0 = time.perf_counter()
         pending = None
         if bool(on_dev.any()):
-            if need is not None:
+            if need is not None and need is not self._waited:  # stream order keeps older waits
                 dev.compute.wait(need)
+                self._waited = need
             pending = dev.compute.run(
                 self._slot_gemm(x, tok[on_dev], route_slot[on_dev], gate[on_dev])
             )

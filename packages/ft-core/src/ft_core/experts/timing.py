@@ -42,9 +42,9 @@ def step_seconds(
         return d * b / bh
     if bp is None:
         return None
-    c = branch_s if m - q > 0 else 0.0
+    c = branch_s if m - q > 0 else 0.0  # static: q = 0
     if policy == "static":
-        return m * b / bh + (branch_s if m > 0 else 0.0)
+        return m * b / bh + c
     if policy == "fill":
         return m * b / bp
     if policy == "hybrid":
@@ -72,9 +72,8 @@ def choose_policy(
         # Expected q of the rounded rule, evaluated at the expected m (whole misses, at least one).
         mi = max(1, round(m)) if m > 0 else 0
         q = hybrid_q(mi, bp / bh)
-        split = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh, branch_s)
-        c = branch_s if mi - q > 0 else 0.0
-        times["hybrid"] = (split - c) * (m / mi if mi else 0) + c
+        split = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh)
+        times["hybrid"] = split * (m / mi if mi else 0) + (branch_s if mi - q > 0 else 0.0)
     best = min(times, key=lambda p: (times[p], ("hybrid", "fill", "cpu").index(p)))
     return best, times
 

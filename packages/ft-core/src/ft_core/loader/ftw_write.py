@@ -115,9 +115,8 @@ def _write(source: Source, out: Path, fmt, shard_bytes, progress, on_progress) -
     t0 = time.perf_counter()
     try:
         (tmp / "convert.pid").write_text(f"{os.getpid()}\n")
-        source.write_metadata(
-            tmp
-        )  # first: a killed run's leftovers then fail with "missing FTW index"
+        # first: a killed run's leftovers then fail with "missing FTW index"
+        source.write_metadata(tmp)
         writer = ShardWriter(tmp, shard_bytes)
         bar = Progress(source.total_bytes, "converting", progress)
         try:
