@@ -21,17 +21,13 @@ import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError
-from ft_core.experts.bank import ExpertBank
-from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
+from ft_core.experts.bank import FLOAT_FORMATS, ExpertBank
+from ft_core.loader.gguf_file import STORED, GGUFFile, GGUFTensor
 
 log = logging.getLogger("ft_core.loader")
 KINDS = ("gate", "up", "down")
-_FLOAT = {
-    "F32": ("f32", torch.float32),
-    "F16": ("f16", torch.float16),
-    "BF16": ("bf16", torch.bfloat16),
-}
-_NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4", "Q8_0": "int8_sym"}
+_NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4", "Q8_0": "int8_sym"}  # GGML type -> bank format
+_DTYPES = {f: dt for dt, f in FLOAT_FORMATS.items()}  # float bank format -> torch dtype
 
 
 def _nibbles_to_pairs(qs: np.ndarray) -> np.ndarray:
@@ -51,28 +47,36 @@ def _blocks(t: GGUFTensor, block_bytes: int) -> np.ndarray:
     return np.asarray(t.data).reshape(E, rows, cols // 32, block_bytes)
 
 
+def _f16_scales(b: np.ndarray) -> np.ndarray:
+    """The f16 d leading each block of ``b`` [..., nb, block bytes], as float32 [..., nb] (exact)."""
+    return b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+
+
 def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tensor]:
     """One expert kind ([E, rows, cols]) in bank format ``fmt`` under names ``prefix``_*."""
     if fmt == "int4_sym":
         b = _blocks(t, 18)
-        d = b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
         q = _nibbles_to_pairs(b[..., 2:]).reshape(*b.shape[:2], -1)
-        return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(d)}
+        return {
+            f"{prefix}_q": torch.from_numpy(q),
+            f"{prefix}_scale": torch.from_numpy(_f16_scales(b)),
+        }
     if fmt == "int8_sym":
         b = _blocks(t, 34)
-        d = b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
         q = np.ascontiguousarray(b[..., 2:]).reshape(
             *b.shape[:2], -1
         )  # int8 bits, columns in order
-        return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(d)}
+        return {
+            f"{prefix}_q": torch.from_numpy(q),
+            f"{prefix}_scale": torch.from_numpy(_f16_scales(b)),
+        }
     if fmt == "mxfp4":
         b = _blocks(t, 17)
         return {
             f"{prefix}_blocks": torch.from_numpy(_nibbles_to_pairs(b[..., 1:])),
             f"{prefix}_scales": torch.from_numpy(b[..., 0].copy()),
         }
-    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[fmt]
-    return {prefix: t.to_torch().to(dtype)}
+    return {prefix: t.to_torch().to(_DTYPES[fmt])}
 
 
 def gguf_bank(
@@ -93,10 +97,11 @@ def gguf_bank(
                     "(experts, rows, columns) from the metadata"
                 )
             types.add(t.type_name)
-    if len(types) == 1 and (ty := next(iter(types))) in _NATIVE:
+    ty = next(iter(types)) if len(types) == 1 else None
+    if ty in _NATIVE:
         fmt = _NATIVE[ty]
-    elif len(types) == 1 and ty in _FLOAT:
-        fmt = _FLOAT[ty][0]
+    elif ty in STORED:
+        fmt = FLOAT_FORMATS[STORED[ty]]
     else:
         fmt = "f32"
         log.warning(
@@ -105,27 +110,32 @@ def gguf_bank(
         )  # fmt: skip
     tensors: dict[str, torch.Tensor] = {}
     E = num_experts
-    for m, n in enumerate(
-        layers
-    ):  # layer by layer into preallocated tensors: no second copy of the bank
+    # layer by layer into preallocated tensors (w13: gate rows, then up rows): no second copy of the bank
+    for m, n in enumerate(layers):
         parts = {}
         for k in KINDS:
             t = g.tensor(f"blk.{n}.ffn_{k}_exps.weight")
             parts[k] = _kind_tensors(t, fmt, k)
             t.release()  # copied: its file pages leave the process
-        for key in parts["gate"]:
+        rows = slice(m * E, (m + 1) * E)
+        for key, gate in parts["gate"].items():
             suffix = key[len("gate") :]
-            w13 = torch.cat([parts["gate"][key], parts["up"]["up" + suffix]], dim=1)
-            for name, t in (("w13" + suffix, w13), ("w2" + suffix, parts["down"]["down" + suffix])):
-                if name not in tensors:
-                    tensors[name] = torch.empty((len(layers) * E, *t.shape[1:]), dtype=t.dtype)
-                tensors[name][m * E : (m + 1) * E] = t
+            up, down = parts["up"]["up" + suffix], parts["down"]["down" + suffix]
+            if "w13" + suffix not in tensors:
+                w13_shape = (len(layers) * E, gate.shape[1] + up.shape[1], *gate.shape[2:])
+                tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
+                tensors["w2" + suffix] = torch.empty(
+                    (len(layers) * E, *down.shape[1:]), dtype=down.dtype
+                )
+            tensors["w13" + suffix][rows, : gate.shape[1]] = gate
+            tensors["w13" + suffix][rows, gate.shape[1] :] = up
+            tensors["w2" + suffix][rows] = down
     if f"blk.{layers[0]}.ffn_gate_exps.bias" in g.tensors:
         bias = {k: [g.tensor(f"blk.{n}.ffn_{k}_exps.bias").to_torch().float() for n in layers]
                 for k in KINDS}  # fmt: skip
         tensors["w13_bias"] = torch.cat(
-            [torch.cat([gb, ub], dim=1) for gb, ub in zip(bias["gate"], bias["up"])]
-        ).float()
-        tensors["w2_bias"] = torch.cat(bias["down"]).float()
+            [torch.cat(gu, dim=1) for gu in zip(bias["gate"], bias["up"])]
+        )
+        tensors["w2_bias"] = torch.cat(bias["down"])
     group = 32 if fmt in ("int4_sym", "int8_sym") else 0
     return ExpertBank(fmt, num_experts, hidden, inter, act, tensors, fp8_block=group)

@@ -18,6 +18,7 @@ import torch
 
 from ft_core.errors import CheckpointError
 
+STORED = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}  # kept as they are
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 _MISSING = object()
 
@@ -64,6 +65,11 @@ class GGUFTensor:
     def type_name(self) -> str:
         return self.type.name
 
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The dtype ``to_torch`` gives: the stored float type, float32 for quantised types."""
+        return STORED.get(self.type_name, torch.float32)
+
     def release(self) -> None:
         """Drop this tensor's pages of the file mapping from the process (MADV_DONTNEED: they stay in the
         page cache) once a copy of it exists, so that loading does not hold the file and its copy in
@@ -82,7 +88,7 @@ class GGUFTensor:
         (dequantised by llama.cpp's ``gguf.quants.dequantize``); CheckpointError names a type it
         cannot read. The file's pages of the tensor are released after the copy."""
         a = np.asarray(self.data)
-        if self.type_name in ("BF16", "F32", "F16"):
+        if self.type_name in STORED:
             raw = a.view(np.int16) if self.type_name == "BF16" else a
             out = torch.from_numpy(raw.copy()).reshape(self.shape)
             out = out.view(torch.bfloat16) if self.type_name == "BF16" else out

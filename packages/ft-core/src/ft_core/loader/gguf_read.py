@@ -26,8 +26,6 @@ from ft_core.models.config_parse import parse_config
 from ft_core.tokenizer import Tokenizer
 from ft_core.tokenizer.gguf_vocab import gguf_tokenizer
 
-_STORED = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-
 
 class GGUFIndex:
     """TensorIndex over a GGUF file's non-expert tensors, under Hugging Face names."""
@@ -62,7 +60,7 @@ class GGUFIndex:
         return out
 
     def dtype(self, name: str) -> torch.dtype:
-        return _STORED.get(self._tensor(name).type_name, torch.float32)
+        return self._tensor(name).torch_dtype
 
     def file_of(self, name: str) -> Path:
         return self._tensor(name).file
@@ -98,15 +96,21 @@ def is_gguf(path: Path) -> bool:
         return f.read(4) == b"GGUF"
 
 
+def _read(path: Path):
+    """(GGUFFile, its config.json dict, ModelConfig, gguf_tokenizer's (tokenizer, config, template,
+    eos ids)) of the GGUF model at ``path``; CheckpointError when its vocabulary outgrows the embedding."""
+    g = GGUFFile(path)
+    config = hf_config(g)
+    cfg = parse_config(config, g.path)
+    vocab = gguf_tokenizer(g, str(g.path))
+    if (n := vocab[0].get_vocab_size(with_added_tokens=True)) > cfg.vocab_size:
+        raise CheckpointError(f"{g.path}: {n} tokens but the embedding has {cfg.vocab_size} rows")
+    return g, config, cfg, vocab
+
+
 def open_gguf(path: Path, dtype: torch.dtype):
     """(ModelConfig, GGUFWeights, Tokenizer, generation config dict) of the GGUF model at ``path``."""
-    g = GGUFFile(path)
-    cfg = parse_config(hf_config(g), g.path)
-    tok, config, template, eos = gguf_tokenizer(g, str(g.path))
-    if tok.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
-        raise CheckpointError(
-            f"{g.path}: {tok.get_vocab_size()} tokens but the embedding has {cfg.vocab_size} rows"
-        )
+    g, _, cfg, (tok, config, template, eos) = _read(path)
     return (
         cfg,
         GGUFWeights(g, dtype, cfg),
@@ -120,10 +124,7 @@ def gguf_source(path: Path) -> Source:
     would load them (float32 engine), and config.json / tokenizer files written from its metadata."""
     import json
 
-    g = GGUFFile(path)
-    config = hf_config(g)
-    cfg = parse_config(config, g.path)
-    tok, tok_config, template, eos = gguf_tokenizer(g, str(g.path))
+    g, config, cfg, (tok, tok_config, template, eos) = _read(path)
     reader = GGUFWeights(g, torch.float32, cfg)
     prefixes = [f"model.layers.{i}.mlp" for i in range(cfg.num_layers) if cfg.moe_layers[i]]
 

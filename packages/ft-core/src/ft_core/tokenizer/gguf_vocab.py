@@ -116,11 +116,10 @@ def gguf_tokenizer(meta, where: str):
             raise CheckpointError(f"{where}: tokenizer.ggml.{key}_token_id {i} is out of range")
         return None if i is None else int(i)
 
-    bos, eos = tid("bos"), tid("eos")
+    bos, eos, pad = tid("bos"), tid("eos"), tid("padding")
     config = {
-        "bos_token": None if bos is None else tokens[bos],
-        "eos_token": None if eos is None else tokens[eos],
-        "pad_token": None if tid("padding") is None else tokens[tid("padding")],
+        f"{k}_token": None if i is None else tokens[i]
+        for k, i in (("bos", bos), ("eos", eos), ("pad", pad))
     }
     if bos is not None and meta.get("tokenizer.ggml.add_bos_token", False):
         b = tokens[bos]
