@@ -165,12 +165,12 @@ def write_gguf(
     out_tensors: list[tuple[str, np.ndarray, object]] = []
 
     def add(gname, hf_names, a, qtype, unstack=None):
+        """Write ``a`` as ``gname``; its dequantised values go to the reference (also returned)."""
         data, T, back = _encode(a, qtype, rng)
         out_tensors.append((gname, data, T))
         for i, h in enumerate(hf_names):
             ref[h] = unstack(back, i) if unstack else back
-
-    add.ref = ref  # GPT-OSS's experts set their reference tensors themselves
+        return back
 
     stacks: dict[tuple[int, str], dict[int, str]] = {}
     names_table = (_GPT_OSS_NAMES if mt == "gpt_oss" else []) + _NAMES
@@ -195,9 +195,7 @@ def write_gguf(
         else:
             add(g, [name], a, qtype)
     if mt == "gpt_oss":
-        _gpt_oss_experts(tensors, n, experts, add)
-        for k in [k for k in ref if k.startswith("_")]:  # the split parts' placeholders
-            del ref[k]
+        _gpt_oss_experts(tensors, n, experts, add, ref)
     for (layer, kind), by_e in sorted(stacks.items()):
         names = [by_e[e] for e in range(E)]
         a = np.stack([tensors[x] for x in names])
@@ -261,7 +259,7 @@ def write_gguf(
     return first, ref_dir
 
 
-def _gpt_oss_experts(tensors, n: int, experts: str, add) -> None:
+def _gpt_oss_experts(tensors, n: int, experts: str, add, ref: dict) -> None:
     """GPT-OSS's fused experts as llama.cpp writes them: gate_up_proj [E, H, 2I] transposed, its
     interleaved rows (gate even, up odd) split into ffn_gate_exps / ffn_up_exps [E, I, H], down_proj
     [E, I, H] transposed into ffn_down_exps [E, H, I]; the biases split likewise, in F32. The reference
@@ -270,22 +268,16 @@ def _gpt_oss_experts(tensors, n: int, experts: str, add) -> None:
         p = f"model.layers.{i}.mlp.experts."
         gu = tensors[p + "gate_up_proj"].transpose(0, 2, 1)  # [E, 2I, H]
         gub = tensors[p + "gate_up_proj_bias"]  # [E, 2I]
-        back: dict[str, np.ndarray] = {}
-
-        def keep(key):
-            return lambda b, _i, key=key: back.__setitem__(key, b) or b
-
-        add(f"blk.{i}.ffn_gate_exps.weight", ["_g"], gu[:, 0::2], experts, keep("g"))
-        add(f"blk.{i}.ffn_up_exps.weight", ["_u"], gu[:, 1::2], experts, keep("u"))
-        add(
+        g = add(f"blk.{i}.ffn_gate_exps.weight", [], gu[:, 0::2], experts)
+        u = add(f"blk.{i}.ffn_up_exps.weight", [], gu[:, 1::2], experts)
+        d = add(
             f"blk.{i}.ffn_down_exps.weight",
-            ["_d"],
+            [],
             tensors[p + "down_proj"].transpose(0, 2, 1),
             experts,
-            keep("d"),
         )
-        add(f"blk.{i}.ffn_gate_exps.bias", ["_gb"], gub[:, 0::2], "F32", keep("gb"))
-        add(f"blk.{i}.ffn_up_exps.bias", ["_ub"], gub[:, 1::2], "F32", keep("ub"))
+        gb = add(f"blk.{i}.ffn_gate_exps.bias", [], gub[:, 0::2], "F32")
+        ub = add(f"blk.{i}.ffn_up_exps.bias", [], gub[:, 1::2], "F32")
         add(
             f"blk.{i}.ffn_down_exps.bias",
             [p + "down_proj_bias"],
@@ -293,9 +285,9 @@ def _gpt_oss_experts(tensors, n: int, experts: str, add) -> None:
             "F32",
         )
         inter = np.empty_like(gu)
-        inter[:, 0::2], inter[:, 1::2] = back["g"], back["u"]
+        inter[:, 0::2], inter[:, 1::2] = g, u
         interb = np.empty_like(gub)
-        interb[:, 0::2], interb[:, 1::2] = back["gb"], back["ub"]
-        add.ref[p + "gate_up_proj"] = inter.transpose(0, 2, 1)
-        add.ref[p + "gate_up_proj_bias"] = interb
-        add.ref[p + "down_proj"] = back["d"].transpose(0, 2, 1)
+        interb[:, 0::2], interb[:, 1::2] = gb, ub
+        ref[p + "gate_up_proj"] = inter.transpose(0, 2, 1)
+        ref[p + "gate_up_proj_bias"] = interb
+        ref[p + "down_proj"] = d.transpose(0, 2, 1)
