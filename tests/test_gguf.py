@@ -22,13 +22,15 @@ CASES = [
     ("qwen3_moe", "F32", "F32", "f32"),
     ("qwen3_moe", "BF16", "BF16", "bf16"),
     ("qwen3_moe", "Q4_0", "Q8_0", "int4_sym"),
-    ("qwen3_moe", "Q4_K", "Q8_0", "f32"),
-    ("qwen2_moe", "Q5_K", "F16", "f32"),
+    ("qwen3_moe", "Q4_K", "Q8_0", "q4_k"),
+    ("qwen3_moe", "Q4_K_M", "Q8_0", "q4_k"),  # ffn_down Q6_K in some layers: per-layer formats
+    ("qwen2_moe", "Q5_K", "F16", "q5_k"),
     ("qwen2_moe", "Q8_0", "Q8_0", "int8_sym"),
     ("olmoe", "MXFP4", "BF16", "mxfp4"),
-    ("olmoe", "Q6_K", "Q4_0", "f32"),
+    ("olmoe", "Q6_K", "Q4_0", "q6_k"),
+    ("olmoe", "Q2_K", "BF16", "f32"),  # no kernel yet: dequantised, exact
     ("mixtral", "Q4_0", "Q8_0", "int4_sym"),
-    ("mixtral", "Q6_K", "F32", "f32"),
+    ("mixtral", "Q4_K_M", "F32", "q4_k"),
     ("gpt_oss", "MXFP4", "Q8_0", "mxfp4"),  # sinks, windows, yarn, biased experts
     ("gpt_oss", "BF16", "BF16", "bf16"),
 ]
@@ -54,7 +56,12 @@ def test_gguf_matches_transformers_on_the_dequantised_weights(
 ):
     path, ref_dir = write_gguf(hf(arch), tmp_path / f"{arch}.gguf", experts, dense)
     eng = Engine.from_pretrained(path)
-    assert eng.model.bank.fmt == bank  # Q4_0 / MXFP4 stay 4-bit in ft's kernels, repacked exactly
+    assert eng.model.bank.fmt == bank  # Q4_0 / MXFP4 / K-quants stay in their bits in ft's kernels
+    if (
+        experts == "Q4_K_M"
+    ):  # layer 0's ffn_down Q4_K, the last layer's Q6_K (llama-quantize's rule)
+        assert eng.model.bank.layer_fmts[0] == ("q4_k", "q4_k")
+        assert eng.model.bank.layer_fmts[-1] == ("q4_k", "q6_k")
     ref = load_reference(ref_dir)
     with torch.no_grad():
         want = ref(torch.tensor([IDS])).logits[0].float()
@@ -228,3 +235,28 @@ def test_ft_convert_writes_an_ftw_of_a_gguf(hf, tmp_path):
     assert a.tokenizer.encode(text) == b.tokenizer.encode(text)
     assert a.tokenizer.chat_template == b.tokenizer.chat_template
     assert a.tokenizer.eos_token_ids == b.tokenizer.eos_token_ids
+
+
+def test_ft_convert_keeps_a_mixed_kquant_bank(hf, tmp_path):
+    """A Q4_K_M-style GGUF (ffn_down Q6_K in some layers) -> FTW keeps each layer's formats and bytes
+    (bit for bit the same logits); --format q6_k re-quantises every layer to one K-quant, within its
+    quantiser's bound."""
+    from ft_core.loader.ftw_write import convert
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q8_0")
+    convert(path, tmp_path / "m.ftw")
+    a, b = Engine.from_pretrained(path), Engine.from_pretrained(tmp_path / "m.ftw")
+    assert b.model.bank.layer_fmts == a.model.bank.layer_fmts != ()
+    assert torch.equal(a.score(IDS), b.score(IDS))
+    summary = convert(path, tmp_path / "q6.ftw", fmt="q6_k")
+    assert summary["bank_fmt"] == "q6_k"
+    c = Engine.from_pretrained(tmp_path / "q6.ftw")
+    assert c.model.bank.layer_fmts == () and c.model.bank.fmt == "q6_k"
+    ids = torch.arange(a.model.bank.num_ids)
+    for which in (
+        "w13",
+        "w2",
+    ):  # within q6_k's quantiser bound (ft-kernels' test_quantisation_error)
+        w, q = a.model.bank.dequant(ids, which), c.model.bank.dequant(ids, which)
+        assert (q - w).abs().max() <= 0.03 * w.abs().max()
+    assert torch.isfinite(c.score(IDS)).all()

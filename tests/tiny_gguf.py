@@ -72,7 +72,18 @@ _KQUANT = {
     "Q4_K": (0, 2),
     "Q5_K": (0, 2),
     "Q6_K": (208,),
+    "Q2_K": (80, 82),
 }  # byte offsets of the f16 d / dmin of a block
+
+
+def _expert_type(experts: str, layer: int, kind: str, n: int) -> str:
+    """GGML type of one expert tensor: ``experts`` itself, or for the mix "Q4_K_M" llama-quantize's rule
+    (ffn_down in Q6_K on the layers use_more_bits picks -- the first and last eighth, every third
+    between -- the rest Q4_K)."""
+    if experts != "Q4_K_M":
+        return experts
+    more = layer < n // 8 or layer >= 7 * n // 8 or (layer - n // 8) % 3 == 2
+    return "Q6_K" if kind == "down" and more else "Q4_K"
 
 
 def _permute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -148,7 +159,7 @@ def write_gguf(
     hf_dir: Path, out: Path, experts: str = "F32", dense: str = "F32", split: int = 1, seed: int = 0
 ) -> tuple[Path, Path]:
     """Write ``hf_dir``'s model as GGUF ``out`` (``split`` > 1: that many ``-0000i-of-0000N`` parts;
-    returns the first) with expert tensors in ``experts`` and other linear weights / embeddings in
+    returns the first) with expert tensors in ``experts`` (or the mix "Q4_K_M") and other linear weights / embeddings in
     ``dense`` (GGML type names); returns (GGUF path, the float32 HF reference directory)."""
     import gguf
 
@@ -199,7 +210,8 @@ def write_gguf(
     for (layer, kind), by_e in sorted(stacks.items()):
         names = [by_e[e] for e in range(E)]
         a = np.stack([tensors[x] for x in names])
-        add(f"blk.{layer}.ffn_{kind}_exps.weight", names, a, experts, lambda b, i: b[i])
+        qtype = _expert_type(experts, layer, kind, n)
+        add(f"blk.{layer}.ffn_{kind}_exps.weight", names, a, qtype, lambda b, i: b[i])
 
     per_part = -(
         -len(out_tensors) // split

@@ -35,6 +35,9 @@ inline int64_t row_bytes(ft::Fmt f, int64_t cols) {
     case ft::Fmt::F16: return cols * 2;
     case ft::Fmt::FP8_E4M3:
     case ft::Fmt::INT8_SYM: return cols;
+    case ft::Fmt::Q4_K:
+    case ft::Fmt::Q5_K:
+    case ft::Fmt::Q6_K: return cols / ft::kQK * ft::kquant_block_bytes(f);
     default: return cols / 2;
   }
 }
@@ -47,9 +50,15 @@ inline ft::ExpertBankRef bank(const std::string& name, int fmt_i, const Arr& q, 
   expect(q.ndim() == 3, name + "_q must be [N, rows, row bytes], got " + shape_of(q));
   int64_t N = q.shape(0), rows = q.shape(1);
   int64_t rb = q.shape(2) * (q.dtype().bits / 8);
-  expect(rb == row_bytes(fmt, cols), name + "_q rows hold " + std::to_string(rb) + " bytes; " + ft::fmt_name(fmt) +
-                                         " with " + std::to_string(cols) + " columns needs " +
-                                         std::to_string(row_bytes(fmt, cols)));
+  expect(ft::kquant_block_bytes(fmt) == 0 || cols % ft::kQK == 0,
+         name + ": " + ft::fmt_name(fmt) + " needs columns in whole super-blocks of 256, got " + std::to_string(cols));
+  // K-quant rows may be padded at the end up to the widest K-quant's bytes (mixed banks: experts/bank.py);
+  // the kernels read a row's blocks only.
+  const bool padded_ok = ft::kquant_block_bytes(fmt) && rb > row_bytes(fmt, cols) &&
+                         rb <= cols / ft::kQK * ft::kquant_block_bytes(ft::Fmt::Q6_K);
+  expect(rb == row_bytes(fmt, cols) || padded_ok,
+         name + "_q rows hold " + std::to_string(rb) + " bytes; " + ft::fmt_name(fmt) + " with " + std::to_string(cols) +
+             " columns needs " + std::to_string(row_bytes(fmt, cols)));
   ft::ExpertBankRef b;
   b.n_experts = N;
   b.q_expert_bytes = rows * rb;
@@ -64,7 +73,8 @@ inline ft::ExpertBankRef bank(const std::string& name, int fmt_i, const Arr& q, 
   m.scale_stride = 0;
   m.group = fmt == ft::Fmt::MXFP4 ? 32 : fmt == ft::Fmt::NVFP4 ? 16 : group;
   m.global_scale = gscale;
-  bool needs_scale = fmt != ft::Fmt::BF16 && fmt != ft::Fmt::F16;
+  // The K-quant blocks carry their own scales.
+  bool needs_scale = fmt != ft::Fmt::BF16 && fmt != ft::Fmt::F16 && ft::kquant_block_bytes(fmt) == 0;
   if (needs_scale) {
     expect(scale.has_value(), name + "_scale is required for " + ft::fmt_name(fmt));
     expect(m.group > 0, name + "_group must be > 0 for " + std::string(ft::fmt_name(fmt)));

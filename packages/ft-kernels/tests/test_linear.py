@@ -20,6 +20,8 @@ SHAPES = {
     "any": [(37, 72), (300, 130), (9, 34)],
     "mxfp4": [(37, 96), (70, 64), (21, 288)],
     "nvfp4": [(37, 80), (70, 48), (21, 272)],
+    # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows
+    **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k")},
 }
 
 
@@ -139,8 +141,10 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
+    kq = fmt in ("q4_k", "q5_k", "q6_k")  # whole super-blocks of 256 columns
     for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
                             (20, 288, 128, torch.bfloat16)):
+        K = 256 * (K // 96) if kq else K
         g = torch.Generator().manual_seed(T)
         w = fk.quantize(torch.randn(1, 45, K, generator=g) * .1, fmt, group=group)
         x = torch.randn(T, K, generator=g).to(xd); b = torch.randn(45, generator=g)

@@ -28,6 +28,8 @@ SHAPES = {
     "any": [(72, 40), (130, 34), (64, 96)],
     "mxfp4": [(96, 64), (64, 32), (288, 160)],
     "nvfp4": [(80, 48), (48, 16), (272, 144)],
+    # K-quants: H and I in whole super-blocks of 256 columns
+    **{k: [(256, 256), (512, 256), (256, 768)] for k in ("q4_k", "q5_k", "q6_k")},
 }
 
 
@@ -122,12 +124,18 @@ BOUNDS = {
     "int4_sym": 0.1,
     "int4_asym": 0.1,
     "int8_sym": 4e-3,  # half a step, max|w| / 254, within a group's own max
+    # plain min-max rule, not llama.cpp's scale search: half a step of (max - min) / 15 (31), both ends
+    # rounded to 6-bit scales and mins (each within 1/126 of the block's largest); q6_k: absmax / 31
+    "q4_k": 0.1,
+    "q5_k": 0.05,
+    "q6_k": 0.03,
 }
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantisation_error(fmt):
-    w = torch.randn(3, 64, 96, generator=torch.Generator().manual_seed(1))
+    cols = 256 if fmt in ("q4_k", "q5_k", "q6_k") else 96
+    w = torch.randn(3, 64, cols, generator=torch.Generator().manual_seed(1))
     q = fk.quantize(w, fmt, group=32)
     err = (R.dequantize(q) - w).abs().max() / w.abs().max()
     assert err <= BOUNDS[fmt], f"{fmt}: {err:.3g}"
@@ -171,7 +179,8 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import moe_bound
 assert fk.active_isa() == {isa!r}, fk.active_isa()
 for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40)), ("mxfp4", (96, 64)),
-                    ("nvfp4", (80, 48)), ("int4_sym", (130, 34)), ("int4_asym", (72, 40))]:
+                    ("nvfp4", (80, 48)), ("int4_sym", (130, 34)), ("int4_asym", (72, 40)), ("int8_sym", (72, 40)),
+                    ("q4_k", (256, 256)), ("q5_k", (512, 256)), ("q6_k", (256, 512))]:
     for T in (1, 3, 8, 70):
         g = torch.Generator().manual_seed(T)
         x = torch.randn(T, H, generator=g); R_ = 2 * T + 1

@@ -11,7 +11,7 @@
       __attribute__((weak));
 #define FT_DECL_ALL(isa) \
   FT_DECL(bf16, isa) FT_DECL(f16, isa) FT_DECL(fp8, isa) FT_DECL(mxfp4, isa) FT_DECL(nvfp4, isa) FT_DECL(int4, isa) \
-      FT_DECL(int8, isa)
+      FT_DECL(int8, isa) FT_DECL(q4k, isa) FT_DECL(q5k, isa) FT_DECL(q6k, isa)
 
 #define FT_DECL_Q8(fmt, isa) \
   void rows_q8_##fmt##_##isa(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t) __attribute__((weak));
@@ -88,6 +88,9 @@ RowsFn rows_kernel(Fmt fmt) {
     case Fmt::INT4_SYM:
     case Fmt::INT4_ASYM: FT_PICK(int4)
     case Fmt::INT8_SYM: FT_PICK(int8)
+    case Fmt::Q4_K: FT_PICK(q4k)
+    case Fmt::Q5_K: FT_PICK(q5k)
+    case Fmt::Q6_K: FT_PICK(q6k)
     default: return rows_scalar;
   }
 }
@@ -166,7 +169,7 @@ AttnSpanFn attn_span_kernel() {
 const char* fmt_name(Fmt f) {
   static constexpr const char* names[] = {"bf16",     "f16",      "fp8_e4m3",
                                                   "mxfp4",    "nvfp4",    "int4_sym",
-                                                  "int4_asym", "int8_sym"};
+                                                  "int4_asym", "int8_sym", "q4_k",     "q5_k",     "q6_k"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fmt::COUNT), "one name per Fmt, in order");
   int i = static_cast<int>(f);
   return i >= 0 && i < static_cast<int>(Fmt::COUNT) ? names[i] : "?";
@@ -183,6 +186,9 @@ const char* check_mat(const WeightMat& w) {
     case Fmt::INT4_ASYM:
       return w.cols % 2 == 0 && w.scale && w.zero && w.group > 0 ? nullptr : "int4_asym needs even cols, scales, zeros, group";
     case Fmt::INT8_SYM: return w.scale && w.group > 0 ? nullptr : "int8_sym needs float32 scales and a group";
+    case Fmt::Q4_K:
+    case Fmt::Q5_K:
+    case Fmt::Q6_K: return w.cols % kQK == 0 ? nullptr : "the K-quant formats need cols % 256 == 0 (whole super-blocks)";
     default: return "unknown format";
   }
 }

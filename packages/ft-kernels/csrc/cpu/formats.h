@@ -11,13 +11,20 @@
 //   INT4_SYM   q: uint8  [rows, cols/2]; scale: fp32 [rows, ceil(cols/group)]  W = (q - 8) * scale
 //   INT4_ASYM  as INT4_SYM plus zero: uint8 [rows, ceil(cols/group)] in 0..15       W = (q - zero) * scale
 //   INT8_SYM   q: int8   [rows, cols]; scale: fp32 [rows, ceil(cols/group)]       W = q * scale  (GGUF Q8_0: group 32)
+//   Q4_K, Q5_K, Q6_K  GGUF's K-quant super-blocks of 256 columns, stored as llama.cpp writes them (no scale
+//              array: each block carries its own): q: uint8 [rows, cols/256 * kquant_block_bytes]; cols % 256 == 0
+//     Q4_K  144 B: f16 d, f16 dmin, 12 B of 6-bit (scale, min) pairs for 8 sub-blocks of 32, 128 B nibbles;
+//           columns 64j..64j+31 the low nibbles of bytes 32j.., 64j+32.. the high ones; W = d sc q - dmin m
+//     Q5_K  176 B: as Q4_K plus 32 B of high bits before the nibbles (bit s of byte l: column 32s + l)
+//     Q6_K  210 B: 128 B low nibbles, 64 B high 2-bit pairs, 16 int8 scales (one per 16 columns), f16 d;
+//           W = d sc (q - 32), q in 0..63
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 namespace ft {
 
-enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, COUNT };
+enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -76,6 +83,22 @@ inline float e8m0_to_f32(uint8_t s) { return s == 0 ? f32_from_bits(0x00400000u)
 // INT4 groups the chunked 4-bit kernels (lanes of 8 columns over chunks of 128) can follow: 32 and 64 tile a
 // chunk, multiples of 128 hold whole chunks.
 inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g == 64; }
+
+// K-quant super-blocks: columns per block and bytes per block (0 for the other formats).
+constexpr int kQK = 256;
+inline int64_t kquant_block_bytes(Fmt f) {
+  return f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : 0;
+}
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from a block's 12 scale bytes (llama.cpp's packing).
+inline void kquant_scale_min(const uint8_t* s, int j, int& sc, int& mn) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    mn = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
 
 // Weight (r, c) as fp32: the scalar definition every kernel must agree with.
 float weight_at(const WeightMat& w, int64_t r, int64_t c);

@@ -14,9 +14,12 @@ nvfp4      [N, rows, cols/2] uint8       uint8 e4m3 per 16 columns, global     e
 int4_sym   [N, rows, cols/2] uint8       fp32 per ``group`` columns            (q - 8) * scale
 int4_asym  [N, rows, cols/2] uint8       fp32 + uint8 zero per ``group``       (q - zero) * scale
 int8_sym   [N, rows, cols] uint8 (int8)  fp32, one per ``group`` columns       int8(q) * scale
+q4_k/q5_k  [N, rows, cols/256 * 144/176]  in the blocks (``kquants.py``)        d sc q - dmin m
+q6_k       [N, rows, cols/256 * 210]     in the blocks                         d sc (q - 32)
 =========  ============================  ====================================  ===========================
 
-4-bit values are packed two per byte, column 2j in the low nibble.
+4-bit values are packed two per byte, column 2j in the low nibble. The K-quants are GGUF's super-blocks
+of 256 columns exactly as llama.cpp stores them (``kquants.py``); their ``group`` is 256.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ft_kernels import _C
+from ft_kernels import _C, kquants
 
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
-# cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym".
+# cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
+# "q4_k", "q5_k", "q6_k".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 DEFAULT_GROUP = {
     "fp8_e4m3": 128,
@@ -37,6 +41,9 @@ DEFAULT_GROUP = {
     "int4_sym": 128,
     "int4_asym": 128,
     "int8_sym": 32,
+    "q4_k": 256,
+    "q5_k": 256,
+    "q6_k": 256,
 }
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
@@ -103,6 +110,8 @@ def quantize(
         return ExpertWeights(fmt, w.bfloat16().contiguous(), C, bias=b)
     if fmt == "f16":
         return ExpertWeights(fmt, w.half().contiguous(), C, bias=b)
+    if fmt in kquants.BLOCK_BYTES:
+        return ExpertWeights(fmt, kquants.quantize(w, fmt), C, group=kquants.QK, bias=b)
     g = group or DEFAULT_GROUP[fmt]
     if fmt == "mxfp4":
         g = 32

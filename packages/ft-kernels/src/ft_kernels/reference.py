@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ft_kernels import kquants
 from ft_kernels.formats import E2M1, ExpertWeights
 
 _E2M1_SIGNED = torch.cat([E2M1, -E2M1])
@@ -31,6 +32,8 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return w.q.view(torch.float8_e4m3fn).float() * _per_col(w.scale, g, C)
     if w.fmt == "int8_sym":
         return w.q.view(torch.int8).float() * _per_col(w.scale, g, C)
+    if w.fmt in kquants.BLOCK_BYTES:
+        return kquants.dequantize(w.q, w.fmt, C)
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":
         return torch.ldexp(_E2M1_SIGNED[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C))

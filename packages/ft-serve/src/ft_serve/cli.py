@@ -95,7 +95,8 @@ def _add_convert_parser(sub) -> None:
     c.add_argument(
         "--format",
         default="auto",
-        help="expert weight format: auto (as stored, default), bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym, int8",
+        help="expert weight format: auto (as stored, default), bf16, f16, fp8, mxfp4, nvfp4, int4, int4_asym, int8, "
+        "q4_k, q5_k, q6_k (GGUF K-quants; dimensions in multiples of 256)",
     )
     c.add_argument(
         "--shard-size", default="2GiB", help="largest shard file (default 2GiB; e.g. 500MB, 1GiB)"

@@ -102,7 +102,8 @@ class CpuKernelBackend(ExpertBackend):
     def run(self, bank, x, tok, eid, gate):
         import ft_kernels
 
-        w13, w2 = bank.kernel_weights()
+        layer = int(eid[0]) // bank.num_experts if bank.layer_fmts and eid.numel() else 0
+        w13, w2 = bank.kernel_weights(layer)  # one MoE layer's routes: its formats
         if x.dtype == torch.bfloat16 and w13.fmt == "bf16" and not self.int8 and gemm_sized(eid):
             return bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, self.alpha, self.limit)
         xin = x if x.dtype in (torch.float32, torch.bfloat16) else x.float()

@@ -14,7 +14,14 @@ kernel takes. Layout per format (N = flat ids, I = expert intermediate, H = hidd
              (+ ``w13_zero`` uint8 for asym), G = ``fp8_block``; ``w2_*`` likewise
 - ``int8_sym``: ``w13_q [N, 2I, H]`` uint8 holding int8, ``w13_scale [N, 2I, ceil(H/G)]`` float32 (GGUF
              Q8_0: G = 32); ``w2_*`` likewise
+- ``q4_k`` / ``q5_k`` / ``q6_k`` (GGUF K-quant super-blocks, scales inside): ``w13_q [N, 2I, B]``,
+             ``w2_q [N, H, B]`` uint8, B the bytes of a row's blocks
 - optional biases ``w13_bias [N, 2I]``, ``w2_bias [N, H]`` float32 (GPT-OSS)
+
+Mixed K-quant banks: llama.cpp's Q4_K_M / Q5_K_M / Q4_K_S files quantise ``ffn_down`` of some layers to a
+wider K-quant than the rest. Then ``layer_fmts`` gives each MoE layer's (w13, w2) format, any of the three
+K-quants; a kind's rows are as wide as its widest layer's, narrower layers' rows padded at the end (the
+kernels read only a row's blocks), and ``fmt`` is layer 0's w13 format.
 
 The 4-bit and fp8 layouts are ``ft_kernels.formats`` ones. Banks are built by the loader: from a
 Hugging Face checkpoint's expert tensors (``loader/hf_experts.py``) or pre-built from an FTW
@@ -30,6 +37,7 @@ import ft_kernels
 import torch
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k")
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
 _LEGACY = {"fp8": "fp8_e4m3"}
@@ -56,13 +64,29 @@ class ExpertBank:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     fp8_block: int = 0  # column group of the scales: B1 for fp8, G for int4_*
     global_scale: tuple[float, float] = (1.0, 1.0)  # nvfp4: (w13, w2) global scales
-    _kernel_views: tuple | None = field(default=None, repr=False)
+    layer_fmts: tuple[
+        tuple[str, str], ...
+    ] = ()  # mixed K-quant banks: (w13, w2) format per MoE layer
+    _kernel_views: dict | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.fmt not in BANK_FORMATS:
             raise ValueError(
                 f"expert bank format {self.fmt!r} is not one of {', '.join(BANK_FORMATS)}"
             )
+        for pair in self.layer_fmts:
+            if len(pair) != 2 or any(f not in KQUANT_FORMATS for f in pair):
+                raise ValueError(
+                    f"layer_fmts {pair!r}: a mixed bank's layers take (w13, w2) formats of "
+                    f"{', '.join(KQUANT_FORMATS)}"
+                )
+        self.layer_fmts = tuple(tuple(p) for p in self.layer_fmts)
+
+    def kind_fmt(self, which: str, layer: int = 0) -> str:
+        """The format of ``which`` ("w13" / "w2") in MoE layer ``layer``."""
+        if self.layer_fmts:
+            return self.layer_fmts[layer][0 if which == "w13" else 1]
+        return self.fmt
 
     @property
     def num_ids(self) -> int:
@@ -75,6 +99,7 @@ class ExpertBank:
             "int4_sym": "w13_q",
             "int4_asym": "w13_q",
             "int8_sym": "w13_q",
+            **{k: "w13_q" for k in KQUANT_FORMATS},
         }.get(self.fmt, "w13")
 
     def nbytes_per_id(self) -> int:
@@ -86,30 +111,48 @@ class ExpertBank:
             return self.tensors[which][ids].float()
         from ft_kernels.reference import dequantize  # the kernels' own reference twin
 
+        if self.layer_fmts:  # each layer's ids in its own format
+            layer = ids // self.num_experts
+            rows, cols = (
+                (2 * self.inter, self.hidden) if which == "w13" else (self.hidden, self.inter)
+            )
+            out = torch.empty(ids.numel(), rows, cols)
+            for m in torch.unique(layer).tolist():
+                sel = (layer == m).nonzero().flatten()
+                w = self.kernel_weights(m)[0 if which == "w13" else 1]
+                out[sel] = dequantize(dataclasses.replace(w, q=w.q[ids[sel]], bias=None))
+            return out
         w = self.kernel_weights()[0 if which == "w13" else 1]
-        zero = None if w.zero is None else w.zero[ids]
-        return dequantize(
-            dataclasses.replace(w, q=w.q[ids], scale=w.scale[ids], zero=zero, bias=None)
-        )
+        scale, zero = (None if t is None else t[ids] for t in (w.scale, w.zero))
+        return dequantize(dataclasses.replace(w, q=w.q[ids], scale=scale, zero=zero, bias=None))
 
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")
 
-    def kernel_weights(self):
-        """(w13, w2) as ``ft_kernels.ExpertWeights`` views of this bank (no copies), or None when the
-        stored format has no CPU kernel (float32 banks run on the torch backend). Cached."""
+    def kernel_weights(self, layer: int = 0):
+        """(w13, w2) as ``ft_kernels.ExpertWeights`` views of this bank (no copies) in MoE layer ``layer``'s
+        formats (the same for every layer but in mixed banks), or None when the stored format has no CPU
+        kernel (float32 banks run on the torch backend). Cached."""
         if self._kernel_views is None:
-            self._kernel_views = self._make_kernel_views() or ()
-        return self._kernel_views or None
+            self._kernel_views = {}
+        key = layer if self.layer_fmts else 0
+        if key not in self._kernel_views:
+            self._kernel_views[key] = self._make_kernel_views(key) or ()
+        return self._kernel_views[key] or None
 
-    def _make_kernel_views(self):
+    def _make_kernel_views(self, layer: int):
         from ft_kernels import ExpertWeights
 
         t = self.tensors
         out = []
         for which, cols in (("w13", self.hidden), ("w2", self.inter)):
             bias = t.get(f"{which}_bias")
-            if self.fmt == "mxfp4":
+            fmt = self.kind_fmt(which, layer)
+            if (
+                fmt in KQUANT_FORMATS
+            ):  # padded rows (mixed banks) are passed whole: the kernel reads the blocks
+                out.append(ExpertWeights(fmt, t[f"{which}_q"], cols, group=256, bias=bias))
+            elif self.fmt == "mxfp4":
                 blocks = t[f"{which}_blocks"]
                 q = blocks.view(blocks.shape[0], blocks.shape[1], -1)
                 out.append(

@@ -83,7 +83,12 @@ class CachedBackend(ExpertBackend):
         self._waited = None  # the last of them the compute stream was told to wait for
 
     def supports(self, bank: ExpertBank) -> bool:
-        return self.host_backend.supports(bank) and self.device_backend.supports(self.slot_bank)
+        # a mixed bank's format follows the layer, which a slot id does not carry
+        return (
+            not bank.layer_fmts
+            and self.host_backend.supports(bank)
+            and self.device_backend.supports(self.slot_bank)
+        )
 
     def run(self, bank, x, tok, eid, gate):
         tok, eid = tok.long(), eid.long()  # the cache's tables are int64 (routers may give int32)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ft_core.errors import FTError
-from ft_core.experts.bank import ExpertBank
+from ft_core.experts.bank import KQUANT_FORMATS, ExpertBank
 
 # `ft convert --format` name -> (ExpertBank / ft_kernels format, scale group); "fp8", "int4", "int8" are short names
 TARGETS = {
@@ -30,6 +30,9 @@ TARGETS = {
     "int4": ("int4_sym", 128),
     "int4_asym": ("int4_asym", 128),
     "int8": ("int8_sym", 32),
+    "q4_k": ("q4_k", 256),
+    "q5_k": ("q5_k", 256),
+    "q6_k": ("q6_k", 256),
 }
 FORMATS = ("auto", *TARGETS)
 _CHUNK_ELEMS = 1 << 22  # fp32 elements quantised per call
@@ -41,7 +44,7 @@ def check_format(fmt: str, hidden: int, inter: int) -> None:
         raise FTError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt in ("auto", "bf16", "f16", "fp8", "int8"):
         return
-    need = {"mxfp4": 32, "nvfp4": 16}.get(fmt, 2)
+    need = {"mxfp4": 32, "nvfp4": 16, "q4_k": 256, "q5_k": 256, "q6_k": 256}.get(fmt, 2)
     if hidden % need or inter % need:
         raise FTError(
             f"--format {fmt} needs the expert dimensions (hidden {hidden}, intermediate {inter}) to be "
@@ -51,7 +54,7 @@ def check_format(fmt: str, hidden: int, inter: int) -> None:
 
 def keeps_stored(bank: ExpertBank, fmt: str) -> bool:
     """True when ``fmt`` asks for what the bank already holds (its bytes are written unchanged)."""
-    return fmt == "auto" or TARGETS[fmt][0] == bank.fmt
+    return fmt == "auto" or (TARGETS[fmt][0] == bank.fmt and not bank.layer_fmts)
 
 
 def bank_absmax(bank: ExpertBank) -> tuple[float, float]:
@@ -81,6 +84,9 @@ def convert_bank(
         q = torch.cat([p.q for p in parts])
         if kfmt in ("bf16", "f16"):
             out[which] = q
+            continue
+        if kfmt in KQUANT_FORMATS:  # scales inside the blocks
+            out[f"{which}_q"] = q
             continue
         scale = torch.cat([p.scale for p in parts])
         if kfmt == "fp8_e4m3":

@@ -177,6 +177,7 @@ def _alloc_bank(index: FTWIndex, huge: bool) -> tuple[ExpertBank | None, dict[En
             {},
             int(meta["fp8_block"]),
             tuple(float(g) for g in meta["global_scale"]),
+            tuple(tuple(str(f) for f in p) for p in meta.get("layer_fmts", ())),
         )
         names = [str(k) for k in meta["tensors"]]
     except (KeyError, TypeError, ValueError) as e:

@@ -170,6 +170,8 @@ def _write_all(source: Source, fmt, writer: ShardWriter, bar: Progress, on_progr
         bank = convert_bank(reader.expert_bank(cfg, [p]), fmt, absmax)
         for k, t in bank.tensors.items():
             writer.add_rows(f"experts.{k}", t, m * E)
+        fmts = meta["layer_fmts"] if meta else []
+        fmts += [list(f) for f in bank.layer_fmts]  # mixed banks: each layer's (w13, w2) formats
         meta = meta or {
             "fmt": bank.fmt,
             "num_experts": E,
@@ -179,6 +181,7 @@ def _write_all(source: Source, fmt, writer: ShardWriter, bar: Progress, on_progr
             "num_ids": len(prefixes) * E,
             "fp8_block": bank.fp8_block,
             "global_scale": list(bank.global_scale),
+            "layer_fmts": fmts,
             "tensors": list(bank.tensors),
         }
         advance(source.layer_bytes(p))

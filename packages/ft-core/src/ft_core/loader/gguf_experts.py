@@ -6,27 +6,32 @@ one ExpertBank. Types the kernels read as they are stay in their bits, repacked 
   MXFP4  blocks of 32: e8m0 byte e, 16 bytes as Q4_0's; value e2m1(q) 2^(e - 127)
                                                            -> mxfp4 (exact)
   Q8_0   blocks of 32: f16 d, 32 int8 q; value q d         -> int8_sym, group 32, fp32 scale d (exact)
+  Q4_K / Q5_K / Q6_K  super-blocks of 256, scales inside   -> q4_k / q5_k / q6_k, the bytes as stored
   BF16 / F16 / F32                                         -> the bank's own float format
 
-Every other type (Q4_1, Q5_0, Q5_1, the K-quants …) is dequantised with llama.cpp's own
-``gguf.quants.dequantize`` into an f32 bank: exact, but 2-8x the file's bytes -- said in a log line.
-A bank takes one format: when the three kinds differ (Q4_K_M mixes Q4_K and Q6_K), the f32 one.
+K-quant files mix types by layer (Q4_K_M: ffn_down of some layers in Q6_K, the rest Q4_K): such a bank
+records each layer's (w13, w2) format (``ExpertBank.layer_fmts``), each kind's rows as wide as its
+widest layer's. Every other type or mix (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, the IQ types, gate != up, K-quants
+beside other types …) is dequantised with llama.cpp's own ``gguf.quants.dequantize`` into an f32
+bank: exact, but 2-8x the file's bytes -- said in a log line.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError
-from ft_core.experts.bank import FLOAT_FORMATS, ExpertBank
+from ft_core.experts.bank import FLOAT_FORMATS, KQUANT_FORMATS, ExpertBank
 from ft_core.loader.gguf_file import STORED, GGUFFile, GGUFTensor
 
 log = logging.getLogger("ft_core.loader")
 KINDS = ("gate", "up", "down")
 _NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4", "Q8_0": "int8_sym"}  # GGML type -> bank format
+_KQUANT = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}  # may mix by layer and kind
 _DTYPES = {f: dt for dt, f in FLOAT_FORMATS.items()}  # float bank format -> torch dtype
 
 
@@ -70,6 +75,11 @@ def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tenso
             f"{prefix}_q": torch.from_numpy(q),
             f"{prefix}_scale": torch.from_numpy(_f16_scales(b)),
         }
+    if fmt in KQUANT_FORMATS:  # super-blocks as stored, one row of blocks per weight row
+        E, rows, _ = t.shape
+        with warnings.catch_warnings():  # the file's read-only pages: only read, into the bank
+            warnings.simplefilter("ignore", UserWarning)
+            return {f"{prefix}_q": torch.from_numpy(np.asarray(t.data).reshape(E, rows, -1))}
     if fmt == "mxfp4":
         b = _blocks(t, 17)
         return {
@@ -87,7 +97,7 @@ def gguf_bank(
     "gptoss" for GPT-OSS, whose experts also have biases: ``ffn_*_exps.bias``, float32)."""
     want = {"gate": (num_experts, inter, hidden), "up": (num_experts, inter, hidden),
             "down": (num_experts, hidden, inter)}  # fmt: skip
-    types = set()
+    kind_types = {}  # (block, kind) -> GGML type name
     for n in layers:
         for k in KINDS:
             t = g.tensor(f"blk.{n}.ffn_{k}_exps.weight")
@@ -96,9 +106,24 @@ def gguf_bank(
                     f"{t.file}: tensor {t.name!r} has shape {list(t.shape)}, expected {list(want[k])} "
                     "(experts, rows, columns) from the metadata"
                 )
-            types.add(t.type_name)
+            kind_types[n, k] = t.type_name
+    types = set(kind_types.values())
+    # mixed or not, and the row widths, over every MoE layer of the file: a bank of some layers (ft
+    # convert writes one layer at a time) is laid out as the whole model's
+    every = sorted({int(x.split(".")[1]) for x in g.tensors if x.endswith(".ffn_gate_exps.weight")})
+    every_types = {
+        (n, k): g.tensor(f"blk.{n}.ffn_{k}_exps.weight").type_name for n in every for k in KINDS
+    }
+    model_fmts = _kquant_layer_fmts(every_types, every)
+    layer_fmts = None
+    if model_fmts is not None and _kquant_layer_fmts(kind_types, layers) is not None:
+        layer_fmts = [model_fmts[every.index(n)] for n in layers]
     ty = next(iter(types)) if len(types) == 1 else None
-    if ty in _NATIVE:
+    if layer_fmts is not None:
+        fmt = layer_fmts[0][0]
+        if all(p == (fmt, fmt) for p in model_fmts):
+            layer_fmts = None  # one format throughout the model: a plain bank
+    elif ty in _NATIVE:
         fmt = _NATIVE[ty]
     elif ty in STORED:
         fmt = FLOAT_FORMATS[STORED[ty]]
@@ -115,7 +140,8 @@ def gguf_bank(
         parts = {}
         for k in KINDS:
             t = g.tensor(f"blk.{n}.ffn_{k}_exps.weight")
-            parts[k] = _kind_tensors(t, fmt, k)
+            kfmt = _KQUANT[t.type_name] if layer_fmts else fmt
+            parts[k] = _kind_tensors(t, kfmt, k)
             t.release()  # copied: its file pages leave the process
         rows = slice(m * E, (m + 1) * E)
         for key, gate in parts["gate"].items():
@@ -123,13 +149,22 @@ def gguf_bank(
             up, down = parts["up"]["up" + suffix], parts["down"]["down" + suffix]
             if "w13" + suffix not in tensors:
                 w13_shape = (len(layers) * E, gate.shape[1] + up.shape[1], *gate.shape[2:])
+                w2_shape = (len(layers) * E, *down.shape[1:])
+                if (
+                    layer_fmts
+                ):  # rows as wide as the widest layer's (zero padding after narrower ones)
+                    w13_shape = (*w13_shape[:2], _widest(model_fmts, 0, hidden))
+                    w2_shape = (*w2_shape[:2], _widest(model_fmts, 1, inter))
                 tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
-                tensors["w2" + suffix] = torch.empty(
-                    (len(layers) * E, *down.shape[1:]), dtype=down.dtype
-                )
-            tensors["w13" + suffix][rows, : gate.shape[1]] = gate
-            tensors["w13" + suffix][rows, gate.shape[1] :] = up
-            tensors["w2" + suffix][rows] = down
+                tensors["w2" + suffix] = torch.empty(w2_shape, dtype=down.dtype)
+            w13, w2 = tensors["w13" + suffix], tensors["w2" + suffix]
+            gw, dw = gate.shape[-1], down.shape[-1]  # row bytes of this layer (padded banks)
+            w13[rows, : gate.shape[1], :gw] = gate
+            w13[rows, gate.shape[1] :, :gw] = up
+            w2[rows, :, :dw] = down
+            if layer_fmts:
+                w13[rows, :, gw:] = 0
+                w2[rows, :, dw:] = 0
     if f"blk.{layers[0]}.ffn_gate_exps.bias" in g.tensors:
         bias = {k: [g.tensor(f"blk.{n}.ffn_{k}_exps.bias").to_torch().float() for n in layers]
                 for k in KINDS}  # fmt: skip
@@ -138,4 +173,26 @@ def gguf_bank(
         )
         tensors["w2_bias"] = torch.cat(bias["down"])
     group = 32 if fmt in ("int4_sym", "int8_sym") else 0
-    return ExpertBank(fmt, num_experts, hidden, inter, act, tensors, fp8_block=group)
+    return ExpertBank(
+        fmt, num_experts, hidden, inter, act, tensors, fp8_block=group, layer_fmts=layer_fmts or ()
+    )
+
+
+def _kquant_layer_fmts(kind_types: dict, layers: list[int]) -> list[tuple[str, str]] | None:
+    """Each MoE layer's (w13, w2) K-quant format when every expert tensor is a K-quant the kernels read
+    and gate and up agree in each layer; else None."""
+    if any(ty not in _KQUANT for ty in kind_types.values()):
+        return None
+    out = []
+    for n in layers:
+        if kind_types[n, "gate"] != kind_types[n, "up"]:
+            return None
+        out.append((_KQUANT[kind_types[n, "gate"]], _KQUANT[kind_types[n, "down"]]))
+    return out
+
+
+def _widest(layer_fmts: list[tuple[str, str]], kind: int, cols: int) -> int:
+    """Row bytes of the widest format of ``kind`` (0: w13, 1: w2) over the layers, ``cols`` columns."""
+    from ft_kernels.kquants import BLOCK_BYTES, QK
+
+    return cols // QK * max(BLOCK_BYTES[p[kind]] for p in layer_fmts)

@@ -53,7 +53,7 @@ def layer_plan(
     m = mlp.router.m
     if m.router not in ("softmax", "topk_softmax") or type(mlp.backend) is not CpuKernelBackend:
         return None
-    kw = mlp.bank.kernel_weights()
+    kw = mlp.bank.kernel_weights(mlp.base // mlp.bank.num_experts)
     qkv, o, router = (
         _dense(attn.wqkv),
         _dense(attn.wo),

@@ -13,6 +13,30 @@ static inline const uint8_t* bscale(const WeightMat& w, int64_t r) {
   return static_cast<const uint8_t*>(w.scale) + r * w.scale_stride;
 }
 
+static inline float f16_at(const uint8_t* p) { return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+// Column e (0..255) of one K-quant block, element by element from the layout in formats.h. Every product
+// below is exact in fp32 (f16 d times a 6- or 8-bit scale times a 5- or 6-bit q: at most 24 bits), so
+// Q4_K / Q5_K round once (the subtraction of the min) and Q6_K not at all: the value every kernel computes.
+static float kquant_at(Fmt f, const uint8_t* b, int e) {
+  if (f == Fmt::Q6_K) {
+    const int n = e / 128, l = e % 32, quarter = (e % 128) / 32;  // quarter: which nibble / 2-bit field
+    const uint8_t lo = b[64 * n + l + 32 * (quarter & 1)] >> (4 * (quarter >> 1));
+    const uint8_t hi = (b[128 + 32 * n + l] >> (2 * quarter)) & 3;
+    const int q = ((lo & 0xf) | (hi << 4)) - 32;
+    const float d = f16_at(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+    return d * static_cast<float>(q);
+  }
+  const int j = e / 32, l = e % 32;  // sub-block, column in it
+  int sc, mn;
+  kquant_scale_min(b + 4, j, sc, mn);
+  const uint8_t* qs = b + (f == Fmt::Q5_K ? 48 : 16);
+  int q = (qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 0xf;
+  if (f == Fmt::Q5_K) q |= ((b[16 + l] >> j) & 1) << 4;
+  const float d = f16_at(b) * static_cast<float>(sc), m = f16_at(b + 2) * static_cast<float>(mn);
+  return d * static_cast<float>(q) - m;
+}
+
 float weight_at(const WeightMat& w, int64_t r, int64_t c) {
   const uint8_t* q = w.q + r * w.q_stride;
   switch (w.fmt) {
@@ -28,6 +52,9 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
       float z = static_cast<float>(w.zero[r * w.scale_stride + c / w.group]);
       return (static_cast<float>((q[c / 2] >> (4 * (c & 1))) & 0xf) - z) * fscale(w, r)[c / w.group];
     }
+    case Fmt::Q4_K:
+    case Fmt::Q5_K:
+    case Fmt::Q6_K: return kquant_at(w.fmt, q + (c / kQK) * kquant_block_bytes(w.fmt), static_cast<int>(c % kQK));
     default: return 0.f;
   }
 }

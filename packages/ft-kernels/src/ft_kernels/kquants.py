@@ -1,0 +1,143 @@
+"""GGUF's K-quant super-blocks (Q4_K, Q5_K, Q6_K) in torch: the reference decoder the kernels are
+tested against and a quantiser that writes valid blocks. Layouts as llama.cpp's ggml-common.h (and
+``csrc/cpu/formats.h``); one row of ``cols`` columns is ``cols / 256`` blocks of ``BLOCK_BYTES[fmt]``:
+
+- ``q4_k`` 144 B: f16 d, f16 dmin, 12 B of 6-bit (scale, min) pairs for 8 sub-blocks of 32 columns,
+  128 B of nibbles (columns 64j.. the low nibbles of bytes 32j.., columns 64j + 32.. the high ones);
+  value ``d * sc * q - dmin * m``
+- ``q5_k`` 176 B: as q4_k with 32 B of fifth bits before the nibbles (bit s of byte l: column 32s + l)
+- ``q6_k`` 210 B: 128 B of low nibbles, 64 B of 2-bit high parts, 16 int8 scales (one per 16 columns),
+  f16 d; value ``d * sc * (q - 32)``
+
+Every product in the values is exact in float32 (f16 times <= 8-bit times <= 6-bit integers), so the
+decoder below and the kernels agree bit for bit. The quantiser is the plain absmax / min-max rule, not
+llama.cpp's search for the best scales: valid blocks of the right statistics, for tests and conversion.
+"""
+
+from __future__ import annotations
+
+import torch
+
+QK = 256
+BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+
+
+def _f16(b: torch.Tensor) -> torch.Tensor:
+    """[..., 2] uint8 (little-endian f16 bits) -> float32 [...]."""
+    return b.contiguous().view(torch.float16)[..., 0].float()
+
+
+def _scale_min(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[..., 12] packed scale bytes -> (sc, m) int64 [..., 8]."""
+    s = s.long()
+    d, m, md = s[..., 0:4], s[..., 4:8], s[..., 8:12]
+    sc = torch.cat([d & 63, (md & 15) | ((d >> 6) << 4)], -1)
+    mn = torch.cat([m & 63, (md >> 4) | ((m >> 6) << 4)], -1)
+    return sc, mn
+
+
+def _pack_scale_min(sc: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
+    """(sc, m) integers in 0..63 [..., 8] -> [..., 12] uint8 (inverse of ``_scale_min``)."""
+    lo = (sc[..., :4] & 63) | ((sc[..., 4:] >> 4) << 6)
+    mid = (mn[..., :4] & 63) | ((mn[..., 4:] >> 4) << 6)
+    hi = (sc[..., 4:] & 15) | ((mn[..., 4:] & 15) << 4)
+    return torch.cat([lo, mid, hi], -1).to(torch.uint8)
+
+
+def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
+    """Blocks ``q`` uint8 [..., cols / 256 * BLOCK_BYTES[fmt]] (rows may be padded at the end, as in mixed
+    banks) -> float32 [..., cols]."""
+    lead = q.shape[:-1]
+    b = q[..., : cols // QK * BLOCK_BYTES[fmt]].reshape(*lead, cols // QK, BLOCK_BYTES[fmt])
+    if fmt == "q6_k":
+        ql, qh = b[..., :128].long(), b[..., 128:192].long()
+        sc = b[..., 192:208].view(torch.int8).float()
+        d = _f16(b[..., 208:210])[..., None] * sc  # [..., nb, 16]
+        parts = []
+        for n in range(2):
+            lo, hi = ql[..., 64 * n : 64 * n + 64], qh[..., 32 * n : 32 * n + 32]
+            parts += [
+                (lo[..., :32] & 15) | ((hi & 3) << 4),
+                (lo[..., 32:] & 15) | (((hi >> 2) & 3) << 4),
+                (lo[..., :32] >> 4) | (((hi >> 4) & 3) << 4),
+                (lo[..., 32:] >> 4) | (((hi >> 6) & 3) << 4),
+            ]
+        codes = torch.cat(parts, -1) - 32  # [..., nb, 256]
+        w = d.repeat_interleave(16, -1) * codes.float()
+        return w.reshape(*lead, cols)
+    sc, mn = _scale_min(b[..., 4:16])
+    d = _f16(b[..., 0:2])[..., None] * sc.float()  # [..., nb, 8]
+    dm = _f16(b[..., 2:4])[..., None] * mn.float()
+    qs = b[..., 48:].long() if fmt == "q5_k" else b[..., 16:].long()
+    codes = torch.stack([qs.unflatten(-1, (4, 32)) & 15, qs.unflatten(-1, (4, 32)) >> 4], -2)
+    codes = codes.flatten(-3)  # [..., nb, 256] in column order
+    if fmt == "q5_k":
+        qh = b[..., 16:48].long()
+        bits = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)  # column 32s + l
+        codes = codes | (bits << 4)
+    w = d.repeat_interleave(32, -1) * codes.float() - dm.repeat_interleave(32, -1)
+    return w.reshape(*lead, cols)
+
+
+def quantize(w: torch.Tensor, fmt: str) -> torch.Tensor:
+    """Float weights [..., cols] (cols % 256 == 0) -> blocks uint8 [..., cols / 256 * BLOCK_BYTES[fmt]]."""
+    cols = w.shape[-1]
+    if cols % QK:
+        raise ValueError(f"{fmt} needs columns in whole super-blocks of {QK}, got {cols}")
+    lead = w.shape[:-1]
+    x = w.float().reshape(*lead, cols // QK, QK)
+    if fmt == "q6_k":
+        sub = x.unflatten(-1, (16, 16))
+        amax = sub.abs().amax(-1)  # [..., nb, 16]
+        d = (amax.amax(-1) / (31.0 * 127.0)).half()  # scales up to 127, codes up to 31 (or -32)
+        dsafe = torch.where(d.float() > 0, d.float(), torch.ones_like(d.float()))
+        sc = torch.round(amax / 31.0 / dsafe[..., None]).clamp(-128, 127)
+        step = dsafe[..., None] * sc
+        step = torch.where(step > 0, step, torch.ones_like(step))
+        codes = (torch.round(sub / step[..., None]).clamp(-32, 31) + 32).long().flatten(-2)
+        out = []
+        for n in range(2):
+            c = codes[..., 128 * n : 128 * n + 128]
+            out.append((c[..., 0:32] & 15) | ((c[..., 64:96] & 15) << 4))
+            out.append((c[..., 32:64] & 15) | ((c[..., 96:128] & 15) << 4))
+        qh = [
+            (c[..., 0:32] >> 4)
+            | ((c[..., 32:64] >> 4) << 2)
+            | ((c[..., 64:96] >> 4) << 4)
+            | ((c[..., 96:128] >> 4) << 6)
+            for c in (codes[..., :128], codes[..., 128:])
+        ]
+        blk = torch.cat([*out, *qh, sc.to(torch.int8).view(torch.uint8).long(), _f16_bytes(d)], -1)
+        return blk.to(torch.uint8).reshape(*lead, -1)
+    top = 15 if fmt == "q4_k" else 31
+    sub = x.unflatten(-1, (8, 32))
+    lo = sub.amin(-1).clamp(max=0.0)
+    hi = sub.amax(-1).clamp(min=0.0)
+    step_f, min_f = (hi - lo) / top, -lo  # value = step * q - min
+    d = (step_f.amax(-1) / 63.0).half()
+    dmin = (min_f.amax(-1) / 63.0).half()
+    sc = torch.round(step_f / _nonzero(d)[..., None]).clamp(0, 63).long()
+    mn = torch.round(min_f / _nonzero(dmin)[..., None]).clamp(0, 63).long()
+    step = d.float()[..., None] * sc
+    codes = torch.round(
+        (sub + (dmin.float()[..., None] * mn)[..., None]) / _nonzero(step)[..., None]
+    )
+    codes = codes.clamp(0, top).long().flatten(-2)  # [..., nb, 256]
+    c4 = codes & 15
+    qs = c4.unflatten(-1, (4, 2, 32))[..., 0, :] | (c4.unflatten(-1, (4, 2, 32))[..., 1, :] << 4)
+    parts = [_f16_bytes(d), _f16_bytes(dmin), _pack_scale_min(sc, mn).long()]
+    if fmt == "q5_k":
+        hb = (codes >> 4).unflatten(-1, (8, 32))  # [..., nb, 8, 32]: bit s of byte l
+        parts.append(sum(hb[..., s, :] << s for s in range(8)))
+    parts.append(qs.flatten(-2))
+    return torch.cat(parts, -1).to(torch.uint8).reshape(*lead, -1)
+
+
+def _nonzero(t: torch.Tensor) -> torch.Tensor:
+    t = t.float()
+    return torch.where(t > 0, t, torch.ones_like(t))
+
+
+def _f16_bytes(h: torch.Tensor) -> torch.Tensor:
+    """float16 [...] -> its little-endian bytes as int64 [..., 2]."""
+    return h.contiguous()[..., None].view(torch.uint8).long()
