@@ -84,6 +84,10 @@ FORMATS = {
     "mxfp4": ("mxfp4", "MXFP4_MOE"),
     "int4": ("int4", "Q4_0"),
     "q8_0": ("int8", "Q8_0"),
+    # llama-quantize's K-quant mixes: compare on the same file (--ft-gguf); without it ft runs its own
+    # uniform conversion of the checkpoint (ft convert --format q4_k / q6_k), not the same bits
+    "q4_k_m": ("q4_k", "Q4_K_M"),
+    "q6_k": ("q6_k", "Q6_K"),
 }
 VOCABS = {"gpt-2": 50257, "qwen2": 151936}  # llama.cpp vocabulary file -> entries (= vocab_size)
 QWEN2_SPLIT = (
@@ -666,7 +670,7 @@ def main() -> None:
     ap.add_argument(
         "--formats",
         default="bf16,mxfp4,int4",
-        help="of bf16, mxfp4, int4, q8_0 (default: the first three)",
+        help="of bf16, mxfp4, int4, q8_0, q4_k_m, q6_k (default: the first three)",
     )
     ap.add_argument("--threads", type=int_list, default=[1, 2], help="thread counts (default 1,2)")
     ap.add_argument("--rounds", type=int, default=3, help="measurement rounds (default 3)")
@@ -708,7 +712,7 @@ def main() -> None:
         "--ft-gguf",
         action="store_true",
         help="ft loads the same GGUF file llama.cpp runs (its own loader, experts in their GGUF bits "
-        "where ft has the kernel: Q4_0, MXFP4, Q8_0, BF16), instead of its converted files",
+        "where ft has the kernel: Q4_0, MXFP4, Q8_0, Q4_K, Q5_K, Q6_K, BF16), instead of its converted files",
     )
     ap.add_argument(
         "--gguf",
