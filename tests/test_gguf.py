@@ -11,6 +11,7 @@ from tiny_gguf import write_gguf
 
 from ft_core import Engine, FTError, SamplingParams
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
+from ft_core.layers.dense import QuantDense
 
 IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
@@ -22,7 +23,7 @@ CASES = [
     ("qwen3_moe", "F32", "F32", "f32"),
     ("qwen3_moe", "BF16", "BF16", "bf16"),
     ("qwen3_moe", "Q4_0", "Q8_0", "int4_sym"),
-    ("qwen3_moe", "Q4_K", "Q8_0", "q4_k"),
+    ("qwen3_moe", "Q4_K", "Q4_K", "q4_k"),
     ("qwen3_moe", "Q4_K_M", "Q8_0", "q4_k"),  # ffn_down Q6_K in some layers: per-layer formats
     ("qwen2_moe", "Q5_K", "F16", "q5_k"),
     ("qwen2_moe", "Q8_0", "Q8_0", "int8_sym"),
@@ -30,7 +31,7 @@ CASES = [
     ("olmoe", "Q6_K", "Q4_0", "q6_k"),
     ("olmoe", "Q2_K", "BF16", "f32"),  # no kernel yet: dequantised, exact
     ("mixtral", "Q4_0", "Q8_0", "int4_sym"),
-    ("mixtral", "Q4_K_M", "F32", "q4_k"),
+    ("mixtral", "Q4_K_M", "Q6_K", "q4_k"),  # llama's permuted Q / K rows kept as blocks
     ("gpt_oss", "MXFP4", "Q8_0", "mxfp4"),  # sinks, windows, yarn, biased experts
     ("gpt_oss", "BF16", "BF16", "bf16"),
 ]
@@ -62,6 +63,11 @@ def test_gguf_matches_transformers_on_the_dequantised_weights(
     ):  # layer 0's ffn_down Q4_K, the last layer's Q6_K (llama-quantize's rule)
         assert eng.model.bank.layer_fmts[0] == ("q4_k", "q4_k")
         assert eng.model.bank.layer_fmts[-1] == ("q4_k", "q6_k")
+    # dense projections in a type a kernel reads stay in the file's bits (keep_native)
+    native = dense in ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+    attn = eng.model.layers[0][1]
+    assert isinstance(attn.wqkv, QuantDense) == native and isinstance(attn.wo, QuantDense) == native
+    assert isinstance(eng.model.lm_head, QuantDense) == native
     ref = load_reference(ref_dir)
     with torch.no_grad():
         want = ref(torch.tensor([IDS])).logits[0].float()

@@ -24,7 +24,17 @@ MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
 CacheControlImpl = Literal["auto", "torch", "triton"]
 MoeCachePolicy = Literal["lru", "reuse"]  # = ft_core.experts.cache.POLICIES (a test checks)
 KernelFormat = Literal[
-    "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym"
+    "bf16",
+    "f16",
+    "fp8_e4m3",
+    "mxfp4",
+    "nvfp4",
+    "int4_sym",
+    "int4_asym",
+    "int8_sym",
+    "q4_k",
+    "q5_k",
+    "q6_k",
 ]  # = ft_kernels.FORMATS (a test checks)
 
 

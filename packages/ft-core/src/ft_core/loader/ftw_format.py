@@ -45,6 +45,9 @@ ALIGN = 4096
 CHUNK = 16 << 20  # checksum and read granularity, a multiple of ALIGN
 INDEX_NAME = "ftw_index.json"
 SHARD_SUFFIX = ".ftw"
+# A dense tensor's GGUF bits kept beside its float values (FTW written from a GGUF): NAME + this + the
+# GGML type in lower case (e.g. "lm_head.weight.ggml_q6_k"), uint8 [rows, row bytes]
+NATIVE_SUFFIX = ".ggml_"
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}  # torch dtype -> safetensors name
 
 

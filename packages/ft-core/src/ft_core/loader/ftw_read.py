@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 
 from ft_core import env
+from ft_core.loader.gguf_experts import DENSE_TYPES
+from ft_core.loader.ftw_format import NATIVE_SUFFIX
 from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank, bank_format
 from ft_core.loader.ftw_format import DTYPES, Entry, FTWIndex, read_index
@@ -56,6 +58,15 @@ class FTWTensors(TensorIndex):
 
     def dtype(self, name: str) -> torch.dtype:
         return self.get(name).dtype
+
+    def native_raw(self, name: str):
+        """(GGML type, stored rows uint8 [R, row bytes], columns) kept beside ``name`` when the FTW was
+        written from a GGUF (``NATIVE_SUFFIX``; see GGUFIndex.native_raw); else None."""
+        for ty in DENSE_TYPES:
+            raw = self.tensors.get(name + NATIVE_SUFFIX + ty.lower())
+            if raw is not None and name in self.tensors:
+                return ty, raw.numpy(), self.tensors[name].shape[1]
+        return None
 
     def file_of(self, name: str) -> Path:
         self.get(name)

@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError, FTError
 from ft_core.loader.checkpoint import read_json
 from ft_core.loader.ftw_bank import bank_absmax, check_format, convert_bank
-from ft_core.loader.ftw_format import ALIGN, CHUNK, INDEX_NAME, FTWIndex, is_ftw_dir
+from ft_core.loader.ftw_format import ALIGN, CHUNK, INDEX_NAME, NATIVE_SUFFIX, FTWIndex, is_ftw_dir
 from ft_core.loader.ftw_shards import ShardWriter
 from ft_core.loader.gguf_read import gguf_source, is_gguf
 from ft_core.loader.model_ref import resolve_model
@@ -159,6 +160,10 @@ def _write_all(source: Source, fmt, writer: ShardWriter, bar: Progress, on_progr
             t = index.get(name)
             writer.add_dense(name, t)
             advance(t.numel() * t.element_size())
+            native = getattr(index, "native_raw", None)  # a GGUF's stored bits, for keep_native
+            if native is not None and name.endswith(".weight") and (x := native(name)) is not None:
+                raw = torch.from_numpy(np.ascontiguousarray(x[1]))
+                writer.add_dense(name + NATIVE_SUFFIX + x[0].lower(), raw)
     if not prefixes:
         return None
     absmax = None

@@ -196,3 +196,32 @@ def _widest(layer_fmts: list[tuple[str, str]], kind: int, cols: int) -> int:
     from ft_kernels.kquants import BLOCK_BYTES, QK
 
     return cols // QK * max(BLOCK_BYTES[p[kind]] for p in layer_fmts)
+
+
+DENSE_TYPES = {
+    "Q4_0": "int4_sym",
+    "Q8_0": "int8_sym",
+    **_KQUANT,
+}  # GGML type -> kernel format, exact
+
+
+def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
+    """One dense weight's stored rows ``raw`` uint8 [R, row bytes] of GGML type ``type_name`` as an
+    ``ft_kernels.ExpertWeights`` of one matrix [1, R, cols] holding the same values; None for types no
+    kernel reads as stored (they stay dequantised)."""
+    from ft_kernels import ExpertWeights
+    from ft_kernels.kquants import QK
+
+    fmt = DENSE_TYPES.get(type_name)
+    if fmt is None:
+        return None
+    R = raw.shape[0]
+    if fmt in KQUANT_FORMATS:
+        return ExpertWeights(fmt, torch.from_numpy(np.ascontiguousarray(raw))[None], cols, group=QK)
+    b = raw.reshape(1, R, cols // 32, 18 if fmt == "int4_sym" else 34)
+    scale = torch.from_numpy(_f16_scales(b))
+    if fmt == "int4_sym":
+        q = _nibbles_to_pairs(b[..., 2:]).reshape(1, R, -1)
+    else:
+        q = np.ascontiguousarray(b[..., 2:]).reshape(1, R, -1)
+    return ExpertWeights(fmt, torch.from_numpy(q), cols, scale, group=32)

@@ -3,21 +3,24 @@ ModelConfig (gguf_config.py), dense tensors under their Hugging Face names (``GG
 TensorIndex), the expert bank (gguf_experts.py) and the tokenizer (tokenizer/gguf_vocab.py).
 
 Dense tensors in F32 / F16 / BF16 are handed out as stored; quantised ones are dequantised by
-llama.cpp's ``gguf.quants.dequantize`` to float32 (the engine casts them to its dtype). Q / K rows of
-``llama`` files are permuted back to Hugging Face's rotary layout.
+llama.cpp's ``gguf.quants.dequantize`` to float32 (the engine casts them to its dtype), and the
+projections in a type a kernel reads (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) are then swapped for their stored
+bits (``GGUFIndex.native_raw`` through ``WeightReader.native``; models/dense_quant.keep_native). Q / K rows of ``llama`` files are
+permuted back to Hugging Face's rotary layout.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank
 from ft_core.loader.gguf_config import generation_eos, hf_config
 from ft_core.loader.convert_source import Source
-from ft_core.loader.gguf_experts import KINDS, gguf_bank
+from ft_core.loader.gguf_experts import DENSE_TYPES, KINDS, gguf_bank
 from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
 from ft_core.loader.gguf_names import ARCHS, name_map, unpermute_rows
 from ft_core.loader.weights import WeightReader
@@ -58,6 +61,18 @@ class GGUFIndex:
         if self._permute and proj in self._heads:
             out = unpermute_rows(out, self._heads[proj])
         return out
+
+    def native_raw(self, name: str) -> tuple[str, np.ndarray, int] | None:
+        """(GGML type, stored rows uint8 [R, row bytes] in Hugging Face's row order, columns) of a 2-D
+        tensor in a type the kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
+        t = self._tensor(name)
+        if t.type_name not in DENSE_TYPES or len(t.shape) != 2:
+            return None
+        raw = np.asarray(t.data).reshape(t.shape[0], -1)
+        proj = name.split(".")[-2]
+        if self._permute and proj in self._heads:  # whole rows of blocks move
+            raw = unpermute_rows(torch.from_numpy(raw.copy()), self._heads[proj]).numpy()
+        return t.type_name, raw, t.shape[1]
 
     def dtype(self, name: str) -> torch.dtype:
         return self._tensor(name).torch_dtype

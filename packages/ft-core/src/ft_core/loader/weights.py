@@ -8,6 +8,7 @@ MXFP4 blocks).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError
@@ -39,6 +40,21 @@ class WeightReader:
         if t is not None:
             self.dense_bytes += t.numel() * t.element_size()
         return t
+
+    def native(self, prefixes: list[str]):
+        """The stored bits of the weights ``prefix``.weight, rows concatenated in order, as one kernel matrix
+        (``ft_kernels.ExpertWeights`` of one expert) when the index holds them all quantised in one format
+        a kernel reads exactly (``native_raw``: GGUF files and FTW directories written from them);
+        else None."""
+        get = getattr(self.index, "native_raw", None)
+        if get is None:
+            return None
+        raws = [get(f"{p}.weight") for p in prefixes]
+        if any(x is None for x in raws) or len({(ty, cols) for ty, _, cols in raws}) != 1:
+            return None
+        from ft_core.loader.gguf_experts import dense_matrix
+
+        return dense_matrix(np.concatenate([raw for _, raw, _ in raws]), raws[0][0], raws[0][2])
 
     def has(self, name: str) -> bool:
         return name in self.index

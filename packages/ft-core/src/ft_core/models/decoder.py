@@ -29,7 +29,7 @@ from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
-from ft_core.models.dense_quant import quantize_dense
+from ft_core.models.dense_quant import keep_native, quantize_dense
 from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
@@ -113,6 +113,8 @@ class Decoder:
             self.dense_bytes_per_token -= quantize_dense(
                 self, engine.dense_format, engine.int8_activations
             )
+        else:  # a quantised source's own bits where a kernel reads them (GGUF)
+            self.dense_bytes_per_token -= keep_native(self, r, m, engine.int8_activations)
         # Each layer's one-call decode plan (None: the layer runs op by op), after quantize_dense.
         self.plans = [
             layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers

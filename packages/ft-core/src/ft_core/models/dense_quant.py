@@ -3,6 +3,10 @@ projection that a decode token reads (attention q/k/v/o, linear-attention in/out
 MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kernels.quantize`` and held as a
 ``QuantDense``; routers (tiny, and their top-k decides the routing) and embeddings stay as loaded.
 
+``keep_native``: without a dense_format, projections a quantised source stores in a format the kernels
+read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those very bits:
+GQA q/k/v (fused) and o, dense MLPs, the LM head.
+
 llama.cpp's quantised files do the same to every non-expert tensor; with dense weights in bf16 a 4-bit
 Qwen3-30B-A3B-shaped model reads more bytes per token for attention than for its routed experts.
 """
@@ -14,10 +18,18 @@ import dataclasses
 import torch
 
 import ft_kernels as fk
+from ft_kernels import kquants
+from ft_core.layers.attn_gqa import GQAttention
+from ft_core.layers.basic import DenseMLP
 from ft_core.layers.dense import QuantDense
 
 ROWS_PER_CHUNK = 2048  # the quantisers' temporaries are ~8x a chunk's fp32 weights: bound them
 _ATTRS = ("wqkv", "wo", "wq", "wqa", "wqb", "wkva", "w_in", "w_out", "gate", "up", "down")
+
+
+def _cols_multiple(fmt: str) -> int:
+    """Columns a projection needs a multiple of to take ``fmt`` (others stay as loaded): whole blocks."""
+    return kquants.QK if fmt in kquants.BLOCK_BYTES else 32
 
 
 def quantize_matrix(w: torch.Tensor, fmt: str, int8: bool) -> QuantDense:
@@ -47,7 +59,7 @@ def quantize_dense(model, fmt: str, int8: bool) -> int:
                 isinstance(w, torch.Tensor)
                 and w.dim() == 2
                 and w.is_floating_point()
-                and w.shape[1] % 32 == 0
+                and w.shape[1] % _cols_multiple(fmt) == 0
             ):
                 q = quantize_matrix(w, fmt, int8)
                 saved += w.numel() * w.element_size() - q.nbytes()
@@ -58,8 +70,39 @@ def quantize_dense(model, fmt: str, int8: bool) -> int:
         conv(mlp)
         if getattr(mlp, "shared", None) is not None:
             conv(mlp.shared)
-    if model.lm_head is not model.embed and model.lm_head.shape[1] % 32 == 0:
+    if model.lm_head is not model.embed and model.lm_head.shape[1] % _cols_multiple(fmt) == 0:
         q = quantize_matrix(model.lm_head, fmt, int8)
         saved += model.lm_head.numel() * model.lm_head.element_size() - q.nbytes()
         model.lm_head = q
+    return saved
+
+
+def keep_native(model, r, m: str, int8: bool) -> int:
+    """Swap ``model``'s dense projections for the stored bits ``r.native`` gives (``m``: the layer names'
+    prefix, "model."); returns the bytes a decode token reads less. Projections whose tensors differ
+    in type (a fused q/k/v with v in another) stay as loaded."""
+    saved = 0
+
+    def swap(obj, attr: str, prefixes: list[str]) -> None:
+        nonlocal saved
+        w = getattr(obj, attr, None)
+        if not isinstance(w, torch.Tensor) or w.dim() != 2:
+            return
+        ew = r.native(prefixes)
+        if ew is None or (ew.rows, ew.cols) != tuple(w.shape):
+            return
+        q = QuantDense(ew, int8)
+        saved += w.numel() * w.element_size() - q.nbytes()
+        setattr(obj, attr, q)
+
+    for i, (_, attn, _, mlp) in enumerate(model.layers):
+        p = f"{m}layers.{i}"
+        if type(attn) is GQAttention:
+            swap(attn, "wqkv", [f"{p}.self_attn.{x}_proj" for x in "qkv"])
+            swap(attn, "wo", [f"{p}.self_attn.o_proj"])
+        if type(mlp) is DenseMLP:
+            for a in ("gate", "up", "down"):
+                swap(mlp, a, [f"{p}.mlp.{a}_proj"])
+    if model.lm_head is not model.embed:
+        swap(model, "lm_head", ["lm_head"])
     return saved

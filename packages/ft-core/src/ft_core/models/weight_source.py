@@ -36,5 +36,9 @@ class WeightSource(Protocol):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``prefix``.weight [out_f, in_f] (fp8 dequantised) and bias [out_f] or None."""
 
+    def native(self, prefixes: list[str]):
+        """The stored quantised bits of ``prefix``.weight for each prefix, rows concatenated, as one
+        ``ft_kernels.ExpertWeights`` matrix when a kernel reads that format exactly; else None."""
+
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
         """Every MoE layer's experts (``prefixes[m]``: that layer's MLP module name) in one bank."""
