@@ -77,7 +77,9 @@ inline void kqb_tile(const uint8_t* q, int64_t qs, int64_t nb, const uint16_t* X
   float mins[NR][NT] = {};
   FT_UNROLL for (int r = 0; r < NR; ++r)
     FT_UNROLL for (int t = 0; t < NT; ++t) tot[r][t] = _mm512_setzero_ps();
+  const int64_t slice = (NR * qs + nb - 1) / nb;  // the next tile's bytes, a slice a block step (kq_prefetch)
   for (int64_t b = 0; b < nb; ++b) {
+    kq_prefetch(q + NR * qs + b * slice, slice);
     FT_UNROLL for (int r = 0; r < NR; ++r) D::scales(q + r * qs + b * D::kBytes, sc[r], nm[r]);
     FT_UNROLL for (int c = 0; c < kQK; c += 32) {
       __m512bh x[NT];
