@@ -11,6 +11,8 @@
 // fp32 kernel's on the same bf16 x only in fp32 rounding order.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu/arch/kquant_rows.h"
 
 namespace ft {
@@ -31,11 +33,26 @@ inline void code_tables(int off, __m512i& lo, __m512i& hi) {
 inline __m256i ld32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i mask8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 
-// Register decoders: scales(b, sc, nm) as kquant_rows.h's; codes(b, c) -> the 32 codes of columns
+// Q4_K / Q5_K: the 8 sub-block scales d * sc to out[0..7] and negated mins -(dmin * m) to out[8..15], the
+// values of kq_scales_mins (each one exact product) in one vector: the 6-bit fields unpacked as 32-bit
+// words (the 2 high bits of sub-blocks 4..7 sit in bits 6-7 of bytes 0..7), widened and multiplied by
+// (d x 8, -dmin x 8).
+inline void scales_mins(const uint8_t* b, float* out) {
+  uint32_t w[3];
+  std::memcpy(w, b + 4, 12);
+  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, hi2 = 0x30303030u;
+  const __m128i sm = _mm_set_epi32(((w[2] >> 4) & lo4) | ((w[1] >> 2) & hi2), w[1] & lo6,
+                                   (w[2] & lo4) | ((w[0] >> 2) & hi2), w[0] & lo6);
+  const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm));
+  const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(F16c::f16(b)), _mm512_set1_ps(-F16c::f16(b + 2)));
+  _mm512_store_ps(out, _mm512_mul_ps(v, dd));
+}
+
+// Register decoders: scales(b, out) -> the block's scales (and negated mins, out[8..15]); codes(b, c) -> the 32 codes of columns
 // c..c+31 (c % 32 == 0) as bytes 0..63 (the value is code - kOff).
 struct Q4KR {
   static constexpr int kBytes = 144, kSub = 32, kOff = 0;
-  static void scales(const uint8_t* b, float* sc, float* nm) { kq_scales_mins<F16c>(b, sc, nm); }
+  static void scales(const uint8_t* b, float* out) { scales_mins(b, out); }
   static __m256i codes(const uint8_t* b, int c) {
     const __m256i v = ld32(b + 16 + 32 * (c / 64));  // columns 64j.. low nibbles, 64j + 32.. high
     return _mm256_and_si256((c & 32) ? _mm256_srli_epi16(v, 4) : v, mask8(0x0f));
@@ -43,7 +60,7 @@ struct Q4KR {
 };
 struct Q5KR {
   static constexpr int kBytes = 176, kSub = 32, kOff = 0;
-  static void scales(const uint8_t* b, float* sc, float* nm) { kq_scales_mins<F16c>(b, sc, nm); }
+  static void scales(const uint8_t* b, float* out) { scales_mins(b, out); }
   static __m256i codes(const uint8_t* b, int c) {
     const __m256i v = ld32(b + 48 + 32 * (c / 64));
     const __m256i lo = _mm256_and_si256((c & 32) ? _mm256_srli_epi16(v, 4) : v, mask8(0x0f));
@@ -54,9 +71,9 @@ struct Q5KR {
 };
 struct Q6KR {
   static constexpr int kBytes = 210, kSub = 16, kOff = 32;
-  static void scales(const uint8_t* b, float* sc, float*) {
-    const float d = F16c::f16(b + 208);
-    for (int i = 0; i < 16; ++i) sc[i] = d * static_cast<float>(static_cast<int8_t>(b[192 + i]));
+  static void scales(const uint8_t* b, float* out) {  // d * sc for the 16 sub-blocks of 16 columns
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+    _mm512_store_ps(out, _mm512_mul_ps(sc, _mm512_set1_ps(F16c::f16(b + 208))));
   }
   static __m256i codes(const uint8_t* b, int c) {
     const int n = c / 128, k = (c % 128) / 32;  // half, quarter: nibble (k >> 1) of bytes 64n + 32(k & 1)..
@@ -72,15 +89,18 @@ template <class D, int NR, int NT>
 inline void kqb_tile(const uint8_t* q, int64_t qs, int64_t nb, const uint16_t* X, int64_t ldx, const float* XS,
                      int64_t lds, float* Y, int64_t ldy, __m512i tlo, __m512i thi) {
   constexpr bool kMins = D::kSub == 32;  // Q4_K / Q5_K: a scale and a min per 32 columns; Q6_K: a scale per 16
-  alignas(64) float sc[NR][16], nm[NR][16];
+  alignas(64) float sc[NR][16];  // Q4_K / Q5_K: scales 0..7, negated mins 8..15; Q6_K: 16 scales
   __m512 tot[NR][NT];
-  float mins[NR][NT] = {};
+  __m256 mins[NR][NT];  // lane j: the sums of -(dmin m_j) * sum(x over sub-block j)
   FT_UNROLL for (int r = 0; r < NR; ++r)
-    FT_UNROLL for (int t = 0; t < NT; ++t) tot[r][t] = _mm512_setzero_ps();
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      tot[r][t] = _mm512_setzero_ps();
+      mins[r][t] = _mm256_setzero_ps();
+    }
   const int64_t slice = (NR * qs + nb - 1) / nb;  // the next tile's bytes, a slice a block step (kq_prefetch)
   for (int64_t b = 0; b < nb; ++b) {
     kq_prefetch(q + NR * qs + b * slice, slice);
-    FT_UNROLL for (int r = 0; r < NR; ++r) D::scales(q + r * qs + b * D::kBytes, sc[r], nm[r]);
+    FT_UNROLL for (int r = 0; r < NR; ++r) D::scales(q + r * qs + b * D::kBytes, sc[r]);
     FT_UNROLL for (int c = 0; c < kQK; c += 32) {
       __m512bh x[NT];
       FT_UNROLL for (int t = 0; t < NT; ++t) x[t] = (__m512bh)_mm512_loadu_si512(X + t * ldx + b * kQK + c);
@@ -97,10 +117,13 @@ inline void kqb_tile(const uint8_t* q, int64_t qs, int64_t nb, const uint16_t* X
     if (kMins)
       FT_UNROLL for (int r = 0; r < NR; ++r)
         FT_UNROLL for (int t = 0; t < NT; ++t)
-          for (int j = 0; j < 8; ++j) mins[r][t] += nm[r][j] * XS[t * lds + b * 8 + j];
+          mins[r][t] = _mm256_fmadd_ps(_mm256_load_ps(sc[r] + 8), _mm256_loadu_ps(XS + t * lds + b * 8), mins[r][t]);
   }
   FT_UNROLL for (int r = 0; r < NR; ++r)
-    FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy + r] = _mm512_reduce_add_ps(tot[r][t]) + mins[r][t];
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m512 m = _mm512_insertf32x8(_mm512_setzero_ps(), mins[r][t], 0);
+      Y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(tot[r][t], m));
+    }
 }
 
 constexpr int kNR[5] = {0, 8, 4, 2, 2};  // rows per tile for NT tokens (32 zmm registers)
