@@ -266,3 +266,18 @@ def test_ft_convert_keeps_a_mixed_kquant_bank(hf, tmp_path):
         w, q = a.model.bank.dequant(ids, which), c.model.bank.dequant(ids, which)
         assert (q - w).abs().max() <= 0.03 * w.abs().max()
     assert torch.isfinite(c.score(IDS)).all()
+
+
+def test_mxfp4_bank_with_many_blocks_per_row(tmp_path):
+    """MXFP4 experts whose rows hold more than 16 blocks (hidden 768: 24) fill the bank's 4-D
+    [N, rows, blocks, 16] tensors whole (a regression: a row-bytes slice meant for padded K-quant rows
+    once cut them at 16 blocks)."""
+    sizes = {**SIZES, "hidden_size": 768}
+    hf = make_checkpoint("qwen3_moe", tmp_path / "qwen3_moe", overrides=sizes)
+    path, ref_dir = write_gguf(hf, tmp_path / "m.gguf", "MXFP4", "BF16")
+    eng = Engine.from_pretrained(path)
+    assert eng.model.bank.fmt == "mxfp4" and eng.model.bank.tensors["w13_blocks"].shape[2] == 24
+    ref = load_reference(ref_dir)
+    with torch.no_grad():
+        want = ref(torch.tensor([IDS])).logits[0].float()
+    assert_logits_close(eng.score(IDS), want, eng.model_config)

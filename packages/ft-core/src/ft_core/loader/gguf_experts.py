@@ -158,13 +158,14 @@ def gguf_bank(
                 tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
                 tensors["w2" + suffix] = torch.empty(w2_shape, dtype=down.dtype)
             w13, w2 = tensors["w13" + suffix], tensors["w2" + suffix]
-            gw, dw = gate.shape[-1], down.shape[-1]  # row bytes of this layer (padded banks)
-            w13[rows, : gate.shape[1], :gw] = gate
-            w13[rows, gate.shape[1] :, :gw] = up
-            w2[rows, :, :dw] = down
-            if layer_fmts:
-                w13[rows, :, gw:] = 0
-                w2[rows, :, dw:] = 0
+            if layer_fmts:  # [N, rows, row bytes]: this layer's bytes, then zeros to the widest
+                gw, dw = gate.shape[-1], down.shape[-1]
+                w13, w2 = w13[..., :gw], w2[..., :dw]
+                tensors["w13" + suffix][rows, :, gw:] = 0
+                tensors["w2" + suffix][rows, :, dw:] = 0
+            w13[rows, : gate.shape[1]] = gate
+            w13[rows, gate.shape[1] :] = up
+            w2[rows] = down
     if f"blk.{layers[0]}.ffn_gate_exps.bias" in g.tensors:
         bias = {k: [g.tensor(f"blk.{n}.ffn_{k}_exps.bias").to_torch().float() for n in layers]
                 for k in KINDS}  # fmt: skip
