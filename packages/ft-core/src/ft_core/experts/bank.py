@@ -64,9 +64,8 @@ class ExpertBank:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     fp8_block: int = 0  # column group of the scales: B1 for fp8, G for int4_*
     global_scale: tuple[float, float] = (1.0, 1.0)  # nvfp4: (w13, w2) global scales
-    layer_fmts: tuple[
-        tuple[str, str], ...
-    ] = ()  # mixed K-quant banks: (w13, w2) format per MoE layer
+    # mixed K-quant banks: the (w13, w2) format of each MoE layer (empty: ``fmt`` throughout)
+    layer_fmts: tuple[tuple[str, str], ...] = ()
     _kernel_views: dict | None = field(default=None, repr=False)
 
     def __post_init__(self):
