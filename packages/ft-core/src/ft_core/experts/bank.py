@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 
 import ft_kernels
 import torch
+from ft_kernels import kquants
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
-KQUANT_FORMATS = ("q4_k", "q5_k", "q6_k")
+KQUANT_FORMATS = tuple(kquants.BLOCK_BYTES)  # "q4_k", "q5_k", "q6_k"
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
 _LEGACY = {"fp8": "fp8_e4m3"}
@@ -147,9 +148,8 @@ class ExpertBank:
         for which, cols in (("w13", self.hidden), ("w2", self.inter)):
             bias = t.get(f"{which}_bias")
             fmt = self.kind_fmt(which, layer)
-            if (
-                fmt in KQUANT_FORMATS
-            ):  # padded rows (mixed banks) are passed whole: the kernel reads the blocks
+            # padded rows (mixed banks) are passed whole: the kernel reads only the blocks
+            if fmt in KQUANT_FORMATS:
                 out.append(ExpertWeights(fmt, t[f"{which}_q"], cols, group=256, bias=bias))
             elif self.fmt == "mxfp4":
                 blocks = t[f"{which}_blocks"]

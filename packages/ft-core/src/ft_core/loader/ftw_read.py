@@ -21,11 +21,10 @@ from pathlib import Path
 import torch
 
 from ft_core import env
-from ft_core.loader.gguf_experts import DENSE_TYPES
-from ft_core.loader.ftw_format import NATIVE_SUFFIX
 from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank, bank_format
-from ft_core.loader.ftw_format import DTYPES, Entry, FTWIndex, read_index
+from ft_core.loader.ftw_format import DTYPES, NATIVE_SUFFIX, Entry, FTWIndex, read_index
+from ft_core.loader.gguf_experts import DENSE_TYPES
 from ft_core.loader.ftw_io import ShardFiles, aligned_empty, byte_view, pin_in_place, read_chunk
 from ft_core.loader.progress import Progress
 from ft_core.loader.tensor_index import TensorIndex

@@ -57,24 +57,21 @@ def _f16_scales(b: np.ndarray) -> np.ndarray:
     return b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
 
 
+def _repack_blocks(b: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0 (``fmt`` int4_sym) or Q8_0 (int8_sym) blocks ``b`` [..., rows, nb, block bytes] -> the
+    kernels' (q [..., rows, row bytes], fp32 scale [..., rows, nb]), exact."""
+    qs = b[..., 2:]
+    q = (
+        _nibbles_to_pairs(qs) if fmt == "int4_sym" else np.ascontiguousarray(qs)
+    )  # int8: columns in order
+    return q.reshape(*b.shape[:-2], -1), _f16_scales(b)
+
+
 def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tensor]:
     """One expert kind ([E, rows, cols]) in bank format ``fmt`` under names ``prefix``_*."""
-    if fmt == "int4_sym":
-        b = _blocks(t, 18)
-        q = _nibbles_to_pairs(b[..., 2:]).reshape(*b.shape[:2], -1)
-        return {
-            f"{prefix}_q": torch.from_numpy(q),
-            f"{prefix}_scale": torch.from_numpy(_f16_scales(b)),
-        }
-    if fmt == "int8_sym":
-        b = _blocks(t, 34)
-        q = np.ascontiguousarray(b[..., 2:]).reshape(
-            *b.shape[:2], -1
-        )  # int8 bits, columns in order
-        return {
-            f"{prefix}_q": torch.from_numpy(q),
-            f"{prefix}_scale": torch.from_numpy(_f16_scales(b)),
-        }
+    if fmt in ("int4_sym", "int8_sym"):
+        q, scale = _repack_blocks(_blocks(t, 18 if fmt == "int4_sym" else 34), fmt)
+        return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(scale)}
     if fmt in KQUANT_FORMATS:  # super-blocks as stored, one row of blocks per weight row
         E, rows, _ = t.shape
         with warnings.catch_warnings():  # the file's read-only pages: only read, into the bank
@@ -150,9 +147,8 @@ def gguf_bank(
             if "w13" + suffix not in tensors:
                 w13_shape = (len(layers) * E, gate.shape[1] + up.shape[1], *gate.shape[2:])
                 w2_shape = (len(layers) * E, *down.shape[1:])
-                if (
-                    layer_fmts
-                ):  # rows as wide as the widest layer's (zero padding after narrower ones)
+                # mixed banks: rows as wide as the widest layer's (zero padding after narrower ones)
+                if layer_fmts:
                     w13_shape = (*w13_shape[:2], _widest(model_fmts, 0, hidden))
                     w2_shape = (*w2_shape[:2], _widest(model_fmts, 1, inter))
                 tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
@@ -199,11 +195,8 @@ def _widest(layer_fmts: list[tuple[str, str]], kind: int, cols: int) -> int:
     return cols // QK * max(BLOCK_BYTES[p[kind]] for p in layer_fmts)
 
 
-DENSE_TYPES = {
-    "Q4_0": "int4_sym",
-    "Q8_0": "int8_sym",
-    **_KQUANT,
-}  # GGML type -> kernel format, exact
+# GGML type -> the kernel format holding a dense weight of it exactly
+DENSE_TYPES = {"Q4_0": "int4_sym", "Q8_0": "int8_sym", **_KQUANT}
 
 
 def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
@@ -216,13 +209,8 @@ def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
     fmt = DENSE_TYPES.get(type_name)
     if fmt is None:
         return None
-    R = raw.shape[0]
     if fmt in KQUANT_FORMATS:
         return ExpertWeights(fmt, torch.from_numpy(np.ascontiguousarray(raw))[None], cols, group=QK)
-    b = raw.reshape(1, R, cols // 32, 18 if fmt == "int4_sym" else 34)
-    scale = torch.from_numpy(_f16_scales(b))
-    if fmt == "int4_sym":
-        q = _nibbles_to_pairs(b[..., 2:]).reshape(1, R, -1)
-    else:
-        q = np.ascontiguousarray(b[..., 2:]).reshape(1, R, -1)
-    return ExpertWeights(fmt, torch.from_numpy(q), cols, scale, group=32)
+    b = raw.reshape(1, raw.shape[0], cols // 32, 18 if fmt == "int4_sym" else 34)
+    q, scale = _repack_blocks(b, fmt)
+    return ExpertWeights(fmt, torch.from_numpy(q), cols, torch.from_numpy(scale), group=32)

@@ -16,25 +16,30 @@
 namespace ft {
 namespace {
 
-// One Q4_K / Q5_K block's 8 sub-block scales d * sc and negated mins -(dmin * m). The 12 packed bytes are
-// unpacked as three 32-bit words (the low 6 bits of bytes 0..7, then the 4 + 2 bit pieces of sub-blocks
-// 4..7): kquant_scale_min's packing without a branch per sub-block.
+// The 6-bit (scale, min) fields of a Q4_K / Q5_K block's 12 scale bytes ``s`` as four words of four bytes:
+// scales of sub-blocks 0..3, scales 4..7, mins 0..3, mins 4..7 (kquant_scale_min's packing, read as 32-bit
+// words with no branch per sub-block: the 2 high bits of sub-blocks 4..7 sit in bits 6-7 of bytes 0..7).
+inline void kq_unpack6(const uint8_t* s, uint32_t out[4]) {
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, hi2 = 0x30303030u;
+  out[0] = w[0] & lo6;
+  out[1] = (w[2] & lo4) | ((w[0] >> 2) & hi2);
+  out[2] = w[1] & lo6;
+  out[3] = ((w[2] >> 4) & lo4) | ((w[1] >> 2) & hi2);
+}
+
+// One Q4_K / Q5_K block's 8 sub-block scales d * sc and negated mins -(dmin * m).
 template <class P>
 inline void kq_scales_mins(const uint8_t* b, float* sc, float* nm) {
-  uint32_t w[3];
-  std::memcpy(w, b + 4, 12);
-  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
-  uint8_t s8[8], m8[8];
-  const uint32_t s03 = w[0] & lo6, m03 = w[1] & lo6;
-  const uint32_t s47 = (w[2] & lo4) | (((w[0] >> 6) & lo2) << 4), m47 = ((w[2] >> 4) & lo4) | (((w[1] >> 6) & lo2) << 4);
-  std::memcpy(s8, &s03, 4);
-  std::memcpy(s8 + 4, &s47, 4);
-  std::memcpy(m8, &m03, 4);
-  std::memcpy(m8 + 4, &m47, 4);
+  uint32_t f[4];
+  kq_unpack6(b + 4, f);
+  uint8_t v[16];  // scales 0..7, mins 0..7
+  std::memcpy(v, f, 16);
   const float d = P::f16(b), dmin = P::f16(b + 2);
   for (int j = 0; j < 8; ++j) {
-    sc[j] = d * static_cast<float>(s8[j]);
-    nm[j] = -(dmin * static_cast<float>(m8[j]));
+    sc[j] = d * static_cast<float>(v[j]);
+    nm[j] = -(dmin * static_cast<float>(v[8 + j]));
   }
 }
 
@@ -88,15 +93,6 @@ struct Q6K {
     }
   }
 };
-
-// Software prefetch of [p, p + n), for the bf16-activation tiles (x86_avx512bf16_kquant.cpp): they prefetch
-// the next tile's rows (the bytes right after theirs) in nb slices, one per block step. NR rows read block
-// by block are NR short interleaved streams, which the hardware prefetchers follow badly from DRAM (a Q6_K
-// LM head streamed at ~5 GB/s a core without it, ~18 with it). The fp32 tiles above it did not help
-// (measured: Q6_K 4.4 GB/s from DRAM either way, and slower from cache), so they do not.
-inline void kq_prefetch(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(p + i);
-}
 
 // NR rows (starting at q, stride qs bytes) x NT tokens, nb blocks. Y[t * ldy + r] = row r . token t.
 template <class I, class P, class D, int NR, int NT>

@@ -34,18 +34,24 @@ inline __m256i ld32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_ca
 inline __m256i mask8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 
 // Q4_K / Q5_K: the 8 sub-block scales d * sc to out[0..7] and negated mins -(dmin * m) to out[8..15], the
-// values of kq_scales_mins (each one exact product) in one vector: the 6-bit fields unpacked as 32-bit
-// words (the 2 high bits of sub-blocks 4..7 sit in bits 6-7 of bytes 0..7), widened and multiplied by
-// (d x 8, -dmin x 8).
+// values of kq_scales_mins (each one exact product) in one vector: the fields of kq_unpack6 widened and
+// multiplied by (d x 8, -dmin x 8).
 inline void scales_mins(const uint8_t* b, float* out) {
-  uint32_t w[3];
-  std::memcpy(w, b + 4, 12);
-  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, hi2 = 0x30303030u;
-  const __m128i sm = _mm_set_epi32(((w[2] >> 4) & lo4) | ((w[1] >> 2) & hi2), w[1] & lo6,
-                                   (w[2] & lo4) | ((w[0] >> 2) & hi2), w[0] & lo6);
+  uint32_t f[4];
+  kq_unpack6(b + 4, f);
+  const __m128i sm = _mm_set_epi32(f[3], f[2], f[1], f[0]);  // from registers: no store-forwarding stall
   const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm));
   const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(F16c::f16(b)), _mm512_set1_ps(-F16c::f16(b + 2)));
   _mm512_store_ps(out, _mm512_mul_ps(v, dd));
+}
+
+// Software prefetch of [p, p + n). The tiles prefetch the next tile's rows (the bytes right after theirs) in
+// nb slices, one per block step: NR rows read block by block are NR short interleaved streams, which the
+// hardware prefetchers follow badly from DRAM (a Q6_K LM head streamed at ~5 GB/s a core without it, ~18
+// with it). kquant_rows.h's fp32 tiles did not gain from it (Q6_K 4.4 GB/s from DRAM either way, slower
+// from cache), so only these tiles do it.
+inline void kq_prefetch(const uint8_t* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(p + i);
 }
 
 // Register decoders: scales(b, out) -> the block's scales (and negated mins, out[8..15]); codes(b, c) -> the 32 codes of columns
