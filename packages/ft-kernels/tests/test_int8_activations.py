@@ -35,7 +35,8 @@ def test_linear_int8_matches_quantised_reference(fmt, T):
         (70, 96, 32),
         (9, 256, 128),
         (21, 416, 64),
-    ):  # 416: 3 chunks of 128 + 1 block
+        (12, 640, 256),
+    ):  # 416: 3 chunks of 128 + 1 block; 256: the general group instance, a partial last group
         g = torch.Generator().manual_seed(N + K + T)
         w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=group)
         x = torch.randn(T, K, generator=g) * torch.rand(

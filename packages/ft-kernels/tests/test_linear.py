@@ -49,17 +49,19 @@ def test_matches_bound(fmt, T, xdtype):
         assert torch.allclose(fk.linear(x, w, b), R.linear(x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("fmt", ["int4_sym", "int4_asym"])
-@pytest.mark.parametrize("group", [128, 256])
-def test_int4_groups_of_128_columns(fmt, group):
-    """Groups of a multiple of 128 columns (ft's default) take the AVX-512 table kernel: whole and partial
-    chunks, a partial last group, 1..9 tokens."""
+@pytest.mark.parametrize("group", [32, 64, 128, 256, 384])
+def test_int4_lane_groups(fmt, group, xdtype):
+    """Groups of 32, 64 or a multiple of 128 columns (ft's experts: 128, GGUF Q4_0: 32) take the AVX-512
+    table kernels, each group size its own instance (256 and 384: the general one): whole and partial
+    chunks, a partial last group, 1..9 tokens (1: the row-streaming path with its prefetches)."""
     for K in (128, 384, 520):
         for T in (1, 4, 9):
             g = torch.Generator().manual_seed(K + T)
             w = fk.quantize(torch.randn(1, 33, K, generator=g) * 0.1, fmt, group=group)
-            x = torch.randn(T, K, generator=g)
-            _check(fk.linear(x, w), x, w)
+            x = torch.randn(T, K, generator=g).to(xdtype)
+            _check(fk.linear(x, w), x.float(), w)
 
 
 @pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])

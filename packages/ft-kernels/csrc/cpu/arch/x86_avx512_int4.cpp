@@ -21,10 +21,9 @@ struct Int4Avx512 : Int4Common {
 
 void rows_int4_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                       int64_t ldy) {
-  if (int4_lane_groups(m.group) && m.fmt == Fmt::INT4_ASYM)
-    avx512_lut4::rows<avx512_nib::Int4Lanes<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
-  else if (int4_lane_groups(m.group))
-    avx512_lut4::rows<avx512_nib::Int4Lanes<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  if (int4_lane_groups(m.group))
+    avx512_nib::with_int4_lanes<avx512_nib::Int4Lanes>(
+        m, [&](auto d) { avx512_lut4::rows<decltype(d)>(m, r0, r1, X, ntok, ldx, Y, ldy); });
   else
     group_rows<Avx512, Int4Avx512>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }

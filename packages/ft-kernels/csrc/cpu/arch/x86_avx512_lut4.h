@@ -92,6 +92,7 @@ inline void tile(const WeightMat& m, int64_t r, __m512 lut, const float* xp, int
   FT_UNROLL for (int i = 0; i < NR; ++i)
     FT_UNROLL for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
   const int64_t full = m.cols / 128;
+  if (PF) avx512_nib::prefetch_side<D>(m, r);
   for (int64_t k = 0; k < full; ++k) chunk<D, NR, NT, PF, false>(m, r, k, lut, xp, ldp, xs, lds, acc);
   if (m.cols % 128) chunk<D, NR, NT, PF, true>(m, r, full, lut, xp, ldp, xs, lds, acc);
   const float post = D::post(m);
@@ -102,7 +103,7 @@ inline void tile(const WeightMat& m, int64_t r, __m512 lut, const float* xp, int
 template <class D, int NT>
 inline void block(const WeightMat& m, int64_t r0, int64_t r1, __m512 lut, const float* xp, int64_t ldp, const float* xs,
                   int64_t lds, float* Y, int64_t ldy) {
-  constexpr int NR = 1, PF = NT == 1 ? 1024 : 0;
+  constexpr int NR = 1, PF = NT == 1 ? avx512_nib::kAhead : 0;
   for (int64_t r = r0; r < r1; r += NR) tile<D, NR, NT, PF>(m, r, lut, xp, ldp, xs, lds, Y + (r - r0), ldy);
 }
 

@@ -37,6 +37,7 @@ inline __m512 e2m1_lut() {
 
 struct Mxfp4Lanes {  // e8m0 per 32 columns: 2^(s - 127) is s in the fp32 exponent field (s = 0: 2^-127, subnormal)
   static constexpr bool kZero = false;
+  static constexpr int kScaleBytes = 1;
   static __m512 lut() { return e2m1_lut(); }
   static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
     const uint8_t* s = static_cast<const uint8_t*>(m.scale) + row * m.scale_stride + 4 * k;
@@ -53,6 +54,7 @@ struct Mxfp4Lanes {  // e8m0 per 32 columns: 2^(s - 127) is s in the fp32 expone
 
 struct Nvfp4Lanes {  // e4m3 per 16 columns (each byte spread over a lane pair), times the global scale
   static constexpr bool kZero = false;
+  static constexpr int kScaleBytes = 1;
   static __m512 lut() { return e2m1_lut(); }
   // e4m3's exponent and mantissa bits placed at fp32's mantissa top (<< 20) are the value times 2^-120, normal
   // or subnormal alike; one exact multiply by 2^120 restores it. 0x7f (NaN) is set apart.
@@ -71,44 +73,71 @@ struct Nvfp4Lanes {  // e4m3 per 16 columns (each byte spread over a lane pair),
   static float post(const WeightMat& m) { return m.global_scale; }
 };
 
-template <bool kAsym>
+// Software prefetch at T = 1, where one row after another streams from DRAM: the kernels prefetch the weight
+// bytes kAhead past the chunk they read, and once per row the scale (and zero) bytes of the row that far
+// ahead -- a second stream the hardware prefetchers kept too close (one Zen 5 core, [32768, 2048] int4 with
+// groups of 32 from DRAM, bf16 x: 13 GB/s with the weights 1 KiB ahead and no scale prefetch, 28-32 with
+// both 8 KiB ahead; MXFP4 23 -> 31). Prefetches past the matrix's end are harmless (they never fault).
+constexpr int kAhead = 8192;
+
+template <class D>
+inline void prefetch_side(const WeightMat& m, int64_t r) {
+  const int64_t row = r + kAhead / m.q_stride + 1, n = m.scale_stride * D::kScaleBytes;
+  const char* s = static_cast<const char*>(m.scale) + row * n;
+  for (int64_t i = 0; i < n; i += 64) _mm_prefetch(s + i, _MM_HINT_T0);
+  if (D::kZero) _mm_prefetch(reinterpret_cast<const char*>(m.zero + row * m.scale_stride), _MM_HINT_T0);
+}
+
+// kG: the group when it is 32, 64 or 128 (so no division, and no mask but in a row's last chunk, on the hot
+// path), 0 for any other multiple of 128 (a division per chunk). with_int4_lanes picks it from m.group.
+template <bool kAsym, int kG>
 struct Int4Lanes {  // fp32 scale (and uint8 zero, asym) per group; lane i reads group (128k + 8i) / group
   static constexpr bool kZero = kAsym;
+  static constexpr int kScaleBytes = 4;
   static __m512 lut() {  // q (zero * sum(x) subtracted per lane) or q - 8
     const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return kAsym ? q : _mm512_sub_ps(q, _mm512_set1_ps(8.f));
   }
-  // First group of chunk k; no division on the hot path (a 64-bit divide per row and chunk is slow).
-  static int64_t first(const WeightMat& m, int64_t k) {
-    switch (m.group) {
-      case 32: return k << 2;
-      case 64: return k << 1;
-      case 128: return k;
-      case 256: return k >> 1;
-      default: return 128 * k / m.group;
-    }
+  static int64_t first(const WeightMat& m, int64_t k) {  // first group of chunk k
+    if (kG == 32) return k << 2;
+    if (kG == 64) return k << 1;
+    if (kG == 128) return k;
+    return k / (m.group / 128);
   }
-  static __mmask16 mask(const WeightMat& m, int64_t k) {  // the chunk's groups that exist
-    const int64_t n = std::min<int64_t>(128 / m.group, m.scale_stride - first(m, k));
-    return static_cast<__mmask16>((1u << n) - 1);
+  static __mmask16 mask(const WeightMat& m, int64_t k) {  // the chunk's groups that exist (kG 32 / 64)
+    constexpr int64_t n = 128 / (kG ? kG : 128);
+    const int64_t left = m.scale_stride - first(m, k);
+    return left >= n ? static_cast<__mmask16>((1u << n) - 1) : static_cast<__mmask16>((1u << left) - 1);
   }
-  static __m512i lanes(const WeightMat& m) {
+  static __m512i lanes() {  // lane i -> group (8i) / kG of the chunk
     return _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120),
-                             m.group == 32 ? 5 : 6);
+                             kG == 32 ? 5 : 6);
   }
   static __m512 scales(const WeightMat& m, int64_t row, int64_t k) {
     const float* s = static_cast<const float*>(m.scale) + row * m.scale_stride + first(m, k);
-    if (m.group >= 128) return _mm512_set1_ps(*s);
-    return _mm512_permutexvar_ps(lanes(m), _mm512_maskz_loadu_ps(mask(m, k), s));
+    if (kG != 32 && kG != 64) return _mm512_set1_ps(*s);
+    return _mm512_permutexvar_ps(lanes(), _mm512_maskz_loadu_ps(mask(m, k), s));
   }
   static __m512 zeros(const WeightMat& m, int64_t row, int64_t k) {
     const uint8_t* z = m.zero + row * m.scale_stride + first(m, k);
-    if (m.group >= 128) return _mm512_set1_ps(static_cast<float>(*z));
+    if (kG != 32 && kG != 64) return _mm512_set1_ps(static_cast<float>(*z));
     const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask(m, k), z)));
-    return _mm512_permutexvar_ps(lanes(m), v);
+    return _mm512_permutexvar_ps(lanes(), v);
   }
   static float post(const WeightMat&) { return 1.f; }
 };
+
+// f(Int4Lanes<kAsym, G>{}) for m's group (int4_lane_groups(m.group) holds).
+template <template <bool, int> class L, class F>
+inline void with_int4_lanes(const WeightMat& m, F&& f) {
+  const bool asym = m.fmt == Fmt::INT4_ASYM;
+  switch (m.group) {
+    case 32: asym ? f(L<true, 32>{}) : f(L<false, 32>{}); break;
+    case 64: asym ? f(L<true, 64>{}) : f(L<false, 64>{}); break;
+    case 128: asym ? f(L<true, 128>{}) : f(L<false, 128>{}); break;
+    default: asym ? f(L<true, 0>{}) : f(L<false, 0>{}); break;
+  }
+}
 
 }  // namespace
 }  // namespace avx512_nib

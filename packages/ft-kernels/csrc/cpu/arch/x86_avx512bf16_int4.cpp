@@ -6,10 +6,8 @@ namespace ft {
 
 void rows_bf16act_int4_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                   int64_t ldx, float* Y, int64_t ldy) {
-  if (m.fmt == Fmt::INT4_ASYM)
-    avx512bf16_lut4::rows<avx512_nib::Int4Lanes<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
-  else
-    avx512bf16_lut4::rows<avx512_nib::Int4Lanes<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  avx512_nib::with_int4_lanes<avx512_nib::Int4Lanes>(
+      m, [&](auto d) { avx512bf16_lut4::rows<decltype(d)>(m, r0, r1, X, ntok, ldx, Y, ldy); });
 }
 
 }  // namespace ft

@@ -36,8 +36,8 @@ struct E2m1Codes {  // 2 * e2m1 + 12 in 0..24; the scale tables hold e2m1's own 
 };
 struct Mxfp4Q8 : Mxfp4Lanes, E2m1Codes {};
 struct Nvfp4Q8 : Nvfp4Lanes, E2m1Codes {};
-template <bool kAsym>
-struct Int4Q8 : Int4Lanes<kAsym> {
+template <bool kAsym, int kG>
+struct Int4Q8 : Int4Lanes<kAsym, kG> {
   static constexpr int kOffset = 8;  // sym; asym: the zero point per lane
   static constexpr float kCodeScale = 1.f;
   static __m512i codes(__m512i n) { return n; }
@@ -85,6 +85,7 @@ inline void tile(const WeightMat& m, int64_t r, int64_t nblk, int64_t nch, const
   __m512 acc[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const uint8_t* row = m.q + r * m.q_stride;
+  if (PF) prefetch_side<D>(m, r);
   for (int64_t k = 0; k < nch; ++k) {
     const uint8_t* qp = row + 64 * k;
     if (PF) _mm_prefetch(reinterpret_cast<const char*>(qp) + PF, _MM_HINT_T0);
@@ -122,7 +123,7 @@ void rows(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, 
         case 4: tile<D, 4, 0>(m, r, nblk, nch, p, Yt + (r - r0), ldy); break;
         case 3: tile<D, 3, 0>(m, r, nblk, nch, p, Yt + (r - r0), ldy); break;
         case 2: tile<D, 2, 0>(m, r, nblk, nch, p, Yt + (r - r0), ldy); break;
-        default: tile<D, 1, 1024>(m, r, nblk, nch, p, Yt + (r - r0), ldy); break;
+        default: tile<D, 1, kAhead>(m, r, nblk, nch, p, Yt + (r - r0), ldy); break;
       }
     }
   }
@@ -139,10 +140,8 @@ void rows_q8_nvfp4_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const 
 void rows_q8_int4_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   if (!int4_lane_groups(m.group))
     rows_q8_int4_avx2(m, r0, r1, x, Y, ldy);
-  else if (m.fmt == Fmt::INT4_ASYM)
-    rows<Int4Q8<true>>(m, r0, r1, x, Y, ldy);
   else
-    rows<Int4Q8<false>>(m, r0, r1, x, Y, ldy);
+    with_int4_lanes<Int4Q8>(m, [&](auto d) { rows<decltype(d)>(m, r0, r1, x, Y, ldy); });
 }
 
 }  // namespace ft
