@@ -38,18 +38,25 @@ inline __m512i bf16_table(__m512 lut) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
 }
 
-// x rows of nt tokens (bf16) in the table order, zeros past cols. xs (kZero): per chunk and lane, the sum of x
-// over the lane's 8 columns, in fp32 (vdpbf16ps against ones: exact products, fp32 sums).
-template <bool kZero>
-inline void prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t* xp, int64_t ldp, float* xs,
-                 int64_t lds) {
-  const int64_t nch = chunks(cols);
-  __m512i idx[4];  // word p of vector j <- word (4p + j) mod 64 of a pair of source vectors
+// The column order of one 64-byte load's words: idx[j] word p = the column, mod 64, whose weight is nibble j
+// of word p, within columns 0..63 for p < 16 and 64..127 for p >= 16. Nibble formats (word p holds columns
+// 4p..4p+3): 4p + j. GGUF's Q4_K (x86_avx512bf16_q4k.cpp: low nibbles of 32 bytes columns 0..31, high ones
+// 32..63): 32 (j & 1) + 2 (p mod 16) + (j >> 1).
+template <class F>
+inline void word_order(F col, __m512i (&idx)[4]) {
   FT_UNROLL for (int j = 0; j < 4; ++j) {
     alignas(64) uint16_t v[32];
-    for (int p = 0; p < 32; ++p) v[p] = static_cast<uint16_t>((4 * p + j) & 63);
+    for (int p = 0; p < 32; ++p) v[p] = static_cast<uint16_t>(col(p, j) & 63);
     idx[j] = _mm512_load_si512(v);
   }
+}
+
+// x rows of nt tokens (bf16) in the order idx (word_order), zeros past cols. xs (kZero): per chunk and lane,
+// the sum of x over the lane's 8 columns, in fp32 (vdpbf16ps against ones: exact products, fp32 sums).
+template <bool kZero>
+inline void prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t* xp, int64_t ldp, float* xs,
+                 int64_t lds, const __m512i (&idx)[4]) {
+  const int64_t nch = chunks(cols);
   const __m512i ones = _mm512_set1_epi16(0x3f80);  // bf16 1.0
   for (int t = 0; t < nt; ++t) {
     const uint16_t* x = X + t * ldx;
@@ -133,9 +140,11 @@ inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, 
   uint16_t* xp = u16_buf(xbuf, kTokBlock * ldp);
   float* xs = D::kZero ? sbuf.get(kTokBlock * lds) : nullptr;
   const __m512i lut = bf16_table(D::lut());
+  __m512i idx[4];
+  word_order([](int p, int j) { return 4 * p + j; }, idx);
   for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t0));
-    prep<D::kZero>(X + t0 * ldx, ldx, nt, m.cols, xp, ldp, xs, lds);
+    prep<D::kZero>(X + t0 * ldx, ldx, nt, m.cols, xp, ldp, xs, lds, idx);
     float* Yt = Y + t0 * ldy;
     switch (nt) {
       case 4: block<D, 4>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
