@@ -1,28 +1,21 @@
-// AVX-512 BF16, GGUF K-quant formats (Q4_K, Q5_K, Q6_K) over bf16 activations (cpu/bf16act.h).
+// AVX-512 BF16, GGUF K-quant formats (Q4_K, Q5_K, Q6_K) over bf16 activations (cpu/bf16act.h), one row at
+// a time: the word lookup of the nibble formats (x86_avx512bf16_lut4.h) on the K-quants' own bytes.
 //
-// Q5_K and Q6_K: per super-block and row the scales (and negated mins) are decoded once (kquant_rows.h's
-// rules); per 32 columns the codes are cut from the block's bytes in registers (nibbles, Q5_K's fifth bit,
-// Q6_K's 2-bit high parts: byte shifts and masks, no code buffer), zero-extended to words, looked up in a
-// 64-entry bf16 table by `vpermi2w` (entry k: k - kOff, Q6_K's codes being stored + 32), and meet x in one
-// `vdpbf16ps`: lane i sums columns 2i and 2i + 1 exactly (every code and every bf16 x product is exact in
-// fp32). The sub-block's scale multiplies the partial sums once (Q6_K: lanes 0-7 and 8-15 are two
-// sub-blocks of 16).
+// A super-block of 256 columns is two chunks of 128. One 64-byte load of a chunk's 4-bit parts, read as 32
+// words, holds 128 nibbles; nibble j of word p is column col(p, j) of the chunk (per format below), so
+// `vpermw` of (word >> 4j) in a bf16 table gives 4 vectors of weights, x being put once per call in the
+// matching order (lut4's prep with the format's word_order). Q5_K's fifth bit and Q6_K's two high bits are
+// shifted from a broadcast of the block's high-bit bytes to bit 4 of each word and joined under the
+// nibble by one ternary-logic op: a 5-bit index (`vpermw`, table k) or a 6-bit one (`vpermi2w`, k - 32).
+// `vdpbf16ps` sums words 2i and 2i + 1 into fp32 lane i; the lanes of vectors 0 and 2, and of 1 and 3, lie
+// in sub-blocks whose scales (d * sc, one `vpermps` each from the block's scale vector) multiply the two
+// partial sums in one FMA each. Q4_K and Q5_K's mins come in once per block as -(dmin m) * sum(x over the
+// sub-block), the sums taken once per call. Every code and every bf16 product is exact in fp32, so the
+// result differs from the fp32 kernel's on the same bf16 x only in fp32 rounding order.
 //
-// Q4_K, one row at a time: the word lookup of the nibble formats (x86_avx512bf16_lut4.h) on Q4_K's own
-// bytes. A super-block's 128 code bytes are two chunks of 64 bytes; in each, bytes 0..31 hold columns 0..31
-// (low nibbles) and 32..63 (high nibbles), bytes 32..63 columns 64..127 likewise: four sub-blocks of 32.
-// Read as 32 words, nibble j of word p is column 32 (j & 1) + 2 (p mod 16) + (j >> 1) of the chunk's first
-// (p < 16) or second 64 columns, so `vpermw` of (word >> 4j) in a table of the codes 0..15 gives 4 vectors
-// of weights, x being put once per call in the matching order (lut4's prep with this word_order).
-// `vdpbf16ps` sums words 2i and 2i + 1 into lane i: over vectors 0 and 2, lanes 0..7 lie in sub-block 0 and
-// lanes 8..15 in sub-block 2; over vectors 1 and 3, sub-blocks 1 and 3; the two sums meet their scales
-// (d * sc, spread by one `vpermps` each) in one FMA each. Per 128 weights 3 shifts, 4 lookups, 4 dot
-// products and 2 FMAs, against the register decode's 4 unpacks, 4 widenings, 4 two-table lookups, 4 dot
-// products and 4 FMAs (one Zen 5 core, [32768, 2048] from DRAM, T = 1: 19 -> 26 GB/s, with the vector
-// scale decode below).
-//
-// Q4_K and Q5_K's mins come in as -(dmin m) * sum(x over the sub-block), the sums taken once per call. So
-// the result differs from the fp32 kernel's on the same bf16 x only in fp32 rounding order.
+// Per 128 Q4_K weights: 3 shifts, 4 lookups, 4 dot products, 2 FMAs -- against 4 unpacks, 4 widenings, 4
+// two-table lookups, 4 dot products and 4 FMAs for the register decode per 32 columns this replaced. One
+// Zen 5 core, [32768, 2048] from DRAM, T = 1: Q4_K 19 -> 24-27 GB/s, Q5_K 17 -> 25, Q6_K 21 -> 28.
 #include <immintrin.h>
 
 #include <cstring>
@@ -44,9 +37,6 @@ inline void code_tables(int off, __m512i& lo, __m512i& hi) {
   lo = _mm512_load_si512(v);
   hi = _mm512_load_si512(v + 32);
 }
-
-inline __m256i ld32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline __m256i mask8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 
 // Q4_K / Q5_K: the 8 sub-block scales d * sc (lanes 0..7) and negated mins -(dmin * m) (lanes 8..15), the
 // values of kq_scales_mins (each one exact product) in one vector. The 6-bit fields are cut in one xmm
@@ -70,44 +60,6 @@ inline __m512 scales_mins(const uint8_t* b) {
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(p), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN)));
 }
 
-// Software prefetch of [p, p + n). The tiles prefetch the next tile's rows (the bytes right after theirs) in
-// nb slices, one per block step: NR rows read block by block are NR short interleaved streams, which the
-// hardware prefetchers follow badly from DRAM (a Q6_K LM head streamed at ~5 GB/s a core without it, ~18
-// with it). kquant_rows.h's fp32 tiles did not gain from it (Q6_K 4.4 GB/s from DRAM either way, slower
-// from cache), so only these tiles do it.
-inline void kq_prefetch(const uint8_t* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(p + i);
-}
-
-// Register decoders: scales(b, out) -> the block's scales (and negated mins, out[8..15]); codes(b, c) -> the 32 codes of columns
-// c..c+31 (c % 32 == 0) as bytes 0..63 (the value is code - kOff).
-struct Q5KR {
-  static constexpr int kBytes = 176, kSub = 32, kOff = 0;
-  static void scales(const uint8_t* b, float* out) { _mm512_store_ps(out, scales_mins(b)); }
-  static __m256i codes(const uint8_t* b, int c) {
-    const __m256i v = ld32(b + 48 + 32 * (c / 64));
-    const __m256i lo = _mm256_and_si256((c & 32) ? _mm256_srli_epi16(v, 4) : v, mask8(0x0f));
-    const __m128i s = _mm_cvtsi32_si128(c / 32);  // sub-block s: bit s of byte l is column 32s + l's fifth bit
-    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(ld32(b + 16), s), mask8(1));
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-  }
-};
-struct Q6KR {
-  static constexpr int kBytes = 210, kSub = 16, kOff = 32;
-  static void scales(const uint8_t* b, float* out) {  // d * sc for the 16 sub-blocks of 16 columns
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
-    _mm512_store_ps(out, _mm512_mul_ps(sc, _mm512_set1_ps(F16c::f16(b + 208))));
-  }
-  static __m256i codes(const uint8_t* b, int c) {
-    const int n = c / 128, k = (c % 128) / 32;  // half, quarter: nibble (k >> 1) of bytes 64n + 32(k & 1)..
-    const __m256i v = ld32(b + 64 * n + 32 * (k & 1));
-    const __m256i lo = _mm256_and_si256((k >> 1) ? _mm256_srli_epi16(v, 4) : v, mask8(0x0f));
-    const __m128i s = _mm_cvtsi32_si128(2 * k);
-    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(ld32(b + 128 + 32 * n), s), mask8(3));
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-  }
-};
-
 // xs[t * ng + g] = sum of X[t, 32g .. 32g + 31] for nt tokens and ng groups (exact products, fp32 sums).
 inline void sums32(const uint16_t* X, int64_t ldx, int nt, int64_t ng, float* xs) {
   const __m512bh ones = (__m512bh)_mm512_set1_epi16(0x3f80);  // bf16 1.0
@@ -117,93 +69,83 @@ inline void sums32(const uint16_t* X, int64_t ldx, int nt, int64_t ng, float* xs
           _mm512_dpbf16_ps(_mm512_setzero_ps(), ones, (__m512bh)_mm512_loadu_si512(X + t * ldx + 32 * g)));
 }
 
-template <class D, int NR, int NT>
-inline void kqb_tile(const uint8_t* q, int64_t qs, int64_t nb, const uint16_t* X, int64_t ldx, const float* XS,
-                     int64_t lds, float* Y, int64_t ldy, __m512i tlo, __m512i thi) {
-  constexpr bool kMins = D::kSub == 32;  // Q4_K / Q5_K: a scale and a min per 32 columns; Q6_K: a scale per 16
-  alignas(64) float sc[NR][16];  // Q4_K / Q5_K: scales 0..7, negated mins 8..15; Q6_K: 16 scales
-  __m512 tot[NR][NT];
-  __m256 mins[NR][NT];  // lane j: the sums of -(dmin m_j) * sum(x over sub-block j)
-  FT_UNROLL for (int r = 0; r < NR; ++r)
-    FT_UNROLL for (int t = 0; t < NT; ++t) {
-      tot[r][t] = _mm512_setzero_ps();
-      mins[r][t] = _mm256_setzero_ps();
+// Decoders W: col(p, j) (word_order); scale_of(h, j, i): the scale (sub-block) of lane i of vectors j and
+// j + 2 in chunk h; tables(lo, hi); scales(b): the block's scales (and negated mins, lanes 8..15) as one
+// vector; weights(b, h, lo, hi, w): the 4 weight vectors of chunk h.
+//
+// Q4_K and Q5_K (kFive), chunk h: code bytes 64h.. (from 16, Q5_K 48): bytes 0..31 hold columns 0..31 (low
+// nibbles) and 32..63 (high), bytes 32..63 columns 64..127 likewise -- sub-blocks 4h..4h+3 of 32; nibble j
+// of word p is column 64 (p >> 4) + 32 (j & 1) + 2 (p mod 16) + (j >> 1), in sub-block
+// 4h + 2 (p >> 4) + (j & 1). Q5_K's fifth bit of that column is bit (sub-block) of qh byte
+// 2 (p mod 16) + (j >> 1): bit 8 (j >> 1) + 4h + 2 (p >> 4) + (j & 1) of qh's word p mod 16, at
+// 8 (j >> 1) + 4h + (j & 1) once words 16..31 of the broadcast are shifted right by 2.
+template <bool kFive>
+struct QnKW {
+  static constexpr int kBytes = kFive ? 176 : 144, kCodes = kFive ? 48 : 16;
+  static constexpr bool kMins = true;
+  static int col(int p, int j) { return 64 * (p >> 4) + 32 * (j & 1) + 2 * (p & 15) + (j >> 1); }
+  static int scale_of(int h, int j, int i) { return 4 * h + 2 * (i >> 3) + j; }
+  static void tables(__m512i& lo, __m512i& hi) {  // codes 0..31 (Q4_K: 0..15 twice; vpermw reads 5 bits)
+    if (kFive) {
+      code_tables(0, lo, hi);
+    } else {
+      lo = avx512bf16_lut4::bf16_table(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      hi = lo;
     }
-  const int64_t slice = (NR * qs + nb - 1) / nb;  // the next tile's bytes, a slice a block step (kq_prefetch)
-  for (int64_t b = 0; b < nb; ++b) {
-    kq_prefetch(q + NR * qs + b * slice, slice);
-    FT_UNROLL for (int r = 0; r < NR; ++r) D::scales(q + r * qs + b * D::kBytes, sc[r]);
-    FT_UNROLL for (int c = 0; c < kQK; c += 32) {
-      __m512bh x[NT];
-      FT_UNROLL for (int t = 0; t < NT; ++t) x[t] = (__m512bh)_mm512_loadu_si512(X + t * ldx + b * kQK + c);
-      FT_UNROLL for (int r = 0; r < NR; ++r) {
-        const __m512i idx = _mm512_cvtepu8_epi16(D::codes(q + r * qs + b * D::kBytes, c));
-        const __m512bh w = (__m512bh)_mm512_permutex2var_epi16(tlo, idx, thi);
-        const __m512 s = kMins ? _mm512_set1_ps(sc[r][c / 32])
-                               : _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(sc[r][c / 16]),
-                                                      _mm512_set1_ps(sc[r][c / 16 + 1]));
-        FT_UNROLL for (int t = 0; t < NT; ++t)
-          tot[r][t] = _mm512_fmadd_ps(s, _mm512_dpbf16_ps(_mm512_setzero_ps(), w, x[t]), tot[r][t]);
+  }
+  static __m512 scales(const uint8_t* b) { return scales_mins(b); }
+  static void weights(const uint8_t* b, int h, __m512i lo, __m512i, __m512bh (&w)[4]) {
+    const __m512i v = _mm512_loadu_si512(b + kCodes + 64 * h);
+    __m512i qh = _mm512_setzero_si512();
+    if (kFive) {
+      qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+      qh = _mm512_mask_srli_epi16(qh, 0xffff0000u, qh, 2);
+    }
+    FT_UNROLL for (int j = 0; j < 4; ++j) {
+      __m512i idx = j ? _mm512_srli_epi16(v, 4 * j) : v;
+      if (kFive) {  // the fifth bit to bit 4: from bit 8 (j >> 1) + 4h + (j & 1)
+        const int s = 8 * (j >> 1) + 4 * h + (j & 1) - 4;
+        const __m512i hb = s >= 0 ? _mm512_srli_epi16(qh, s) : _mm512_slli_epi16(qh, -s);
+        idx = _mm512_ternarylogic_epi32(idx, hb, _mm512_set1_epi16(0x000f), 0xe4);  // nibble ? idx : hb, per bit
       }
-    }
-    if (kMins)
-      FT_UNROLL for (int r = 0; r < NR; ++r)
-        FT_UNROLL for (int t = 0; t < NT; ++t)
-          mins[r][t] = _mm256_fmadd_ps(_mm256_load_ps(sc[r] + 8), _mm256_loadu_ps(XS + t * lds + b * 8), mins[r][t]);
-  }
-  FT_UNROLL for (int r = 0; r < NR; ++r)
-    FT_UNROLL for (int t = 0; t < NT; ++t) {
-      const __m512 m = _mm512_insertf32x8(_mm512_setzero_ps(), mins[r][t], 0);
-      Y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(tot[r][t], m));
-    }
-}
-
-constexpr int kNR[5] = {0, 8, 4, 2, 2};  // rows per tile for NT tokens (32 zmm registers)
-
-template <class D, int NT>
-inline void kqb_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ldx, const float* XS,
-                      int64_t lds, float* Y, int64_t ldy, __m512i tlo, __m512i thi) {
-  constexpr int NR = kNR[NT];
-  const int64_t nb = m.cols / kQK, qs = m.q_stride;
-  int64_t r = r0;
-  for (; r + NR <= r1; r += NR)
-    kqb_tile<D, NR, NT>(m.q + r * qs, qs, nb, X, ldx, XS, lds, Y + (r - r0), ldy, tlo, thi);
-  for (; r < r1; ++r) kqb_tile<D, 1, NT>(m.q + r * qs, qs, nb, X, ldx, XS, lds, Y + (r - r0), ldy, tlo, thi);
-}
-
-template <class D>
-inline void kqb_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
-                     float* Y, int64_t ldy) {
-  __m512i tlo, thi;
-  code_tables(D::kOff, tlo, thi);
-  const int64_t lds = m.cols / 32;
-  thread_local FloatBuf sums;
-  float* xs = sums.get(kTokBlock * lds);
-  for (int64_t t = 0; t < ntok; t += kTokBlock) {
-    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t));
-    const uint16_t* Xt = X + t * ldx;
-    if (D::kSub == 32) sums32(Xt, ldx, nt, lds, xs);
-    float* Yt = Y + t * ldy;
-    switch (nt) {
-      case 4: kqb_block<D, 4>(m, r0, r1, Xt, ldx, xs, lds, Yt, ldy, tlo, thi); break;
-      case 3: kqb_block<D, 3>(m, r0, r1, Xt, ldx, xs, lds, Yt, ldy, tlo, thi); break;
-      case 2: kqb_block<D, 2>(m, r0, r1, Xt, ldx, xs, lds, Yt, ldy, tlo, thi); break;
-      default: kqb_block<D, 1>(m, r0, r1, Xt, ldx, xs, lds, Yt, ldy, tlo, thi); break;
+      w[j] = (__m512bh)_mm512_permutexvar_epi16(idx, lo);
     }
   }
-}
+};
 
-// Q4_K: the word lookup (header comment).
-// Lanes 0..7 from scale a, 8..15 from scale b.
-inline __m512i pair(int a, int b) {
-  return _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(a), _mm512_set1_epi32(b));
-}
+// Q6_K, half h of a super-block: ql bytes 64h.. (byte l < 32: low nibble column l, high l + 64; byte l >= 32:
+// column l, l + 64), qh bytes 128 + 32h.. (byte l: bits 0-1, 4-5 for ql byte l's nibbles, bits 2-3, 6-7 for
+// ql byte l + 32's). Word p, nibble j is column 2p + (j >> 1) + 64 (j & 1); its 2 high bits sit at bit
+// 4j (p < 16) or 4j + 2 (p >= 16) of qh's word p mod 16, which a broadcast of qh's 32 bytes, shifted right
+// by 2 in words 16..31, puts at 4j for every p. One ternary-logic op then joins them under the nibble as
+// a 6-bit index into the 64-entry table (entry k: k - 32).
+struct Q6KW {
+  static constexpr int kBytes = 210;
+  static constexpr bool kMins = false;
+  static int col(int p, int j) { return 2 * p + (j >> 1) + 64 * (j & 1); }
+  static int scale_of(int h, int j, int i) { return 8 * h + 4 * j + (i >> 2); }  // sub-blocks of 16
+  static void tables(__m512i& lo, __m512i& hi) { code_tables(32, lo, hi); }
+  static __m512 scales(const uint8_t* b) {  // d * sc for the 16 sub-blocks (exact: int8 x f16)
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+    return _mm512_mul_ps(sc, _mm512_set1_ps(F16c::f16(b + 208)));
+  }
+  static void weights(const uint8_t* b, int h, __m512i lo, __m512i hi, __m512bh (&w)[4]) {
+    const __m512i v = _mm512_loadu_si512(b + 64 * h);
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h)));
+    qh = _mm512_mask_srli_epi16(qh, 0xffff0000u, qh, 2);
+    const __m512i nib = _mm512_set1_epi16(0x000f);
+    const __m512i hb[4] = {_mm512_slli_epi16(qh, 4), qh, _mm512_srli_epi16(qh, 4), _mm512_srli_epi16(qh, 8)};
+    FT_UNROLL for (int j = 0; j < 4; ++j) {
+      // bits 0-3 from the nibble, 4-5 from qh (vpermi2w reads 6 index bits): nib ? a : b, per bit
+      const __m512i idx = _mm512_ternarylogic_epi32(j ? _mm512_srli_epi16(v, 4 * j) : v, hb[j], nib, 0xe4);
+      w[j] = (__m512bh)_mm512_permutex2var_epi16(lo, idx, hi);
+    }
+  }
+};
 
-template <int NT, int PF>
-inline void q4k_row(const uint8_t* q, int64_t nb, __m512i lut, const uint16_t* xp, int64_t ldp, const float* xs,
-                int64_t lds, float* Y, int64_t ldy) {
-  // The scale of the lanes of vectors 0 + 2 (sub-blocks 4h, 4h + 2) and 1 + 3 (4h + 1, 4h + 3) of chunk h.
-  const __m512i s02[2] = {pair(0, 2), pair(4, 6)}, s13[2] = {pair(1, 3), pair(5, 7)};
+template <class W, int NT, int PF>
+inline void word_row(const uint8_t* q, int64_t nb, __m512i lo, __m512i hi, const __m512i (&si)[2][2],
+                     const uint16_t* xp, int64_t ldp, const float* xs, int64_t lds, float* Y, int64_t ldy) {
   __m512 a0[NT], a1[NT];
   __m256 mins[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) {
@@ -211,14 +153,13 @@ inline void q4k_row(const uint8_t* q, int64_t nb, __m512i lut, const uint16_t* x
     mins[t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = q + 144 * b;
-    if (PF) FT_UNROLL for (int i = 0; i < 144 + 63; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + PF + i, _MM_HINT_T0);
-    const __m512 sm = scales_mins(blk);
+    const uint8_t* blk = q + W::kBytes * b;
+    if (PF) FT_UNROLL for (int i = 0; i < W::kBytes + 63; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + PF + i, _MM_HINT_T0);
+    const __m512 sm = W::scales(blk);
     FT_UNROLL for (int h = 0; h < 2; ++h) {
-      const __m512i v = _mm512_loadu_si512(blk + 16 + 64 * h);
       __m512bh w[4];
-      FT_UNROLL for (int j = 0; j < 4; ++j) w[j] = (__m512bh)_mm512_permutexvar_epi16(j ? _mm512_srli_epi16(v, 4 * j) : v, lut);
-      const __m512 s0 = _mm512_permutexvar_ps(s02[h], sm), s1 = _mm512_permutexvar_ps(s13[h], sm);
+      W::weights(blk, h, lo, hi, w);
+      const __m512 s0 = _mm512_permutexvar_ps(si[h][0], sm), s1 = _mm512_permutexvar_ps(si[h][1], sm);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const uint16_t* x = xp + t * ldp + 256 * b + 128 * h;
         const __m512 d0 = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), w[0], (__m512bh)_mm512_loadu_si512(x)), w[2],
@@ -229,57 +170,71 @@ inline void q4k_row(const uint8_t* q, int64_t nb, __m512i lut, const uint16_t* x
         a1[t] = _mm512_fmadd_ps(d1, s1, a1[t]);
       }
     }
-    const __m256 nm = _mm512_extractf32x8_ps(sm, 1);
-    FT_UNROLL for (int t = 0; t < NT; ++t) mins[t] = _mm256_fmadd_ps(nm, _mm256_loadu_ps(xs + t * lds + 8 * b), mins[t]);
+    if (W::kMins) {
+      const __m256 nm = _mm512_extractf32x8_ps(sm, 1);
+      FT_UNROLL for (int t = 0; t < NT; ++t) mins[t] = _mm256_fmadd_ps(nm, _mm256_loadu_ps(xs + t * lds + 8 * b), mins[t]);
+    }
   }
   FT_UNROLL for (int t = 0; t < NT; ++t) {
-    const __m512 m = _mm512_insertf32x8(_mm512_setzero_ps(), mins[t], 0);
-    Y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0[t], a1[t]), m));
+    __m512 s = _mm512_add_ps(a0[t], a1[t]);
+    if (W::kMins) s = _mm512_add_ps(s, _mm512_insertf32x8(_mm512_setzero_ps(), mins[t], 0));
+    Y[t * ldy] = _mm512_reduce_add_ps(s);
   }
 }
 
-template <int NT>
-inline void q4k_block(const WeightMat& m, int64_t r0, int64_t r1, __m512i lut, const uint16_t* xp, int64_t ldp,
-                  const float* xs, int64_t lds, float* Y, int64_t ldy) {
+template <class W, int NT>
+inline void word_block(const WeightMat& m, int64_t r0, int64_t r1, __m512i lo, __m512i hi, const __m512i (&si)[2][2],
+                       const uint16_t* xp, int64_t ldp, const float* xs, int64_t lds, float* Y, int64_t ldy) {
   constexpr int PF = NT == 1 ? avx512_nib::kAhead : 0;
   const int64_t nb = m.cols / kQK;
-  for (int64_t r = r0; r < r1; ++r) q4k_row<NT, PF>(m.q + r * m.q_stride, nb, lut, xp, ldp, xs, lds, Y + (r - r0), ldy);
+  for (int64_t r = r0; r < r1; ++r)
+    word_row<W, NT, PF>(m.q + r * m.q_stride, nb, lo, hi, si, xp, ldp, xs, lds, Y + (r - r0), ldy);
 }
 
-}  // namespace
-
-// Y[t, r - r0] = sum_c W[r, c] * X[t, c] (RowsBf16Fn), W in Q4_K.
-void rows_bf16act_q4k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
-                                 int64_t ldx, float* Y, int64_t ldy) {
+template <class W>
+inline void word_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                      float* Y, int64_t ldy) {
   const int64_t ldp = avx512bf16_lut4::padded_ld(m.cols), lds = m.cols / 32;
   thread_local FloatBuf xbuf, sbuf;
   uint16_t* xp = u16_buf(xbuf, kTokBlock * ldp);
-  float* xs = sbuf.get(kTokBlock * lds);
-  const __m512i lut = avx512bf16_lut4::bf16_table(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  __m512i idx[4];
-  avx512bf16_lut4::word_order([](int p, int j) { return 32 * (j & 1) + 2 * (p & 15) + (j >> 1); }, idx);
+  float* xs = W::kMins ? sbuf.get(kTokBlock * lds) : nullptr;
+  __m512i lo, hi, si[2][2];
+  W::tables(lo, hi);
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 2; ++j) {
+      alignas(64) int32_t v[16];
+      for (int i = 0; i < 16; ++i) v[i] = W::scale_of(h, j, i);
+      si[h][j] = _mm512_load_si512(v);
+    }
+  const avx512bf16_lut4::WordOrder order = avx512bf16_lut4::word_order(W::col);
   for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t0));
     const uint16_t* Xt = X + t0 * ldx;
-    avx512bf16_lut4::prep<false>(Xt, ldx, nt, m.cols, xp, ldp, nullptr, 0, idx);
-    sums32(Xt, ldx, nt, lds, xs);
+    avx512bf16_lut4::prep<false>(Xt, ldx, nt, m.cols, xp, ldp, nullptr, 0, order);
+    if (W::kMins) sums32(Xt, ldx, nt, lds, xs);
     float* Yt = Y + t0 * ldy;
     switch (nt) {
-      case 4: q4k_block<4>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
-      case 3: q4k_block<3>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
-      case 2: q4k_block<2>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
-      default: q4k_block<1>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
+      case 4: word_block<W, 4>(m, r0, r1, lo, hi, si, xp, ldp, xs, lds, Yt, ldy); break;
+      case 3: word_block<W, 3>(m, r0, r1, lo, hi, si, xp, ldp, xs, lds, Yt, ldy); break;
+      case 2: word_block<W, 2>(m, r0, r1, lo, hi, si, xp, ldp, xs, lds, Yt, ldy); break;
+      default: word_block<W, 1>(m, r0, r1, lo, hi, si, xp, ldp, xs, lds, Yt, ldy); break;
     }
   }
 }
 
+}  // namespace
+
+void rows_bf16act_q4k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                 int64_t ldx, float* Y, int64_t ldy) {
+  word_rows<QnKW<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
 void rows_bf16act_q5k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                  int64_t ldx, float* Y, int64_t ldy) {
-  kqb_rows<Q5KR>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  word_rows<QnKW<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_bf16act_q6k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                  int64_t ldx, float* Y, int64_t ldy) {
-  kqb_rows<Q6KR>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  word_rows<Q6KW>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

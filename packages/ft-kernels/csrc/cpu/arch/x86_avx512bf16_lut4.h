@@ -38,24 +38,34 @@ inline __m512i bf16_table(__m512 lut) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
 }
 
-// The column order of one 64-byte load's words: idx[j] word p = the column, mod 64, whose weight is nibble j
-// of word p, within columns 0..63 for p < 16 and 64..127 for p >= 16. Nibble formats (word p holds columns
-// 4p..4p+3): 4p + j. GGUF's Q4_K (x86_avx512bf16_q4k.cpp: low nibbles of 32 bytes columns 0..31, high ones
-// 32..63): 32 (j & 1) + 2 (p mod 16) + (j >> 1).
+// The column order of one 64-byte load's words: col(p, j) in 0..127 is the column of the chunk whose weight
+// is nibble j of word p. Nibble formats (word p holds columns 4p..4p+3): 4p + j. GGUF's Q4_K and Q6_K:
+// x86_avx512bf16_kquant.cpp. idx[j] word p: that column mod 64, and bit p of half[j]: whether it lies in
+// the chunk's second 64 columns.
+struct WordOrder {
+  __m512i idx[4];
+  __mmask32 half[4];
+};
 template <class F>
-inline void word_order(F col, __m512i (&idx)[4]) {
+inline WordOrder word_order(F col) {
+  WordOrder o;
   FT_UNROLL for (int j = 0; j < 4; ++j) {
     alignas(64) uint16_t v[32];
-    for (int p = 0; p < 32; ++p) v[p] = static_cast<uint16_t>(col(p, j) & 63);
-    idx[j] = _mm512_load_si512(v);
+    o.half[j] = 0;
+    for (int p = 0; p < 32; ++p) {
+      v[p] = static_cast<uint16_t>(col(p, j) & 63);
+      if (col(p, j) >= 64) o.half[j] |= __mmask32(1) << p;
+    }
+    o.idx[j] = _mm512_load_si512(v);
   }
+  return o;
 }
 
-// x rows of nt tokens (bf16) in the order idx (word_order), zeros past cols. xs (kZero): per chunk and lane,
+// x rows of nt tokens (bf16) in the order o (word_order), zeros past cols. xs (kZero): per chunk and lane,
 // the sum of x over the lane's 8 columns, in fp32 (vdpbf16ps against ones: exact products, fp32 sums).
 template <bool kZero>
 inline void prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t* xp, int64_t ldp, float* xs,
-                 int64_t lds, const __m512i (&idx)[4]) {
+                 int64_t lds, const WordOrder& o) {
   const int64_t nch = chunks(cols);
   const __m512i ones = _mm512_set1_epi16(0x3f80);  // bf16 1.0
   for (int t = 0; t < nt; ++t) {
@@ -70,9 +80,9 @@ inline void prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t*
       }
       __m512 sum = _mm512_setzero_ps();
       FT_UNROLL for (int j = 0; j < 4; ++j) {
-        const __m512i lo = _mm512_permutex2var_epi16(in[0], idx[j], in[1]);  // words p < 16: columns < 64
-        const __m512i hi = _mm512_permutex2var_epi16(in[2], idx[j], in[3]);
-        const __m512i v = _mm512_mask_blend_epi16(0xffff0000u, lo, hi);
+        const __m512i lo = _mm512_permutex2var_epi16(in[0], o.idx[j], in[1]);  // columns < 64
+        const __m512i hi = _mm512_permutex2var_epi16(in[2], o.idx[j], in[3]);
+        const __m512i v = _mm512_mask_blend_epi16(o.half[j], lo, hi);
         _mm512_storeu_si512(d + c + 32 * j, v);
         if (kZero) sum = _mm512_dpbf16_ps(sum, (__m512bh)v, (__m512bh)ones);
       }
@@ -140,11 +150,10 @@ inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, 
   uint16_t* xp = u16_buf(xbuf, kTokBlock * ldp);
   float* xs = D::kZero ? sbuf.get(kTokBlock * lds) : nullptr;
   const __m512i lut = bf16_table(D::lut());
-  __m512i idx[4];
-  word_order([](int p, int j) { return 4 * p + j; }, idx);
+  const WordOrder order = word_order([](int p, int j) { return 4 * p + j; });
   for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t0));
-    prep<D::kZero>(X + t0 * ldx, ldx, nt, m.cols, xp, ldp, xs, lds, idx);
+    prep<D::kZero>(X + t0 * ldx, ldx, nt, m.cols, xp, ldp, xs, lds, order);
     float* Yt = Y + t0 * ldy;
     switch (nt) {
       case 4: block<D, 4>(m, r0, r1, lut, xp, ldp, xs, lds, Yt, ldy); break;
