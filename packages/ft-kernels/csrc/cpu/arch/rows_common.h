@@ -254,6 +254,10 @@ inline void group_tile(const WeightMat& m, int64_t r, const GroupAct& a, const f
             p1[0][t] = I::fma(w1, I::loadx(xv + L), p1[0][t]);
           }
         } else {  // several rows: load x once, decode row by row
+          {
+            const int64_t step = c / C, slice = (NR * qs * C + cols - 1) / cols;
+            for (int64_t k = 0; k < slice; k += 64) __builtin_prefetch(q + NR * qs + step * slice + k);
+          }
           V x0[NT], x1[NT];
           FT_UNROLL for (int t = 0; t < NT; ++t) {
             x0[t] = I::loadx(a.Xv + t * a.ldxv + c);
@@ -261,7 +265,6 @@ inline void group_tile(const WeightMat& m, int64_t r, const GroupAct& a, const f
           }
           FT_UNROLL for (int i = 0; i < NR; ++i) {
             V w0, w1;
-            __builtin_prefetch(q + (i + NR) * qs + D::byte_of(c));
             D::decode(q + i * qs, c, w0, w1);
             FT_UNROLL for (int t = 0; t < NT; ++t) {
               p0[i][t] = I::fma(w0, x0[t], p0[i][t]);
