@@ -142,13 +142,23 @@ def test_quantisation_error(fmt):
 
 
 def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
+    """Every task of a job runs once whatever the pool's size (each participant takes a contiguous range of
+    tasks, then helps the others): results equal bit for bit from 1 to 8 threads, with fewer tasks than
+    threads too (the linear: 17 blocks of rows)."""
     args = _case("fp8_e4m3", 512, 512, 8, 24, N=8, seed=5)  # > 1 MiB read: the pool runs it
+    g = torch.Generator().manual_seed(9)
+    w = fk.quantize(torch.randn(1, 4 * 136, 1024, generator=g), "bf16")  # 1.06 MiB, blocks of 32 rows
+    x = torch.randn(3, 1024, generator=g)
     n = fk.num_threads()
     try:
-        for k in (1, 2, 3):
+        fk.set_num_threads(1)
+        y1, l1 = fk.moe_experts(*args), fk.linear(x, w)
+        for k in (2, 3, 5, 8, 24):
             fk.set_num_threads(k)
             assert fk.num_threads() == k
-            _check(fk.moe_experts(*args), args)
+            assert torch.equal(fk.moe_experts(*args), y1), k
+            assert torch.equal(fk.linear(x, w), l1), k
+        _check(y1, args)
     finally:
         fk.set_num_threads(n)
     results, errors = [None] * 4, []

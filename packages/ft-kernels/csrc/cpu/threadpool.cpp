@@ -67,7 +67,7 @@ void pin_to(int cpu) {
 
 class Pool final : public ThreadPool {
  public:
-  explicit Pool(int n) : cpus_(physical_core_cpus()) {
+  explicit Pool(int n) : cpus_(physical_core_cpus()), parts_(new Part[n]), nparts_(n) {
     for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { loop(i); });
   }
   ~Pool() override {
@@ -90,14 +90,16 @@ class Pool final : public ThreadPool {
     {
       std::lock_guard<std::mutex> g(m_);
       fn_ = &fn;
-      n_ = n;
-      next_.store(0);
+      for (int p = 0; p < nparts_; ++p) {  // participant p's tasks: [n p / P, n (p + 1) / P)
+        parts_[p].next.store(n * p / nparts_);
+        parts_[p].end = n * (p + 1) / nparts_;
+      }
       pending_.store(static_cast<int>(workers_.size()));
       error_ = nullptr;
       gen_.fetch_add(1, std::memory_order_release);  // spinning workers start here, sleeping ones below
     }
     cv_.notify_all();
-    work();
+    work(0);
     // The last worker is usually a few microseconds behind: spin for it before sleeping.
     if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock<std::mutex> g(m_);
@@ -135,13 +137,22 @@ class Pool final : public ThreadPool {
 #endif
   }
 
-  void work() {
-    for (int64_t i; (i = next_.fetch_add(1)) < n_;) {
-      try {
-        (*fn_)(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> g(m_);
-        if (!error_) error_ = std::current_exception();
+  // Participant `self` (0: the caller, i: worker i) runs its own contiguous range of tasks in order, then
+  // helps the others with what is left of theirs. Contiguous ranges, not one shared counter: a task is
+  // mostly a block of weight rows, and the row kernels prefetch the bytes after their block -- the next
+  // block, which is this thread's next task. With tasks dealt round-robin that prefetch fed the other core
+  // and every block started cold (2 Zen 5 cores, a [32768, 2048] linear in 64 KiB blocks from DRAM, bf16 x:
+  // Q4_K 29 -> 40 GB/s, Q6_K 30 -> 44, INT4 25 -> 37, BF16 36 -> 49).
+  void work(int self) {
+    for (int k = 0; k < nparts_; ++k) {
+      Part& part = parts_[(self + k) % nparts_];
+      for (int64_t i; (i = part.next.fetch_add(1)) < part.end;) {
+        try {
+          (*fn_)(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> g(m_);
+          if (!error_) error_ = std::current_exception();
+        }
       }
     }
   }
@@ -157,7 +168,7 @@ class Pool final : public ThreadPool {
       }
       if (stop_.load()) return;
       seen = gen_.load(std::memory_order_acquire);
-      work();
+      work(idx);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> g(m_);  // the caller may be asleep on done_cv_
         done_cv_.notify_one();
@@ -170,8 +181,12 @@ class Pool final : public ThreadPool {
   std::mutex m_, job_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  std::atomic<int64_t> next_{0};
+  struct alignas(64) Part {  // one cache line each: the cursors are written by different cores
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Part[]> parts_;
+  int nparts_;
   std::atomic<int> pending_{0};
   std::atomic<uint64_t> gen_{0};
   std::atomic<bool> stop_{false};

@@ -21,7 +21,9 @@ class ThreadPool {
   // around such steps. FT_SPIN_US, when set, fixes it for the process.
   static void set_spin_us(int64_t us);
 
-  // Run fn(i) for i in [0, n) on the pool (the calling thread takes part); returns when all are done.
+  // Run fn(i) for i in [0, n) on the pool (the calling thread takes part); returns when all are done. Each
+  // participant first runs a contiguous range of i in increasing order (neighbouring tasks, neighbouring
+  // weight rows), then helps with what is left of the others'.
   // Exceptions from tasks are rethrown in the caller (the first one).
   virtual void run(int64_t n, const std::function<void(int64_t)>& fn) = 0;
   virtual int size() const = 0;
