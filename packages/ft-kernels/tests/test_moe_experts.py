@@ -147,7 +147,9 @@ def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
     threads too (the linear: 17 blocks of rows)."""
     args = _case("fp8_e4m3", 512, 512, 8, 24, N=8, seed=5)  # > 1 MiB read: the pool runs it
     g = torch.Generator().manual_seed(9)
-    w = fk.quantize(torch.randn(1, 4 * 136, 1024, generator=g), "bf16")  # 1.06 MiB, blocks of 32 rows
+    w = fk.quantize(
+        torch.randn(1, 4 * 136, 1024, generator=g), "bf16"
+    )  # 1.06 MiB, blocks of 32 rows
     x = torch.randn(3, 1024, generator=g)
     n = fk.num_threads()
     try:
