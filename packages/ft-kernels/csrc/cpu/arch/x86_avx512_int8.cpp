@@ -1,16 +1,17 @@
 // AVX-512, INT8 weights with fp32 scales per `group` columns (GGUF Q8_0 is group 32): 16 columns per
 // vector, bytes sign-extended to 32 bits and converted to fp32 (exact); the fp8 files' group loop.
 // One token and groups of 32 (Q8_0, decode): one row at a time, 64 columns a step in two chains (one a
-// group), the weights prefetched avx512_nib::kAhead bytes ahead and the scales once a row that far ahead:
-// the group loop's 8-row tiles streamed 15-18 GB/s a core from DRAM, this ~28 (one Zen 5 core,
-// [32768, 2048]).
+// group), the weights prefetched avx512_nib::kAhead bytes ahead and the scales once a row that far ahead
+// (avx512_nib::prefetch_side): the group loop's 8-row tiles streamed 15-18 GB/s a core from DRAM, this
+// ~37 (one Zen 5 core, [32768, 2048]).
 #include "cpu/arch/x86_avx512.h"
-#include "cpu/arch/x86_avx512_nib.h"  // kAhead
+#include "cpu/arch/x86_avx512_nib.h"  // kAhead, prefetch_side
 
 namespace ft {
 namespace {
 struct Int8Avx512 : Fp8Common {
   static constexpr float kScaleMul = 1.f;
+  static constexpr int kScaleBytes = 4;  // fp32 scales (prefetch_side)
   static __m512 f32(const uint8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
@@ -27,8 +28,7 @@ void stream_g32(const WeightMat& m, int64_t r0, int64_t r1, const float* x, floa
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* q = m.q + r * m.q_stride;
     const float* s = static_cast<const float*>(m.scale) + r * ss;
-    const char* ns = reinterpret_cast<const char*>(s + (PF / m.q_stride + 1) * ss);
-    for (int64_t i = 0; i < ss * 4; i += 64) _mm_prefetch(ns + i, _MM_HINT_T0);
+    avx512_nib::prefetch_side<Int8Avx512>(m, r);
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     for (int64_t c = 0; c < cv; c += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(q + c) + PF, _MM_HINT_T0);

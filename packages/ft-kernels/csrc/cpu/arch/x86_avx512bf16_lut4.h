@@ -137,7 +137,7 @@ inline void row(const WeightMat& m, int64_t r, __m512i lut, const uint16_t* xp, 
 template <class D, int NT>
 inline void block(const WeightMat& m, int64_t r0, int64_t r1, __m512i lut, const uint16_t* xp, int64_t ldp,
                   const float* xs, int64_t lds, float* Y, int64_t ldy) {
-  constexpr int PF = NT == 1 ? 16384 : 0;
+  constexpr int PF = NT == 1 ? avx512_nib::kAhead : 0;
   for (int64_t r = r0; r < r1; ++r) row<D, NT, PF>(m, r, lut, xp, ldp, xs, lds, Y + (r - r0), ldy);
 }
 
