@@ -281,3 +281,88 @@ def test_mxfp4_bank_with_many_blocks_per_row(tmp_path):
     with torch.no_grad():
         want = ref(torch.tensor([IDS])).logits[0].float()
     assert_logits_close(eng.score(IDS), want, eng.model_config)
+
+
+def _mapped_rss(path) -> int:
+    """Bytes of ``path``'s memory mappings resident in this process (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            inside = len(head) >= 6 and head[5] == str(path)
+        elif inside and head[0] == "Rss:":
+            total += int(head[1]) << 10
+    return total
+
+
+@pytest.mark.parametrize(
+    "experts,dense",
+    [("Q4_K_M", "Q6_K"), ("Q8_0", "Q4_0"), ("Q4_0", "Q8_0"), ("MXFP4", "Q4_K"), ("BF16", "BF16"),
+     ("Q2_K", "Q8_0")],
+    ids=str,
+)  # fmt: skip
+def test_gguf_bank_built_in_chunks_releases_the_files_pages(
+    hf, tmp_path, monkeypatch, experts, dense
+):
+    """The expert bank is built a few experts at a time (gguf_experts.CHUNK_BYTES), each chunk's file
+    pages dropped once copied, and quantised dense tensors dequantised a few rows at a time
+    (gguf_file.DEQUANT_BYTES): one expert / one row a step gives the same bank and values as one
+    step a layer / tensor, and after the bank no page of the experts stays resident in the process
+    (K-quants, copied from views of the mapping, once kept every page: 2.5x the file's bytes at peak)."""
+    import sys
+
+    import gguf
+    import numpy as np
+
+    from ft_core.loader import gguf_experts, gguf_file
+    from ft_core.loader.gguf_file import GGUFFile
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", experts, dense)
+    g = GGUFFile(path)
+    layers = sorted({int(n.split(".")[1]) for n in g.tensors if n.endswith("ffn_gate_exps.weight")})
+    E, inter, hidden = g.tensor(f"blk.{layers[0]}.ffn_gate_exps.weight").shape
+    whole = gguf_experts.gguf_bank(g, layers, E, hidden, inter)
+    assert whole.nbytes_per_id() and whole.num_ids == len(layers) * E
+    g = GGUFFile(path)
+    monkeypatch.setattr(gguf_experts, "CHUNK_BYTES", 1)  # one expert a chunk
+    monkeypatch.setattr(gguf_file, "DEQUANT_BYTES", 1)  # one row a step
+    before = _mapped_rss(path) if sys.platform.startswith("linux") else 0
+    chunked = gguf_experts.gguf_bank(g, layers, E, hidden, inter)
+    if sys.platform.startswith("linux"):
+        # a page fault maps its aligned 64 KiB around (Linux's fault_around_bytes): pages of the
+        # tensors beside each expert tensor may stay mapped; the experts' own bytes are far more
+        tensors = [
+            g.tensor(f"blk.{n}.ffn_{k}_exps.weight") for n in layers for k in gguf_experts.KINDS
+        ]
+        slack = 2 * len(tensors) * (64 << 10)
+        assert sum(t.data.nbytes for t in tensors) > slack
+        assert _mapped_rss(path) <= before + slack, "pages of the experts stayed resident"
+    assert chunked.fmt == whole.fmt and chunked.layer_fmts == whole.layer_fmts
+    assert chunked.tensors.keys() == whole.tensors.keys()
+    for k, t in whole.tensors.items():
+        assert torch.equal(chunked.tensors[k], t), k
+    for name in ("output.weight", "blk.0.attn_q.weight"):
+        t = g.tensor(name)
+        want = gguf.quants.dequantize(np.asarray(t.data), t.type).astype(np.float32)
+        want = torch.from_numpy(want).reshape(t.shape)
+        assert torch.equal(t.to_torch(), want)
+        assert torch.equal(t.values(slice(3, 7), torch.bfloat16), want[3:7].bfloat16())
+
+
+@pytest.mark.parametrize("dense", ["Q8_0", "Q4_K", "Q6_K"])
+def test_a_nan_scale_in_a_stored_lm_head_is_refused_by_name(hf, tmp_path, dense):
+    """The LM head kept in the file's bits (never dequantised whole) is still checked: a NaN f16 scale
+    in its first block is refused, naming the file and the tensor."""
+    import gguf
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", dense)
+    t = next(t for t in gguf.GGUFReader(str(path)).tensors if t.name == "output.weight")
+    at = int(t.data_offset) + (208 if dense == "Q6_K" else 0)  # the block's f16 d
+    bad = _bytes_damaged(
+        path, tmp_path, "nan.gguf", lambda d: d.__setitem__(slice(at, at + 2), b"\x00\x7e")
+    )
+    with pytest.raises(
+        CheckpointError, match=r"nan\.gguf: tensor 'lm_head\.weight' holds 1 NaN/inf"
+    ):
+        Engine.from_pretrained(bad)
+    assert isinstance(Engine.from_pretrained(path).model.lm_head, QuantDense)

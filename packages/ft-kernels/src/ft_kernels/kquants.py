@@ -44,6 +44,16 @@ def _pack_scale_min(sc: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
     return torch.cat([lo, mid, hi], -1).to(torch.uint8)
 
 
+def super_scales(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
+    """The f16 super-block scales of blocks ``q`` uint8 [..., row bytes] as float32 [..., cols / 256, n]:
+    (d, dmin) for q4_k / q5_k, (d,) for q6_k. Every value of a block is finite exactly when these are
+    (the other factors are small integers), so they check a stored matrix without decoding it."""
+    lead = q.shape[:-1]
+    b = q[..., : cols // QK * BLOCK_BYTES[fmt]].reshape(*lead, cols // QK, BLOCK_BYTES[fmt])
+    offs = (208,) if fmt == "q6_k" else (0, 2)
+    return torch.stack([_f16(b[..., o : o + 2]) for o in offs], -1)
+
+
 def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
     """Blocks ``q`` uint8 [..., cols / 256 * BLOCK_BYTES[fmt]] (rows may be padded at the end, as in mixed
     banks) -> float32 [..., cols]."""

@@ -33,6 +33,7 @@ KINDS = ("gate", "up", "down")
 _NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4", "Q8_0": "int8_sym"}  # GGML type -> bank format
 _KQUANT = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}  # may mix by layer and kind
 _DTYPES = {f: dt for dt, f in FLOAT_FORMATS.items()}  # float bank format -> torch dtype
+CHUNK_BYTES = 64 << 20  # file bytes of one layer's experts converted at a time (bounds temporaries)
 
 
 def _nibbles_to_pairs(qs: np.ndarray) -> np.ndarray:
@@ -42,8 +43,9 @@ def _nibbles_to_pairs(qs: np.ndarray) -> np.ndarray:
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
-def _blocks(t: GGUFTensor, block_bytes: int) -> np.ndarray:
-    """A quantised [E, rows, cols] tensor's bytes as [E, rows, cols / 32, block_bytes]."""
+def _blocks(t: GGUFTensor) -> np.ndarray:
+    """A Q4_0 / Q8_0 / MXFP4 [E, rows, cols] tensor's bytes as [E, rows, cols / 32, block bytes]."""
+    block_bytes = {"Q4_0": 18, "Q8_0": 34, "MXFP4": 17}[t.type_name]
     E, rows, cols = t.shape
     if cols % 32:
         raise CheckpointError(
@@ -67,23 +69,26 @@ def _repack_blocks(b: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     return q.reshape(*b.shape[:-2], -1), _f16_scales(b)
 
 
-def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str) -> dict[str, torch.Tensor]:
-    """One expert kind ([E, rows, cols]) in bank format ``fmt`` under names ``prefix``_*."""
+def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str, ex: slice) -> dict[str, torch.Tensor]:
+    """Experts ``ex`` of one expert kind ([E, rows, cols]) in bank format ``fmt`` under names
+    ``prefix``_*: new tensors, or read-only views of the file's mapping (K-quants, stored floats) to be
+    copied before ``t.release()``."""
     if fmt in ("int4_sym", "int8_sym"):
-        q, scale = _repack_blocks(_blocks(t, 18 if fmt == "int4_sym" else 34), fmt)
+        q, scale = _repack_blocks(_blocks(t)[ex], fmt)
         return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(scale)}
     if fmt in KQUANT_FORMATS:  # super-blocks as stored, one row of blocks per weight row
         E, rows, _ = t.shape
         with warnings.catch_warnings():  # the file's read-only pages: only read, into the bank
             warnings.simplefilter("ignore", UserWarning)
-            return {f"{prefix}_q": torch.from_numpy(np.asarray(t.data).reshape(E, rows, -1))}
+            return {f"{prefix}_q": torch.from_numpy(np.asarray(t.data).reshape(E, rows, -1)[ex])}
     if fmt == "mxfp4":
-        b = _blocks(t, 17)
+        b = _blocks(t)[ex]
         return {
             f"{prefix}_blocks": torch.from_numpy(_nibbles_to_pairs(b[..., 1:])),
             f"{prefix}_scales": torch.from_numpy(b[..., 0].copy()),
         }
-    return {prefix: t.to_torch().to(_DTYPES[fmt])}
+    v = t.values(ex, _DTYPES[fmt])  # stored floats: a view; else dequantised into the bank's dtype
+    return {prefix: v.to(_DTYPES[fmt])}
 
 
 def gguf_bank(
@@ -132,36 +137,28 @@ def gguf_bank(
         )  # fmt: skip
     tensors: dict[str, torch.Tensor] = {}
     E = num_experts
-    # layer by layer into preallocated tensors (w13: gate rows, then up rows): no second copy of the bank
+    # layer by layer, CHUNK_BYTES of the file at a time, into preallocated tensors (w13: gate rows, then
+    # up rows): no second copy of the bank, no whole layer of temporaries or of the file's pages
     for m, n in enumerate(layers):
-        parts = {}
-        for k in KINDS:
-            t = g.tensor(f"blk.{n}.ffn_{k}_exps.weight")
-            kfmt = _KQUANT[t.type_name] if layer_fmts else fmt
-            parts[k] = _kind_tensors(t, kfmt, k)
-            t.release()  # copied: its file pages leave the process
-        rows = slice(m * E, (m + 1) * E)
-        for key, gate in parts["gate"].items():
-            suffix = key[len("gate") :]
-            up, down = parts["up"]["up" + suffix], parts["down"]["down" + suffix]
-            if "w13" + suffix not in tensors:
-                w13_shape = (len(layers) * E, gate.shape[1] + up.shape[1], *gate.shape[2:])
-                w2_shape = (len(layers) * E, *down.shape[1:])
-                # mixed banks: rows as wide as the widest layer's (zero padding after narrower ones)
-                if layer_fmts:
-                    w13_shape = (*w13_shape[:2], _widest(model_fmts, 0, hidden))
-                    w2_shape = (*w2_shape[:2], _widest(model_fmts, 1, inter))
-                tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
-                tensors["w2" + suffix] = torch.empty(w2_shape, dtype=down.dtype)
-            w13, w2 = tensors["w13" + suffix], tensors["w2" + suffix]
-            if layer_fmts:  # [N, rows, row bytes]: this layer's bytes, then zeros to the widest
-                gw, dw = gate.shape[-1], down.shape[-1]
-                w13, w2 = w13[..., :gw], w2[..., :dw]
-                tensors["w13" + suffix][rows, :, gw:] = 0
-                tensors["w2" + suffix][rows, :, dw:] = 0
-            w13[rows, : gate.shape[1]] = gate
-            w13[rows, gate.shape[1] :] = up
-            w2[rows] = down
+        files = [g.tensor(f"blk.{n}.ffn_{k}_exps.weight") for k in KINDS]
+        kfmts = [_KQUANT[t.type_name] if layer_fmts else fmt for t in files]
+        step = max(1, CHUNK_BYTES * E // sum(t.data.nbytes for t in files))
+        for e0 in range(0, E, step):
+            ex = slice(e0, min(E, e0 + step))
+            parts = {k: _kind_tensors(t, f, k, ex) for k, t, f in zip(KINDS, files, kfmts)}
+            _place(
+                tensors,
+                parts,
+                m * E + e0,
+                len(layers) * E,
+                layer_fmts and model_fmts,
+                hidden,
+                inter,
+            )
+            for t in files:  # copied: these pages of the file leave the process
+                t.release(ex)
+        for t in files:  # and those the kernel's fault-around mapped again behind a chunk
+            t.release()
     if f"blk.{layers[0]}.ffn_gate_exps.bias" in g.tensors:
         bias = {k: [g.tensor(f"blk.{n}.ffn_{k}_exps.bias").to_torch().float() for n in layers]
                 for k in KINDS}  # fmt: skip
@@ -173,6 +170,35 @@ def gguf_bank(
     return ExpertBank(
         fmt, num_experts, hidden, inter, act, tensors, fp8_block=group, layer_fmts=layer_fmts or ()
     )
+
+
+def _place(
+    tensors: dict, parts: dict, at: int, N: int, model_fmts, hidden: int, inter: int
+) -> None:
+    """Copy one chunk of a layer's experts (``parts``: kind -> name -> [n, rows, ...]) into the bank's
+    ``tensors`` at flat ids ``at`` .. ``at + n``, allocating them ([N, ...]) on first use. ``model_fmts``
+    (mixed K-quant banks): rows as wide as the widest layer's, zero padding after narrower ones."""
+    for key, gate in parts["gate"].items():
+        suffix = key[len("gate") :]
+        up, down = parts["up"]["up" + suffix], parts["down"]["down" + suffix]
+        if "w13" + suffix not in tensors:
+            w13_shape = (N, gate.shape[1] + up.shape[1], *gate.shape[2:])
+            w2_shape = (N, *down.shape[1:])
+            if model_fmts:
+                w13_shape = (*w13_shape[:2], _widest(model_fmts, 0, hidden))
+                w2_shape = (*w2_shape[:2], _widest(model_fmts, 1, inter))
+            tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
+            tensors["w2" + suffix] = torch.empty(w2_shape, dtype=down.dtype)
+        rows = slice(at, at + gate.shape[0])
+        w13, w2 = tensors["w13" + suffix][rows], tensors["w2" + suffix][rows]
+        if model_fmts:  # [n, rows, row bytes]: this layer's bytes, then zeros to the widest
+            gw, dw = gate.shape[-1], down.shape[-1]
+            w13[..., gw:] = 0
+            w2[..., dw:] = 0
+            w13, w2 = w13[..., :gw], w2[..., :dw]
+        w13[:, : gate.shape[1]] = gate
+        w13[:, gate.shape[1] :] = up
+        w2[:] = down
 
 
 def _kquant_layer_fmts(kind_types: dict, layers: list[int]) -> list[tuple[str, str]] | None:
@@ -200,9 +226,10 @@ DENSE_TYPES = {"Q4_0": "int4_sym", "Q8_0": "int8_sym", **_KQUANT}
 
 
 def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
-    """One dense weight's stored rows ``raw`` uint8 [R, row bytes] of GGML type ``type_name`` as an
-    ``ft_kernels.ExpertWeights`` of one matrix [1, R, cols] holding the same values; None for types no
-    kernel reads as stored (they stay dequantised)."""
+    """One dense weight's stored rows ``raw`` uint8 [R, row bytes] of GGML type ``type_name`` (may be a
+    view of the file's mapping) as an ``ft_kernels.ExpertWeights`` of one matrix [1, R, cols] holding
+    the same values in memory of its own; None for types no kernel reads as stored (they stay
+    dequantised)."""
     from ft_kernels import ExpertWeights
     from ft_kernels.kquants import QK
 
@@ -210,7 +237,7 @@ def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
     if fmt is None:
         return None
     if fmt in KQUANT_FORMATS:
-        return ExpertWeights(fmt, torch.from_numpy(np.ascontiguousarray(raw))[None], cols, group=QK)
-    b = raw.reshape(1, raw.shape[0], cols // 32, 18 if fmt == "int4_sym" else 34)
+        return ExpertWeights(fmt, torch.from_numpy(np.array(raw, order="C"))[None], cols, group=QK)
+    b = raw.reshape(1, raw.shape[0], cols // 32, 18 if fmt == "int4_sym" else 34)  # Q4_0 / Q8_0
     q, scale = _repack_blocks(b, fmt)
     return ExpertWeights(fmt, torch.from_numpy(q), cols, torch.from_numpy(scale), group=32)

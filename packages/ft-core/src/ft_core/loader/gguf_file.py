@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ft_core.errors import CheckpointError
 STORED = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}  # kept as they are
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 _MISSING = object()
+DEQUANT_BYTES = 32 << 20  # float32 values dequantised at a time (GGUFTensor.values)
 
 
 def split_parts(path: Path) -> list[Path]:
@@ -70,40 +72,69 @@ class GGUFTensor:
         """The dtype ``to_torch`` gives: the stored float type, float32 for quantised types."""
         return STORED.get(self.type_name, torch.float32)
 
-    def release(self) -> None:
-        """Drop this tensor's pages of the file mapping from the process (MADV_DONTNEED: they stay in the
-        page cache) once a copy of it exists, so that loading does not hold the file and its copy in
-        memory at once (the whole-file mapping would otherwise stay resident until closed)."""
+    def release(self, outer: slice = slice(None)) -> None:
+        """Drop this tensor's pages of the file mapping (those of ``outer`` along the first dimension,
+        default all) from the process (MADV_DONTNEED: they stay in the page cache) once a copy of them
+        exists, so that loading does not hold the file and its copy in memory at once (the whole-file
+        mapping would otherwise stay resident until closed). Pages shared with a neighbour go too:
+        they are read back from the page cache if touched again."""
         if self._mm is None or not hasattr(mmap, "MADV_DONTNEED"):
             return
         off, n = self._span
+        if outer != slice(None):
+            lo, hi, _ = outer.indices(self.shape[0])
+            per = n // self.shape[0]
+            off, n = off + lo * per, (hi - lo) * per
         start = off // mmap.PAGESIZE * mmap.PAGESIZE
         try:
             self._mm.madvise(mmap.MADV_DONTNEED, start, off + n - start)
         except (OSError, ValueError):
             pass  # advice only
 
-    def to_torch(self) -> torch.Tensor:
-        """The values in torch order: as stored for F32 / F16 / BF16, float32 for other types
-        (dequantised by llama.cpp's ``gguf.quants.dequantize``); CheckpointError names a type it
-        cannot read. The file's pages of the tensor are released after the copy."""
-        a = np.asarray(self.data)
+    def to_torch(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The values in torch order, a copy: as stored for F32 / F16 / BF16; other types dequantised
+        into ``dtype`` (default float32) as ``values`` does. The file's pages of the tensor are released
+        after the copy."""
+        out = self.values(slice(None), dtype)
         if self.type_name in STORED:
-            raw = a.view(np.int16) if self.type_name == "BF16" else a
-            out = torch.from_numpy(raw.copy()).reshape(self.shape)
-            out = out.view(torch.bfloat16) if self.type_name == "BF16" else out
-        else:
-            import gguf
+            out = out.clone()
+        self.release()
+        return out
 
+    def values(self, outer: slice, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Values of ``outer`` along the first dimension, in torch order. F32 / F16 / BF16: a read-only
+        view of the mapping (valid until ``release``; copy it). Other types: dequantised by llama.cpp's
+        ``gguf.quants.dequantize`` into a new tensor of ``dtype`` (default float32), DEQUANT_BYTES of
+        float32 values at a time, so that a large tensor (an LM head) never exists whole in float32
+        beside its numpy temporaries; CheckpointError names a type it cannot read."""
+        a = np.asarray(self.data)[outer]
+        shape = (a.shape[0], *self.shape[1:]) if len(self.shape) > 1 else (a.shape[0],)
+        if self.type_name not in STORED:
+            return self._dequantize(a, shape, dtype or torch.float32)
+        raw = a.view(np.int16) if self.type_name == "BF16" else a
+        with warnings.catch_warnings():  # a read-only mapping: the caller only reads it
+            warnings.simplefilter("ignore", UserWarning)
+            out = torch.from_numpy(raw).reshape(shape)
+        return out.view(torch.bfloat16) if self.type_name == "BF16" else out
+
+    def _dequantize(
+        self, a: np.ndarray, shape: tuple[int, ...], dtype: torch.dtype
+    ) -> torch.Tensor:
+        import gguf
+
+        cols = shape[-1]
+        out = torch.empty(shape, dtype=dtype)
+        src, dst = a.reshape(-1, a.shape[-1]), out.view(-1, cols)  # rows of blocks, rows of values
+        step = max(1, DEQUANT_BYTES // (4 * cols))
+        for r in range(0, dst.shape[0], step):
             try:
-                vals = gguf.quants.dequantize(a, self.type)
+                vals = gguf.quants.dequantize(src[r : r + step], self.type)
             except NotImplementedError as e:
                 raise CheckpointError(
                     f"{self.file}: tensor {self.name!r} has GGML type {self.type_name}, which ft "
                     "cannot read; requantize the model with llama-quantize (e.g. to Q8_0 or Q4_K)"
                 ) from e
-            out = torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).reshape(self.shape)
-        self.release()
+            dst[r : r + step] = torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32))
         return out
 
 

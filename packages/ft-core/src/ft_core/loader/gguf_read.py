@@ -50,13 +50,17 @@ class GGUFIndex:
             raise CheckpointError(f"{self.g.path}: no tensor for {name!r} (llama.cpp name unknown)")
         return self.g.tensor(self.map[name])
 
-    def get(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    def get(
+        self, name: str, shape: tuple[int, ...] | None = None, dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """Tensor ``name`` as stored for float types; quantised types dequantised into ``dtype``
+        (default float32)."""
         t = self._tensor(name)
         if shape is not None and tuple(shape) != t.shape:
             raise CheckpointError(
                 f"{t.file}: tensor {t.name!r} ({name}) has shape {list(t.shape)}, expected {list(shape)}"
             )
-        out = t.to_torch()
+        out = t.to_torch(dtype)
         proj = name.split(".")[-2]
         if self._permute and proj in self._heads:
             out = unpermute_rows(out, self._heads[proj])
@@ -73,6 +77,10 @@ class GGUFIndex:
         if self._permute and proj in self._heads:  # whole rows of blocks move
             raw = unpermute_rows(torch.from_numpy(raw.copy()), self._heads[proj]).numpy()
         return t.type_name, raw, t.shape[1]
+
+    def release(self, name: str) -> None:
+        """Drop the file's pages of ``name`` from the process once a copy of its bits exists."""
+        self._tensor(name).release()
 
     def dtype(self, name: str) -> torch.dtype:
         return self._tensor(name).torch_dtype
@@ -94,6 +102,11 @@ class GGUFWeights(WeightReader):
     def __init__(self, g: GGUFFile, dtype: torch.dtype, cfg: ModelConfig):
         super().__init__(GGUFIndex(g, cfg.num_heads, cfg.num_kv_heads), dtype, None)
         self.g = g
+
+    def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        """A linear weight: quantised types dequantised straight into the engine dtype (no float32
+        copy of an LM head beside its cast); ``tensor`` (norms, routers) keeps float32."""
+        return self.index.get(name, shape, self.dtype)
 
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
         layers = [int(p.split(".")[2]) for p in prefixes]  # "model.layers.N.mlp"

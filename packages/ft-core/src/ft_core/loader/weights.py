@@ -54,7 +54,12 @@ class WeightReader:
             return None
         from ft_core.loader.gguf_experts import dense_matrix
 
-        return dense_matrix(np.concatenate([raw for _, raw, _ in raws]), raws[0][0], raws[0][2])
+        rows = raws[0][1] if len(raws) == 1 else np.concatenate([raw for _, raw, _ in raws])
+        out = dense_matrix(rows, raws[0][0], raws[0][2])
+        release = getattr(self.index, "release", None)  # copied: the file's pages may go
+        for p in prefixes if release is not None else ():
+            release(f"{p}.weight")
+        return out
 
     def has(self, name: str) -> bool:
         return name in self.index

@@ -29,7 +29,7 @@ from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
-from ft_core.models.dense_quant import keep_native, quantize_dense
+from ft_core.models.dense_quant import keep_native, native_head, quantize_dense
 from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
@@ -58,6 +58,7 @@ class Decoder:
         )
         self.layers = []
         moe_index = 0
+        native_saved = 0  # bytes a decode token reads less for keeping a GGUF's stored bits
         state_layers = cfg.state_layers(
             engine.window_state
         )  # per-sequence state slots, not paged KV
@@ -99,9 +100,18 @@ class Decoder:
             ln1 = self._norm_weight(r, f"{p}.input_layernorm.weight")
             ln2 = self._norm_weight(r, f"{p}.post_attention_layernorm.weight")
             self.layers.append((ln1, attn, ln2, mlp))
+            if (
+                engine.dense_format is None
+            ):  # a quantised source's own bits where a kernel reads them
+                native_saved += keep_native(self.layers[-1], r, p, engine.int8_activations)
         self.norm = self._norm_weight(r, f"{m}norm.weight")
         if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
             self.lm_head = self.embed
+        elif engine.dense_format is None and (
+            (head := native_head(r, V, H, engine.int8_activations)) is not None
+        ):  # the stored bits, never a float copy: not in r.dense_bytes, so counted here
+            self.lm_head = head
+            native_saved -= head.nbytes()
         else:
             self.lm_head, _ = r.linear("lm_head", V, H, finite=True)
         embed_bytes = self.embed.numel() * self.embed.element_size()
@@ -114,7 +124,7 @@ class Decoder:
                 self, engine.dense_format, engine.int8_activations
             )
         else:  # a quantised source's own bits where a kernel reads them (GGUF)
-            self.dense_bytes_per_token -= keep_native(self, r, m, engine.int8_activations)
+            self.dense_bytes_per_token -= native_saved
         # Each layer's one-call decode plan (None: the layer runs op by op), after quantize_dense.
         self.plans = [
             layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers

@@ -3,9 +3,9 @@ projection that a decode token reads (attention q/k/v/o, linear-attention in/out
 MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kernels.quantize`` and held as a
 ``QuantDense``; routers (tiny, and their top-k decides the routing) and embeddings stay as loaded.
 
-``keep_native``: without a dense_format, projections a quantised source stores in a format the kernels
-read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those very bits:
-GQA q/k/v (fused) and o, dense MLPs, the LM head.
+``keep_native`` / ``native_head``: without a dense_format, projections a quantised source stores in a
+format the kernels read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those
+very bits, layer by layer as the model is built: GQA q/k/v (fused) and o, dense MLPs, the LM head.
 
 llama.cpp's quantised files do the same to every non-expert tensor; with dense weights in bf16 a 4-bit
 Qwen3-30B-A3B-shaped model reads more bytes per token for attention than for its routed experts.
@@ -19,9 +19,11 @@ import torch
 
 import ft_kernels as fk
 from ft_kernels import kquants
+from ft_core.errors import CheckpointError
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.basic import DenseMLP
 from ft_core.layers.dense import QuantDense
+from ft_core.nonfinite import all_finite
 
 ROWS_PER_CHUNK = 2048  # the quantisers' temporaries are ~8x a chunk's fp32 weights: bound them
 _ATTRS = ("wqkv", "wo", "wq", "wqa", "wqb", "wkva", "w_in", "w_out", "gate", "up", "down")
@@ -77,32 +79,52 @@ def quantize_dense(model, fmt: str, int8: bool) -> int:
     return saved
 
 
-def keep_native(model, r, m: str, int8: bool) -> int:
-    """Swap ``model``'s dense projections for the stored bits ``r.native`` gives (``m``: the layer names'
-    prefix, "model."); returns the bytes a decode token reads less. Projections whose tensors differ
-    in type (a fused q/k/v with v in another) stay as loaded."""
+def keep_native(layer, r, p: str, int8: bool) -> int:
+    """Swap one decoder layer's dense projections (``layer``: (norm, attention, norm, MLP), ``p``: its
+    name, "model.layers.3") for the stored bits ``r.native`` gives, as soon as the layer is built: the
+    float copies live one layer at a time. Returns the bytes a decode token reads less. Projections
+    whose tensors differ in type (a fused q/k/v with v in another) stay as loaded."""
+    _, attn, _, mlp = layer
     saved = 0
-
-    def swap(obj, attr: str, prefixes: list[str]) -> None:
-        nonlocal saved
-        w = getattr(obj, attr, None)
-        if not isinstance(w, torch.Tensor) or w.dim() != 2:
-            return
-        ew = r.native(prefixes)
-        if ew is None or (ew.rows, ew.cols) != tuple(w.shape):
-            return
-        q = QuantDense(ew, int8)
-        saved += w.numel() * w.element_size() - q.nbytes()
-        setattr(obj, attr, q)
-
-    for i, (_, attn, _, mlp) in enumerate(model.layers):
-        p = f"{m}layers.{i}"
-        if type(attn) is GQAttention:
-            swap(attn, "wqkv", [f"{p}.self_attn.{x}_proj" for x in "qkv"])
-            swap(attn, "wo", [f"{p}.self_attn.o_proj"])
-        if type(mlp) is DenseMLP:
-            for a in ("gate", "up", "down"):
-                swap(mlp, a, [f"{p}.mlp.{a}_proj"])
-    if model.lm_head is not model.embed:
-        swap(model, "lm_head", ["lm_head"])
+    if type(attn) is GQAttention:
+        saved += _swap(attn, "wqkv", r, [f"{p}.self_attn.{x}_proj" for x in "qkv"], int8)
+        saved += _swap(attn, "wo", r, [f"{p}.self_attn.o_proj"], int8)
+    if type(mlp) is DenseMLP:
+        for a in ("gate", "up", "down"):
+            saved += _swap(mlp, a, r, [f"{p}.mlp.{a}_proj"], int8)
     return saved
+
+
+def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
+    """The LM head [V, H] as a QuantDense of its stored bits when ``r.native`` has them in a kernel
+    format, without ever making its float copy (a 150k-token vocabulary's is 0.6 GB in bf16). Refuses
+    (CheckpointError naming file and tensor) a NaN / inf scale: every value of these formats is
+    finite exactly when its block's scales are. None: load it as a float weight."""
+    ew = r.native(["lm_head"])
+    if ew is None or (ew.rows, ew.cols) != (vocab, hidden):
+        return None
+    if ew.fmt in kquants.BLOCK_BYTES:
+        scales = kquants.super_scales(ew.q, ew.fmt, ew.cols)
+    else:  # int4_sym / int8_sym (Q4_0 / Q8_0): q * float32 scale
+        scales = ew.scale
+    if not all_finite(scales):
+        n = int((~torch.isfinite(scales)).sum())
+        raise CheckpointError(
+            f"{r.index.file_of('lm_head.weight')}: tensor 'lm_head.weight' holds {n} NaN/inf "
+            f"block scales of {scales.numel()} (corrupt weights)"
+        )
+    return QuantDense(ew, int8)
+
+
+def _swap(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
+    """Replace ``obj.attr`` [N, K] by a QuantDense of the stored bits of ``prefixes`` (rows in order)
+    when ``r.native`` has them in one kernel format; returns the bytes saved (0: left as loaded)."""
+    w = getattr(obj, attr, None)
+    if not isinstance(w, torch.Tensor) or w.dim() != 2:
+        return 0
+    ew = r.native(prefixes)
+    if ew is None or (ew.rows, ew.cols) != tuple(w.shape):
+        return 0
+    q = QuantDense(ew, int8)
+    setattr(obj, attr, q)
+    return w.numel() * w.element_size() - q.nbytes()
