@@ -43,7 +43,8 @@ def qwen_vocab(tmp_path_factory):
 @pytest.mark.parametrize(
     "arch,outtype",
     [("qwen3_moe", "f32"), ("qwen2_moe", "f32"), ("olmoe", "f32"), ("mixtral", "f32"),
-     ("gpt_oss", "f32"), ("qwen3_moe", "bf16"), ("mixtral", "bf16")],
+     ("gpt_oss", "f32"), ("qwen3_5_moe", "f32"), ("qwen3_moe", "bf16"), ("mixtral", "bf16"),
+     ("qwen3_5_moe", "bf16")],
 )  # fmt: skip
 def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab, arch, outtype):
     tok, config = qwen_vocab
@@ -60,7 +61,8 @@ def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab
     out = tmp_path / f"{arch}.gguf"
     res = subprocess.run(
         [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
-         "--outfile", str(out), "--outtype", outtype],
+         "--outfile", str(out), "--outtype", outtype,
+         *(["--no-mtp"] if arch == "qwen3_5_moe" else [])],  # the tiny Qwen3.5 has no MTP layer
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
@@ -71,3 +73,46 @@ def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab
     with torch.no_grad():
         want = ref(torch.tensor([IDS])).logits[0].float()
     assert_logits_close(eng.score(IDS), want, eng.model_config)
+
+
+def test_qwen35_with_its_mtp_head_gives_the_model_without_it(tmp_path, qwen_vocab):
+    """Qwen3.5 / 3.6 GGUFs carry the multi-token-prediction head as extra blocks after the model's
+    (``nextn_predict_layers``): ft runs the model's own layers only, so a file converted with the head
+    gives exactly the logits of one converted without it (--no-mtp)."""
+    from safetensors.torch import load_file, save_file
+
+    tok, config = qwen_vocab
+    hf = make_checkpoint(
+        "qwen3_5_moe", tmp_path / "q35", overrides={"vocab_size": tok.get_vocab_size()}
+    )
+    tok.save(str(hf / "tokenizer.json"))
+    (hf / "tokenizer_config.json").write_text(
+        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
+    )
+    w = load_file(str(hf / "model.safetensors"))
+    full = next(i for i, t in enumerate(json.loads((hf / "config.json").read_text())
+                                        ["text_config"]["layer_types"]) if t == "full_attention")  # fmt: skip
+    layer = f"model.language_model.layers.{full}."
+    H = w["model.language_model.norm.weight"].shape[0]
+    mtp = {
+        "mtp.layers.0." + k[len(layer) :]: v.clone() for k, v in w.items() if k.startswith(layer)
+    }
+    mtp["mtp.fc.weight"] = torch.randn(H, 2 * H).to(w["lm_head.weight"].dtype) * 0.05
+    for k in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        mtp[f"mtp.{k}.weight"] = w["model.language_model.norm.weight"].clone()
+    save_file({**w, **mtp}, str(hf / "model.safetensors"))
+    outs = {}
+    for name, flags in (("with", []), ("without", ["--no-mtp"])):
+        outs[name] = tmp_path / f"{name}.gguf"
+        res = subprocess.run(
+            [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
+             "--outfile", str(outs[name]), "--outtype", "f32", *flags],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+    g = GGUFFile(outs["with"])
+    assert g.arch_get("nextn_predict_layers") == 1
+    assert g.arch_get("block_count") == GGUFFile(outs["without"]).arch_get("block_count") + 1
+    a, b = Engine.from_pretrained(outs["with"]), Engine.from_pretrained(outs["without"])
+    assert a.model_config.num_layers == b.model_config.num_layers
+    assert torch.equal(a.score(IDS), b.score(IDS))

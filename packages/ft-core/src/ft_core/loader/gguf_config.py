@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ft_core.errors import UnsupportedArchitectureError
 from ft_core.loader.gguf_file import GGUFFile
+from ft_core.loader import gguf_qwen35
 from ft_core.loader.gguf_names import ARCHS
 
 
@@ -21,7 +22,7 @@ def hf_config(g: GGUFFile) -> dict:
         )
     model_type = ARCHS[g.arch][0]
     a = g.arch_get
-    n = int(a("block_count"))
+    n = int(a("block_count")) - int(a("nextn_predict_layers", 0))  # MTP blocks follow; ft runs none
     heads = int(a("attention.head_count"))
     moe_layers = [f"blk.{i}.ffn_gate_exps.weight" in g.tensors for i in range(n)]
     embd = g.tensor("token_embd.weight")
@@ -78,6 +79,8 @@ def hf_config(g: GGUFFile) -> dict:
                 beta_slow=float(a("rope.scaling.yarn_beta_slow", 1.0)),
                 truncate=False,
             )
+    elif model_type == "qwen3_5_moe":
+        d.update(gguf_qwen35.config(a, n))
     else:  # mixtral, written as "llama" with experts
         d.update(num_local_experts=experts, intermediate_size=int(expert_ffn or ffn))
     return d

@@ -11,6 +11,8 @@ import re
 
 import torch
 
+from ft_core.loader import gguf_qwen35
+
 # GGUF name (without ".weight" / ".bias") -> HF module name, "{n}" the block number.
 _COMMON = {
     "token_embd": "model.embed_tokens",
@@ -42,6 +44,7 @@ _GPT_OSS = {
 }
 # general.architecture -> (HF model_type, name table, Q/K rows permuted by the converter)
 ARCHS = {
+    "qwen35moe": ("qwen3_5_moe", gguf_qwen35.TABLE, False),
     "qwen3moe": ("qwen3_moe", _COMMON, False),
     "qwen2moe": ("qwen2_moe", _COMMON, False),
     "olmoe": ("olmoe", _COMMON, False),
@@ -57,9 +60,8 @@ def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
     pats = []
     for g, h in table.items():
         rx = "^" + re.escape(g).replace(r"\{n\}", r"(?P<n>\d+)")
-        full = g.endswith(
-            (".weight", ".bias")
-        )  # maps whole names; the others carry the suffix over
+        # maps whole names; the others carry the suffix over
+        full = g.endswith((".weight", ".bias")) or g in gguf_qwen35.BARE
         pats.append((re.compile(rx + ("$" if full else r"\.(?P<sfx>weight|bias)$")), h, full))
     out = {}
     for name in gguf_names:
@@ -71,6 +73,11 @@ def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
                 out[hf if full else f"{hf}.{m['sfx']}"] = name
                 break
     return out
+
+
+# general.architecture -> (untransform(GGUFFile) -> fix(HF name, tensor), transformed(HF name)): the
+# converter's other changes to tensors, undone (loader/gguf_qwen35.py)
+FIXES = {"qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.transformed)}
 
 
 def unpermute_rows(w: torch.Tensor, heads: int) -> torch.Tensor:

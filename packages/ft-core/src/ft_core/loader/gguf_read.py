@@ -22,7 +22,7 @@ from ft_core.loader.gguf_config import generation_eos, hf_config
 from ft_core.loader.convert_source import Source
 from ft_core.loader.gguf_experts import DENSE_TYPES, KINDS, gguf_bank
 from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
-from ft_core.loader.gguf_names import ARCHS, name_map, unpermute_rows
+from ft_core.loader.gguf_names import ARCHS, FIXES, name_map, unpermute_rows
 from ft_core.loader.weights import WeightReader
 from ft_core.model_config import ModelConfig
 from ft_core.models.config_parse import parse_config
@@ -38,6 +38,8 @@ class GGUFIndex:
         self.map = name_map(g.arch, list(g.tensors))
         self._permute = ARCHS[g.arch][2]
         self._heads = {"q_proj": heads, "k_proj": kv_heads}
+        fixes = FIXES.get(g.arch)
+        self._fix, self._fixed = (fixes[0](g), fixes[1]) if fixes else (None, lambda name: False)
 
     def __contains__(self, name: str) -> bool:
         return name in self.map
@@ -56,11 +58,19 @@ class GGUFIndex:
         """Tensor ``name`` as stored for float types; quantised types dequantised into ``dtype``
         (default float32)."""
         t = self._tensor(name)
-        if shape is not None and tuple(shape) != t.shape:
+        out = t.to_torch(dtype)
+        if self._fix is not None:
+            try:
+                out = self._fix(name, out)
+            except RuntimeError as e:  # a shape the metadata does not explain
+                raise CheckpointError(
+                    f"{t.file}: tensor {t.name!r} ({name}) of shape {list(t.shape)} does not fit "
+                    f"the metadata ({e})"
+                ) from e
+        if shape is not None and tuple(shape) != tuple(out.shape):
             raise CheckpointError(
                 f"{t.file}: tensor {t.name!r} ({name}) has shape {list(t.shape)}, expected {list(shape)}"
             )
-        out = t.to_torch(dtype)
         proj = name.split(".")[-2]
         if self._permute and proj in self._heads:
             out = unpermute_rows(out, self._heads[proj])
@@ -70,7 +80,7 @@ class GGUFIndex:
         """(GGML type, stored rows uint8 [R, row bytes] in Hugging Face's row order, columns) of a 2-D
         tensor in a type the kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
         t = self._tensor(name)
-        if t.type_name not in DENSE_TYPES or len(t.shape) != 2:
+        if t.type_name not in DENSE_TYPES or len(t.shape) != 2 or self._fixed(name):
             return None
         raw = np.asarray(t.data).reshape(t.shape[0], -1)
         proj = name.split(".")[-2]

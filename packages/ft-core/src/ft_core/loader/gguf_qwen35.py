@@ -1,0 +1,127 @@
+"""Qwen3.5 / 3.6 MoE (GGUF architecture ``qwen35moe``): what llama.cpp's converter
+(``conversion/qwen.py``: Qwen3NextModel, _LinearAttentionVReorderBase) does to the Hugging Face tensors,
+undone so that ft's Gated DeltaNet and (1 + w) norms read them as from the hub:
+
+- RMSNorm weights but the gated one of the linear attention are stored as 1 + w  -> w
+- ``A_log`` is stored as ``ssm_a`` = -exp(A_log)                                   -> log(-ssm_a)
+- ``conv1d.weight`` [C, 1, K] is stored squeezed [C, K]                            -> [C, 1, K]
+- when the linear attention has more value heads than key heads (Hv = r * Hk), every value-head axis
+  is stored in "tiled" order [r, Hk, d] instead of Hugging Face's grouped [Hk, r, d]: the V rows of
+  ``in_proj_qkv``, the rows of ``in_proj_z`` (d = Dv), ``in_proj_a`` / ``in_proj_b`` / A_log /
+  dt_bias (d = 1), the V channels of ``conv1d`` and the columns of ``out_proj``   -> grouped again
+
+Legend: Hk / Hv key / value heads, Dk / Dv their dims, r = Hv / Hk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+# GGUF name (without ".weight" / ".bias") -> HF module name, "{n}" the block number; a key ending
+# in ".weight" / ".bias" or listed in BARE maps a whole name
+TABLE = {
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
+    "blk.{n}.attn_norm": "model.layers.{n}.input_layernorm",
+    "blk.{n}.post_attention_norm": "model.layers.{n}.post_attention_layernorm",
+    "blk.{n}.attn_q": "model.layers.{n}.self_attn.q_proj",
+    "blk.{n}.attn_k": "model.layers.{n}.self_attn.k_proj",
+    "blk.{n}.attn_v": "model.layers.{n}.self_attn.v_proj",
+    "blk.{n}.attn_output": "model.layers.{n}.self_attn.o_proj",
+    "blk.{n}.attn_q_norm": "model.layers.{n}.self_attn.q_norm",
+    "blk.{n}.attn_k_norm": "model.layers.{n}.self_attn.k_norm",
+    "blk.{n}.attn_qkv": "model.layers.{n}.linear_attn.in_proj_qkv",
+    "blk.{n}.attn_gate": "model.layers.{n}.linear_attn.in_proj_z",
+    "blk.{n}.ssm_alpha": "model.layers.{n}.linear_attn.in_proj_a",
+    "blk.{n}.ssm_beta": "model.layers.{n}.linear_attn.in_proj_b",
+    "blk.{n}.ssm_a": "model.layers.{n}.linear_attn.A_log",
+    "blk.{n}.ssm_dt.bias": "model.layers.{n}.linear_attn.dt_bias",
+    "blk.{n}.ssm_conv1d": "model.layers.{n}.linear_attn.conv1d",
+    "blk.{n}.ssm_norm": "model.layers.{n}.linear_attn.norm",
+    "blk.{n}.ssm_out": "model.layers.{n}.linear_attn.out_proj",
+    "blk.{n}.ffn_gate_inp": "model.layers.{n}.mlp.gate",
+    "blk.{n}.ffn_gate_shexp": "model.layers.{n}.mlp.shared_expert.gate_proj",
+    "blk.{n}.ffn_up_shexp": "model.layers.{n}.mlp.shared_expert.up_proj",
+    "blk.{n}.ffn_down_shexp": "model.layers.{n}.mlp.shared_expert.down_proj",
+    "blk.{n}.ffn_gate_inp_shexp": "model.layers.{n}.mlp.shared_expert_gate",
+}
+BARE = ("blk.{n}.ssm_a",)  # stored without a suffix, as HF's A_log
+
+
+def config(a: Callable, n: int) -> dict:
+    """config.json fields of a ``qwen35moe`` file beyond the common ones (``a``: GGUFFile.arch_get)."""
+    hv = int(a("ssm.time_step_rank"))
+    head_dim = int(a("attention.key_length"))
+    recurrent = a("attention.recurrent_layers", None)
+    if recurrent is None:  # llama.cpp's default: every full_attention_interval-th layer is full
+        every = int(a("full_attention_interval", 4))
+        recurrent = [(i + 1) % every != 0 for i in range(n)]
+    return {  # the list also covers the MTP blocks after the n layers
+        "layer_types": ["linear_attention" if r else "full_attention" for r in recurrent[:n]],
+        "num_experts": int(a("expert_count")),
+        "moe_intermediate_size": int(a("expert_feed_forward_length")),
+        "shared_expert_intermediate_size": int(a("expert_shared_feed_forward_length", 0)),
+        "linear_conv_kernel_dim": int(a("ssm.conv_kernel")),
+        "linear_key_head_dim": int(a("ssm.state_size")),
+        "linear_num_key_heads": int(a("ssm.group_count")),
+        "linear_num_value_heads": hv,
+        "linear_value_head_dim": int(a("ssm.inner_size")) // hv,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": float(a("rope.freq_base", 10000.0)),
+            "partial_rotary_factor": int(a("rope.dimension_count", head_dim)) / head_dim,
+        },
+    }
+
+
+def _grouped(t: torch.Tensor, dim: int, hk: int, r: int, d: int) -> torch.Tensor:
+    """Value heads along ``dim`` from tiled order [r, Hk, d] back to grouped [Hk, r, d]."""
+    shape = list(t.shape)
+    t = t.reshape(*shape[:dim], r, hk, d, *shape[dim + 1 :])
+    return t.transpose(dim, dim + 1).reshape(shape)
+
+
+def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
+    """The function (HF name, tensor as stored) -> tensor as Hugging Face stores it, for file ``g``."""
+    a = g.arch_get
+    hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
+    dk, dv = int(a("ssm.state_size")), int(a("ssm.inner_size")) // hv
+    r = hv // hk if hk else 1
+
+    def fix(name: str, t: torch.Tensor) -> torch.Tensor:
+        leaf = name.rsplit(".", 2)
+        mod, kind = leaf[-2], leaf[-1]
+        if ".linear_attn." not in name:
+            if kind == "weight" and mod.endswith("norm"):
+                return t - 1  # exact for weights in [0.5, 2] (Sterbenz); ft adds 1 back
+            return t
+        if kind == "A_log":
+            t = torch.log(-t.float())
+        if kind == "weight" and mod == "conv1d":
+            t = t.reshape(t.shape[0], 1, t.shape[-1])
+        if r == 1:
+            return t
+        if mod == "in_proj_qkv":
+            qk = 2 * hk * dk
+            return torch.cat([t[:qk], _grouped(t[qk:], 0, hk, r, dv)])
+        if mod == "conv1d":
+            qk = 2 * hk * dk
+            return torch.cat([t[:qk], _grouped(t[qk:], 0, hk, r, dv)])
+        if mod == "in_proj_z":
+            return _grouped(t, 0, hk, r, dv)
+        if mod in ("in_proj_a", "in_proj_b") or kind in ("A_log", "dt_bias"):
+            return _grouped(t, 0, hk, r, 1)
+        if mod == "out_proj":
+            return _grouped(t, 1, hk, r, dv)
+        return t
+
+    return fix
+
+
+def transformed(name: str) -> bool:
+    """Whether ``untransform`` changes tensor ``name`` (then its stored bits are not the HF matrix)."""
+    mod = name.rsplit(".", 2)[-2]
+    return ".linear_attn." in name or mod.endswith("norm")
