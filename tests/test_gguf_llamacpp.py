@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from tokenizers import AddedToken, Tokenizer
 from bounds import assert_logits_close
 from llamacpp_files import llama_cpp_dir
 from tiny_checkpoints import load_reference, make_checkpoint
@@ -18,6 +19,7 @@ from ft_core.loader.gguf_file import GGUFFile
 from ft_core.tokenizer.gguf_vocab import gguf_tokenizer
 
 IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]
+GLM_SPECIAL = ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
 
 
 @pytest.mark.parametrize("name", ["qwen2", "llama-bpe", "gpt-2"])
@@ -43,11 +45,14 @@ def qwen_vocab(tmp_path_factory):
 @pytest.mark.parametrize(
     "arch,outtype",
     [("qwen3_moe", "f32"), ("qwen2_moe", "f32"), ("olmoe", "f32"), ("mixtral", "f32"),
-     ("gpt_oss", "f32"), ("qwen3_5_moe", "f32"), ("qwen3_moe", "bf16"), ("mixtral", "bf16"),
-     ("qwen3_5_moe", "bf16")],
+     ("gpt_oss", "f32"), ("qwen3_5_moe", "f32"), ("glm4_moe", "f32"), ("qwen3_moe", "bf16"),
+     ("mixtral", "bf16"), ("qwen3_5_moe", "bf16"), ("glm4_moe", "bf16")],
 )  # fmt: skip
 def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab, arch, outtype):
     tok, config = qwen_vocab
+    if arch == "glm4_moe":  # GLM's converter looks its special tokens up by name
+        tok = Tokenizer.from_str(tok.to_str())
+        tok.add_special_tokens([AddedToken(t, special=True) for t in GLM_SPECIAL])
     extra = {"qwen2_moe": {"mlp_only_layers": []}}.get(
         arch, {}
     )  # llama.cpp maps no dense qwen2moe layer

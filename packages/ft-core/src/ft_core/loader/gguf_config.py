@@ -7,7 +7,7 @@ follows from the tensors present.
 
 from __future__ import annotations
 
-from ft_core.errors import UnsupportedArchitectureError
+from ft_core.errors import CheckpointError, UnsupportedArchitectureError
 from ft_core.loader.gguf_file import GGUFFile
 from ft_core.loader import gguf_qwen35
 from ft_core.loader.gguf_names import ARCHS
@@ -79,6 +79,28 @@ def hf_config(g: GGUFFile) -> dict:
                 beta_slow=float(a("rope.scaling.yarn_beta_slow", 1.0)),
                 truncate=False,
             )
+    elif model_type == "glm4_moe":  # llama.cpp's glm4moe graph: sigmoid routing, grouped top-k
+        if int(a("expert_gating_func", 2)) != 2:
+            raise CheckpointError(f"{g.path}: glm4moe.expert_gating_func must be 2 (sigmoid)")
+        hd = int(d.get("head_dim") or d["hidden_size"] // heads)
+        d.update(
+            n_routed_experts=experts,
+            moe_intermediate_size=int(expert_ffn),
+            intermediate_size=int(ffn or 0),
+            first_k_dense_replace=int(a("leading_dense_block_count", 0)),
+            n_shared_experts=int(a("expert_shared_count", 0)),
+            routed_scaling_factor=float(a("expert_weights_scale", 1.0)),
+            norm_topk_prob=bool(a("expert_weights_norm", True)),
+            n_group=int(a("expert_group_count", 1)),
+            topk_group=int(a("expert_group_used_count", 1)),
+            attention_bias="blk.0.attn_q.bias" in g.tensors,
+            use_qk_norm="blk.0.attn_q_norm.weight" in g.tensors,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": d["rope_theta"],
+                "partial_rotary_factor": int(a("rope.dimension_count", hd)) / hd,
+            },
+        )
     elif model_type == "qwen3_5_moe":
         d.update(gguf_qwen35.config(a, n))
     else:  # mixtral, written as "llama" with experts

@@ -42,6 +42,14 @@ _GPT_OSS = {
     "blk.{n}.ffn_gate_inp": "model.layers.{n}.mlp.router",
     "blk.{n}.attn_sinks.weight": "model.layers.{n}.self_attn.sinks",  # a full name: HF's has no suffix
 }
+_GLM4_MOE = {
+    **_COMMON,
+    "blk.{n}.post_attention_norm": "model.layers.{n}.post_attention_layernorm",
+    "blk.{n}.exp_probs_b.bias": "model.layers.{n}.mlp.gate.e_score_correction_bias",
+    "blk.{n}.ffn_gate_shexp": "model.layers.{n}.mlp.shared_experts.gate_proj",
+    "blk.{n}.ffn_up_shexp": "model.layers.{n}.mlp.shared_experts.up_proj",
+    "blk.{n}.ffn_down_shexp": "model.layers.{n}.mlp.shared_experts.down_proj",
+}
 # general.architecture -> (HF model_type, name table, Q/K rows permuted by the converter)
 ARCHS = {
     "qwen35moe": ("qwen3_5_moe", gguf_qwen35.TABLE, False),
@@ -50,6 +58,7 @@ ARCHS = {
     "olmoe": ("olmoe", _COMMON, False),
     "llama": ("mixtral", _MIXTRAL, True),
     "gpt-oss": ("gpt_oss", _GPT_OSS, False),
+    "glm4moe": ("glm4_moe", _GLM4_MOE, False),
 }
 EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
