@@ -45,17 +45,17 @@ def qwen_vocab(tmp_path_factory):
 @pytest.mark.parametrize(
     "arch,outtype",
     [("qwen3_moe", "f32"), ("qwen2_moe", "f32"), ("olmoe", "f32"), ("mixtral", "f32"),
-     ("gpt_oss", "f32"), ("qwen3_5_moe", "f32"), ("glm4_moe", "f32"), ("qwen3_moe", "bf16"),
-     ("mixtral", "bf16"), ("qwen3_5_moe", "bf16"), ("glm4_moe", "bf16")],
+     ("gpt_oss", "f32"), ("qwen3_5_moe", "f32"), ("qwen3_next", "f32"), ("glm4_moe", "f32"),
+     ("qwen3_moe", "bf16"), ("mixtral", "bf16"), ("qwen3_5_moe", "bf16"), ("qwen3_next", "bf16"),
+     ("glm4_moe", "bf16")],
 )  # fmt: skip
 def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab, arch, outtype):
     tok, config = qwen_vocab
     if arch == "glm4_moe":  # GLM's converter looks its special tokens up by name
         tok = Tokenizer.from_str(tok.to_str())
         tok.add_special_tokens([AddedToken(t, special=True) for t in GLM_SPECIAL])
-    extra = {"qwen2_moe": {"mlp_only_layers": []}}.get(
-        arch, {}
-    )  # llama.cpp maps no dense qwen2moe layer
+    # llama.cpp's converter maps no dense qwen2moe / qwen3next layer
+    extra = {"mlp_only_layers": []} if arch in ("qwen2_moe", "qwen3_next") else {}
     hf = make_checkpoint(
         arch, tmp_path / arch, overrides={"vocab_size": tok.get_vocab_size(), **extra}
     )
@@ -67,7 +67,7 @@ def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab
     res = subprocess.run(
         [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
          "--outfile", str(out), "--outtype", outtype,
-         *(["--no-mtp"] if arch == "qwen3_5_moe" else [])],  # the tiny Qwen3.5 has no MTP layer
+         *(["--no-mtp"] if arch in ("qwen3_5_moe", "qwen3_next") else [])],  # tiny: no MTP layer
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]

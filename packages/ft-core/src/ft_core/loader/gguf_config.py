@@ -101,8 +101,13 @@ def hf_config(g: GGUFFile) -> dict:
                 "partial_rotary_factor": int(a("rope.dimension_count", hd)) / hd,
             },
         )
-    elif model_type == "qwen3_5_moe":
+    elif model_type in ("qwen3_5_moe", "qwen3_next"):
         d.update(gguf_qwen35.config(a, n))
+        if model_type == "qwen3_next":
+            d.update(
+                intermediate_size=int(ffn or 0),
+                mlp_only_layers=[i for i in range(n) if not moe_layers[i]],
+            )
     else:  # mixtral, written as "llama" with experts
         d.update(num_local_experts=experts, intermediate_size=int(expert_ffn or ffn))
     return d

@@ -53,6 +53,7 @@ _GLM4_MOE = {
 # general.architecture -> (HF model_type, name table, Q/K rows permuted by the converter)
 ARCHS = {
     "qwen35moe": ("qwen3_5_moe", gguf_qwen35.TABLE, False),
+    "qwen3next": ("qwen3_next", gguf_qwen35.NEXT_TABLE, False),
     "qwen3moe": ("qwen3_moe", _COMMON, False),
     "qwen2moe": ("qwen2_moe", _COMMON, False),
     "olmoe": ("olmoe", _COMMON, False),
@@ -86,7 +87,10 @@ def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
 
 # general.architecture -> (untransform(GGUFFile) -> fix(HF name, tensor), transformed(HF name)): the
 # converter's other changes to tensors, undone (loader/gguf_qwen35.py)
-FIXES = {"qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.transformed)}
+FIXES = {
+    "qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.transformed),
+    "qwen3next": (gguf_qwen35.untransform, gguf_qwen35.transformed),
+}
 
 
 def unpermute_rows(w: torch.Tensor, heads: int) -> torch.Tensor:

@@ -1,14 +1,16 @@
-"""Qwen3.5 / 3.6 MoE (GGUF architecture ``qwen35moe``): what llama.cpp's converter
-(``conversion/qwen.py``: Qwen3NextModel, _LinearAttentionVReorderBase) does to the Hugging Face tensors,
-undone so that ft's Gated DeltaNet and (1 + w) norms read them as from the hub:
+"""Qwen3.5 / 3.6 MoE (GGUF architecture ``qwen35moe``) and Qwen3-Next (``qwen3next``): what llama.cpp's
+converter (``conversion/qwen.py``: Qwen3NextModel, _LinearAttentionVReorderBase) does to the Hugging
+Face tensors, undone so that ft's Gated DeltaNet and (1 + w) norms read them as from the hub:
 
 - RMSNorm weights but the gated one of the linear attention are stored as 1 + w  -> w
 - ``A_log`` is stored as ``ssm_a`` = -exp(A_log)                                   -> log(-ssm_a)
 - ``conv1d.weight`` [C, 1, K] is stored squeezed [C, K]                            -> [C, 1, K]
-- when the linear attention has more value heads than key heads (Hv = r * Hk), every value-head axis
-  is stored in "tiled" order [r, Hk, d] instead of Hugging Face's grouped [Hk, r, d]: the V rows of
-  ``in_proj_qkv``, the rows of ``in_proj_z`` (d = Dv), ``in_proj_a`` / ``in_proj_b`` / A_log /
-  dt_bias (d = 1), the V channels of ``conv1d`` and the columns of ``out_proj``   -> grouped again
+- Qwen3-Next's grouped ``in_proj_qkvz`` (per key head: q, k, v, z rows) is stored as ``attn_qkv`` (all
+  q rows, all k rows, all v rows) and ``attn_gate`` (the z rows)                   -> regrouped
+- Qwen3.5: when the linear attention has more value heads than key heads (Hv = r * Hk), every
+  value-head axis is stored in "tiled" order [r, Hk, d] instead of Hugging Face's grouped [Hk, r, d]:
+  the V rows of ``in_proj_qkv``, the rows of ``in_proj_z`` (d = Dv), ``in_proj_a`` / ``in_proj_b`` /
+  A_log / dt_bias (d = 1), the V channels of ``conv1d`` and the columns of ``out_proj`` -> grouped
 
 Legend: Hk / Hv key / value heads, Dk / Dv their dims, r = Hv / Hk.
 """
@@ -49,10 +51,18 @@ TABLE = {
     "blk.{n}.ffn_gate_inp_shexp": "model.layers.{n}.mlp.shared_expert_gate",
 }
 BARE = ("blk.{n}.ssm_a",)  # stored without a suffix, as HF's A_log
+# Qwen3-Next: grouped projections (attn_gate is read with attn_qkv)
+NEXT_TABLE = {
+    **{k: v for k, v in TABLE.items() if k not in ("blk.{n}.attn_gate", "blk.{n}.ssm_alpha",
+                                                   "blk.{n}.ssm_beta")},
+    "blk.{n}.attn_qkv": "model.layers.{n}.linear_attn.in_proj_qkvz",
+    "blk.{n}.ssm_ba": "model.layers.{n}.linear_attn.in_proj_ba",
+}  # fmt: skip
 
 
 def config(a: Callable, n: int) -> dict:
-    """config.json fields of a ``qwen35moe`` file beyond the common ones (``a``: GGUFFile.arch_get)."""
+    """config.json fields of a ``qwen35moe`` / ``qwen3next`` file beyond the common ones (``a``:
+    GGUFFile.arch_get; ``n`` layers)."""
     hv = int(a("ssm.time_step_rank"))
     head_dim = int(a("attention.key_length"))
     recurrent = a("attention.recurrent_layers", None)
@@ -64,6 +74,7 @@ def config(a: Callable, n: int) -> dict:
         "num_experts": int(a("expert_count")),
         "moe_intermediate_size": int(a("expert_feed_forward_length")),
         "shared_expert_intermediate_size": int(a("expert_shared_feed_forward_length", 0)),
+        "norm_topk_prob": True,  # llama.cpp's graphs of both renormalise the top k
         "linear_conv_kernel_dim": int(a("ssm.conv_kernel")),
         "linear_key_head_dim": int(a("ssm.state_size")),
         "linear_num_key_heads": int(a("ssm.group_count")),
@@ -90,6 +101,22 @@ def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
     hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
     dk, dv = int(a("ssm.state_size")), int(a("ssm.inner_size")) // hv
     r = hv // hk if hk else 1
+    if g.arch == "qwen3next":
+        r = 1  # value heads stay grouped
+
+    def qkvz(name: str, qkv: torch.Tensor) -> torch.Tensor:
+        """[q (Hk Dk), k (Hk Dk), v (Hv Dv)] rows and attn_gate's z (Hv Dv) -> per key head q, k, v, z."""
+        n = name.split(".")[2]
+        z = g.tensor(f"blk.{n}.attn_gate.weight").to_torch(qkv.dtype).to(qkv.dtype)
+        H, rv = qkv.shape[-1], hv // hk * dv
+        q, k, v = qkv.split([hk * dk, hk * dk, hk * rv])
+        parts = [
+            q.reshape(hk, dk, H),
+            k.reshape(hk, dk, H),
+            v.reshape(hk, rv, H),
+            z.reshape(hk, rv, H),
+        ]
+        return torch.cat(parts, 1).reshape(-1, H)
 
     def fix(name: str, t: torch.Tensor) -> torch.Tensor:
         leaf = name.rsplit(".", 2)
@@ -98,6 +125,8 @@ def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
             if kind == "weight" and mod.endswith("norm"):
                 return t - 1  # exact for weights in [0.5, 2] (Sterbenz); ft adds 1 back
             return t
+        if mod == "in_proj_qkvz":
+            return qkvz(name, t)
         if kind == "A_log":
             t = torch.log(-t.float())
         if kind == "weight" and mod == "conv1d":
