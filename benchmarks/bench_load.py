@@ -1,6 +1,7 @@
 """Time to ready from HF safetensors vs FTW, against the disk's own sequential read speed, cold cache.
 
     uv run python benchmarks/bench_load.py [--json FILE] [--size-gb 2.5] [--dir DIR] [--rounds 2] [--threads N]
+    uv run python benchmarks/bench_load.py --gguf FILE [FILE ...] [--rounds 2] [--json FILE]
 
 In one run: (1) writes a random qwen3_moe-shaped checkpoint of about ``--size-gb`` GB with
 safetensors (real tensor names, Qwen3-30B-A3B expert shapes H=2048, I=768, 128 experts, per-expert
@@ -15,6 +16,9 @@ each in a fresh process (the order alternates between rounds). Time to ready is 
 the child around ``from_pretrained`` (bfloat16, a small KV pool), so interpreter start and imports
 are excluded alike. The best round of each is reported (shared machines are noisy). The child also
 reports its peak RSS (VmHWM) and (VmHWM - RSS before loading) / checkpoint bytes (target <= 1.15).
+
+``--gguf``: the same timed load and peak RSS for GGUF files instead (their bytes: the file, every
+part of a split one); nothing is written.
 
 Cold cache: ``echo 3 > /proc/sys/vm/drop_caches`` when allowed (root), else ``posix_fadvise(DONTNEED)``
 on every checkpoint file; the method used is printed. Ratios: FTW GB/s over disk GB/s (target
@@ -96,6 +100,39 @@ def _proc_status() -> dict:
     return {k: int(v.split()[0]) * 1024 for k, v in (ln.split(":", 1) for ln in lines) if k in keys}
 
 
+def checkpoint_files(path: Path) -> list[Path]:
+    """The weight files of a checkpoint directory (safetensors / FTW) or GGUF model (every part)."""
+    if path.is_file():
+        from ft_core.loader.gguf_file import split_parts
+
+        return split_parts(path)
+    return sorted(f for f in path.iterdir() if f.suffix in (".safetensors", ".ftw"))
+
+
+def gguf_rounds(paths: list[Path], rounds: int, threads: int | None, json_path: str | None) -> None:
+    """``--gguf``: time to ready and peak RSS of each GGUF file (cold cache), best of ``rounds``."""
+    out = {}
+    for p in paths:
+        files = checkpoint_files(p)
+        runs = [timed_load(p, files, threads) for _ in range(rounds)]
+        out[p.name] = min(runs, key=lambda r: r["seconds"])
+    print(f"\ncold page cache via {next(iter(out.values()))['cache']}; best of {rounds} round(s)")
+    print(
+        f"{'GGUF -> ready':36s}{'GB':>7s}{'seconds':>10s}{'GB/s':>8s}{'peak RSS GB':>13s}{'x bytes':>9s}"
+    )
+    for name, r in out.items():
+        peak = (
+            f"{r['peak_rss'] / 1e9:13.2f}{r['peak_rss_over_bytes']:9.2f}" if "peak_rss" in r else ""
+        )
+        print(
+            f"{name[:36]:36s}{r['bytes'] / 1e9:7.2f}{r['seconds']:10.2f}"
+            f"{r['bytes'] / r['seconds'] / 1e9:8.2f}{peak}"
+        )
+    print("  x bytes = (VmHWM - RSS before loading) / file bytes (target <= 1.15)")
+    if json_path:
+        Path(json_path).write_text(json.dumps(out, indent=1))
+
+
 def child(path: str) -> None:
     """Runs in a fresh process: time Engine.from_pretrained and print one JSON line, with peak RSS:
     ``peak_rss_over_bytes`` = (VmHWM after loading - VmRSS before it, imports done) / checkpoint bytes."""
@@ -108,9 +145,7 @@ def child(path: str) -> None:
     handler.emit = lambda r: records.append(r.getMessage())
     logging.getLogger("ft_core.loader").addHandler(handler)
     logging.getLogger("ft_core.loader").setLevel(logging.INFO)
-    nbytes = sum(
-        f.stat().st_size for f in Path(path).iterdir() if f.suffix in (".safetensors", ".ftw")
-    )
+    nbytes = sum(f.stat().st_size for f in checkpoint_files(Path(path)))
     base = _proc_status()
     t0 = time.perf_counter()
     eng = Engine.from_pretrained(path, dtype="bfloat16", kv_cache_bytes=16 << 20)
@@ -220,12 +255,21 @@ def main() -> None:
     ap.add_argument(
         "--json", default=None, help="also write the figures to this file as one JSON object"
     )
+    ap.add_argument(
+        "--gguf",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="instead: time to ready and peak RSS of these GGUF files (no checkpoint is written)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args.child)
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
+    if args.gguf:
+        return gguf_rounds([Path(p) for p in args.gguf], args.rounds, args.threads, args.json)
     from ft_core.loader.ftw_write import convert
 
     work = Path(tempfile.mkdtemp(prefix="ft-bench-load-", dir=args.dir))

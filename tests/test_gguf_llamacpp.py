@@ -47,7 +47,7 @@ def qwen_vocab(tmp_path_factory):
     [("qwen3_moe", "f32"), ("qwen2_moe", "f32"), ("olmoe", "f32"), ("mixtral", "f32"),
      ("gpt_oss", "f32"), ("qwen3_5_moe", "f32"), ("qwen3_next", "f32"), ("glm4_moe", "f32"),
      ("qwen3_moe", "bf16"), ("mixtral", "bf16"), ("qwen3_5_moe", "bf16"), ("qwen3_next", "bf16"),
-     ("glm4_moe", "bf16")],
+     ("glm4_moe", "bf16"), ("deepseek_v3", "f32"), ("deepseek_v3", "bf16")],
 )  # fmt: skip
 def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab, arch, outtype):
     tok, config = qwen_vocab

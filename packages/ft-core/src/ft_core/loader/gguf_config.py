@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
 from ft_core.loader.gguf_file import GGUFFile
-from ft_core.loader import gguf_qwen35
+from ft_core.loader import gguf_deepseek2, gguf_qwen35
 from ft_core.loader.gguf_names import ARCHS
 
 
@@ -101,6 +101,9 @@ def hf_config(g: GGUFFile) -> dict:
                 "partial_rotary_factor": int(a("rope.dimension_count", hd)) / hd,
             },
         )
+    elif model_type == "deepseek_v3":  # MLA: key_length is llama.cpp's latent + rope width
+        d.pop("head_dim", None)
+        d.update(gguf_deepseek2.config(g, d, n))
     elif model_type in ("qwen3_5_moe", "qwen3_next"):
         d.update(gguf_qwen35.config(a, n))
         if model_type == "qwen3_next":

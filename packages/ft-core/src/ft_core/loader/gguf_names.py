@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from ft_core.loader import gguf_qwen35
+from ft_core.loader import gguf_deepseek2, gguf_qwen35
 
 # GGUF name (without ".weight" / ".bias") -> HF module name, "{n}" the block number.
 _COMMON = {
@@ -60,6 +60,7 @@ ARCHS = {
     "llama": ("mixtral", _MIXTRAL, True),
     "gpt-oss": ("gpt_oss", _GPT_OSS, False),
     "glm4moe": ("glm4_moe", _GLM4_MOE, False),
+    "deepseek2": ("deepseek_v3", {**_COMMON, **gguf_deepseek2.TABLE}, False),
 }
 EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
@@ -86,10 +87,11 @@ def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
 
 
 # general.architecture -> (untransform(GGUFFile) -> fix(HF name, tensor), transformed(HF name)): the
-# converter's other changes to tensors, undone (loader/gguf_qwen35.py)
+# converter's other changes to tensors, undone (loader/gguf_qwen35.py, loader/gguf_deepseek2.py)
 FIXES = {
     "qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.transformed),
     "qwen3next": (gguf_qwen35.untransform, gguf_qwen35.transformed),
+    "deepseek2": (gguf_deepseek2.untransform, gguf_deepseek2.transformed),
 }
 
 
