@@ -1,5 +1,5 @@
-"""DeepSeek-V3-style models (GGUF architecture ``deepseek2``: DeepSeek-V3 / R1, GLM-4.7-Flash, Kimi-K2 --
-whose "kimi-k2" pre-tokenizer ft does not reproduce yet):
+"""DeepSeek-V3-style models (GGUF architecture ``deepseek2``: DeepSeek-V3 / R1 and files of their layout;
+Kimi-K2's "kimi-k2" pre-tokenizer ft does not reproduce yet):
 llama.cpp's names for multi-head latent attention, the config from its keys, and the one change its
 converter (``conversion/deepseek.py``, DeepseekV2Model) makes to a tensor, undone:
 
