@@ -203,6 +203,8 @@ def write_gguf(
         if arch == "llama" and (".attn_q." in g or ".attn_k." in g):
             h = heads if ".attn_q." in g else kv
             add(g, [name], _permute(a, h), qtype, lambda b, i, h=h: _unpermute(b, h))
+        elif g.endswith("ffn_gate_inp_shexp.weight"):  # [1, H] as [H], as llama-quantize writes it
+            add(g, [name], a.reshape(-1), qtype, lambda b, i, s=a.shape: b.reshape(s))
         else:
             add(g, [name], a, qtype)
     if mt == "gpt_oss":
