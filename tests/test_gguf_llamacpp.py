@@ -121,3 +121,38 @@ def test_qwen35_with_its_mtp_head_gives_the_model_without_it(tmp_path, qwen_voca
     a, b = Engine.from_pretrained(outs["with"]), Engine.from_pretrained(outs["without"])
     assert a.model_config.num_layers == b.model_config.num_layers
     assert torch.equal(a.score(IDS), b.score(IDS))
+
+
+def test_qwen35_q8_0_projections_keep_their_bits(tmp_path, qwen_vocab, monkeypatch):
+    """A Qwen3.5 GGUF in Q8_0 (llama.cpp's converter, --outtype q8_0): the linear attention's input
+    projections (one kernel matrix per part, the value heads' rows put back in Hugging Face's order as
+    whole rows of blocks), the gated attention's q/k/v and o and the shared expert keep the file's
+    bits, and give the logits of the same file read into float weights."""
+    from ft_core.layers.dense import QuantDense
+    from ft_core.loader.weights import WeightReader
+
+    tok, config = qwen_vocab
+    hf = make_checkpoint(
+        "qwen3_5_moe", tmp_path / "q35", overrides={"vocab_size": tok.get_vocab_size()}
+    )
+    tok.save(str(hf / "tokenizer.json"))
+    (hf / "tokenizer_config.json").write_text(
+        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
+    )
+    out = tmp_path / "q8.gguf"
+    res = subprocess.run(
+        [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
+         "--outfile", str(out), "--outtype", "q8_0", "--no-mtp"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    native = Engine.from_pretrained(out, dtype="float32")
+    kinds = {type(attn).__name__: attn for _, attn, _, _ in native.model.layers}
+    gdn, gated = kinds["GatedDeltaNet"], kinds["GatedAttention"]
+    assert isinstance(gdn.w_in, list) and all(isinstance(w, QuantDense) for w in gdn.w_in)
+    assert isinstance(gated.wqkv, QuantDense) and isinstance(gated.wo, QuantDense)
+    assert isinstance(native.model.layers[0][3].shared.gate, QuantDense)
+    monkeypatch.setattr(WeightReader, "native", lambda self, prefixes: None)
+    floats = Engine.from_pretrained(out, dtype="float32")
+    assert isinstance(floats.model.layers[0][1].w_in, torch.Tensor)
+    assert_logits_close(native.score(IDS), floats.score(IDS), native.model_config)

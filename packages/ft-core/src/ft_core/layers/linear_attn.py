@@ -70,7 +70,8 @@ class GatedDeltaNet:
                 r.linear(f"{prefix}.in_proj_b", hv, H)[0],
                 r.linear(f"{prefix}.in_proj_a", hv, H)[0],
             ]
-        self.w_in = torch.cat(w_in)  # one GEMM: [C + Hv*Dv + 2*Hv, H]
+        # one GEMM: [C + Hv*Dv + 2*Hv, H] (or its parts in stored formats: models/dense_quant.py)
+        self.w_in = torch.cat(w_in)
         self.split = (lin.conv_dim, hv * dv, hv, hv)
         self.qkv_split = (hk * dk, hk * dk, hv * dv)
         self.conv_w = r.tensor(f"{prefix}.conv1d.weight", (lin.conv_dim, 1, lin.conv_kernel))[
@@ -101,7 +102,10 @@ class GatedDeltaNet:
         """x [T, H] -> [T, H]. Advances every sequence's live state (and fills requested checkpoints)."""
         st, j, lin = batch.state, self.index, self.cfg.linear
         T = x.shape[0]
-        mixed, z, b, a = linear(x, self.w_in).split(self.split, dim=-1)
+        if isinstance(self.w_in, list):  # a GGUF's stored bits, one matrix per part (keep_native)
+            mixed, z, b, a = (linear(x, w) for w in self.w_in)
+        else:
+            mixed, z, b, a = linear(x, self.w_in).split(self.split, dim=-1)
         beta = b.sigmoid()
         g = self.neg_A * F.softplus(a.float() + self.dt_bias)  # [T, Hv] float32
         core = torch.empty(T, lin.v_heads, lin.v_dim)

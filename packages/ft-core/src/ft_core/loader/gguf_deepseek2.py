@@ -92,6 +92,6 @@ def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
     return fix
 
 
-def transformed(name: str) -> bool:
-    """Whether ``untransform`` may change tensor ``name`` (then its stored bits are not the HF matrix)."""
-    return name.endswith("kv_b_proj.weight")
+def stored_rows(g) -> Callable[[str], slice | None]:
+    """HF name -> ``slice(None)`` where the stored bits are the HF matrix, None for kv_b_proj (joined)."""
+    return lambda name: None if name.endswith("kv_b_proj.weight") else slice(None)

@@ -86,12 +86,13 @@ def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
     return out
 
 
-# general.architecture -> (untransform(GGUFFile) -> fix(HF name, tensor), transformed(HF name)): the
-# converter's other changes to tensors, undone (loader/gguf_qwen35.py, loader/gguf_deepseek2.py)
+# general.architecture -> (untransform(GGUFFile) -> fix(HF name, tensor), stored_rows(GGUFFile) ->
+# rows(HF name)): the converter's other changes to tensors, undone (loader/gguf_qwen35.py,
+# loader/gguf_deepseek2.py), in values and in stored rows of blocks
 FIXES = {
-    "qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.transformed),
-    "qwen3next": (gguf_qwen35.untransform, gguf_qwen35.transformed),
-    "deepseek2": (gguf_deepseek2.untransform, gguf_deepseek2.transformed),
+    "qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.stored_rows),
+    "qwen3next": (gguf_qwen35.untransform, gguf_qwen35.stored_rows),
+    "deepseek2": (gguf_deepseek2.untransform, gguf_deepseek2.stored_rows),
 }
 
 

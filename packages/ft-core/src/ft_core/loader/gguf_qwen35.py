@@ -150,7 +150,30 @@ def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
     return fix
 
 
-def transformed(name: str) -> bool:
-    """Whether ``untransform`` changes tensor ``name`` (then its stored bits are not the HF matrix)."""
-    mod = name.rsplit(".", 2)[-2]
-    return ".linear_attn." in name or mod.endswith("norm")
+def stored_rows(g) -> Callable[[str], torch.Tensor | slice | None]:
+    """For file ``g``: HF name -> how its stored rows of blocks give the HF matrix's: ``slice(None)`` (as
+    stored), a row permutation (HF row i = stored row perm[i]: Qwen3.5's value heads, whole rows of
+    blocks) or None (a change inside rows or across tensors: the stored bits are not the matrix)."""
+    a = g.arch_get
+    hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
+    dk, dv = int(a("ssm.state_size")), int(a("ssm.inner_size")) // hv
+    r = 1 if g.arch == "qwen3next" or not hk else hv // hk
+
+    def rows(name: str):
+        mod = name.rsplit(".", 2)[-2]
+        if ".linear_attn." not in name:
+            return None if mod.endswith("norm") else slice(None)
+        if g.arch == "qwen3next":  # in_proj_qkvz is rebuilt from two tensors; in_proj_ba ungrouped
+            return slice(None) if mod == "out_proj" else None
+        if r == 1 and mod in ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b", "out_proj"):
+            return slice(None)
+        d = {"in_proj_z": dv, "in_proj_a": 1, "in_proj_b": 1}.get(mod)
+        if mod == "in_proj_qkv":
+            qk = 2 * hk * dk
+            v = _grouped(torch.arange(hv * dv)[:, None], 0, hk, r, dv)[:, 0]
+            return torch.cat([torch.arange(qk), qk + v])
+        if d is not None:
+            return _grouped(torch.arange(hv * d)[:, None], 0, hk, r, d)[:, 0]
+        return None  # out_proj's columns, conv1d, A_log, dt_bias, the gated norm
+
+    return rows

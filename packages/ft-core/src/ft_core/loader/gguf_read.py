@@ -39,7 +39,7 @@ class GGUFIndex:
         self._permute = ARCHS[g.arch][2]
         self._heads = {"q_proj": heads, "k_proj": kv_heads}
         fixes = FIXES.get(g.arch)
-        self._fix, self._fixed = (fixes[0](g), fixes[1]) if fixes else (None, lambda name: False)
+        self._fix, self._rows = (fixes[0](g), fixes[1](g)) if fixes else (None, None)
 
     def __contains__(self, name: str) -> bool:
         return name in self.map
@@ -82,9 +82,12 @@ class GGUFIndex:
         """(GGML type, stored rows uint8 [R, row bytes] in Hugging Face's row order, columns) of a 2-D
         tensor in a type the kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
         t = self._tensor(name)
-        if t.type_name not in DENSE_TYPES or len(t.shape) != 2 or self._fixed(name):
+        rows = self._rows(name) if self._rows is not None else slice(None)
+        if t.type_name not in DENSE_TYPES or len(t.shape) != 2 or rows is None:
             return None
         raw = np.asarray(t.data).reshape(t.shape[0], -1)
+        if not isinstance(rows, slice):  # whole rows of blocks move (Qwen3.5's value heads)
+            raw = raw[rows.numpy()]
         proj = name.split(".")[-2]
         if self._permute and proj in self._heads:  # whole rows of blocks move
             raw = unpermute_rows(torch.from_numpy(raw.copy()), self._heads[proj]).numpy()

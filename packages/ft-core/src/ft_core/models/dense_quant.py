@@ -5,7 +5,9 @@ MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kern
 
 ``keep_native`` / ``native_head``: without a dense_format, projections a quantised source stores in a
 format the kernels read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those
-very bits, layer by layer as the model is built: GQA q/k/v (fused) and o, dense MLPs, the LM head.
+very bits, layer by layer as the model is built: GQA / gated q/k/v (fused) and o, MLA q / q_a / q_b /
+kv_a / o, the linear attention's in (one QuantDense per part) and out, dense MLPs and MoE shared
+experts, the LM head.
 
 llama.cpp's quantised files do the same to every non-expert tensor; with dense weights in bf16 a 4-bit
 Qwen3-30B-A3B-shaped model reads more bytes per token for attention than for its routed experts.
@@ -20,9 +22,12 @@ import torch
 import ft_kernels as fk
 from ft_kernels import kquants
 from ft_core.errors import CheckpointError
+from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
+from ft_core.layers.attn_mla import MLAttention
 from ft_core.layers.basic import DenseMLP
 from ft_core.layers.dense import QuantDense
+from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.nonfinite import all_finite
 
 ROWS_PER_CHUNK = 2048  # the quantisers' temporaries are ~8x a chunk's fp32 weights: bound them
@@ -83,15 +88,31 @@ def keep_native(layer, r, p: str, int8: bool) -> int:
     """Swap one decoder layer's dense projections (``layer``: (norm, attention, norm, MLP), ``p``: its
     name, "model.layers.3") for the stored bits ``r.native`` gives, as soon as the layer is built: the
     float copies live one layer at a time. Returns the bytes a decode token reads less. Projections
-    whose tensors differ in type (a fused q/k/v with v in another) stay as loaded."""
+    whose tensors differ in type (a fused q/k/v with v in another) or that the loader rebuilds from
+    other tensors (MLA's kv_b, the linear attention's) stay as loaded."""
     _, attn, _, mlp = layer
     saved = 0
-    if type(attn) is GQAttention:
-        saved += _swap(attn, "wqkv", r, [f"{p}.self_attn.{x}_proj" for x in "qkv"], int8)
-        saved += _swap(attn, "wo", r, [f"{p}.self_attn.o_proj"], int8)
-    if type(mlp) is DenseMLP:
-        for a in ("gate", "up", "down"):
-            saved += _swap(mlp, a, r, [f"{p}.mlp.{a}_proj"], int8)
+    a = f"{p}.self_attn"
+    if type(attn) in (GQAttention, GatedAttention):
+        saved += _swap(attn, "wqkv", r, [f"{a}.{x}_proj" for x in "qkv"], int8)
+        saved += _swap(attn, "wo", r, [f"{a}.o_proj"], int8)
+    elif type(attn) is MLAttention:
+        for attr, proj in (("wq", "q_proj"), ("wqa", "q_a_proj"), ("wqb", "q_b_proj"),
+                           ("wkva", "kv_a_proj_with_mqa"), ("wo", "o_proj")):  # fmt: skip
+            saved += _swap(attn, attr, r, [f"{a}.{proj}"], int8)
+    elif type(attn) is GatedDeltaNet:
+        saved += _swap(attn, "w_out", r, [f"{p}.linear_attn.out_proj"], int8)
+        if not attn.cfg.linear.grouped_proj:
+            saved += _swap_parts(
+                attn, r, [f"{p}.linear_attn.in_proj_{x}" for x in ("qkv", "z", "b", "a")], int8
+            )
+    mlps = [(mlp, f"{p}.mlp")] if type(mlp) is DenseMLP else []
+    for name in ("shared_expert", "shared_experts"):  # MoE layers' shared expert (Qwen / DeepSeek)
+        if getattr(mlp, "shared", None) is not None and r.has(f"{p}.mlp.{name}.gate_proj.weight"):
+            mlps.append((mlp.shared, f"{p}.mlp.{name}"))
+    for obj, m in mlps:
+        for w in ("gate", "up", "down"):
+            saved += _swap(obj, w, r, [f"{m}.{w}_proj"], int8)
     return saved
 
 
@@ -116,11 +137,27 @@ def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
     return QuantDense(ew, int8)
 
 
+def _swap_parts(attn, r, prefixes: list[str], int8: bool) -> int:
+    """The linear attention's fused input projection ``w_in`` (the rows of ``prefixes`` in order) as one
+    QuantDense per part when each part's stored bits are in a kernel format (they may differ: Q4_K_M
+    keeps in_proj_qkv in Q6_K, the rest in Q4_K); returns the bytes saved (0: left as loaded)."""
+    w = attn.w_in
+    if not isinstance(w, torch.Tensor) or not all(r.has(f"{x}.weight") for x in prefixes):
+        return 0
+    parts = [r.native([x]) for x in prefixes]
+    if any(ew is None for ew in parts) or sum(ew.rows for ew in parts) != w.shape[0]:
+        return 0
+    attn.w_in = [QuantDense(ew, int8) for ew in parts]
+    return w.numel() * w.element_size() - sum(q.nbytes() for q in attn.w_in)
+
+
 def _swap(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
     """Replace ``obj.attr`` [N, K] by a QuantDense of the stored bits of ``prefixes`` (rows in order)
     when ``r.native`` has them in one kernel format; returns the bytes saved (0: left as loaded)."""
     w = getattr(obj, attr, None)
     if not isinstance(w, torch.Tensor) or w.dim() != 2:
+        return 0
+    if not all(r.has(f"{x}.weight") for x in prefixes):
         return 0
     ew = r.native(prefixes)
     if ew is None or (ew.rows, ew.cols) != tuple(w.shape):
