@@ -42,7 +42,10 @@ class GatedAttention:
     ) -> torch.Tensor:
         """x [T, H] -> [T, H]; writes this layer's K/V of the new tokens."""
         c, T, D = self.cfg, x.shape[0], self.cfg.head_dim
-        qg, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
+        if isinstance(self.wqkv, list):  # a GGUF's stored bits, one matrix per part (keep_native)
+            qg, k, v = (linear(x, w) for w in self.wqkv)
+        else:
+            qg, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
         q, gate = qg.view(T, -1, 2 * D).split(D, dim=-1)  # [T, N, D] each
         q = offset_rms_norm(q, self.q_norm, c.rms_eps)
         k = offset_rms_norm(k.view(T, -1, D), self.k_norm, c.rms_eps)

@@ -28,7 +28,6 @@ from ft_core.layers.attn_mla import MLAttention
 from ft_core.layers.basic import DenseMLP
 from ft_core.layers.dense import QuantDense
 from ft_core.layers.linear_attn import GatedDeltaNet
-from ft_core.nonfinite import all_finite
 
 ROWS_PER_CHUNK = 2048  # the quantisers' temporaries are ~8x a chunk's fp32 weights: bound them
 _ATTRS = ("wqkv", "wo", "wq", "wqa", "wqb", "wkva", "w_in", "w_out", "gate", "up", "down")
@@ -94,8 +93,11 @@ def keep_native(layer, r, p: str, int8: bool) -> int:
     saved = 0
     a = f"{p}.self_attn"
     if type(attn) in (GQAttention, GatedAttention):
-        saved += _swap(attn, "wqkv", r, [f"{a}.{x}_proj" for x in "qkv"], int8)
-        saved += _swap(attn, "wo", r, [f"{a}.o_proj"], int8)
+        qkv = [f"{a}.{x}_proj" for x in "qkv"]
+        fused = _swap(attn, "wqkv", r, qkv, int8)
+        if not fused and type(attn) is GatedAttention and attn.bqkv is None:  # v in another type
+            fused = _swap_parts(attn, "wqkv", r, qkv, int8)
+        saved += fused + _swap(attn, "wo", r, [f"{a}.o_proj"], int8)
     elif type(attn) is MLAttention:
         for attr, proj in (("wq", "q_proj"), ("wqa", "q_a_proj"), ("wqb", "q_b_proj"),
                            ("wkva", "kv_a_proj_with_mqa"), ("wo", "o_proj")):  # fmt: skip
@@ -103,9 +105,8 @@ def keep_native(layer, r, p: str, int8: bool) -> int:
     elif type(attn) is GatedDeltaNet:
         saved += _swap(attn, "w_out", r, [f"{p}.linear_attn.out_proj"], int8)
         if not attn.cfg.linear.grouped_proj:
-            saved += _swap_parts(
-                attn, r, [f"{p}.linear_attn.in_proj_{x}" for x in ("qkv", "z", "b", "a")], int8
-            )
+            ins = [f"{p}.linear_attn.in_proj_{x}" for x in ("qkv", "z", "b", "a")]
+            saved += _swap_parts(attn, "w_in", r, ins, int8)
     mlps = [(mlp, f"{p}.mlp")] if type(mlp) is DenseMLP else []
     for name in ("shared_expert", "shared_experts"):  # MoE layers' shared expert (Qwen / DeepSeek)
         if getattr(mlp, "shared", None) is not None and r.has(f"{p}.mlp.{name}.gate_proj.weight"):
@@ -128,8 +129,7 @@ def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
         scales = kquants.super_scales(ew.q, ew.fmt, ew.cols)
     else:  # int4_sym / int8_sym (Q4_0 / Q8_0): q * float32 scale
         scales = ew.scale
-    if not all_finite(scales):
-        n = int((~torch.isfinite(scales)).sum())
+    if n := int((~torch.isfinite(scales)).sum()):  # the scales only: small
         raise CheckpointError(
             f"{r.index.file_of('lm_head.weight')}: tensor 'lm_head.weight' holds {n} NaN/inf "
             f"block scales of {scales.numel()} (corrupt weights)"
@@ -137,18 +137,19 @@ def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
     return QuantDense(ew, int8)
 
 
-def _swap_parts(attn, r, prefixes: list[str], int8: bool) -> int:
-    """The linear attention's fused input projection ``w_in`` (the rows of ``prefixes`` in order) as one
-    QuantDense per part when each part's stored bits are in a kernel format (they may differ: Q4_K_M
-    keeps in_proj_qkv in Q6_K, the rest in Q4_K); returns the bytes saved (0: left as loaded)."""
-    w = attn.w_in
+def _swap_parts(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
+    """A fused projection ``obj.attr`` (the rows of ``prefixes`` in order) as a list of one QuantDense
+    per part when each part's stored bits are in a kernel format (they may differ: Q4_K_M keeps the
+    linear attention's in_proj_qkv and attn_v in Q6_K, the rest in Q4_K); the layer runs each part.
+    Returns the bytes saved (0: left as loaded)."""
+    w = getattr(obj, attr)
     if not isinstance(w, torch.Tensor) or not all(r.has(f"{x}.weight") for x in prefixes):
         return 0
     parts = [r.native([x]) for x in prefixes]
     if any(ew is None for ew in parts) or sum(ew.rows for ew in parts) != w.shape[0]:
         return 0
-    attn.w_in = [QuantDense(ew, int8) for ew in parts]
-    return w.numel() * w.element_size() - sum(q.nbytes() for q in attn.w_in)
+    setattr(obj, attr, [QuantDense(ew, int8) for ew in parts])
+    return w.numel() * w.element_size() - sum(q.nbytes() for q in getattr(obj, attr))
 
 
 def _swap(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
