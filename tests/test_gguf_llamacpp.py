@@ -126,14 +126,17 @@ def test_qwen35_with_its_mtp_head_gives_the_model_without_it(tmp_path, qwen_voca
 def test_qwen35_q8_0_projections_keep_their_bits(tmp_path, qwen_vocab, monkeypatch):
     """A Qwen3.5 GGUF in Q8_0 (llama.cpp's converter, --outtype q8_0): the linear attention's input
     projections (one kernel matrix per part, the value heads' rows put back in Hugging Face's order as
-    whole rows of blocks), the gated attention's q/k/v and o and the shared expert keep the file's
-    bits, and give the logits of the same file read into float weights."""
+    whole rows of blocks) and output projection (columns moved: its input reordered instead), the
+    gated attention's q/k/v and o and the shared expert keep the file's bits, and give the logits of
+    the same file read into float weights."""
     from ft_core.layers.dense import QuantDense
     from ft_core.loader.weights import WeightReader
 
     tok, config = qwen_vocab
+    # Hv = 3 Hk: the value heads' tiled order is not its own inverse (with Hv = 2 Hk = 4 it is)
+    sizes = {"linear_num_value_heads": 6, "linear_value_head_dim": 16}
     hf = make_checkpoint(
-        "qwen3_5_moe", tmp_path / "q35", overrides={"vocab_size": tok.get_vocab_size()}
+        "qwen3_5_moe", tmp_path / "q35", overrides={"vocab_size": tok.get_vocab_size(), **sizes}
     )
     tok.save(str(hf / "tokenizer.json"))
     (hf / "tokenizer_config.json").write_text(
@@ -150,9 +153,13 @@ def test_qwen35_q8_0_projections_keep_their_bits(tmp_path, qwen_vocab, monkeypat
     kinds = {type(attn).__name__: attn for _, attn, _, _ in native.model.layers}
     gdn, gated = kinds["GatedDeltaNet"], kinds["GatedAttention"]
     assert isinstance(gdn.w_in, list) and all(isinstance(w, QuantDense) for w in gdn.w_in)
+    # out_proj's columns moved (Hv = 2 Hk): its stored bits times the input in their order
+    assert isinstance(gdn.w_out, QuantDense) and gdn.out_order is not None
     assert isinstance(gated.wqkv, QuantDense) and isinstance(gated.wo, QuantDense)
     assert isinstance(native.model.layers[0][3].shared.gate, QuantDense)
     monkeypatch.setattr(WeightReader, "native", lambda self, prefixes: None)
+    monkeypatch.setattr(WeightReader, "native_ordered", lambda self, prefix: None)
     floats = Engine.from_pretrained(out, dtype="float32")
-    assert isinstance(floats.model.layers[0][1].w_in, torch.Tensor)
+    assert all(isinstance(w, torch.Tensor) for w in (floats.model.layers[0][1].w_in,
+                                                       floats.model.layers[0][1].w_out))  # fmt: skip
     assert_logits_close(native.score(IDS), floats.score(IDS), native.model_config)

@@ -81,6 +81,9 @@ class GatedDeltaNet:
         self.dt_bias = r.tensor(f"{prefix}.dt_bias", (hv,), torch.float32)
         self.norm = r.tensor(f"{prefix}.norm.weight", (dv,))
         self.w_out, _ = r.linear(f"{prefix}.out_proj", H, hv * dv)
+        self.out_order = (
+            None  # [Hv*Dv] input order of a stored w_out with moved columns (keep_native)
+        )
 
     def kv_layout(self, num_pages: int, page_size: int, dtype: torch.dtype) -> KVLayout:
         """No KV cache: a zero-width layout keeps KV layer indices equal to model layer indices."""
@@ -137,7 +140,8 @@ class GatedDeltaNet:
         y = gated_rms_norm(
             core.to(x.dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps
         )
-        return linear(y.reshape(T, -1), self.w_out)
+        y = y.reshape(T, -1)
+        return linear(y if self.out_order is None else y[:, self.out_order], self.w_out)
 
     def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:
         """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""

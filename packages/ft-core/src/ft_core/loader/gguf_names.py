@@ -87,12 +87,13 @@ def name_map(arch: str, gguf_names: list[str]) -> dict[str, str]:
 
 
 # general.architecture -> (untransform(GGUFFile) -> fix(HF name, tensor), stored_rows(GGUFFile) ->
-# rows(HF name)): the converter's other changes to tensors, undone (loader/gguf_qwen35.py,
-# loader/gguf_deepseek2.py), in values and in stored rows of blocks
+# rows(HF name), input_order(GGUFFile) -> order(HF name) or None): the converter's other changes to
+# tensors, undone (loader/gguf_qwen35.py, loader/gguf_deepseek2.py), in values, in stored rows of
+# blocks and, for moved columns, in the input a kernel multiplies the stored bits by
 FIXES = {
-    "qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.stored_rows),
-    "qwen3next": (gguf_qwen35.untransform, gguf_qwen35.stored_rows),
-    "deepseek2": (gguf_deepseek2.untransform, gguf_deepseek2.stored_rows),
+    "qwen35moe": (gguf_qwen35.untransform, gguf_qwen35.stored_rows, gguf_qwen35.input_order),
+    "qwen3next": (gguf_qwen35.untransform, gguf_qwen35.stored_rows, None),
+    "deepseek2": (gguf_deepseek2.untransform, gguf_deepseek2.stored_rows, None),
 }
 
 

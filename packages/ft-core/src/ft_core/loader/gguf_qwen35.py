@@ -177,3 +177,24 @@ def stored_rows(g) -> Callable[[str], torch.Tensor | slice | None]:
         return None  # out_proj's columns, conv1d, A_log, dt_bias, the gated norm
 
     return rows
+
+
+def input_order(g) -> Callable[[str], torch.Tensor | None]:
+    """For file ``g``: HF name -> ``inv`` when the stored matrix W_s holds the HF one's columns moved
+    (Qwen3.5's out_proj, value heads in tiled order): W_hf @ y == W_s @ y[..., inv], so a kernel can
+    read the stored bits (blocks run along columns and cannot move) with its input reordered; else
+    None."""
+    a = g.arch_get
+    hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
+    dv = int(a("ssm.inner_size")) // hv
+    r = 1 if g.arch == "qwen3next" or not hk else hv // hk
+
+    def order(name: str) -> torch.Tensor | None:
+        if r == 1 or not name.endswith("linear_attn.out_proj.weight"):
+            return None
+        q = _grouped(torch.arange(hv * dv)[None], 1, hk, r, dv)[
+            0
+        ]  # HF column j = stored column q[j]
+        return torch.argsort(q)
+
+    return order

@@ -40,6 +40,7 @@ class GGUFIndex:
         self._heads = {"q_proj": heads, "k_proj": kv_heads}
         fixes = FIXES.get(g.arch)
         self._fix, self._rows = (fixes[0](g), fixes[1](g)) if fixes else (None, None)
+        self._order = fixes[2](g) if fixes and fixes[2] else None
 
     def __contains__(self, name: str) -> bool:
         return name in self.map
@@ -92,6 +93,16 @@ class GGUFIndex:
         if self._permute and proj in self._heads:  # whole rows of blocks move
             raw = unpermute_rows(torch.from_numpy(raw.copy()), self._heads[proj]).numpy()
         return t.type_name, raw, t.shape[1]
+
+    def native_raw_ordered(self, name: str) -> tuple[str, np.ndarray, int, torch.Tensor] | None:
+        """(GGML type, stored rows as stored, columns, ``inv``) of a 2-D tensor in a kernel type whose
+        columns the converter moved: its matrix times ``y[..., inv]`` is the Hugging Face matrix times
+        ``y`` (``gguf_qwen35.input_order``); else None. Only a layer that reorders its input may take it."""
+        t = self._tensor(name)
+        inv = self._order(name) if self._order is not None else None
+        if inv is None or t.type_name not in DENSE_TYPES or len(t.shape) != 2:
+            return None
+        return t.type_name, np.asarray(t.data).reshape(t.shape[0], -1), t.shape[1], inv
 
     def release(self, name: str) -> None:
         """Drop the file's pages of ``name`` from the process once a copy of its bits exists."""

@@ -61,6 +61,22 @@ class WeightReader:
             release(f"{p}.weight")
         return out
 
+    def native_ordered(self, prefix: str):
+        """(``ft_kernels.ExpertWeights`` of ``prefix``.weight's stored bits, ``inv``) when the index holds
+        them with their columns moved (``native_raw_ordered``: the matrix times ``y[..., inv]`` is the
+        weight times ``y``); else None."""
+        get = getattr(self.index, "native_raw_ordered", None)
+        got = get(f"{prefix}.weight") if get is not None else None
+        if got is None:
+            return None
+        from ft_core.loader.gguf_experts import dense_matrix
+
+        ty, raw, cols, inv = got
+        ew = dense_matrix(raw, ty, cols)
+        if ew is not None:
+            self.index.release(f"{prefix}.weight")
+        return None if ew is None else (ew, inv)
+
     def has(self, name: str) -> bool:
         return name in self.index
 

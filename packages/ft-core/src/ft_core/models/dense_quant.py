@@ -103,7 +103,8 @@ def keep_native(layer, r, p: str, int8: bool) -> int:
                            ("wkva", "kv_a_proj_with_mqa"), ("wo", "o_proj")):  # fmt: skip
             saved += _swap(attn, attr, r, [f"{a}.{proj}"], int8)
     elif type(attn) is GatedDeltaNet:
-        saved += _swap(attn, "w_out", r, [f"{p}.linear_attn.out_proj"], int8)
+        out = f"{p}.linear_attn.out_proj"
+        saved += _swap(attn, "w_out", r, [out], int8) or _swap_ordered(attn, r, out, int8)
         if not attn.cfg.linear.grouped_proj:
             ins = [f"{p}.linear_attn.in_proj_{x}" for x in ("qkv", "z", "b", "a")]
             saved += _swap_parts(attn, "w_in", r, ins, int8)
@@ -135,6 +136,20 @@ def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
             f"block scales of {scales.numel()} (corrupt weights)"
         )
     return QuantDense(ew, int8)
+
+
+def _swap_ordered(attn, r, prefix: str, int8: bool) -> int:
+    """The linear attention's out projection as its stored bits with columns moved (Qwen3.5's value
+    heads in tiled order) and the order its input takes (``GatedDeltaNet.out_order``); bytes saved."""
+    w, got = attn.w_out, r.native_ordered(prefix)
+    if (
+        got is None
+        or not isinstance(w, torch.Tensor)
+        or (got[0].rows, got[0].cols) != tuple(w.shape)
+    ):
+        return 0
+    attn.w_out, attn.out_order = QuantDense(got[0], int8), got[1]
+    return w.numel() * w.element_size() - attn.w_out.nbytes()
 
 
 def _swap_parts(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
