@@ -110,6 +110,32 @@ def recurrent_gated_delta_rule(
     return out.transpose(1, 2), S
 
 
+def gated_delta_step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per sequence (decode): q, k [B, Hk, Dk], v [B, Hv, Dv], g, beta [B, Hv], state
+    [B, Hv, Dk, Dv]. Returns o [B, Hv, Dv] float32 and the new state -- ``state`` itself, updated in
+    place, when it is contiguous float32 (the caller's gathered copy), else a new one. The same rule as
+    ``recurrent_gated_delta_rule`` with L = 1 (its twin in the tests) in four passes over the state
+    (decay, S^T k, the rank-1 update, S^T q) and no state-sized temporaries; the state is what a
+    decode step of a linear-attention layer reads most (2 MiB a layer at Hv 32, Dk = Dv = 128)."""
+    q, k, v, g, beta = _prepare(q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None])
+    B, H, Dk, Dv = state.shape
+    ok = state.dtype == torch.float32 and state.is_contiguous()
+    S = (state if ok else state.float().contiguous()).view(B * H, Dk, Dv)
+    S.mul_(g.exp().reshape(B * H, 1, 1))
+    kk = k.reshape(B * H, 1, Dk)
+    delta = (v.reshape(B * H, 1, Dv) - torch.bmm(kk, S)) * beta.reshape(B * H, 1, 1)
+    S.baddbmm_(kk.transpose(1, 2), delta)  # S += k delta^T
+    out = torch.bmm(q.reshape(B * H, 1, Dk), S)
+    return out.view(B, H, Dv), S.view(B, H, Dk, Dv)
+
+
 def causal_conv(
     x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:

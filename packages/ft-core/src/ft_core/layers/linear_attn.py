@@ -122,12 +122,17 @@ class GatedDeltaNet:
             slots = torch.tensor([st.slots[i] for i in single])
             live_conv, live_rec = st.live.layer(j)
             y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
-            q, k, v = self._heads(y[:, None])
-            o, S = self.recurrent_rule(
-                q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots]
-            )
+            if self.recurrent_rule is gated_delta.recurrent_gated_delta_rule:  # torch: in place
+                q, k, v = self._heads(y)
+                o, S = gated_delta.gated_delta_step(q, k, v, g[rows], beta[rows], live_rec[slots])
+            else:
+                q, k, v = self._heads(y[:, None])
+                o, S = self.recurrent_rule(
+                    q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots]
+                )
+                o = o[:, 0]
             live_conv[slots], live_rec[slots] = conv, S
-            core[rows] = o[:, 0]
+            core[rows] = o
             for i in single:
                 for _, cslot in snaps[i]:
                     st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
