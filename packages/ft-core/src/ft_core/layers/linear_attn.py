@@ -124,14 +124,22 @@ class GatedDeltaNet:
             y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
             if self.recurrent_rule is gated_delta.recurrent_gated_delta_rule:  # torch: in place
                 q, k, v = self._heads(y)
-                o, S = gated_delta.gated_delta_step(q, k, v, g[rows], beta[rows], live_rec[slots])
+                # one sequence: its state in the pool itself (a view), no gather and scatter back
+                one = len(single) == 1
+                s0 = st.slots[single[0]]
+                rec = live_rec[s0 : s0 + 1] if one else live_rec[slots]
+                o, S = gated_delta.gated_delta_step(q, k, v, g[rows], beta[rows], rec)
+                if one and S.data_ptr() == rec.data_ptr():
+                    S = None  # already in place
             else:
                 q, k, v = self._heads(y[:, None])
                 o, S = self.recurrent_rule(
                     q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots]
                 )
                 o = o[:, 0]
-            live_conv[slots], live_rec[slots] = conv, S
+            live_conv[slots] = conv
+            if S is not None:
+                live_rec[slots] = S
             core[rows] = o
             for i in single:
                 for _, cslot in snaps[i]:
