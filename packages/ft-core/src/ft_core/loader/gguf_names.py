@@ -42,6 +42,10 @@ _GPT_OSS = {
     "blk.{n}.ffn_gate_inp": "model.layers.{n}.mlp.router",
     "blk.{n}.attn_sinks.weight": "model.layers.{n}.self_attn.sinks",  # a full name: HF's has no suffix
 }
+_QWEN_HYBRID = {
+    **_COMMON,
+    "blk.{n}.post_attention_norm": "model.layers.{n}.post_attention_layernorm",
+}
 _GLM4_MOE = {
     **_COMMON,
     "blk.{n}.post_attention_norm": "model.layers.{n}.post_attention_layernorm",
@@ -52,8 +56,8 @@ _GLM4_MOE = {
 }
 # general.architecture -> (HF model_type, name table, Q/K rows permuted by the converter)
 ARCHS = {
-    "qwen35moe": ("qwen3_5_moe", gguf_qwen35.TABLE, False),
-    "qwen3next": ("qwen3_next", gguf_qwen35.NEXT_TABLE, False),
+    "qwen35moe": ("qwen3_5_moe", {**_QWEN_HYBRID, **gguf_qwen35.LINEAR}, False),
+    "qwen3next": ("qwen3_next", {**_QWEN_HYBRID, **gguf_qwen35.NEXT_LINEAR}, False),
     "qwen3moe": ("qwen3_moe", _COMMON, False),
     "qwen2moe": ("qwen2_moe", _COMMON, False),
     "olmoe": ("olmoe", _COMMON, False),

@@ -21,20 +21,10 @@ from collections.abc import Callable
 
 import torch
 
-# GGUF name (without ".weight" / ".bias") -> HF module name, "{n}" the block number; a key ending
-# in ".weight" / ".bias" or listed in BARE maps a whole name
-TABLE = {
-    "token_embd": "model.embed_tokens",
-    "output_norm": "model.norm",
-    "output": "lm_head",
-    "blk.{n}.attn_norm": "model.layers.{n}.input_layernorm",
-    "blk.{n}.post_attention_norm": "model.layers.{n}.post_attention_layernorm",
-    "blk.{n}.attn_q": "model.layers.{n}.self_attn.q_proj",
-    "blk.{n}.attn_k": "model.layers.{n}.self_attn.k_proj",
-    "blk.{n}.attn_v": "model.layers.{n}.self_attn.v_proj",
-    "blk.{n}.attn_output": "model.layers.{n}.self_attn.o_proj",
-    "blk.{n}.attn_q_norm": "model.layers.{n}.self_attn.q_norm",
-    "blk.{n}.attn_k_norm": "model.layers.{n}.self_attn.k_norm",
+# The linear-attention tensors: GGUF name (without ".weight" / ".bias") -> HF module name, "{n}" the
+# block number (gguf_names adds the names these models share with the others); a key ending in
+# ".weight" / ".bias" or listed in BARE maps a whole name
+LINEAR = {
     "blk.{n}.attn_qkv": "model.layers.{n}.linear_attn.in_proj_qkv",
     "blk.{n}.attn_gate": "model.layers.{n}.linear_attn.in_proj_z",
     "blk.{n}.ssm_alpha": "model.layers.{n}.linear_attn.in_proj_a",
@@ -44,17 +34,12 @@ TABLE = {
     "blk.{n}.ssm_conv1d": "model.layers.{n}.linear_attn.conv1d",
     "blk.{n}.ssm_norm": "model.layers.{n}.linear_attn.norm",
     "blk.{n}.ssm_out": "model.layers.{n}.linear_attn.out_proj",
-    "blk.{n}.ffn_gate_inp": "model.layers.{n}.mlp.gate",
-    "blk.{n}.ffn_gate_shexp": "model.layers.{n}.mlp.shared_expert.gate_proj",
-    "blk.{n}.ffn_up_shexp": "model.layers.{n}.mlp.shared_expert.up_proj",
-    "blk.{n}.ffn_down_shexp": "model.layers.{n}.mlp.shared_expert.down_proj",
-    "blk.{n}.ffn_gate_inp_shexp": "model.layers.{n}.mlp.shared_expert_gate",
 }
 BARE = ("blk.{n}.ssm_a",)  # stored without a suffix, as HF's A_log
 # Qwen3-Next: grouped projections (attn_gate is read with attn_qkv)
-NEXT_TABLE = {
-    **{k: v for k, v in TABLE.items() if k not in ("blk.{n}.attn_gate", "blk.{n}.ssm_alpha",
-                                                   "blk.{n}.ssm_beta")},
+NEXT_LINEAR = {
+    **{k: v for k, v in LINEAR.items() if k not in ("blk.{n}.attn_gate", "blk.{n}.ssm_alpha",
+                                                    "blk.{n}.ssm_beta")},
     "blk.{n}.attn_qkv": "model.layers.{n}.linear_attn.in_proj_qkvz",
     "blk.{n}.ssm_ba": "model.layers.{n}.linear_attn.in_proj_ba",
 }  # fmt: skip
