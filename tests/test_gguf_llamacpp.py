@@ -163,3 +163,34 @@ def test_qwen35_q8_0_projections_keep_their_bits(tmp_path, qwen_vocab, monkeypat
     assert all(isinstance(w, torch.Tensor) for w in (floats.model.layers[0][1].w_in,
                                                        floats.model.layers[0][1].w_out))  # fmt: skip
     assert_logits_close(native.score(IDS), floats.score(IDS), native.model_config)
+
+
+def test_deepseek2_with_softmax_routing_is_refused_by_name(tmp_path, qwen_vocab):
+    """A deepseek2 file without the score-correction bias (exp_probs_b) nor a gating function is
+    DeepSeek-V2's softmax routing, which ft does not run: refused, naming the file (here: the tiny
+    DeepSeek-V3 converted by llama.cpp's converter after its e_score_correction_bias was removed)."""
+    from safetensors.torch import load_file, save_file
+
+    from ft_core.errors import CheckpointError
+
+    tok, config = qwen_vocab
+    hf = make_checkpoint(
+        "deepseek_v3", tmp_path / "ds", overrides={"vocab_size": tok.get_vocab_size()}
+    )
+    tok.save(str(hf / "tokenizer.json"))
+    (hf / "tokenizer_config.json").write_text(
+        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
+    )
+    for f in hf.glob("*.safetensors"):
+        w = load_file(str(f))
+        save_file({k: v for k, v in w.items() if "e_score_correction_bias" not in k}, str(f))
+    out = tmp_path / "v2.gguf"
+    res = subprocess.run(
+        [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
+         "--outfile", str(out), "--outtype", "f32"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not any(n.endswith("exp_probs_b.bias") for n in GGUFFile(out).tensors)
+    with pytest.raises(CheckpointError, match=r"v2\.gguf: deepseek2 with softmax expert gating"):
+        Engine.from_pretrained(out)
