@@ -69,11 +69,12 @@ class GGUFIndex:
                     f"the metadata ({e})"
                 ) from e
         if shape is not None and tuple(shape) != tuple(out.shape):
-            if [s for s in shape if s != 1] == [s for s in out.shape if s != 1]:
-                return out.reshape(shape)  # GGML drops dims of 1 ([1, H] as [H]: llama-quantize)
-            raise CheckpointError(
-                f"{t.file}: tensor {t.name!r} ({name}) has shape {list(t.shape)}, expected {list(shape)}"
-            )
+            if [s for s in shape if s != 1] != [s for s in out.shape if s != 1]:
+                raise CheckpointError(
+                    f"{t.file}: tensor {t.name!r} ({name}) has shape {list(t.shape)}, expected "
+                    f"{list(shape)}"
+                )
+            out = out.reshape(shape)  # GGML drops dims of 1 ([1, H] as [H]: llama-quantize)
         proj = name.split(".")[-2]
         if self._permute and proj in self._heads:
             out = unpermute_rows(out, self._heads[proj])
