@@ -80,14 +80,18 @@ def _grouped(t: torch.Tensor, dim: int, hk: int, r: int, d: int) -> torch.Tensor
     return t.transpose(dim, dim + 1).reshape(shape)
 
 
-def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
-    """The function (HF name, tensor as stored) -> tensor as Hugging Face stores it, for file ``g``."""
+def _heads(g) -> tuple[int, int, int, int, int]:
+    """(Hk, Hv, Dk, Dv, r) of file ``g``'s linear attention; r = 1 where the value heads stay grouped
+    (Qwen3-Next, or Hv = Hk), else Hv / Hk."""
     a = g.arch_get
     hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
     dk, dv = int(a("ssm.state_size")), int(a("ssm.inner_size")) // hv
-    r = hv // hk if hk else 1
-    if g.arch == "qwen3next":
-        r = 1  # value heads stay grouped
+    return hk, hv, dk, dv, 1 if g.arch == "qwen3next" or not hk else hv // hk
+
+
+def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
+    """The function (HF name, tensor as stored) -> tensor as Hugging Face stores it, for file ``g``."""
+    hk, hv, dk, dv, r = _heads(g)
 
     def qkvz(name: str, qkv: torch.Tensor) -> torch.Tensor:
         """[q (Hk Dk), k (Hk Dk), v (Hv Dv)] rows and attn_gate's z (Hv Dv) -> per key head q, k, v, z."""
@@ -118,10 +122,7 @@ def untransform(g) -> Callable[[str, torch.Tensor], torch.Tensor]:
             t = t.reshape(t.shape[0], 1, t.shape[-1])
         if r == 1:
             return t
-        if mod == "in_proj_qkv":
-            qk = 2 * hk * dk
-            return torch.cat([t[:qk], _grouped(t[qk:], 0, hk, r, dv)])
-        if mod == "conv1d":
+        if mod in ("in_proj_qkv", "conv1d"):  # q and k rows / channels, then the value heads'
             qk = 2 * hk * dk
             return torch.cat([t[:qk], _grouped(t[qk:], 0, hk, r, dv)])
         if mod == "in_proj_z":
@@ -139,10 +140,7 @@ def stored_rows(g) -> Callable[[str], torch.Tensor | slice | None]:
     """For file ``g``: HF name -> how its stored rows of blocks give the HF matrix's: ``slice(None)`` (as
     stored), a row permutation (HF row i = stored row perm[i]: Qwen3.5's value heads, whole rows of
     blocks) or None (a change inside rows or across tensors: the stored bits are not the matrix)."""
-    a = g.arch_get
-    hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
-    dk, dv = int(a("ssm.state_size")), int(a("ssm.inner_size")) // hv
-    r = 1 if g.arch == "qwen3next" or not hk else hv // hk
+    hk, hv, dk, dv, r = _heads(g)
 
     def rows(name: str):
         mod = name.rsplit(".", 2)[-2]
@@ -169,17 +167,12 @@ def input_order(g) -> Callable[[str], torch.Tensor | None]:
     (Qwen3.5's out_proj, value heads in tiled order): W_hf @ y == W_s @ y[..., inv], so a kernel can
     read the stored bits (blocks run along columns and cannot move) with its input reordered; else
     None."""
-    a = g.arch_get
-    hk, hv = int(a("ssm.group_count")), int(a("ssm.time_step_rank"))
-    dv = int(a("ssm.inner_size")) // hv
-    r = 1 if g.arch == "qwen3next" or not hk else hv // hk
+    hk, hv, _, dv, r = _heads(g)
 
     def order(name: str) -> torch.Tensor | None:
         if r == 1 or not name.endswith("linear_attn.out_proj.weight"):
             return None
-        q = _grouped(torch.arange(hv * dv)[None], 1, hk, r, dv)[
-            0
-        ]  # HF column j = stored column q[j]
+        q = _grouped(torch.arange(hv * dv)[None], 1, hk, r, dv)[0]  # HF column j: stored q[j]
         return torch.argsort(q)
 
     return order
