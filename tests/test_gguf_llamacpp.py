@@ -42,6 +42,34 @@ def qwen_vocab(tmp_path_factory):
     return tok, config
 
 
+def _checkpoint(path, vocab, arch: str, overrides: dict | None = None):
+    """The tiny ``arch`` checkpoint at ``path`` with Qwen's vocabulary ``vocab`` (GLM's special tokens
+    added for glm4_moe: its converter looks them up by name)."""
+    tok, config = vocab
+    if arch == "glm4_moe":
+        tok = Tokenizer.from_str(tok.to_str())
+        tok.add_special_tokens([AddedToken(t, special=True) for t in GLM_SPECIAL])
+    hf = make_checkpoint(
+        arch, path, overrides={"vocab_size": tok.get_vocab_size(), **(overrides or {})}
+    )
+    tok.save(str(hf / "tokenizer.json"))
+    (hf / "tokenizer_config.json").write_text(
+        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
+    )
+    return hf
+
+
+def _convert(hf, out, outtype: str, *flags: str):
+    """llama.cpp's convert_hf_to_gguf.py on ``hf`` into ``out``; returns ``out``."""
+    res = subprocess.run(
+        [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
+         "--outfile", str(out), "--outtype", outtype, *flags],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
 @pytest.mark.parametrize(
     "arch,outtype",
     [("qwen3_moe", "f32"), ("qwen2_moe", "f32"), ("olmoe", "f32"), ("mixtral", "f32"),
@@ -50,27 +78,11 @@ def qwen_vocab(tmp_path_factory):
      ("glm4_moe", "bf16"), ("deepseek_v3", "f32"), ("deepseek_v3", "bf16")],
 )  # fmt: skip
 def test_llama_cpp_converted_checkpoints_match_transformers(tmp_path, qwen_vocab, arch, outtype):
-    tok, config = qwen_vocab
-    if arch == "glm4_moe":  # GLM's converter looks its special tokens up by name
-        tok = Tokenizer.from_str(tok.to_str())
-        tok.add_special_tokens([AddedToken(t, special=True) for t in GLM_SPECIAL])
     # llama.cpp's converter maps no dense qwen2moe / qwen3next layer
     extra = {"mlp_only_layers": []} if arch in ("qwen2_moe", "qwen3_next") else {}
-    hf = make_checkpoint(
-        arch, tmp_path / arch, overrides={"vocab_size": tok.get_vocab_size(), **extra}
-    )
-    tok.save(str(hf / "tokenizer.json"))
-    (hf / "tokenizer_config.json").write_text(
-        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
-    )
-    out = tmp_path / f"{arch}.gguf"
-    res = subprocess.run(
-        [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
-         "--outfile", str(out), "--outtype", outtype,
-         *(["--no-mtp"] if arch in ("qwen3_5_moe", "qwen3_next") else [])],  # tiny: no MTP layer
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    hf = _checkpoint(tmp_path / arch, qwen_vocab, arch, extra)
+    tiny = ["--no-mtp"] if arch in ("qwen3_5_moe", "qwen3_next") else []  # tiny: no MTP layer
+    out = _convert(hf, tmp_path / f"{arch}.gguf", outtype, *tiny)
     eng = Engine.from_pretrained(out)
     ref = load_reference(hf)
     if arch == "mixtral":  # llama.cpp runs Mixtral without a sliding window
@@ -86,14 +98,7 @@ def test_qwen35_with_its_mtp_head_gives_the_model_without_it(tmp_path, qwen_voca
     gives exactly the logits of one converted without it (--no-mtp)."""
     from safetensors.torch import load_file, save_file
 
-    tok, config = qwen_vocab
-    hf = make_checkpoint(
-        "qwen3_5_moe", tmp_path / "q35", overrides={"vocab_size": tok.get_vocab_size()}
-    )
-    tok.save(str(hf / "tokenizer.json"))
-    (hf / "tokenizer_config.json").write_text(
-        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
-    )
+    hf = _checkpoint(tmp_path / "q35", qwen_vocab, "qwen3_5_moe")
     w = load_file(str(hf / "model.safetensors"))
     full = next(i for i, t in enumerate(json.loads((hf / "config.json").read_text())
                                         ["text_config"]["layer_types"]) if t == "full_attention")  # fmt: skip
@@ -106,15 +111,10 @@ def test_qwen35_with_its_mtp_head_gives_the_model_without_it(tmp_path, qwen_voca
     for k in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
         mtp[f"mtp.{k}.weight"] = w["model.language_model.norm.weight"].clone()
     save_file({**w, **mtp}, str(hf / "model.safetensors"))
-    outs = {}
-    for name, flags in (("with", []), ("without", ["--no-mtp"])):
-        outs[name] = tmp_path / f"{name}.gguf"
-        res = subprocess.run(
-            [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
-             "--outfile", str(outs[name]), "--outtype", "f32", *flags],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr[-3000:]
+    outs = {
+        name: _convert(hf, tmp_path / f"{name}.gguf", "f32", *flags)
+        for name, flags in (("with", []), ("without", ["--no-mtp"]))
+    }
     g = GGUFFile(outs["with"])
     assert g.arch_get("nextn_predict_layers") == 1
     assert g.arch_get("block_count") == GGUFFile(outs["without"]).arch_get("block_count") + 1
@@ -132,23 +132,10 @@ def test_qwen35_q8_0_projections_keep_their_bits(tmp_path, qwen_vocab, monkeypat
     from ft_core.layers.dense import QuantDense
     from ft_core.loader.weights import WeightReader
 
-    tok, config = qwen_vocab
     # Hv = 3 Hk: the value heads' tiled order is not its own inverse (with Hv = 2 Hk = 4 it is)
     sizes = {"linear_num_value_heads": 6, "linear_value_head_dim": 16}
-    hf = make_checkpoint(
-        "qwen3_5_moe", tmp_path / "q35", overrides={"vocab_size": tok.get_vocab_size(), **sizes}
-    )
-    tok.save(str(hf / "tokenizer.json"))
-    (hf / "tokenizer_config.json").write_text(
-        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
-    )
-    out = tmp_path / "q8.gguf"
-    res = subprocess.run(
-        [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
-         "--outfile", str(out), "--outtype", "q8_0", "--no-mtp"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    hf = _checkpoint(tmp_path / "q35", qwen_vocab, "qwen3_5_moe", sizes)
+    out = _convert(hf, tmp_path / "q8.gguf", "q8_0", "--no-mtp")
     native = Engine.from_pretrained(out, dtype="float32")
     kinds = {type(attn).__name__: attn for _, attn, _, _ in native.model.layers}
     gdn, gated = kinds["GatedDeltaNet"], kinds["GatedAttention"]
@@ -173,24 +160,11 @@ def test_deepseek2_with_softmax_routing_is_refused_by_name(tmp_path, qwen_vocab)
 
     from ft_core.errors import CheckpointError
 
-    tok, config = qwen_vocab
-    hf = make_checkpoint(
-        "deepseek_v3", tmp_path / "ds", overrides={"vocab_size": tok.get_vocab_size()}
-    )
-    tok.save(str(hf / "tokenizer.json"))
-    (hf / "tokenizer_config.json").write_text(
-        json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"})
-    )
+    hf = _checkpoint(tmp_path / "ds", qwen_vocab, "deepseek_v3")
     for f in hf.glob("*.safetensors"):
         w = load_file(str(f))
         save_file({k: v for k, v in w.items() if "e_score_correction_bias" not in k}, str(f))
-    out = tmp_path / "v2.gguf"
-    res = subprocess.run(
-        [sys.executable, str(llama_cpp_dir() / "convert_hf_to_gguf.py"), str(hf),
-         "--outfile", str(out), "--outtype", "f32"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    out = _convert(hf, tmp_path / "v2.gguf", "f32")
     assert not any(n.endswith("exp_probs_b.bias") for n in GGUFFile(out).tensors)
     with pytest.raises(CheckpointError, match=r"v2\.gguf: deepseek2 with softmax expert gating"):
         Engine.from_pretrained(out)
