@@ -21,6 +21,7 @@
 #include "cpu/threadpool.h"
 
 void bind_decode_layer(nb::module_& m);
+void bind_gdn(nb::module_& m);
 
 namespace {
 
@@ -200,6 +201,7 @@ std::string isa() {
 NB_MODULE(_C, m) {
   m.doc() = "ft CPU expert kernels";
   bind_decode_layer(m);
+  bind_gdn(m);
   m.def("moe_experts", &moe_experts, nb::arg("x"), nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
         nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(), nb::arg("w13_zero").none(),
         nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(), nb::arg("w2_fmt"), nb::arg("w2_q"),

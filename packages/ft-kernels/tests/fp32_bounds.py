@@ -138,3 +138,91 @@ def decode_attention_bound(
         e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U
         bound[b] = v.abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
     return exact, bound
+
+
+def gdn_decode_bound(
+    proj, conv_w, conv_state, state, slots, neg_A, dt_bias, norm_w, eps, k_heads
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(exact out [B, Hv Dv], bound on |kernel - exact|, exact new states [B, Hv, Dk, Dv], their bound) for
+    ``ft_kernels.gdn_decode``, stage by stage in float64, first order, elementwise. Each rounding to the
+    activation dtype goes through ``bf16_round`` (bf16) or adds u |h| (fp32). Sums of n products err by
+    gamma(n) sum |terms|; exp, sigmoid, softplus and SiLU by 24 u relative (exp_neg's 16 u, a division and a
+    product); SiLU's slope is below 1.1; a sum of squares, its sqrt and division err by gamma(D + 1) and 2 u."""
+    bf = proj.dtype == torch.bfloat16
+    d = lambda t: t.double()  # noqa: E731
+
+    def act(h, e):
+        return bf16_round(h, e) if bf else (h, e + U * h.abs())
+
+    def silu(t, e):
+        y = torch.nn.functional.silu(t)
+        return y, 1.1 * e + 24 * U * y.abs()
+
+    def l2(x, e, scale):  # x * scale / sqrt(sum x^2 + 1e-6) over the last dim
+        ss = (x * x).sum(-1, keepdim=True)
+        r = scale / (ss + 1e-6).sqrt()
+        dss = 2 * (x.abs() * e).sum(-1, keepdim=True) + gamma(x.shape[-1] + 1) * (ss + 1e-6)
+        dr = 0.5 * r / (ss + 1e-6) * dss + 2 * U * r
+        n = x * r
+        return n, r * e + x.abs() * dr + U * n.abs()
+
+    N, Hv, Dk, Dv = state.shape
+    Hk, B, rep = k_heads, proj.shape[0], Hv // k_heads
+    C = 2 * Hk * Dk + Hv * Dv
+    x, z, b, a = d(proj).split([C, Hv * Dv, Hv, Hv], dim=-1)
+    win = torch.cat([d(conv_state[slots]), x[:, :, None]], dim=2)
+    s = (win * d(conv_w)).sum(-1)
+    y, e_y = act(*silu(*act(s, gamma(conv_w.shape[1]) * (win.abs() * d(conv_w).abs()).sum(-1))))
+    q, k, v = y.split([Hk * Dk, Hk * Dk, Hv * Dv], dim=-1)
+    eq, ek, ev = e_y.split([Hk * Dk, Hk * Dk, Hv * Dv], dim=-1)
+    q, eq = l2(q.reshape(B, Hk, Dk), eq.reshape(B, Hk, Dk), Dk**-0.5)
+    k, ek = l2(k.reshape(B, Hk, Dk), ek.reshape(B, Hk, Dk), 1.0)
+    q, eq, k, ek = (t.repeat_interleave(rep, dim=1) for t in (q, eq, k, ek))  # [B, Hv, Dk]
+    v, ev = v.reshape(B, Hv, Dv), ev.reshape(B, Hv, Dv)
+    beta = torch.sigmoid(b)
+    beta, e_beta = act(beta, 24 * U * beta)
+    xa = a + d(dt_bias)
+    sp = torch.nn.functional.softplus(xa)
+    g = d(neg_A) * sp
+    e_g = d(neg_A).abs() * (U * xa.abs() + 24 * U * sp) + U * g.abs()
+    decay = g.exp()
+    e_decay = decay * (e_g + 24 * U)
+    S0 = d(state[slots])
+    Sd = S0 * decay[..., None, None]
+    e_Sd = S0.abs() * e_decay[..., None, None] + U * Sd.abs()
+    pred = torch.einsum("bhkv,bhk->bhv", Sd, k)
+    e_pred = (
+        gamma(Dk) * torch.einsum("bhkv,bhk->bhv", Sd.abs(), k.abs())
+        + torch.einsum("bhkv,bhk->bhv", e_Sd, k.abs())
+        + torch.einsum("bhkv,bhk->bhv", Sd.abs(), ek)
+    )
+    dv = v - pred
+    delta = dv * beta[..., None]
+    e_delta = (ev + e_pred + U * dv.abs()) * beta[..., None] + dv.abs() * e_beta[..., None]
+    e_delta = e_delta + U * delta.abs()
+    kd = k[..., :, None] * delta[..., None, :]
+    S1 = Sd + kd
+    e_S1 = (
+        e_Sd
+        + k.abs()[..., :, None] * e_delta[..., None, :]
+        + ek[..., :, None] * delta.abs()[..., None, :]
+        + 2 * U * (Sd.abs() + kd.abs())
+    )
+    o = torch.einsum("bhkv,bhk->bhv", S1, q)
+    e_o = (
+        gamma(Dk) * torch.einsum("bhkv,bhk->bhv", S1.abs(), q.abs())
+        + torch.einsum("bhkv,bhk->bhv", e_S1, q.abs())
+        + torch.einsum("bhkv,bhk->bhv", S1.abs(), eq)
+    )
+    o, e_o = act(o, e_o)
+    ms = (o * o).mean(-1, keepdim=True) + eps
+    r = ms.rsqrt()
+    dms = 2 * (o.abs() * e_o).mean(-1, keepdim=True) + gamma(Dv + 1) * ms
+    n = o * r
+    n, e_n = act(n, r * e_o + o.abs() * (0.5 * r / ms * dms + 2 * U * r) + U * n.abs())
+    w = d(norm_w)
+    yw, e_yw = act(w * n, w.abs() * e_n + U * (w * n).abs())
+    sz, e_sz = silu(z.reshape(B, Hv, Dv), torch.zeros_like(yw))
+    out = yw * sz
+    out, e_out = act(out, e_yw * sz.abs() + yw.abs() * e_sz + U * out.abs())
+    return out.reshape(B, -1), e_out.reshape(B, -1), S1, e_S1

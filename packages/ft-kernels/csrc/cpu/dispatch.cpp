@@ -35,6 +35,10 @@ void attn_span_scalar(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, flo
 void attn_span_avx2(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 void attn_span_avx512(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 void attn_span_neon(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void gdn_head_scalar(const GdnDecode&, int64_t, int64_t, float*);
+void gdn_head_avx2(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
+void gdn_head_avx512(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
+void gdn_head_neon(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
 
 static std::string detect() {
 #if defined(__x86_64__) || defined(_M_X64)
@@ -168,6 +172,14 @@ AttnSpanFn attn_span_kernel() {
   if ((is_avx512(isa) || isa == "avx2") && attn_span_avx2) return attn_span_avx2;
   if (isa == "neon" && attn_span_neon) return attn_span_neon;
   return attn_span_scalar;
+}
+
+GdnHeadFn gdn_head_kernel() {
+  const std::string isa = active_isa();
+  if (is_avx512(isa) && gdn_head_avx512) return gdn_head_avx512;
+  if ((is_avx512(isa) || isa == "avx2") && gdn_head_avx2) return gdn_head_avx2;
+  if (isa == "neon" && gdn_head_neon) return gdn_head_neon;
+  return gdn_head_scalar;
 }
 
 const char* fmt_name(Fmt f) {

@@ -3,6 +3,7 @@
 #include "cpu/attn_decode.h"
 #include "cpu/bf16act.h"
 #include "cpu/formats.h"
+#include "cpu/gdn_decode.h"
 #include "cpu/q8.h"
 
 namespace ft {
@@ -24,5 +25,8 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w);
 
 // The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
 AttnSpanFn attn_span_kernel();
+
+// The Gated DeltaNet decode task (cpu/gdn_decode.h) built for the active ISA.
+GdnHeadFn gdn_head_kernel();
 
 }  // namespace ft

@@ -4,6 +4,7 @@ from ft_kernels import reference
 from ft_kernels.cpu import (
     active_isa,
     decode_attention,
+    gdn_decode,
     linear,
     moe_experts,
     moe_swiglu,
@@ -21,6 +22,7 @@ __all__ = [
     "DecodeLayer",
     "active_isa",
     "decode_attention",
+    "gdn_decode",
     "linear",
     "moe_experts",
     "moe_swiglu",

@@ -237,6 +237,37 @@ def decode_attention(
     return out
 
 
+def gdn_decode(
+    proj: torch.Tensor,
+    conv_w: torch.Tensor,
+    conv_state: torch.Tensor,
+    state: torch.Tensor,
+    slots: torch.Tensor,
+    neg_A: torch.Tensor,
+    dt_bias: torch.Tensor,
+    norm_w: torch.Tensor,
+    eps: float,
+    k_heads: int,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The core of a Gated DeltaNet layer for one decode token per sequence, from the in-projection to the input of
+    the out-projection, one task per (sequence, value head) on the kernel pool.
+
+    proj [B, C + Hv*Dv + 2*Hv] (columns q k v | z | b | a; C = 2*Hk*Dk + Hv*Dv) float32 or bfloat16; conv_w
+    [C, Kc], conv_state [N, C, Kc-1] and norm_w [Dv] in proj's dtype; state [N, Hv, Dk, Dv] float32; slots [B]
+    int64 (distinct); neg_A = -exp(A_log) and dt_bias [Hv] float32. conv_state and state rows ``slots`` are
+    advanced in place. Returns [B, Hv*Dv] in proj's dtype. Twin: ``ft_kernels.reference.gdn_decode``."""
+    if out is None:
+        out = torch.empty(proj.shape[0], state.shape[1] * state.shape[3], dtype=proj.dtype)
+    _C.gdn_decode(
+        *(_a(t) for t in (proj, conv_w, conv_state, state, slots, neg_A, dt_bias, norm_w)),
+        float(eps),
+        int(k_heads),
+        _a(out),
+    )
+    return out
+
+
 def moe_swiglu(x, tok, eid, gate, w13: torch.Tensor, w2: torch.Tensor, out=None) -> torch.Tensor:
     """Shorthand for bf16 banks: w13 [N, 2I, H], w2 [N, H, I] bfloat16 tensors."""
     if w13.dtype != torch.bfloat16 or w2.dtype != torch.bfloat16:

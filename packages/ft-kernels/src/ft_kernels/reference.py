@@ -198,3 +198,33 @@ def rope(
     )
     out = torch.cat([a * c - b * s, b * c + a * s], dim=-1).to(x.dtype)
     return torch.cat([out, rest], dim=-1) if rest.shape[-1] else out
+
+
+def gdn_decode(
+    proj, conv_w, conv_state, state, slots, neg_A, dt_bias, norm_w, eps: float, k_heads: int
+) -> torch.Tensor:
+    """Reference for ``ft_kernels.gdn_decode`` in torch, with the same rounding points (to proj's dtype): the conv
+    sum, its SiLU, beta, the core output, the normalised output, its product with w, and the gated result.
+    conv_state and state rows ``slots`` are advanced in place, as the kernel does."""
+    dt, (_, Hv, Dk, Dv) = proj.dtype, state.shape
+    Hk, B = k_heads, proj.shape[0]
+    C = 2 * Hk * Dk + Hv * Dv
+    x, z, b, a = proj.split([C, Hv * Dv, Hv, Hv], dim=-1)
+    win = torch.cat([conv_state[slots], x[:, :, None]], dim=2)  # [B, C, Kc]
+    y = F.silu((win.float() * conv_w.float()).sum(-1).to(dt).float()).to(dt).float()
+    q, k, v = y.split([Hk * Dk, Hk * Dk, Hv * Dv], dim=-1)
+    l2 = lambda t, s: t * (s / ((t * t).sum(-1, keepdim=True) + 1e-6).sqrt())  # noqa: E731
+    q = l2(q.view(B, Hk, Dk), Dk**-0.5).repeat_interleave(Hv // Hk, dim=1)  # [B, Hv, Dk]
+    k = l2(k.view(B, Hk, Dk), 1.0).repeat_interleave(Hv // Hk, dim=1)
+    v = v.view(B, Hv, Dv)
+    beta = b.float().sigmoid().to(dt).float()
+    g = neg_A * F.softplus(a.float() + dt_bias)  # [B, Hv]
+    S = state[slots] * g.exp()[..., None, None]  # [B, Hv, Dk, Dv]
+    delta = (v - torch.einsum("bhkv,bhk->bhv", S, k)) * beta[..., None]
+    S = S + k[..., :, None] * delta[..., None, :]
+    o = torch.einsum("bhkv,bhk->bhv", S, q).to(dt).float()
+    n = (o * (o * o).mean(-1, keepdim=True).add(eps).rsqrt()).to(dt)
+    out = (norm_w * n).float() * F.silu(z.float().view(B, Hv, Dv))
+    state[slots] = S
+    conv_state[slots] = win[:, :, 1:]
+    return out.to(dt).reshape(B, Hv * Dv)

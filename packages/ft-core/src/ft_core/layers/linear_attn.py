@@ -8,7 +8,9 @@ form, split at the requested snapshot points (``batch.state.snaps``) so the stat
 tokens is copied into checkpoint slots. Qwen3-Next stores the projections grouped per key head
 (``in_proj_qkvz``, ``in_proj_ba``); they are reordered at load into the flat Qwen3.5 order. The delta
 rule runs in torch (gated_delta.py) or in flash-linear-attention's kernels (gated_delta_fla.py), picked
-once at construction (``impl``: EngineConfig.resolved_linear_attn_impl).
+once at construction (``impl``: EngineConfig.resolved_linear_attn_impl). A forward of decode tokens only on
+the CPU (torch's rule) runs everything between the two projections in one ``ft_kernels.gdn_decode`` call
+on the pooled states in place (its twin: the torch path below, within float rounding).
 
 Legend: T = packed tokens, H = hidden, C = conv channels (q, k, v), Hk/Hv = key/value heads,
 Dk/Dv = key/value dims, Kc = conv kernel, r = Hv / Hk.
@@ -16,6 +18,7 @@ Dk/Dv = key/value dims, Kc = conv kernel, r = Hv / Hk.
 
 from __future__ import annotations
 
+import ft_kernels
 import torch
 import torch.nn.functional as F
 
@@ -106,9 +109,19 @@ class GatedDeltaNet:
         st, j, lin = batch.state, self.index, self.cfg.linear
         T = x.shape[0]
         if isinstance(self.w_in, list):  # a GGUF's stored bits, one matrix per part (keep_native)
-            mixed, z, b, a = (linear(x, w) for w in self.w_in)
+            proj = torch.cat([linear(x, w) for w in self.w_in], dim=-1)
         else:
-            mixed, z, b, a = linear(x, self.w_in).split(self.split, dim=-1)
+            proj = linear(x, self.w_in)
+        if self._fused_decode(proj, batch, st):
+            y = ft_kernels.gdn_decode(
+                proj, self.conv_w, *st.live.layer(j), torch.tensor(st.slots), self.neg_A,
+                self.dt_bias, self.norm, self.cfg.rms_eps, lin.k_heads,
+            )  # fmt: skip
+            for i, seq_snaps in enumerate(st.snaps or []):
+                for _, cslot in seq_snaps:
+                    st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
+            return linear(y if self.out_order is None else y[:, self.out_order], self.w_out)
+        mixed, z, b, a = proj.split(self.split, dim=-1)
         beta = b.sigmoid()
         g = self.neg_A * F.softplus(a.float() + self.dt_bias)  # [T, Hv] float32
         core = torch.empty(T, lin.v_heads, lin.v_dim)
@@ -155,6 +168,21 @@ class GatedDeltaNet:
         )
         y = y.reshape(T, -1)
         return linear(y if self.out_order is None else y[:, self.out_order], self.w_out)
+
+    def _fused_decode(self, proj: torch.Tensor, batch: ForwardBatch, st) -> bool:
+        """Whether this forward is decode tokens only (one per sequence) that ``ft_kernels.gdn_decode`` can run
+        in one call: torch's rule (not flash-linear-attention's), on the CPU, float32 or bfloat16 throughout."""
+        live_conv, live_rec = st.live.layer(self.index)
+        dt = proj.dtype
+        return (
+            self.recurrent_rule is gated_delta.recurrent_gated_delta_rule
+            and all(n == 1 for n in batch.q_lens)
+            and proj.device.type == "cpu"
+            and dt in (torch.float32, torch.bfloat16)
+            and self.conv_w.dtype == self.norm.dtype == live_conv.dtype == dt
+            and live_rec.dtype == torch.float32
+            and self.conv_w.is_contiguous()
+        )
 
     def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:
         """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""

@@ -1,0 +1,58 @@
+// ft_kernels._C.gdn_decode: the Gated DeltaNet decode core (cpu/gdn_decode.h), every argument checked and
+// named before the kernel runs.
+#include <string>
+
+#include "bind_common.h"
+#include "cpu/gdn_decode.h"
+
+using namespace ft_bind;
+
+namespace {
+
+void gdn_decode(Arr proj, Arr conv_w, Arr conv_state, Arr state, Arr slots, Arr neg_A, Arr dt_bias, Arr norm_w,
+                float eps, int64_t Hk, Arr out) {
+  const bool bf = is_dtype(proj, nb::dlpack::dtype_code::Bfloat, 16);
+  expect(proj.ndim() == 2 && (bf || proj.dtype() == nb::dtype<float>()),
+         "proj must be float32 or bfloat16 [B, C + Hv Dv + 2 Hv], got " + shape_of(proj));
+  expect(state.ndim() == 4 && state.dtype() == nb::dtype<float>(), "state must be float32 [N, Hv, Dk, Dv], got " + shape_of(state));
+  const int64_t B = proj.shape(0), N = state.shape(0), Hv = state.shape(1), Dk = state.shape(2), Dv = state.shape(3);
+  expect(Hk >= 1 && Hv % Hk == 0, "Hk=" + std::to_string(Hk) + " must divide the state's Hv=" + std::to_string(Hv));
+  const int64_t C = 2 * Hk * Dk + Hv * Dv;
+  expect(int64_t(proj.shape(1)) == C + Hv * Dv + 2 * Hv,
+         "proj must have C + Hv Dv + 2 Hv = " + std::to_string(C + Hv * Dv + 2 * Hv) + " columns, got " + shape_of(proj));
+  expect(conv_w.ndim() == 2 && conv_w.dtype() == proj.dtype() && int64_t(conv_w.shape(0)) == C && conv_w.shape(1) >= 1,
+         "conv_w must be [C=" + std::to_string(C) + ", Kc] in proj's dtype, got " + shape_of(conv_w));
+  const int64_t Kc = conv_w.shape(1);
+  expect(conv_state.ndim() == 3 && conv_state.dtype() == proj.dtype() && int64_t(conv_state.shape(0)) == N &&
+             int64_t(conv_state.shape(1)) == C && int64_t(conv_state.shape(2)) == Kc - 1,
+         "conv_state must be [N=" + std::to_string(N) + ", C=" + std::to_string(C) + ", Kc-1=" + std::to_string(Kc - 1) +
+             "] in proj's dtype, got " + shape_of(conv_state));
+  expect(slots.ndim() == 1 && int64_t(slots.shape(0)) == B && slots.dtype() == nb::dtype<int64_t>(),
+         "slots must be int64 [B=" + std::to_string(B) + "], got " + shape_of(slots));
+  for (const auto& [a, name] : {std::pair{&neg_A, "neg_A"}, std::pair{&dt_bias, "dt_bias"}})
+    expect(a->ndim() == 1 && int64_t(a->shape(0)) == Hv && a->dtype() == nb::dtype<float>(),
+           std::string(name) + " must be float32 [Hv=" + std::to_string(Hv) + "], got " + shape_of(*a));
+  expect(norm_w.ndim() == 1 && int64_t(norm_w.shape(0)) == Dv && norm_w.dtype() == proj.dtype(),
+         "norm_w must be [Dv=" + std::to_string(Dv) + "] in proj's dtype, got " + shape_of(norm_w));
+  expect(out.ndim() == 2 && int64_t(out.shape(0)) == B && int64_t(out.shape(1)) == Hv * Dv && out.dtype() == proj.dtype(),
+         "out must be [B, Hv Dv=" + std::to_string(Hv * Dv) + "] in proj's dtype, got " + shape_of(out));
+  ft::GdnDecode p{B, N, Hk, Hv, Dk, Dv, Kc, bf, proj.data(), conv_w.data(), conv_state.data(),
+                  static_cast<float*>(state.data()), static_cast<const int64_t*>(slots.data()),
+                  static_cast<const float*>(neg_A.data()), static_cast<const float*>(dt_bias.data()), norm_w.data(),
+                  eps, out.data()};
+  nb::gil_scoped_release release;
+  try {
+    ft::gdn_decode(p);
+  } catch (const std::invalid_argument& e) {
+    throw nb::value_error(e.what());
+  }
+}
+
+}  // namespace
+
+void bind_gdn(nb::module_& m) {
+  m.def("gdn_decode", &gdn_decode, nb::arg("proj"), nb::arg("conv_w"), nb::arg("conv_state"), nb::arg("state"),
+        nb::arg("slots"), nb::arg("neg_A"), nb::arg("dt_bias"), nb::arg("norm_w"), nb::arg("eps"), nb::arg("Hk"),
+        nb::arg("out"),
+        "Gated DeltaNet decode core: conv, norms, delta rule and gated RMSNorm; states updated in place. GIL released.");
+}
