@@ -21,7 +21,7 @@
 #include "cpu/threadpool.h"
 
 void bind_decode_layer(nb::module_& m);
-void bind_gdn(nb::module_& m);
+void bind_layer_ops(nb::module_& m);
 
 namespace {
 
@@ -110,12 +110,13 @@ void rms_norm(Arr x, Arr w, float eps, Arr y) {
   const bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16), xf = x.dtype() == nb::dtype<float>();
   expect(x.ndim() >= 1 && (xb || xf), "x must be float32 or bfloat16 [..., D], got " + shape_of(x));
   const int64_t D = x.shape(x.ndim() - 1);
-  expect(w.ndim() == 1 && int64_t(w.shape(0)) == D && w.dtype() == x.dtype(),
-         "w must be [D=" + std::to_string(D) + "] in x's dtype, got " + shape_of(w));
+  const bool wf = w.dtype() == nb::dtype<float>();
+  expect(w.ndim() == 1 && int64_t(w.shape(0)) == D && (w.dtype() == x.dtype() || wf),
+         "w must be [D=" + std::to_string(D) + "] in x's dtype or float32, got " + shape_of(w));
   expect(y.ndim() == x.ndim() && y.dtype() == x.dtype() && y.size() == x.size(), "y must be shaped and typed like x");
   const int64_t rows = D ? static_cast<int64_t>(x.size()) / D : 0;
   nb::gil_scoped_release release;
-  ft::rms_norm(x.data(), w.data(), xb, rows, D, eps, y.data());
+  ft::rms_norm(x.data(), w.data(), xb, rows, D, eps, y.data(), wf);
 }
 
 void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_lens, float scale, int64_t window,
@@ -201,7 +202,7 @@ std::string isa() {
 NB_MODULE(_C, m) {
   m.doc() = "ft CPU expert kernels";
   bind_decode_layer(m);
-  bind_gdn(m);
+  bind_layer_ops(m);
   m.def("moe_experts", &moe_experts, nb::arg("x"), nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
         nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(), nb::arg("w13_zero").none(),
         nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(), nb::arg("w2_fmt"), nb::arg("w2_q"),

@@ -28,7 +28,7 @@ inline float sum_sq(Load ld, int64_t D) {
 }
 }  // namespace
 
-void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, float eps, void* y) {
+void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, float eps, void* y, bool w_f32) {
   for (int64_t r = 0; r < rows; ++r) {
     if (bf16) {
       const uint16_t* xr = static_cast<const uint16_t*>(x) + r * D;
@@ -36,6 +36,11 @@ void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, 
       uint16_t* yr = static_cast<uint16_t*>(y) + r * D;
       const float s = sum_sq([&](int64_t i) { return bf16_to_f32(xr[i]); }, D);
       const float inv = 1.f / std::sqrt(s / static_cast<float>(D) + eps);
+      if (w_f32) {
+        const float* wf = static_cast<const float*>(w);
+        for (int64_t i = 0; i < D; ++i) yr[i] = f32_to_bf16(bf16_to_f32(xr[i]) * inv * wf[i]);
+        continue;
+      }
       for (int64_t i = 0; i < D; ++i)
         yr[i] = f32_to_bf16(bf16_to_f32(wr[i]) * bf16_to_f32(f32_to_bf16(bf16_to_f32(xr[i]) * inv)));
     } else {

@@ -14,6 +14,8 @@ from ft_kernels.cpu import (
     route_topk,
     set_num_threads,
     set_spin_us,
+    sigmoid_mul,
+    silu_mul,
 )
 from ft_kernels.decode_layer import DecodeLayer
 from ft_kernels.formats import FORMATS, ExpertWeights, quantize
@@ -32,6 +34,8 @@ __all__ = [
     "route_topk",
     "set_num_threads",
     "set_spin_us",
+    "sigmoid_mul",
+    "silu_mul",
     "reference",
     "FORMATS",
     "ExpertWeights",

@@ -149,8 +149,10 @@ def rms_norm(
 ) -> torch.Tensor:
     """RMSNorm over the last dim D on the calling thread: x [..., D] and w [D] both bfloat16 or both float32;
     returns ``w * dtype(x * rsqrt(mean(x^2) + eps))`` in x's dtype (bf16: the normalised row rounded to bf16
-    before the product with w, as transformers does), fp32 math. For the few rows of a decode step, where
-    torch's seven ops cost more than the arithmetic. Twin: ``ft_kernels.reference.rms_norm``."""
+    before the product with w, as transformers does), fp32 math. A float32 w with bf16 x (the (1 + w) norms
+    of the Qwen3-Next family, w = 1 + weight) gives ``bf16((x * rsqrt(..)) * w)``, rounded once. For the few
+    rows of a decode step, where torch's seven ops cost more than the arithmetic. Twin:
+    ``ft_kernels.reference.rms_norm``."""
     if out is None:
         out = torch.empty_like(x)
     _C.rms_norm(_a(x), _a(w), float(eps), _a(out))
@@ -265,6 +267,24 @@ def gdn_decode(
         int(k_heads),
         _a(out),
     )
+    return out
+
+
+def sigmoid_mul(a: torch.Tensor, g: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a * sigmoid(g)`` on the calling thread, rounded as torch's two ops in a's dtype (float32 or bfloat16):
+    a [T, C], g [T, C] or [T, 1] (one gate per row). Twin: ``ft_kernels.reference.sigmoid_mul``."""
+    if out is None:
+        out = torch.empty_like(a)
+    _C.sigmoid_mul(_a(a), _a(g), _a(out))
+    return out
+
+
+def silu_mul(g: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``silu(g) * u`` (SwiGLU) on the calling thread, rounded as torch's two ops in g's dtype (float32 or
+    bfloat16); g, u of one shape. Twin: ``ft_kernels.reference.silu_mul``."""
+    if out is None:
+        out = torch.empty_like(g)
+    _C.silu_mul(_a(g), _a(u), _a(out))
     return out
 
 

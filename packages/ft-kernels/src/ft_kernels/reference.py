@@ -131,9 +131,12 @@ def moe_experts(
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """Reference for ``ft_kernels.rms_norm`` (transformers' RMSNorm): float32 math, the normalised row rounded to
-    x's dtype, then times w in that dtype."""
+    x's dtype, then times w in that dtype; a float32 w with bf16 x (the (1 + w) norms): rounded once."""
     xf = x.float()
-    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    n = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if w.dtype == torch.float32 and x.dtype != torch.float32:
+        return (n * w).to(x.dtype)
+    return w * n.to(x.dtype)
 
 
 def route_topk(
@@ -228,3 +231,13 @@ def gdn_decode(
     state[slots] = S
     conv_state[slots] = win[:, :, 1:]
     return out.to(dt).reshape(B, Hv * Dv)
+
+
+def sigmoid_mul(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Reference for ``ft_kernels.sigmoid_mul``: torch's ops in a's dtype."""
+    return a * torch.sigmoid(g)
+
+
+def silu_mul(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Reference for ``ft_kernels.silu_mul``: torch's ops in g's dtype."""
+    return F.silu(g) * u

@@ -10,6 +10,7 @@ import torch
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.layers.attention import attend_paged
+from ft_core.layers.basic import sigmoid_mul
 from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.dense import linear
 from ft_core.layers.norm_offset import offset_rms_norm
@@ -53,5 +54,5 @@ class GatedAttention:
         q, k = self.rotary.apply(q, cos, sin), self.rotary.apply(k, cos, sin)
         kv.write(self.layer, batch.slots, k, v.view(T, -1, D))
         o = attend_paged(q, kv, self.layer, batch, D**-0.5)
-        o = o.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1))
+        o = sigmoid_mul(o.reshape(T, -1), gate.reshape(T, -1))
         return linear(o, self.wo, self.bo)

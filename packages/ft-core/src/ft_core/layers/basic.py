@@ -1,4 +1,4 @@
-"""RMSNorm and the dense SwiGLU MLP."""
+"""RMSNorm, the elementwise gates (silu(g) * u, a * sigmoid(g)) and the dense SwiGLU MLP."""
 
 from __future__ import annotations
 
@@ -21,6 +21,26 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return w * y.to(x.dtype)
 
 
+def _cpu_bf16(*ts: torch.Tensor) -> bool:
+    return all(t.device.type == "cpu" and t.dtype == torch.bfloat16 for t in ts)
+
+
+def silu_mul(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """silu(g) * u in g's dtype; bf16 on the CPU in one C++ pass (``ft_kernels.silu_mul``, the same two
+    roundings; the decode plans call it too)."""
+    if _cpu_bf16(g, u) and g.shape == u.shape:
+        return ft_kernels.silu_mul(g.contiguous(), u.contiguous())
+    return F.silu(g) * u
+
+
+def sigmoid_mul(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """a [T, C] * sigmoid(g) with g [T, C] or [T, 1], in a's dtype; bf16 on the CPU in one C++ pass
+    (``ft_kernels.sigmoid_mul``, as ``silu_mul``)."""
+    if _cpu_bf16(a, g) and a.dim() == 2 and g.shape in (a.shape, (a.shape[0], 1)):
+        return ft_kernels.sigmoid_mul(a.contiguous(), g.contiguous())
+    return a * torch.sigmoid(g)
+
+
 class DenseMLP:
     """down(silu(gate(x)) * up(x)); weights [I, H], [I, H], [H, I]."""
 
@@ -30,4 +50,4 @@ class DenseMLP:
         self.down, _ = r.linear(f"{prefix}.down_proj", hidden, inter)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(F.silu(linear(x, self.gate)) * linear(x, self.up), self.down)
+        return linear(silu_mul(linear(x, self.gate), linear(x, self.up)), self.down)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ft_core.experts import ExpertBackend, ExpertBank
-from ft_core.layers.basic import DenseMLP
+from ft_core.layers.basic import DenseMLP, sigmoid_mul
 from ft_core.layers.dense import linear
 from ft_core.layers.router import Router
 from ft_core.model_config import ModelConfig
@@ -56,6 +56,6 @@ class MoELayer:
         if self.shared is not None:
             s = self.shared(x)
             if self.shared_gate is not None:
-                s = torch.sigmoid(linear(x, self.shared_gate)) * s
+                s = sigmoid_mul(s, linear(x, self.shared_gate))
             y = y + s
         return y

@@ -6,13 +6,17 @@ Legend: D = normalised dim.
 
 from __future__ import annotations
 
+import ft_kernels
 import torch
 import torch.nn.functional as F
 
 
 def offset_rms_norm(x: torch.Tensor, w1: torch.Tensor, eps: float) -> torch.Tensor:
     """x [..., D] normalised in float32 and scaled by ``w1`` = 1 + w [D] (float32, precomputed at load);
-    result in x's dtype (the product is rounded once, as the reference does)."""
+    result in x's dtype (the product is rounded once, as the reference does). bf16 on the CPU: one C++ pass
+    (``ft_kernels.rms_norm`` with a float32 weight; the decode plans call it too)."""
+    if x.dtype == torch.bfloat16 and x.device.type == "cpu" and w1.dtype == torch.float32:
+        return ft_kernels.rms_norm(x.contiguous(), w1.contiguous(), eps)
     return (F.rms_norm(x.float(), (x.shape[-1],), None, eps) * w1).to(x.dtype)
 
 

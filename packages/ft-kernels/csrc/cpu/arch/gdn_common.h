@@ -1,12 +1,11 @@
 // The task of gdn_decode (cpu/gdn_decode.h) in plain loops, compiled once per ISA file with that file's flags
-// (the compiler vectorises the channel- and Dv-wide loops, SiLU's exp included: attn_common.h's branch-free
-// exp_neg). Internal to the arch/ files; in an anonymous namespace, so no ISA file's build of a template leaks
-// into another's symbols.
+// (the compiler vectorises the channel- and Dv-wide loops, SiLU's exp included: sigmoid.h). Internal to the
+// arch/ files; in an anonymous namespace, so no ISA file's build of a template leaks into another's symbols.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/arch/attn_common.h"  // exp_neg
+#include "cpu/arch/sigmoid.h"
 #include "cpu/formats.h"
 #include "cpu/gdn_decode.h"
 
@@ -28,12 +27,6 @@ inline float rnd(float x) {  // rounding to the activation dtype
     return bf16_to_f32(f32_to_bf16(x));
   else
     return x;
-}
-
-// x sigmoid(x) with e = e^-|x| in (0, 1]: sigmoid = 1 / (1 + e) for x >= 0, e / (1 + e) below (no overflow).
-inline float silu(float x) {
-  const float e = exp_neg(-std::fabs(x)), s = 1.f / (1.f + e);
-  return x * (x >= 0.f ? s : e * s);
 }
 
 // Conv + SiLU of n channels from c0 of sequence b into y[n] (fp32 of act values): the sums first (Kc = 4, the
@@ -82,7 +75,7 @@ void head(const GdnDecode& p, int64_t b, int64_t h, float* scratch) {
   l2(q, Dk, 1.f / std::sqrt(static_cast<float>(Dk)));
   l2(k, Dk, 1.f);
   const int64_t zb = b * P + C + h * Dv, bb = b * P + C + p.Hv * Dv + h, ab = bb + p.Hv;
-  const float beta = rnd<BF16>(1.f / (1.f + std::exp(-ld<BF16>(p.proj, bb))));
+  const float beta = rnd<BF16>(sigmoid(ld<BF16>(p.proj, bb)));
   const float x = ld<BF16>(p.proj, ab) + p.dt_bias[h];
   const float decay = std::exp(p.neg_A[h] * (x > 20.f ? x : std::log1p(std::exp(x))));
   float* __restrict S = p.state + (p.slots[b] * p.Hv + h) * Dk * Dv;

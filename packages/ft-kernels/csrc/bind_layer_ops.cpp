@@ -1,8 +1,9 @@
-// ft_kernels._C.gdn_decode: the Gated DeltaNet decode core (cpu/gdn_decode.h), every argument checked and
-// named before the kernel runs.
+// The nanobind functions of a decode step's layer pieces beyond the projections: gdn_decode (the Gated
+// DeltaNet core, cpu/gdn_decode.h) and the gates (cpu/gates.h); every argument checked and named first.
 #include <string>
 
 #include "bind_common.h"
+#include "cpu/gates.h"
 #include "cpu/gdn_decode.h"
 
 using namespace ft_bind;
@@ -48,9 +49,39 @@ void gdn_decode(Arr proj, Arr conv_w, Arr conv_state, Arr state, Arr slots, Arr 
   }
 }
 
+bool act_dtype(const Arr& a) {  // true: bfloat16, false: float32; else refused
+  const bool b = is_dtype(a, nb::dlpack::dtype_code::Bfloat, 16);
+  expect(b || a.dtype() == nb::dtype<float>(), "tensors must be float32 or bfloat16");
+  return b;
+}
+
+void sigmoid_mul(Arr a, Arr g, Arr y) {
+  const bool bf = act_dtype(a);
+  expect(a.ndim() == 2, "a must be [T, C], got " + shape_of(a));
+  const int64_t T = a.shape(0), C = a.shape(1);
+  expect(g.ndim() == 2 && int64_t(g.shape(0)) == T && (int64_t(g.shape(1)) == C || g.shape(1) == 1) &&
+             g.dtype() == a.dtype(),
+         "g must be [T, C] or [T, 1] in a's dtype, got " + shape_of(g));
+  expect(y.ndim() == 2 && y.dtype() == a.dtype() && y.size() == a.size(), "y must be shaped and typed like a");
+  nb::gil_scoped_release release;
+  ft::sigmoid_mul(a.data(), g.data(), bf, T, C, g.shape(1), y.data());
+}
+
+void silu_mul(Arr g, Arr u, Arr y) {
+  const bool bf = act_dtype(g);
+  expect(u.dtype() == g.dtype() && u.size() == g.size() && y.dtype() == g.dtype() && y.size() == g.size(),
+         "g, u and y must have one dtype and size, got " + shape_of(g) + ", " + shape_of(u) + ", " + shape_of(y));
+  nb::gil_scoped_release release;
+  ft::silu_mul(g.data(), u.data(), bf, static_cast<int64_t>(g.size()), y.data());
+}
+
 }  // namespace
 
-void bind_gdn(nb::module_& m) {
+void bind_layer_ops(nb::module_& m) {
+  m.def("sigmoid_mul", &sigmoid_mul, nb::arg("a"), nb::arg("g"), nb::arg("y"),
+        "y = a * sigmoid(g) (g per element or per row), rounded as torch's two ops. GIL released.");
+  m.def("silu_mul", &silu_mul, nb::arg("g"), nb::arg("u"), nb::arg("y"),
+        "y = silu(g) * u, rounded as torch's two ops. GIL released.");
   m.def("gdn_decode", &gdn_decode, nb::arg("proj"), nb::arg("conv_w"), nb::arg("conv_state"), nb::arg("state"),
         nb::arg("slots"), nb::arg("neg_A"), nb::arg("dt_bias"), nb::arg("norm_w"), nb::arg("eps"), nb::arg("Hk"),
         nb::arg("out"),
