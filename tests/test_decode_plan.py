@@ -17,9 +17,10 @@ from engine_spy import sampled_logits
 
 from ft_core import Engine, SamplingParams
 
-# Architectures whose decoder layers the plan covers (GQA over paged KV, routed experts, no shared experts):
+# Architectures whose decoder layers the plan covers (GQA over paged KV, or the Qwen3-Next family's gated
+# attention and Gated DeltaNet layers with (1 + w) norms; routed experts, with or without a shared expert):
 # every MoE layer, or (GPT-OSS) the full-attention ones -- its windowed layers keep their window as state.
-ALL_PLANNED = {"qwen3_moe", "mixtral", "olmoe"}
+ALL_PLANNED = {"qwen3_moe", "mixtral", "olmoe", "qwen2_moe", "qwen3_next", "qwen3_5_moe"}
 SOME_PLANNED = {"gpt_oss"}
 CASES = [(a, None) for a in tiny_checkpoints.ARCHS + tiny_checkpoints.HYBRID_ARCHS] + [
     ("qwen3_moe", "fp8"),

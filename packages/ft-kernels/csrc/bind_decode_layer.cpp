@@ -19,22 +19,93 @@ const auto kBf16 = nb::dlpack::dtype_code::Bfloat;
 
 class DecodeLayerPlan {
  public:
+  // ln1, ln2 [H]: bf16, or float32 (1 + w) for the (1 + w) norms (both alike).
   DecodeLayerPlan(int64_t H, int64_t N, int64_t K, int64_t D, float eps, Arr ln1, Arr ln2) {
     expect(H > 0 && N > 0 && K > 0 && D > 0 && N % K == 0, "H, N, K, D must be > 0 with N a multiple of K");
     L_.H = H, L_.N = N, L_.K = K, L_.D = D, L_.eps = eps;
-    L_.ln1 = vec_bf16("ln1", ln1, H);
-    L_.ln2 = vec_bf16("ln2", ln2, H);
+    if (ln1.dtype() == nb::dtype<float>()) {
+      L_.ln1_f32 = vec_f32("ln1", ln1, H);
+      L_.ln2_f32 = vec_f32("ln2", ln2, H);
+    } else {
+      L_.ln1 = vec_bf16("ln1", ln1, H);
+      L_.ln2 = vec_bf16("ln2", ln2, H);
+    }
+  }
+
+  // One part of a projection given in parts ("attn": the gated attention's or GDN's in-projection;
+  // "shared_gate_up": the shared expert's gate then up rows), appended in order.
+  void add_part(const std::string& which, int fmt, Arr q, OptArr scale, OptArr zero, int group, float gscale,
+                int64_t cols, bool act_int8) {
+    std::vector<ft::DenseRef>* v = which == "attn" ? &L_.parts : which == "shared_gate_up" ? &L_.shared.gate_up : nullptr;
+    expect(v != nullptr, "add_part: which must be attn or shared_gate_up, got " + which);
+    ft::ExpertBankRef b = bank(which, fmt, q, scale, zero, group, gscale, cols, std::nullopt);
+    expect(b.n_experts == 1 && cols == L_.H, which + " parts must be one matrix [1, rows, row bytes] of H=" +
+                                                 std::to_string(L_.H) + " columns, got " + shape_of(q));
+    ft::DenseRef d;
+    d.w = b.mat;
+    d.act_int8 = act_int8;
+    v->push_back(d);
+    keep(q), keep(scale), keep(zero);
+  }
+
+  // Gated attention (Qwen3-Next family): (1 + w) norms of q and k [D] float32.
+  void set_gated(Arr q_norm, Arr k_norm, bool interleaved, float scale) {
+    L_.attn = ft::AttnKind::GATED;
+    L_.q_norm_f32 = vec_f32("q_norm", q_norm, L_.D);
+    L_.k_norm_f32 = vec_f32("k_norm", k_norm, L_.D);
+    L_.rope_interleaved = interleaved, L_.attn_scale = scale;
+    set_ |= 8;
+  }
+
+  // A Gated DeltaNet layer's own weights (cpu/gdn_decode.h); out_order [Hv Dv] int64 or None.
+  void set_gdn(int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, Arr conv_w, Arr neg_A, Arr dt_bias, Arr norm_w,
+               OptArr out_order) {
+    expect(Hk > 0 && Hv > 0 && Hv % Hk == 0 && Dk > 0 && Dv > 0, "Hk, Hv, Dk, Dv must be > 0 with Hv a multiple of Hk");
+    const int64_t C = 2 * Hk * Dk + Hv * Dv;
+    expect(conv_w.ndim() == 2 && int64_t(conv_w.shape(0)) == C && conv_w.shape(1) >= 1 && is_dtype(conv_w, kBf16, 16),
+           "conv_w must be bfloat16 [C=" + std::to_string(C) + ", Kc], got " + shape_of(conv_w));
+    ft::GdnWeights& g = L_.gdn;
+    g.Hk = Hk, g.Hv = Hv, g.Dk = Dk, g.Dv = Dv, g.Kc = conv_w.shape(1);
+    g.conv_w = static_cast<const uint16_t*>(conv_w.data());
+    g.neg_A = vec_f32("neg_A", neg_A, Hv);
+    g.dt_bias = vec_f32("dt_bias", dt_bias, Hv);
+    g.norm_w = vec_bf16("norm_w", norm_w, Dv);
+    g.out_order = nullptr;
+    if (out_order) {
+      expect(out_order->ndim() == 1 && int64_t(out_order->shape(0)) == Hv * Dv && out_order->dtype() == nb::dtype<int64_t>(),
+             "out_order must be int64 [Hv Dv=" + std::to_string(Hv * Dv) + "], got " + shape_of(*out_order));
+      const int64_t* o = static_cast<const int64_t*>(out_order->data());
+      for (int64_t i = 0; i < Hv * Dv; ++i) expect(o[i] >= 0 && o[i] < Hv * Dv, "out_order holds an index outside [0, Hv Dv)");
+      g.out_order = o;
+    }
+    keep(conv_w), keep(out_order);
+    L_.attn = ft::AttnKind::GDN;
+    set_ |= 8;
+  }
+
+  // The shared expert beside the routed ones: intermediate I; gated: times sigmoid(shared_gate x).
+  void set_shared(int64_t I, bool gated) {
+    expect(I > 0, "the shared expert's I must be > 0");
+    L_.has_shared = true, L_.shared.I = I, L_.shared.gated = gated;
   }
 
   // One dense projection ("qkv", "o" or "router") in any kernel format; bias float32 [rows] or None.
   void set_dense(const std::string& which, int fmt, Arr q, OptArr scale, OptArr zero, int group, float gscale,
                  int64_t cols, OptArr bias, bool act_int8) {
-    ft::DenseRef* d = which == "qkv" ? &L_.qkv : which == "o" ? &L_.o : which == "router" ? &L_.router : nullptr;
-    expect(d != nullptr, "set_dense: which must be qkv, o or router, got " + which);
+    ft::DenseRef* d = which == "qkv"            ? &L_.qkv
+                      : which == "o"            ? &L_.o
+                      : which == "router"       ? &L_.router
+                      : which == "shared_down"  ? &L_.shared.down
+                      : which == "shared_gate"  ? &L_.shared.gate_w
+                                                : nullptr;
+    expect(d != nullptr, "set_dense: which must be qkv, o, router, shared_down or shared_gate, got " + which);
     ft::ExpertBankRef b = bank(which, fmt, q, scale, zero, group, gscale, cols, std::nullopt);
     expect(b.n_experts == 1, which + "_q must hold one matrix [1, rows, row bytes], got " + shape_of(q));
-    const int64_t rows = which == "qkv" ? (L_.N + 2 * L_.K) * L_.D : which == "o" ? L_.H : b.mat.rows;
-    const int64_t want_cols = which == "o" ? L_.N * L_.D : L_.H;
+    // o's columns (N D, or Hv Dv for GDN) and the shared expert's sizes are checked where the layer runs
+    const bool free_cols = which == "o" || which == "shared_down";
+    const int64_t rows = which == "qkv" ? (L_.N + 2 * L_.K) * L_.D : which == "o" || which == "shared_down" ? L_.H
+                       : which == "shared_gate" ? 1 : b.mat.rows;
+    const int64_t want_cols = free_cols ? cols : L_.H;
     expect(b.mat.rows == rows && cols == want_cols, which + " must be [" + (which == "router" ? "E" : std::to_string(rows)) +
                                                         ", " + std::to_string(want_cols) + "], got [" +
                                                         std::to_string(b.mat.rows) + ", " + std::to_string(cols) + "]");
@@ -47,7 +118,7 @@ class DecodeLayerPlan {
       d->bias = static_cast<const float*>(bias->data());
     }
     keep(q), keep(scale), keep(zero), keep(bias);
-    set_ |= which == "qkv" ? 1 : which == "o" ? 2 : 4;
+    set_ |= which == "qkv" ? 1 : which == "o" ? 2 : which == "router" ? 4 : 0;
   }
 
   void set_attention(int qk_norm, OptArr q_norm, OptArr k_norm, bool interleaved, float scale, int64_t window,
@@ -88,14 +159,19 @@ class DecodeLayerPlan {
     set_ |= 16;
   }
 
-  void run(Arr x, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx, Arr slots, Arr cos, Arr sin, OptArr eid_out) {
-    expect(set_ == 31, "the plan is incomplete: set_dense(qkv, o, router), set_attention and set_experts first");
+  void run(Arr x, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx, Arr slots, Arr cos, Arr sin, OptArr eid_out,
+           OptArr conv_state, OptArr state, OptArr state_slots) {
+    const int need = L_.attn == ft::AttnKind::GQA ? 31 : 30;  // GATED / GDN: no qkv (their parts instead)
+    expect((set_ & need) == need && (L_.attn == ft::AttnKind::GQA || !L_.parts.empty()),
+           "the plan is incomplete: set_dense(qkv or parts, o, router), the attention and set_experts first");
+    expect(!L_.has_shared || (!L_.shared.gate_up.empty() && L_.shared.down.w.q && (!L_.shared.gated || L_.shared.gate_w.w.q)),
+           "the plan's shared expert is incomplete: its gate_up parts, shared_down (and shared_gate) first");
     const int64_t H = L_.H, K = L_.K, D = L_.D;
     expect(x.ndim() == 2 && is_dtype(x, kBf16, 16) && int64_t(x.shape(1)) == H,
            "x must be bfloat16 [T, H=" + std::to_string(H) + "], got " + shape_of(x));
     const int64_t T = x.shape(0);
     for (const auto& [p, name] : {std::pair{&k_pool, "k_pool"}, std::pair{&v_pool, "v_pool"}})
-      expect(p->ndim() == 4 && is_dtype(*p, kBf16, 16) && int64_t(p->shape(2)) == K && int64_t(p->shape(3)) == D &&
+      expect(L_.attn == ft::AttnKind::GDN || p->ndim() == 4 && is_dtype(*p, kBf16, 16) && int64_t(p->shape(2)) == K && int64_t(p->shape(3)) == D &&
                  p->shape(0) == k_pool.shape(0) && p->shape(1) == k_pool.shape(1),
              std::string(name) + " must be bfloat16 [P, S, K=" + std::to_string(K) + ", D=" + std::to_string(D) +
                  "] like k_pool, got " + shape_of(*p));
@@ -116,7 +192,8 @@ class DecodeLayerPlan {
     s.T = T;
     s.k_pool = static_cast<uint16_t*>(k_pool.data());
     s.v_pool = static_cast<uint16_t*>(v_pool.data());
-    s.P = k_pool.shape(0), s.S = k_pool.shape(1), s.pmax = page_table.shape(1);
+    s.P = k_pool.ndim() == 4 ? k_pool.shape(0) : 0, s.S = k_pool.ndim() == 4 ? k_pool.shape(1) : 0;
+    s.pmax = page_table.shape(1);
     s.page_table = static_cast<const int64_t*>(page_table.data());
     s.ctx = static_cast<const int64_t*>(ctx.data());
     s.slots = static_cast<const int64_t*>(slots.data());
@@ -124,6 +201,24 @@ class DecodeLayerPlan {
     s.sin = static_cast<const float*>(sin.data());
     s.R = 2 * int64_t(cos.shape(1));
     s.eid_out = eid_out ? static_cast<int32_t*>(eid_out->data()) : nullptr;
+    if (L_.attn == ft::AttnKind::GDN) {
+      const ft::GdnWeights& g = L_.gdn;
+      const int64_t C = 2 * g.Hk * g.Dk + g.Hv * g.Dv;
+      expect(conv_state && state && state_slots, "a GDN layer's plan needs conv_state, state and state_slots");
+      expect(conv_state->ndim() == 3 && is_dtype(*conv_state, kBf16, 16) && int64_t(conv_state->shape(1)) == C &&
+                 int64_t(conv_state->shape(2)) == g.Kc - 1,
+             "conv_state must be bfloat16 [Ns, C, Kc-1], got " + shape_of(*conv_state));
+      const int64_t Ns = conv_state->shape(0);
+      expect(state->ndim() == 4 && state->dtype() == nb::dtype<float>() && int64_t(state->shape(0)) == Ns &&
+                 int64_t(state->shape(1)) == g.Hv && int64_t(state->shape(2)) == g.Dk && int64_t(state->shape(3)) == g.Dv,
+             "state must be float32 [Ns, Hv, Dk, Dv] like conv_state, got " + shape_of(*state));
+      expect(state_slots->ndim() == 1 && int64_t(state_slots->shape(0)) == T && state_slots->dtype() == nb::dtype<int64_t>(),
+             "state_slots must be int64 [T=" + std::to_string(T) + "], got " + shape_of(*state_slots));
+      s.conv_state = static_cast<uint16_t*>(conv_state->data());
+      s.state = static_cast<float*>(state->data());
+      s.state_slots = static_cast<const int64_t*>(state_slots->data());
+      s.Ns = Ns;
+    }
     std::string err;
     {
       nb::gil_scoped_release release;
@@ -142,6 +237,12 @@ class DecodeLayerPlan {
            name + " must be bfloat16 [" + std::to_string(n) + "], got " + shape_of(a));
     keep(a);
     return static_cast<const uint16_t*>(a.data());
+  }
+  const float* vec_f32(const std::string& name, const Arr& a, int64_t n) {
+    expect(a.ndim() == 1 && int64_t(a.shape(0)) == n && a.dtype() == nb::dtype<float>(),
+           name + " must be float32 [" + std::to_string(n) + "], got " + shape_of(a));
+    keep(a);
+    return static_cast<const float*>(a.data());
   }
   void keep(const Arr& a) { kept_.push_back(a); }
   void keep(const OptArr& a) {
@@ -173,8 +274,18 @@ void bind_decode_layer(nb::module_& m) {
            nb::arg("w2_fmt"), nb::arg("w2_q"), nb::arg("w2_scale").none(), nb::arg("w2_zero").none(),
            nb::arg("w2_group"), nb::arg("w2_gscale"), nb::arg("w2_bias").none(), nb::arg("act"), nb::arg("alpha"),
            nb::arg("limit"), nb::arg("act_int8"))
+      .def("add_part", &DecodeLayerPlan::add_part, nb::arg("which"), nb::arg("fmt"), nb::arg("q"),
+           nb::arg("scale").none(), nb::arg("zero").none(), nb::arg("group"), nb::arg("gscale"), nb::arg("cols"),
+           nb::arg("act_int8"))
+      .def("set_gated", &DecodeLayerPlan::set_gated, nb::arg("q_norm"), nb::arg("k_norm"), nb::arg("interleaved"),
+           nb::arg("scale"))
+      .def("set_gdn", &DecodeLayerPlan::set_gdn, nb::arg("Hk"), nb::arg("Hv"), nb::arg("Dk"), nb::arg("Dv"),
+           nb::arg("conv_w"), nb::arg("neg_A"), nb::arg("dt_bias"), nb::arg("norm_w"), nb::arg("out_order").none())
+      .def("set_shared", &DecodeLayerPlan::set_shared, nb::arg("I"), nb::arg("gated"))
       .def("run", &DecodeLayerPlan::run, nb::arg("x"), nb::arg("k_pool"), nb::arg("v_pool"), nb::arg("page_table"),
            nb::arg("ctx_lens"), nb::arg("slots"), nb::arg("cos"), nb::arg("sin"), nb::arg("eid_out").none() = nb::none(),
+           nb::arg("conv_state").none() = nb::none(), nb::arg("state").none() = nb::none(),
+           nb::arg("state_slots").none() = nb::none(),
            "x [T, H] bf16 <- the layer applied (in place); the new keys and values written at slots; the routed "
            "experts into eid_out if given. GIL released.");
 }

@@ -45,6 +45,14 @@ def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
 class DecodeLayer:
     """x <- x + o(attn(rope(qk_norm(split(qkv(norm1(x))))))); x <- x + experts(norm2(x)) for T decode tokens.
 
+    ``attn`` picks the attention half: "gqa" (above), "gated" (the Qwen3-Next family's full attention: ``parts``
+    give per head D query and D gate rows, then k, then v; q_norm / k_norm [D] float32 (1 + w) per head;
+    o(attn * sigmoid(gate))) or "gdn" (a Gated DeltaNet layer: ``parts`` give the in-projection, ``gdn`` its own
+    weights -- k_heads, v_heads, k_dim, v_dim, conv_w [C, Kc] bf16, neg_A, dt_bias [Hv] float32, norm_w [Dv]
+    bf16, out_order [Hv Dv] int64 or None -- and o is the out-projection); ``shared`` adds a shared expert
+    (gate_up: its gate then up rows in one or two matrices; down; gate [1, H] or None). float32 ln1 / ln2 are
+    (1 + w) norms, rounded once.
+
     Weights: ln1, ln2 [H]; qkv [(N + 2K) D, H] (q rows, then k, then v) and o [H, N D] as ExpertWeights of one
     matrix in any kernel format or bf16/f16 tensors; router [E, H] likewise; biases [rows] (fp32 in the kernel);
     qk_norm "none", "head" (q_norm, k_norm [D]) or "full" ([N D], [K D]); sinks [N]; the routed experts as the
@@ -86,6 +94,11 @@ class DecodeLayer:
         qkv_int8: bool = False,
         o_int8: bool = False,
         experts_int8: bool = False,
+        attn: str = "gqa",
+        parts: list | None = None,
+        parts_int8: bool = False,
+        gdn: dict | None = None,
+        shared: dict | None = None,
     ):
         for name, v, table in (
             ("qk_norm", qk_norm, QK_NORMS),
@@ -94,12 +107,26 @@ class DecodeLayer:
         ):
             if v not in table:
                 raise ValueError(f"{name} must be one of {', '.join(table)}, got {v!r}")
-        p = self._plan = _C.DecodeLayerPlan(H, N, K, D, float(eps), _a(_bf16(ln1)), _a(_bf16(ln2)))
-        for which, w, b, i8 in (
-            ("qkv", qkv, qkv_bias, qkv_int8),
-            ("o", o, o_bias, o_int8),
-            ("router", router, router_bias, False),
-        ):
+        if attn not in ("gqa", "gated", "gdn"):
+            raise ValueError(f"attn must be one of gqa, gated, gdn, got {attn!r}")
+        norm = _f32 if ln1.dtype == torch.float32 else _bf16
+        p = self._plan = _C.DecodeLayerPlan(H, N, K, D, float(eps), _a(norm(ln1)), _a(norm(ln2)))
+        self._gdn = attn == "gdn"
+        dense = [("o", o, o_bias, o_int8), ("router", router, router_bias, False)]
+        if attn == "gqa":
+            dense.insert(0, ("qkv", qkv, qkv_bias, qkv_int8))
+        for which, w in [("attn", w) for w in (parts or [])] + [
+            ("shared_gate_up", w) for w in (shared or {}).get("gate_up", [])
+        ]:
+            m = _matrix(which, w)
+            p.add_part(which, FORMATS[m.fmt], _a(m.q), _a(m.scale), _a(m.zero), m.group,
+                       m.global_scale, m.cols, bool(parts_int8 and which == "attn"))  # fmt: skip
+        if shared is not None:
+            dense += [("shared_down", shared["down"], None, False)]
+            if shared.get("gate") is not None:
+                dense += [("shared_gate", shared["gate"], None, False)]
+            p.set_shared(int(shared["I"]), shared.get("gate") is not None)
+        for which, w, b, i8 in dense:
             m = _matrix(which, w)
             p.set_dense(
                 which,
@@ -113,6 +140,21 @@ class DecodeLayer:
                 _a(_f32(b)),
                 bool(i8),
             )
+        if attn == "gated":
+            p.set_gated(
+                _a(_f32(q_norm)), _a(_f32(k_norm)), bool(rope_interleaved), float(attn_scale)
+            )
+        elif attn == "gdn":
+            g = gdn
+            p.set_gdn(int(g["k_heads"]), int(g["v_heads"]), int(g["k_dim"]), int(g["v_dim"]),
+                      _a(_bf16(g["conv_w"])), _a(_f32(g["neg_A"])), _a(_f32(g["dt_bias"])),
+                      _a(_bf16(g["norm_w"])), _a(None if g.get("out_order") is None else g["out_order"].long().contiguous()))  # fmt: skip
+        else:
+            self._set_gqa(p, qk_norm, q_norm, k_norm, rope_interleaved, attn_scale, window, sinks)
+        self._set_experts(p, w13, w2, top_k, route, renorm, base, act, alpha, limit, experts_int8)
+
+    @staticmethod
+    def _set_gqa(p, qk_norm, q_norm, k_norm, rope_interleaved, attn_scale, window, sinks):
         p.set_attention(
             QK_NORMS[qk_norm],
             _a(_bf16(q_norm)),
@@ -122,6 +164,9 @@ class DecodeLayer:
             int(window),
             _a(_f32(sinks)),
         )
+
+    @staticmethod
+    def _set_experts(p, w13, w2, top_k, route, renorm, base, act, alpha, limit, experts_int8):
         for name, w in (("w13", w13), ("w2", w2)):
             if w.fmt not in FORMATS:
                 raise ValueError(f"{name}.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
@@ -161,11 +206,16 @@ class DecodeLayer:
         cos: torch.Tensor,
         sin: torch.Tensor,
         eid_out: torch.Tensor | None = None,
+        conv_state: torch.Tensor | None = None,
+        state: torch.Tensor | None = None,
+        state_slots: torch.Tensor | None = None,
     ) -> None:
         """x [T, H] bfloat16, updated in place; k_pool, v_pool [P, S, K, D] bfloat16 (each token's new key and value
         written at its flat row ``slots`` [T] int64 = page * S + offset); page_table [T, Pmax] and ctx_lens [T] int64
         as ``decode_attention`` takes them (the new token included); cos, sin [T, R/2] float32 (``rope``); eid_out
-        [T, top_k] int32, if given, receives the routed experts (base + expert, as ``route_topk`` picks them)."""
+        [T, top_k] int32, if given, receives the routed experts (base + expert, as ``route_topk`` picks them).
+        A "gdn" layer takes its state pools conv_state [Ns, C, Kc-1] bf16 and state [Ns, Hv, Dk, Dv] float32
+        (advanced in place) and each token's slot in them, state_slots [T] int64; its KV arguments are unused."""
         self._plan.run(
             _a(x),
             _a(k_pool),
@@ -176,4 +226,7 @@ class DecodeLayer:
             _a(cos),
             _a(sin),
             _a(eid_out),
+            _a(conv_state),
+            _a(state),
+            _a(state_slots),
         )

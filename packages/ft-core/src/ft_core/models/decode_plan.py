@@ -1,7 +1,8 @@
 """Decoder layers of a decode step as one C++ call each (``ft_kernels.DecodeLayer``): for the common layer
 (GQA over paged KV, routed experts on the CPU kernels, bf16 activations) the ~20 Python-level ops of
 ``GQAttention`` + ``MoELayer`` cost ~0.25 ms a layer -- 10-30 % of a 4-bit Qwen3-30B-A3B layer's weight
-reads. The plan runs the same kernels in the same order with the same roundings, so a step's result is the
+reads. The Qwen3-Next family's layers (gated attention or Gated DeltaNet, (1 + w) norms, a shared expert) get
+one too. The plan runs the same kernels in the same order with the same roundings, so a step's result is the
 layer-by-layer path's bit for bit (tests/test_decode_plan.py); any other layer keeps that path.
 
 Legend: T = tokens (one per sequence), H = hidden.
@@ -12,9 +13,13 @@ from __future__ import annotations
 import ft_kernels
 import torch
 
+from ft_core.layers import gated_delta
+from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
+from ft_core.layers.basic import DenseMLP
 from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.dense import KERNEL_MAX_TOKENS, QuantDense
+from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
 from ft_core.experts.backends import GEMM_MIN_ROUTES, CpuKernelBackend
 from ft_core.model_config import ModelConfig
@@ -35,42 +40,102 @@ def _dense(w) -> tuple[object, bool] | None:
     return None
 
 
+def _parts(w) -> list | None:
+    """A projection kept whole or in parts (a GGUF's stored bits: keep_native) as the plan's list of parts."""
+    parts = [_dense(p) for p in (w if isinstance(w, list) else [w])]
+    if any(p is None or p[1] for p in parts):  # int8 activations on a part: not planned
+        return None
+    return [p[0] for p in parts]
+
+
+def _attn_kwargs(cfg: ModelConfig, attn) -> dict | None:
+    """The DecodeLayer arguments of the attention half, or None where the plan does not cover it."""
+    if type(attn) is GQAttention and attn.state_index is None:
+        if cfg.clip_qkv is not None or cfg.norm_offset:
+            return None
+        qkv, o = _dense(attn.wqkv), _dense(attn.wo)
+        if None in (qkv, o):
+            return None
+        if cfg.qk_norm is not None and attn.q_norm.dtype != torch.bfloat16:
+            return None
+        bias = lambda b: None if b is None else b.float()  # noqa: E731  (linear() passes b.float())
+        return dict(
+            qkv=qkv[0], o=o[0], attn_scale=cfg.attn_scale, qkv_bias=bias(attn.bqkv),
+            o_bias=bias(attn.bo), qk_norm=cfg.qk_norm or "none", q_norm=attn.q_norm,
+            k_norm=attn.k_norm, rope_interleaved=attn.rotary.cfg.interleaved,
+            window=attn.window or 0, sinks=attn.sinks, qkv_int8=qkv[1], o_int8=o[1],
+        )  # fmt: skip
+    if type(attn) is GatedAttention:
+        parts, o = _parts(attn.wqkv), _dense(attn.wo)
+        if parts is None or o is None or o[1] or attn.bqkv is not None or attn.bo is not None:
+            return None
+        return dict(
+            attn="gated", parts=parts, o=o[0], attn_scale=cfg.head_dim**-0.5, q_norm=attn.q_norm,
+            k_norm=attn.k_norm, rope_interleaved=attn.rotary.cfg.interleaved,
+        )  # fmt: skip
+    if type(attn) is GatedDeltaNet:
+        parts, o, lin = _parts(attn.w_in), _dense(attn.w_out), cfg.linear
+        if (
+            parts is None
+            or o is None
+            or o[1]
+            or attn.recurrent_rule is not gated_delta.recurrent_gated_delta_rule
+            or attn.conv_w.dtype != torch.bfloat16
+            or attn.norm.dtype != torch.bfloat16
+        ):
+            return None
+        gdn = dict(
+            k_heads=lin.k_heads, v_heads=lin.v_heads, k_dim=lin.k_dim, v_dim=lin.v_dim,
+            conv_w=attn.conv_w, neg_A=attn.neg_A, dt_bias=attn.dt_bias, norm_w=attn.norm,
+            out_order=attn.out_order,
+        )  # fmt: skip
+        return dict(attn="gdn", parts=parts, o=o[0], attn_scale=1.0, gdn=gdn)
+    return None
+
+
+def _shared(mlp: MoELayer) -> dict | None | bool:
+    """The shared expert as DecodeLayer's ``shared`` (None: the layer has none; False: not plannable)."""
+    if mlp.shared is None:
+        return None
+    e = mlp.shared
+    if type(e) is not DenseMLP:
+        return False
+    gate_up, down = _parts([e.gate, e.up]), _dense(e.down)
+    gate = None if mlp.shared_gate is None else _dense(mlp.shared_gate)
+    if gate_up is None or down is None or down[1] or (mlp.shared_gate is not None and gate is None):
+        return False
+    return dict(
+        gate_up=gate_up, down=down[0], gate=None if gate is None else gate[0], I=e.down.shape[1]
+    )
+
+
 def layer_plan(
     cfg: ModelConfig, ln1: torch.Tensor, attn, ln2: torch.Tensor, mlp
 ) -> ft_kernels.DecodeLayer | None:
-    """``ft_kernels.DecodeLayer`` for one decoder layer, or None where the plan does not cover it: attention that
-    is not GQA over paged KV (MLA, gated, linear, windows kept as state), clip_qkv, (1 + w) norms, a dense MLP,
-    shared experts, grouped sigmoid routers, an expert backend other than the CPU kernels (the device cache),
-    weights outside bf16 / the kernel formats."""
-    if (
-        type(attn) is not GQAttention
-        or attn.state_index is not None
-        or not isinstance(mlp, MoELayer)
-    ):
-        return None
-    if cfg.clip_qkv is not None or cfg.norm_offset or mlp.shared is not None:
+    """``ft_kernels.DecodeLayer`` for one decoder layer, or None where the plan does not cover it: MLA, windows
+    kept as state, clip_qkv, attention biases on the gated kind, flash-linear-attention's rule, a dense MLP,
+    grouped sigmoid routers, an expert backend other than the CPU kernels (the device cache), weights outside
+    bf16 / the kernel formats, int8 activations on a projection in parts."""
+    if not isinstance(mlp, MoELayer):
         return None
     m = mlp.router.m
     if m.router not in ("softmax", "topk_softmax") or type(mlp.backend) is not CpuKernelBackend:
         return None
     kw = mlp.bank.kernel_weights(mlp.base // mlp.bank.num_experts)
-    qkv, o, router = (
-        _dense(attn.wqkv),
-        _dense(attn.wo),
-        _dense(mlp.router.weight.to(torch.bfloat16)),
-    )
+    router = _dense(mlp.router.weight.to(torch.bfloat16))
+    attn_kw, shared = _attn_kwargs(cfg, attn), _shared(mlp)
+    norm_dtype = torch.float32 if cfg.norm_offset else torch.bfloat16
     if (
         kw is None
-        or None in (qkv, o, router)
-        or ln1.dtype != torch.bfloat16
-        or ln2.dtype != torch.bfloat16
+        or attn_kw is None
+        or router is None
+        or shared is False
+        or ln1.dtype != norm_dtype
+        or ln2.dtype != norm_dtype
     ):
         return None
-    if cfg.qk_norm is not None and attn.q_norm.dtype != torch.bfloat16:
-        return None
-    bias = lambda b: None if b is None else b.float()  # noqa: E731  (linear() passes b.float())
     router_bias = None if mlp.router.bias is None else mlp.router.bias.to(torch.bfloat16).float()
-    return ft_kernels.DecodeLayer(
+    plan = ft_kernels.DecodeLayer(
         cfg.hidden_size,
         cfg.num_heads,
         cfg.num_kv_heads,
@@ -78,32 +143,25 @@ def layer_plan(
         cfg.rms_eps,
         ln1,
         ln2,
-        qkv[0],
-        o[0],
+        attn_kw.pop("qkv", None),
+        attn_kw.pop("o"),
         router[0],
         kw[0],
         kw[1],
         top_k=m.top_k,
-        attn_scale=cfg.attn_scale,
-        qkv_bias=bias(attn.bqkv),
-        o_bias=bias(attn.bo),
         router_bias=router_bias,
-        qk_norm=cfg.qk_norm or "none",
-        q_norm=attn.q_norm,
-        k_norm=attn.k_norm,
-        rope_interleaved=attn.rotary.cfg.interleaved,
-        window=attn.window or 0,
-        sinks=attn.sinks,
         route=m.router,
         renorm=m.router == "softmax" and m.norm_topk_prob,
         base=mlp.base,
         act=mlp.bank.act,
         alpha=mlp.backend.alpha,
         limit=mlp.backend.limit,
-        qkv_int8=qkv[1],
-        o_int8=o[1],
         experts_int8=mlp.backend.int8,
+        shared=shared,
+        **attn_kw,
     )
+    plan.state_index = attn.index if type(attn) is GatedDeltaNet else None
+    return plan
 
 
 def plan_applies(batch: ForwardBatch, x: torch.Tensor, top_k: int) -> bool:
@@ -134,13 +192,28 @@ def run_planned(
     flat expert ids [T, k] as ``MoELayer`` records them); False (nothing done) when this layer's KV pools are
     not bf16 (the layer-by-layer path then runs it)."""
     kp, vp = kv.k[layer], kv.v[layer]
-    if kp.dtype != torch.bfloat16 or vp is None or vp.dtype != torch.bfloat16:
+    j, st = plan.state_index, batch.state
+    states = {}
+    if j is not None:  # a Gated DeltaNet layer: its state pools instead of KV
+        conv, rec = st.live.layer(j)
+        if conv.dtype != torch.bfloat16:
+            return False
+        slots = batch.memo.get("state_slots")
+        if slots is None:
+            slots = batch.memo["state_slots"] = torch.tensor(st.slots, dtype=torch.int64)
+        states = dict(conv_state=conv, state=rec, state_slots=slots)
+        vp = kp
+    elif kp.dtype != torch.bfloat16 or vp is None or vp.dtype != torch.bfloat16:
         return False
     ctx = batch.memo.get("ctx")
     if ctx is None:
         ctx = batch.memo["ctx"] = torch.tensor(batch.ctx_lens, dtype=torch.int64)
     eid = None if routing_log is None else torch.empty(x.shape[0], top_k, dtype=torch.int32)
-    plan(x, kp, vp, batch.page_table, ctx, batch.slots, cos_sin[0], cos_sin[1], eid)
+    plan(x, kp, vp, batch.page_table, ctx, batch.slots, cos_sin[0], cos_sin[1], eid, **states)
     if routing_log is not None:
         routing_log.append(eid.tolist())
+    if j is not None:  # the checkpoints asked for after this token (as GatedDeltaNet takes them)
+        for i, seq_snaps in enumerate(st.snaps or []):
+            for _, cslot in seq_snaps:
+                st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
     return True
