@@ -3,6 +3,8 @@ conventions (tests/tiny_gguf.py) give, in ft, the logits transformers gives in f
 weights dequantised from the GGUF's bits by llama.cpp's own ``gguf.quants.dequantize``; the tokenizer
 rebuilt from the GGUF gives the Hugging Face tokenizer's ids; bad files are refused by name."""
 
+import re
+
 import pytest
 import torch
 from bounds import assert_logits_close
@@ -68,6 +70,7 @@ def test_gguf_matches_transformers_on_the_dequantised_weights(
     attn = eng.model.layers[0][1]
     assert isinstance(attn.wqkv, QuantDense) == native and isinstance(attn.wo, QuantDense) == native
     assert isinstance(eng.model.lm_head, QuantDense) == native
+    assert isinstance(eng.model.embed, QuantDense) == native  # rows dequantised as looked up
     ref = load_reference(ref_dir)
     with torch.no_grad():
         want = ref(torch.tensor([IDS])).logits[0].float()
@@ -350,19 +353,25 @@ def test_gguf_bank_built_in_chunks_releases_the_files_pages(
 
 
 @pytest.mark.parametrize("dense", ["Q8_0", "Q4_K", "Q6_K"])
-def test_a_nan_scale_in_a_stored_lm_head_is_refused_by_name(hf, tmp_path, dense):
-    """The LM head kept in the file's bits (never dequantised whole) is still checked: a NaN f16 scale
-    in its first block is refused, naming the file and the tensor."""
+@pytest.mark.parametrize(
+    "gguf_name,name,attr",
+    [("output.weight", "lm_head", "lm_head"), ("token_embd.weight", "model.embed_tokens", "embed")],
+)
+def test_a_nan_scale_in_a_stored_matrix_is_refused_by_name(
+    hf, tmp_path, dense, gguf_name, name, attr
+):
+    """The LM head and the embedding kept in the file's bits (never dequantised whole) are still checked: a
+    NaN f16 scale in the first block is refused, naming the file and the tensor."""
     import gguf
 
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_0", dense)
-    t = next(t for t in gguf.GGUFReader(str(path)).tensors if t.name == "output.weight")
+    t = next(t for t in gguf.GGUFReader(str(path)).tensors if t.name == gguf_name)
     at = int(t.data_offset) + (208 if dense == "Q6_K" else 0)  # the block's f16 d
     bad = _bytes_damaged(
         path, tmp_path, "nan.gguf", lambda d: d.__setitem__(slice(at, at + 2), b"\x00\x7e")
     )
     with pytest.raises(
-        CheckpointError, match=r"nan\.gguf: tensor 'lm_head\.weight' holds 1 NaN/inf"
+        CheckpointError, match=rf"nan\.gguf: tensor '{re.escape(name)}\.weight' holds 1 NaN/inf"
     ):
         Engine.from_pretrained(bad)
-    assert isinstance(Engine.from_pretrained(path).model.lm_head, QuantDense)
+    assert isinstance(getattr(Engine.from_pretrained(path).model, attr), QuantDense)

@@ -252,9 +252,7 @@ class Engine:
         batch = self.scheduler.schedule()
         if batch is None:
             return []
-        with small_forward(
-            sum(batch.chunk), self.model.embed.device
-        ):  # a decode step: one torch thread
+        with small_forward(sum(batch.chunk), self.model.device):  # a decode step: one torch thread
             logits = self.runner.forward(batch)
             error = None
             if not all_finite(

@@ -76,6 +76,20 @@ def linear(
     return y.to(dtype or x.dtype).reshape(*lead, y.shape[-1])
 
 
+def embedding(ids: torch.Tensor, w, dtype: torch.dtype) -> torch.Tensor:
+    """Rows ``ids`` [T] of the table w [V, H] -> [T, H] in ``dtype``: a tensor's rows, or a QuantDense's (a
+    quantised source's embedding kept in its stored bits) dequantised exactly as the kernels read them
+    (twin: its whole table dequantised, then the rows)."""
+    if not isinstance(w, QuantDense):
+        return F.embedding(ids, w).to(dtype)
+    e = w.w
+    pick = lambda t: None if t is None else t[:, ids]  # noqa: E731
+    rows = ExpertWeights(
+        e.fmt, pick(e.q), e.cols, pick(e.scale), pick(e.zero), e.group, e.global_scale
+    )
+    return ft_kernels.reference.dequantize(rows)[0].to(dtype)
+
+
 SPIN_US = 300  # pool workers spin this long between the kernel calls of a small forward
 _small = threading.local()  # .active: inside a small_forward on this thread
 

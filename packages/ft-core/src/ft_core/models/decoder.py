@@ -11,7 +11,6 @@ Legend: T = packed tokens, H = hidden, V = vocab.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.config import EngineConfig
@@ -22,14 +21,14 @@ from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
 from ft_core.layers.basic import DenseMLP, rms_norm
 from ft_core.layers.batch import ForwardBatch
-from ft_core.layers.dense import linear, small_forward
+from ft_core.layers.dense import QuantDense, embedding, linear, small_forward
 from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
 from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
-from ft_core.models.dense_quant import keep_native, native_head, quantize_dense
+from ft_core.models.dense_quant import keep_native, native_head, native_matrix, quantize_dense
 from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
@@ -46,7 +45,16 @@ class Decoder:
             if r.has("model.language_model.embed_tokens.weight")
             else "model."
         )
-        self.embed = r.tensor(f"{m}embed_tokens.weight", (V, H), finite=True)
+        self.dtype = engine.torch_dtype
+        # a quantised source's embedding in its stored bits (rows dequantised as looked up), else as loaded
+        embed = (
+            native_matrix(r, f"{m}embed_tokens", V, H, False)
+            if engine.dense_format is None
+            else None
+        )
+        self.embed = (
+            embed if embed is not None else r.tensor(f"{m}embed_tokens.weight", (V, H), finite=True)
+        )
         self.rotary = Rotary(cfg.rope)
         mlp_name = _MLP_NAME.get(cfg.model_type, "mlp")
         moe_prefixes = [
@@ -114,10 +122,15 @@ class Decoder:
             native_saved -= head.nbytes()
         else:
             self.lm_head, _ = r.linear("lm_head", V, H, finite=True)
-        embed_bytes = self.embed.numel() * self.embed.element_size()
+        native_embed = isinstance(self.embed, QuantDense)  # not in r.dense_bytes
+        embed_bytes = (
+            self.embed.nbytes() if native_embed else self.embed.numel() * self.embed.element_size()
+        )
         # Weight bytes one decode token reads outside the routed experts (one embedding row: ~0).
         self.dense_bytes_per_token = (
-            r.dense_bytes - embed_bytes + (embed_bytes if self.lm_head is self.embed else 0)
+            r.dense_bytes
+            - (0 if native_embed else embed_bytes)
+            + (embed_bytes if self.lm_head is self.embed else 0)
         )
         if engine.dense_format is not None:
             self.dense_bytes_per_token -= quantize_dense(
@@ -129,6 +142,11 @@ class Decoder:
         self.plans = [
             layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers
         ]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the dense weights and activations live."""
+        return (self.embed.w.q if isinstance(self.embed, QuantDense) else self.embed).device
 
     def _norm_weight(self, r: WeightSource, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""
@@ -171,8 +189,8 @@ class Decoder:
             if finite_log is not None:
                 finite_log.append((where, bool(torch.isfinite(x).all())))
 
-        with small_forward(batch.input_ids.shape[0], self.embed.device):
-            x = F.embedding(batch.input_ids, self.embed)
+        with small_forward(batch.input_ids.shape[0], self.device):
+            x = embedding(batch.input_ids, self.embed, self.dtype)
             trace("the embedding", x)
             cos_sin = self.rotary.cos_sin(batch.positions)
             k = self.cfg.moe.top_k if self.bank is not None else 0
@@ -192,5 +210,5 @@ class Decoder:
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """h [n, H] -> float32 logits [n, V]."""
-        with small_forward(h.shape[0], self.embed.device):
+        with small_forward(h.shape[0], self.device):
             return linear(h, self.lm_head, dtype=torch.float32)

@@ -120,11 +120,18 @@ def keep_native(layer, r, p: str, int8: bool) -> int:
 
 def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
     """The LM head [V, H] as a QuantDense of its stored bits when ``r.native`` has them in a kernel
-    format, without ever making its float copy (a 150k-token vocabulary's is 0.6 GB in bf16). Refuses
-    (CheckpointError naming file and tensor) a NaN / inf scale: every value of these formats is
+    format, without ever making its float copy (a 150k-token vocabulary's is 0.6 GB in bf16); see
+    ``native_matrix``. None: load it as a float weight."""
+    return native_matrix(r, "lm_head", vocab, hidden, int8)
+
+
+def native_matrix(r, prefix: str, rows: int, cols: int, int8: bool) -> QuantDense | None:
+    """``prefix``.weight [rows, cols] as a QuantDense of its stored bits when ``r.native`` has them in a kernel
+    format (the LM head; the token embedding, whose rows are dequantised as looked up: ``embedding``).
+    Refuses (CheckpointError naming file and tensor) a NaN / inf scale: every value of these formats is
     finite exactly when its block's scales are. None: load it as a float weight."""
-    ew = r.native(["lm_head"])
-    if ew is None or (ew.rows, ew.cols) != (vocab, hidden):
+    ew = r.native([prefix])
+    if ew is None or (ew.rows, ew.cols) != (rows, cols):
         return None
     if ew.fmt in kquants.BLOCK_BYTES:
         scales = kquants.super_scales(ew.q, ew.fmt, ew.cols)
@@ -132,7 +139,7 @@ def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
         scales = ew.scale
     if n := int((~torch.isfinite(scales)).sum()):  # the scales only: small
         raise CheckpointError(
-            f"{r.index.file_of('lm_head.weight')}: tensor 'lm_head.weight' holds {n} NaN/inf "
+            f"{r.index.file_of(prefix + '.weight')}: tensor '{prefix}.weight' holds {n} NaN/inf "
             f"block scales of {scales.numel()} (corrupt weights)"
         )
     return QuantDense(ew, int8)
