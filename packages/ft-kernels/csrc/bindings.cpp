@@ -81,8 +81,9 @@ void linear(Arr x, int w_fmt, Arr w_q, OptArr w_scale, OptArr w_zero, int w_grou
   ft::ExpertBankRef b = bank("w", w_fmt, w_q, w_scale, w_zero, w_group, w_gscale, cols, std::nullopt);
   expect(b.n_experts == 1, "w must hold one matrix [1, N, row bytes], got " + shape_of(w_q));
   const int64_t T = x.shape(0), N = b.mat.rows;
-  expect(y.ndim() == 2 && y.dtype() == nb::dtype<float>() && int64_t(y.shape(0)) == T && int64_t(y.shape(1)) == N,
-         "y must be float32 [T, N] = [" + std::to_string(T) + ", " + std::to_string(N) + "], got " + shape_of(y));
+  const bool yb = is_dtype(y, nb::dlpack::dtype_code::Bfloat, 16);
+  expect(y.ndim() == 2 && (y.dtype() == nb::dtype<float>() || yb) && int64_t(y.shape(0)) == T && int64_t(y.shape(1)) == N,
+         "y must be float32 or bfloat16 [T, N] = [" + std::to_string(T) + ", " + std::to_string(N) + "], got " + shape_of(y));
   if (bias)
     expect(bias->ndim() == 1 && int64_t(bias->shape(0)) == N && bias->dtype() == nb::dtype<float>(),
            "bias must be float32 [N=" + std::to_string(N) + "], got " + shape_of(*bias));
@@ -92,7 +93,8 @@ void linear(Arr x, int w_fmt, Arr w_q, OptArr w_scale, OptArr w_zero, int w_grou
   a.T = T;
   a.w = b.mat;
   a.bias = bias ? static_cast<const float*>(bias->data()) : nullptr;
-  a.y = static_cast<float*>(y.data());
+  a.y = yb ? nullptr : static_cast<float*>(y.data());
+  a.y_bf16 = yb ? static_cast<uint16_t*>(y.data()) : nullptr;
   a.act_int8 = act_int8;
   std::string err;
   {

@@ -90,6 +90,20 @@ def test_every_scale_byte(fmt, xdtype):
         _check(fk.linear(x, w), x, w)
 
 
+@pytest.mark.parametrize("fmt", ["bf16", "q4_k", "int4_sym", "int8_sym"])
+@pytest.mark.parametrize(
+    "N,T", [(37, 1), (300, 5), (3000, 3)]
+)  # calling thread and pool, ragged blocks
+def test_bf16_result_is_the_fp32_result_rounded_once(fmt, N, T):
+    """out_dtype=bfloat16: each block's fp32 sums (+ bias) rounded in the kernel -- bit for bit the fp32
+    result rounded, for both x dtypes."""
+    K = 256 if fmt == "q4_k" else 512
+    w, b, g = _weights(fmt, N, K, seed=N + T, bias=True)
+    for x in (torch.randn(T, K, generator=g), torch.randn(T, K, generator=g).bfloat16()):
+        y = fk.linear(x, w, b, out_dtype=torch.bfloat16)
+        assert y.dtype == torch.bfloat16 and torch.equal(y, fk.linear(x, w, b).bfloat16())
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_plain_tensors_bf16_input_and_the_pool(dtype):
     """A [N, K] tensor of > 1 MiB (the pool runs it), x in bf16: the same bound."""
@@ -115,7 +129,7 @@ def test_plain_tensors_bf16_input_and_the_pool(dtype):
         ),
         (
             lambda w: fk.linear(torch.randn(2, 64), w, out=torch.empty(2, 31)),
-            r"y must be float32 \[T, N\] = \[2, 32\]",
+            r"y must be float32 or bfloat16 \[T, N\] = \[2, 32\]",
         ),
         (
             lambda w: fk.linear(torch.randn(2, 64), w.float()),

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/bf16act.h"
 #include "cpu/dispatch.h"
 #include "cpu/threadpool.h"
 
@@ -33,15 +34,22 @@ void linear(const LinearArgs& a) {
   const int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / 8 * 8, 8, 512), nb = (N + rb - 1) / rb;
   auto task = [&](int64_t b) {
     const int64_t r0 = b * rb, r1 = std::min(N, r0 + rb);
+    // A bf16 result: the block's fp32 sums in a per-thread buffer, rounded into y_bf16 while in cache.
+    thread_local std::vector<float> block;
+    if (a.y_bf16 && static_cast<int64_t>(block.size()) < T * (r1 - r0)) block.resize(T * (r1 - r0));
+    float* Y = a.y_bf16 ? block.data() : a.y + r0;
+    const int64_t ldy = a.y_bf16 ? r1 - r0 : N;
     if (kb)
-      kb(a.w, r0, r1, static_cast<const uint16_t*>(a.x), T, K, a.y + r0, N);
+      kb(a.w, r0, r1, static_cast<const uint16_t*>(a.x), T, K, Y, ldy);
     else if (q8)
-      kq(a.w, r0, r1, xq.view, a.y + r0, N);
+      kq(a.w, r0, r1, xq.view, Y, ldy);
     else
-      k(a.w, r0, r1, X, T, K, a.y + r0, N);
+      k(a.w, r0, r1, X, T, K, Y, ldy);
     if (a.bias)
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t r = r0; r < r1; ++r) a.y[t * N + r] += a.bias[r];
+        for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r - r0] += a.bias[r];
+    if (a.y_bf16)
+      for (int64_t t = 0; t < T; ++t) f32_to_bf16_n(Y + t * ldy, r1 - r0, a.y_bf16 + t * N + r0, nullptr);
   };
   if (N * row_bytes < (1 << 20)) {  // small: waking the pool would cost more than the work
     for (int64_t b = 0; b < nb; ++b) task(b);

@@ -12,7 +12,8 @@ struct LinearArgs {
   int64_t T = 0;
   WeightMat w;                  // [N, K]
   const float* bias = nullptr;  // [N] or nullptr
-  float* y = nullptr;           // [T, N] fp32, overwritten
+  float* y = nullptr;           // [T, N] fp32, overwritten (unused when y_bf16 is set)
+  uint16_t* y_bf16 = nullptr;   // [T, N] bf16: y rounded to bf16 here instead, each block as it is done
   bool act_int8 = false;        // opt-in: x quantised to int8 per 32 columns (cpu/q8.h) when q8_supported(w)
 };
 

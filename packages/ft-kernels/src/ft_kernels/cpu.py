@@ -111,12 +111,14 @@ def linear(
     w: ExpertWeights
     | torch.Tensor,  # one matrix [1, N, K] in any kernel format, or a [N, K] bf16/f16 tensor
     bias: torch.Tensor | None = None,  # [N] float32
-    out: torch.Tensor | None = None,  # [T, N] float32, overwritten
+    out: torch.Tensor | None = None,  # [T, N] float32 or bfloat16, overwritten
     act_int8: bool = False,  # opt-in for 4-bit weights: x as int8 per 32 columns (reference.quantize_act_int8)
+    out_dtype: torch.dtype = torch.float32,  # of the result when out is None: float32 or bfloat16
 ) -> torch.Tensor:
     """Dense ``x @ W.T + bias`` on the kernel pool, W dequantised inside the kernel, fp32 accumulation.
 
-    Returns [T, N] float32. Twin: ``ft_kernels.reference.linear``. Raises ValueError naming a bad argument.
+    Returns [T, N] float32, or bfloat16 (the fp32 result rounded once, in the kernel). Twin:
+    ``ft_kernels.reference.linear``. Raises ValueError naming a bad argument.
     """
     if isinstance(w, torch.Tensor):
         if w.dim() != 2 or w.dtype not in (torch.bfloat16, torch.float16):
@@ -127,7 +129,7 @@ def linear(
     if w.fmt not in FORMATS:
         raise ValueError(f"w.fmt {w.fmt!r} is not one of {', '.join(FORMATS)}")
     if out is None:
-        out = torch.empty(x.shape[0] if x.dim() == 2 else 0, w.rows, dtype=torch.float32)
+        out = torch.empty(x.shape[0] if x.dim() == 2 else 0, w.rows, dtype=out_dtype)
     _C.linear(
         _a(x),
         FORMATS[w.fmt],

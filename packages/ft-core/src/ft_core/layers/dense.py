@@ -69,11 +69,15 @@ def linear(
     x2 = x.reshape(-1, x.shape[-1])
     xin = (x2 if x2.dtype in (torch.float32, torch.bfloat16) else x2.float()).contiguous()
     bias = None if b is None else b.float()
+    want = dtype or x.dtype
+    out = (
+        want if want in (torch.float32, torch.bfloat16) else torch.float32
+    )  # rounded in the kernel
     if isinstance(w, QuantDense):
-        y = ft_kernels.linear(xin, w.w, bias, act_int8=w.int8)
+        y = ft_kernels.linear(xin, w.w, bias, act_int8=w.int8, out_dtype=out)
     else:
-        y = ft_kernels.linear(xin, w, bias)
-    return y.to(dtype or x.dtype).reshape(*lead, y.shape[-1])
+        y = ft_kernels.linear(xin, w, bias, out_dtype=out)
+    return y.to(want).reshape(*lead, y.shape[-1])
 
 
 def embedding(ids: torch.Tensor, w, dtype: torch.dtype) -> torch.Tensor:
