@@ -70,3 +70,36 @@ def test_planned_decode_equals_op_by_op(tiny_ckpt, tmp_path, arch, variant, dens
     for k in rows_p:
         assert torch.equal(rows_p[k], rows_o[k]), (arch, k, (rows_p[k] - rows_o[k]).abs().max())
     assert routes_p == routes_o and len(routes_p) > 1
+
+
+def test_planned_gated_deltanet_layers_take_decode_checkpoints(tiny_ckpt):
+    """A Gated DeltaNet layer's plan advances the states in their pools and takes the checkpoints asked for
+    after a decode token (every_n, 4 tokens): a continuation resumes at one inside the previous answer, and
+    every logit, token and cached-token count equals the op-by-op engine's."""
+    path = tiny_ckpt("qwen3_5_moe")
+    kw = dict(dtype="bfloat16", checkpoint_policy="every_n", checkpoint_interval=4)
+    kw.update(checkpoints_per_prompt=100)
+    engines = [Engine.from_pretrained(path, decode_plans=p, **kw) for p in (True, False)]
+    assert all(p is not None for p in engines[0].model.plans)
+    long = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
+    out = []
+    for eng in engines:
+        rows = sampled_logits(eng)
+        a = eng.generate([PROMPTS[0]], long)[0]
+        nxt = PROMPTS[0] + a.token_ids[:7] + [7, 8, 9]
+        s = eng.add_request(nxt, SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
+        while not s.finished:
+            eng.step()
+        out.append(
+            (
+                a.token_ids,
+                s.output_ids,
+                s.cached_tokens,
+                {k: torch.stack(v) for k, v in rows.items()},
+            )
+        )
+    (a_p, b_p, c_p, r_p), (a_o, b_o, c_o, r_o) = out
+    assert (
+        a_p == a_o and b_p == b_o and c_p == c_o == (len(PROMPTS[0]) + 7) // 4 * 4 > len(PROMPTS[0])
+    )
+    assert r_p.keys() == r_o.keys() and all(torch.equal(r_p[k], r_o[k]) for k in r_p)
