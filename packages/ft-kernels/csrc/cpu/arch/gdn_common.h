@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cpu/act.h"
 #include "cpu/arch/sigmoid.h"
 #include "cpu/formats.h"
 #include "cpu/gdn_decode.h"
@@ -12,22 +13,6 @@
 namespace ft {
 namespace {
 namespace gdn {
-
-template <bool BF16>
-inline float ld(const void* p, int64_t i) {
-  if constexpr (BF16)
-    return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-  else
-    return static_cast<const float*>(p)[i];
-}
-
-template <bool BF16>
-inline float rnd(float x) {  // rounding to the activation dtype
-  if constexpr (BF16)
-    return bf16_to_f32(f32_to_bf16(x));
-  else
-    return x;
-}
 
 // Conv + SiLU of n channels from c0 of sequence b into y[n] (fp32 of act values): the sums first (Kc = 4, the
 // models' conv, unrolled so the channel loop vectorises), then the roundings and SiLU in one vector loop.
@@ -37,17 +22,19 @@ inline void conv(const GdnDecode& p, int64_t b, int64_t c0, int64_t n, float* __
   const int64_t st = (p.slots[b] * C + c0) * K1, wt = c0 * p.Kc, xt = b * P + c0;
   const void *S = p.conv_state, *W = p.conv_w, *X = p.proj;
   if (K1 == 3) {
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = ld<BF16>(S, st + 3 * i) * ld<BF16>(W, wt + 4 * i) + ld<BF16>(S, st + 3 * i + 1) * ld<BF16>(W, wt + 4 * i + 1) +
-             ld<BF16>(S, st + 3 * i + 2) * ld<BF16>(W, wt + 4 * i + 2) + ld<BF16>(X, xt + i) * ld<BF16>(W, wt + 4 * i + 3);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = st + 3 * i, w = wt + 4 * i;
+      y[i] = act_load<BF16>(S, s) * act_load<BF16>(W, w) + act_load<BF16>(S, s + 1) * act_load<BF16>(W, w + 1) +
+             act_load<BF16>(S, s + 2) * act_load<BF16>(W, w + 2) + act_load<BF16>(X, xt + i) * act_load<BF16>(W, w + 3);
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      float s = ld<BF16>(X, xt + i) * ld<BF16>(W, wt + i * p.Kc + K1);
-      for (int64_t t = 0; t < K1; ++t) s += ld<BF16>(S, st + i * K1 + t) * ld<BF16>(W, wt + i * p.Kc + t);
+      float s = act_load<BF16>(X, xt + i) * act_load<BF16>(W, wt + i * p.Kc + K1);
+      for (int64_t t = 0; t < K1; ++t) s += act_load<BF16>(S, st + i * K1 + t) * act_load<BF16>(W, wt + i * p.Kc + t);
       y[i] = s;
     }
   }
-  for (int64_t i = 0; i < n; ++i) y[i] = rnd<BF16>(silu(rnd<BF16>(y[i])));
+  for (int64_t i = 0; i < n; ++i) y[i] = act_round<BF16>(silu(act_round<BF16>(y[i])));
 }
 
 // x <- x * scale / sqrt(sum x^2 + 1e-6) over n elements.
@@ -75,8 +62,8 @@ void head(const GdnDecode& p, int64_t b, int64_t h, float* scratch) {
   l2(q, Dk, 1.f / std::sqrt(static_cast<float>(Dk)));
   l2(k, Dk, 1.f);
   const int64_t zb = b * P + C + h * Dv, bb = b * P + C + p.Hv * Dv + h, ab = bb + p.Hv;
-  const float beta = rnd<BF16>(sigmoid(ld<BF16>(p.proj, bb)));
-  const float x = ld<BF16>(p.proj, ab) + p.dt_bias[h];
+  const float beta = act_round<BF16>(sigmoid(act_load<BF16>(p.proj, bb)));
+  const float x = act_load<BF16>(p.proj, ab) + p.dt_bias[h];
   const float decay = std::exp(p.neg_A[h] * (x > 20.f ? x : std::log1p(std::exp(x))));
   float* __restrict S = p.state + (p.slots[b] * p.Hv + h) * Dk * Dv;
   // Pass 1: S <- e^g S and pred = S^T k.
@@ -105,18 +92,14 @@ void head(const GdnDecode& p, int64_t b, int64_t h, float* scratch) {
   // Gated RMSNorm: out = act(act(w act(o / rms)) silu(z)).
   float ss = 0.f;
   for (int64_t j = 0; j < Dv; ++j) {
-    o[j] = rnd<BF16>(o[j]);
+    o[j] = act_round<BF16>(o[j]);
     ss += o[j] * o[j];
   }
   const float r = 1.f / std::sqrt(ss / static_cast<float>(Dv) + p.eps);
   for (int64_t j = 0; j < Dv; ++j) {
-    const float y = rnd<BF16>(ld<BF16>(p.norm_w, j) * rnd<BF16>(o[j] * r));
-    const float val = y * silu(ld<BF16>(p.proj, zb + j));
-    const int64_t at = (b * p.Hv + h) * Dv + j;
-    if constexpr (BF16)
-      static_cast<uint16_t*>(p.out)[at] = f32_to_bf16(val);
-    else
-      static_cast<float*>(p.out)[at] = val;
+    const float y = act_round<BF16>(act_load<BF16>(p.norm_w, j) * act_round<BF16>(o[j] * r));
+    const float val = y * silu(act_load<BF16>(p.proj, zb + j));
+    act_store<BF16>(p.out, (b * p.Hv + h) * Dv + j, val);
   }
 }
 
