@@ -225,11 +225,13 @@ def _widest(layer_fmts: list[tuple[str, str]], kind: int, cols: int) -> int:
 DENSE_TYPES = {"Q4_0": "int4_sym", "Q8_0": "int8_sym", **_KQUANT}
 
 
-def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
+def dense_matrix(raw: np.ndarray, type_name: str, cols: int, release=None):
     """One dense weight's stored rows ``raw`` uint8 [R, row bytes] of GGML type ``type_name`` (may be a
     view of the file's mapping) as an ``ft_kernels.ExpertWeights`` of one matrix [1, R, cols] holding
     the same values in memory of its own; None for types no kernel reads as stored (they stay
-    dequantised)."""
+    dequantised). ``release(rows)``, if given, is called for each slice of rows once copied (K-quants:
+    copied CHUNK_BYTES at a time, so a large matrix -- a 150k-token LM head -- never has all of its file
+    pages and its copy resident at once)."""
     from ft_kernels import ExpertWeights
     from ft_kernels.kquants import QK
 
@@ -237,7 +239,13 @@ def dense_matrix(raw: np.ndarray, type_name: str, cols: int):
     if fmt is None:
         return None
     if fmt in KQUANT_FORMATS:
-        return ExpertWeights(fmt, torch.from_numpy(np.array(raw, order="C"))[None], cols, group=QK)
+        out = np.empty(raw.shape, np.uint8)
+        step = max(1, CHUNK_BYTES // max(1, raw.shape[1]))
+        for lo in range(0, raw.shape[0], step):
+            out[lo : lo + step] = raw[lo : lo + step]
+            if release is not None:
+                release(slice(lo, lo + step))
+        return ExpertWeights(fmt, torch.from_numpy(out)[None], cols, group=QK)
     b = raw.reshape(1, raw.shape[0], cols // 32, 18 if fmt == "int4_sym" else 34)  # Q4_0 / Q8_0
     q, scale = _repack_blocks(b, fmt)
     return ExpertWeights(fmt, torch.from_numpy(q), cols, torch.from_numpy(scale), group=32)

@@ -105,9 +105,10 @@ class GGUFIndex:
             return None
         return t.type_name, np.asarray(t.data).reshape(t.shape[0], -1), t.shape[1], inv
 
-    def release(self, name: str) -> None:
-        """Drop the file's pages of ``name`` from the process once a copy of its bits exists."""
-        self._tensor(name).release()
+    def release(self, name: str, outer: slice = slice(None)) -> None:
+        """Drop the file's pages of ``name`` (of its stored rows ``outer``, default all) from the process once
+        a copy of those bits exists."""
+        self._tensor(name).release(outer)
 
     def dtype(self, name: str) -> torch.dtype:
         return self._tensor(name).torch_dtype

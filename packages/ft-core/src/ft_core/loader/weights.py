@@ -54,9 +54,11 @@ class WeightReader:
             return None
         from ft_core.loader.gguf_experts import dense_matrix
 
-        rows = raws[0][1] if len(raws) == 1 else np.concatenate([raw for _, raw, _ in raws])
-        out = dense_matrix(rows, raws[0][0], raws[0][2])
         release = getattr(self.index, "release", None)  # copied: the file's pages may go
+        rows = raws[0][1] if len(raws) == 1 else np.concatenate([raw for _, raw, _ in raws])
+        one = prefixes[0] + ".weight"
+        by_rows = (lambda s: release(one, s)) if release is not None and len(raws) == 1 else None
+        out = dense_matrix(rows, raws[0][0], raws[0][2], by_rows)
         for p in prefixes if release is not None else ():
             release(f"{p}.weight")
         return out
