@@ -159,9 +159,7 @@ def attend_paged(
         and kp.dtype in (torch.float32, torch.bfloat16)
         and vp.dtype == kp.dtype
     ):
-        ctx = batch.memo.get("ctx")
-        if ctx is None:
-            ctx = batch.memo["ctx"] = torch.tensor(batch.ctx_lens, dtype=torch.int64)
+        ctx = batch.ctx_tensor()
         o = ft_kernels.decode_attention(
             q.contiguous(),
             kp,

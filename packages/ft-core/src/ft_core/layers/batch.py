@@ -57,6 +57,20 @@ class ForwardBatch:
             self.memo[("mask", window)] = m
         return m
 
+    def ctx_tensor(self) -> torch.Tensor:
+        """[B] int64 context lengths (the new tokens included), built once per forward."""
+        t = self.memo.get("ctx")
+        if t is None:
+            t = self.memo["ctx"] = torch.tensor(self.ctx_lens, dtype=torch.int64)
+        return t
+
+    def state_slots_tensor(self) -> torch.Tensor:
+        """[B] int64 live state slot of each sequence (models with state layers), built once per forward."""
+        t = self.memo.get("state_slots")
+        if t is None:
+            t = self.memo["state_slots"] = torch.tensor(self.state.slots, dtype=torch.int64)
+        return t
+
     def last_token_index(self) -> torch.Tensor:
         """[B] flat index of each sequence's last new token (the one whose logits are sampled)."""
         return torch.tensor(self.q_lens).cumsum(0) - 1

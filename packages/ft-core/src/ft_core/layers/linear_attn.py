@@ -114,7 +114,7 @@ class GatedDeltaNet:
             proj = linear(x, self.w_in)
         if self._fused_decode(proj, batch, st):
             y = ft_kernels.gdn_decode(
-                proj, self.conv_w, *st.live.layer(j), torch.tensor(st.slots), self.neg_A,
+                proj, self.conv_w, *st.live.layer(j), batch.state_slots_tensor(), self.neg_A,
                 self.dt_bias, self.norm, self.cfg.rms_eps, lin.k_heads,
             )  # fmt: skip
             for i, seq_snaps in enumerate(st.snaps or []):

@@ -198,16 +198,11 @@ def run_planned(
         conv, rec = st.live.layer(j)
         if conv.dtype != torch.bfloat16:
             return False
-        slots = batch.memo.get("state_slots")
-        if slots is None:
-            slots = batch.memo["state_slots"] = torch.tensor(st.slots, dtype=torch.int64)
-        states = dict(conv_state=conv, state=rec, state_slots=slots)
+        states = dict(conv_state=conv, state=rec, state_slots=batch.state_slots_tensor())
         vp = kp
     elif kp.dtype != torch.bfloat16 or vp is None or vp.dtype != torch.bfloat16:
         return False
-    ctx = batch.memo.get("ctx")
-    if ctx is None:
-        ctx = batch.memo["ctx"] = torch.tensor(batch.ctx_lens, dtype=torch.int64)
+    ctx = batch.ctx_tensor()
     eid = None if routing_log is None else torch.empty(x.shape[0], top_k, dtype=torch.int32)
     plan(x, kp, vp, batch.page_table, ctx, batch.slots, cos_sin[0], cos_sin[1], eid, **states)
     if routing_log is not None:
