@@ -48,11 +48,18 @@ void project(const DenseRef& d, const uint16_t* x, int64_t T, float* y) {
   linear(a);
 }
 
+// The rows of a projection given in parts, all parts together.
+int64_t rows_of(const std::vector<DenseRef>& parts) {
+  int64_t W = 0;
+  for (const DenseRef& d : parts) W += d.w.rows;
+  return W;
+}
+
 // out [T, sum of rows] bf16 <- each part's projection of x, rounded, side by side (torch.cat of the parts'
 // bf16 outputs); f: fp32 scratch of T * (the widest part).
 void project_parts(const std::vector<DenseRef>& parts, const uint16_t* x, int64_t T, float* f, uint16_t* out) {
-  int64_t W = 0, off = 0;
-  for (const DenseRef& d : parts) W += d.w.rows;
+  const int64_t W = rows_of(parts);
+  int64_t off = 0;
   for (const DenseRef& d : parts) {
     const int64_t n = d.w.rows;
     project(d, x, T, f);
@@ -82,12 +89,6 @@ void norm(const DecodeLayer& L, bool second, const uint16_t* x, int64_t T, uint1
     rms_norm(x, wf, true, T, L.H, L.eps, h, true);
   else
     rms_norm(x, second ? L.ln2 : L.ln1, true, T, L.H, L.eps, h);
-}
-
-int64_t parts_rows(const DecodeLayer& L) {
-  int64_t W = 0;
-  for (const DenseRef& d : L.parts) W += d.w.rows;
-  return W;
 }
 
 // The new tokens' keys (rotated) and values into the pools, then attention over them into f [T, N Dv] fp32.
@@ -163,7 +164,7 @@ void attn_gated(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uin
 // GDN: the parts' in-projection, the Gated DeltaNet core on the state pools (in place), the out-projection.
 void attn_gdn(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uint16_t* h, float* f) {
   const GdnWeights& w = L.gdn;
-  const int64_t T = s.T, P = parts_rows(L), V = w.Hv * w.Dv;
+  const int64_t T = s.T, P = rows_of(L.parts), V = w.Hv * w.Dv;
   check(s.conv_state && s.state && s.state_slots, "decode_layer: a GDN layer needs its state pools and slots");
   uint16_t* proj = grow(b.qkv, T * P);
   project_parts(L.parts, h, T, f, proj);
@@ -206,12 +207,12 @@ void decode_layer(const DecodeLayer& L, const DecodeStep& s) {
     check(L.qkv.w.rows == (N + 2 * K) * D && L.qkv.w.cols == H, "decode_layer: qkv must be [(N + 2K) D, H]");
     check(L.o.w.rows == H && L.o.w.cols == N * D, "decode_layer: o must be [H, N D]");
   } else if (L.attn == AttnKind::GATED) {
-    check(parts_rows(L) == 2 * N * D + 2 * K * D, "decode_layer: the gated attention's parts must give 2ND + 2KD rows");
+    check(rows_of(L.parts) == 2 * N * D + 2 * K * D, "decode_layer: the gated attention's parts must give 2ND + 2KD rows");
     check(L.o.w.rows == H && L.o.w.cols == N * D, "decode_layer: o must be [H, N D]");
     check(L.q_norm_f32 && L.k_norm_f32, "decode_layer: gated attention needs q and k (1 + w) norms");
   } else {
     const GdnWeights& w = L.gdn;
-    check(parts_rows(L) == 2 * w.Hk * w.Dk + 2 * w.Hv * w.Dv + 2 * w.Hv, "decode_layer: the GDN parts must give C + Hv Dv + 2 Hv rows");
+    check(rows_of(L.parts) == 2 * w.Hk * w.Dk + 2 * w.Hv * w.Dv + 2 * w.Hv, "decode_layer: the GDN parts must give C + Hv Dv + 2 Hv rows");
     check(L.o.w.rows == H && L.o.w.cols == w.Hv * w.Dv, "decode_layer: the GDN out-projection must be [H, Hv Dv]");
   }
   for (const DenseRef& d : L.parts) check(d.w.cols == H, "decode_layer: every part must take H columns");
@@ -220,9 +221,8 @@ void decode_layer(const DecodeLayer& L, const DecodeStep& s) {
   check(s.R >= 0 && s.R <= D && s.R % 2 == 0, "decode_layer: rotated dims R must be even and <= D");
   if (L.has_shared) {
     const SharedExpert& e = L.shared;
-    int64_t gu = 0;
-    for (const DenseRef& d : e.gate_up) gu += d.w.rows, check(d.w.cols == H, "decode_layer: shared gate/up must take H columns");
-    check(gu == 2 * e.I && e.down.w.rows == H && e.down.w.cols == e.I, "decode_layer: shared expert must be [2I, H] and [H, I]");
+    for (const DenseRef& d : e.gate_up) check(d.w.cols == H, "decode_layer: shared gate/up must take H columns");
+    check(rows_of(e.gate_up) == 2 * e.I && e.down.w.rows == H && e.down.w.cols == e.I, "decode_layer: shared expert must be [2I, H] and [H, I]");
     check(!e.gated || (e.gate_w.w.rows == 1 && e.gate_w.w.cols == H), "decode_layer: shared gate must be [1, H]");
   }
   if (T == 0) return;

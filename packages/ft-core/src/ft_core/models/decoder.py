@@ -28,7 +28,7 @@ from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
-from ft_core.models.dense_quant import keep_native, native_head, native_matrix, quantize_dense
+from ft_core.models.dense_quant import keep_native, native_matrix, quantize_dense
 from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
@@ -116,7 +116,7 @@ class Decoder:
         if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
             self.lm_head = self.embed
         elif engine.dense_format is None and (
-            (head := native_head(r, V, H, engine.int8_activations)) is not None
+            (head := native_matrix(r, "lm_head", V, H, engine.int8_activations)) is not None
         ):  # the stored bits, never a float copy: not in r.dense_bytes, so counted here
             self.lm_head = head
             native_saved -= head.nbytes()

@@ -3,11 +3,11 @@ projection that a decode token reads (attention q/k/v/o, linear-attention in/out
 MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kernels.quantize`` and held as a
 ``QuantDense``; routers (tiny, and their top-k decides the routing) and embeddings stay as loaded.
 
-``keep_native`` / ``native_head``: without a dense_format, projections a quantised source stores in a
+``keep_native`` / ``native_matrix``: without a dense_format, projections a quantised source stores in a
 format the kernels read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those
 very bits, layer by layer as the model is built: GQA / gated q/k/v (fused) and o, MLA q / q_a / q_b /
 kv_a / o, the linear attention's in (one QuantDense per part) and out, dense MLPs and MoE shared
-experts, the LM head.
+experts, the LM head and the token embedding (its looked-up rows dequantised).
 
 llama.cpp's quantised files do the same to every non-expert tensor; with dense weights in bf16 a 4-bit
 Qwen3-30B-A3B-shaped model reads more bytes per token for attention than for its routed experts.
@@ -116,13 +116,6 @@ def keep_native(layer, r, p: str, int8: bool) -> int:
         for w in ("gate", "up", "down"):
             saved += _swap(obj, w, r, [f"{m}.{w}_proj"], int8)
     return saved
-
-
-def native_head(r, vocab: int, hidden: int, int8: bool) -> QuantDense | None:
-    """The LM head [V, H] as a QuantDense of its stored bits when ``r.native`` has them in a kernel
-    format, without ever making its float copy (a 150k-token vocabulary's is 0.6 GB in bf16); see
-    ``native_matrix``. None: load it as a float weight."""
-    return native_matrix(r, "lm_head", vocab, hidden, int8)
 
 
 def native_matrix(r, prefix: str, rows: int, cols: int, int8: bool) -> QuantDense | None:
