@@ -72,6 +72,13 @@ class StateBatch:
     snaps: list[list[tuple[int, int]]] = field(default_factory=list)
     ckpt: StatePool | None = None
 
+    def snapshot_decoded(self, j: int, seqs=None) -> None:
+        """State layer ``j`` of each sequence in ``seqs`` (default all) with one new token, now advanced:
+        copied into the checkpoint slots its ``snaps`` ask for."""
+        for i in range(len(self.snaps)) if seqs is None else seqs:
+            for _, cslot in self.snaps[i] if i < len(self.snaps) else ():
+                self.live.copy_layer_to(j, self.slots[i], self.ckpt, cslot)
+
 
 class StatePool:
     """``num_slots`` state slots; ``alloc`` hands out a zeroed slot (the state before any token).

@@ -117,9 +117,7 @@ class GatedDeltaNet:
                 proj, self.conv_w, *st.live.layer(j), batch.state_slots_tensor(), self.neg_A,
                 self.dt_bias, self.norm, self.cfg.rms_eps, lin.k_heads,
             )  # fmt: skip
-            for i, seq_snaps in enumerate(st.snaps or []):
-                for _, cslot in seq_snaps:
-                    st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
+            st.snapshot_decoded(j)
             return linear(y if self.out_order is None else y[:, self.out_order], self.w_out)
         mixed, z, b, a = proj.split(self.split, dim=-1)
         beta = b.sigmoid()
@@ -154,9 +152,7 @@ class GatedDeltaNet:
             if S is not None:
                 live_rec[slots] = S
             core[rows] = o
-            for i in single:
-                for _, cslot in snaps[i]:
-                    st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
+            st.snapshot_decoded(j, single)
         for i, n in enumerate(batch.q_lens):
             if n > 1:
                 s0 = starts[i]

@@ -208,7 +208,5 @@ def run_planned(
     if routing_log is not None:
         routing_log.append(eid.tolist())
     if j is not None:  # the checkpoints asked for after this token (as GatedDeltaNet takes them)
-        for i, seq_snaps in enumerate(st.snaps or []):
-            for _, cslot in seq_snaps:
-                st.live.copy_layer_to(j, st.slots[i], st.ckpt, cslot)
+        st.snapshot_decoded(j)
     return True
