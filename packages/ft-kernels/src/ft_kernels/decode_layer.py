@@ -111,7 +111,6 @@ class DecodeLayer:
             raise ValueError(f"attn must be one of gqa, gated, gdn, got {attn!r}")
         norm = _f32 if ln1.dtype == torch.float32 else _bf16
         p = self._plan = _C.DecodeLayerPlan(H, N, K, D, float(eps), _a(norm(ln1)), _a(norm(ln2)))
-        self._gdn = attn == "gdn"
         dense = [("o", o, o_bias, o_int8), ("router", router, router_bias, False)]
         if attn == "gqa":
             dense.insert(0, ("qkv", qkv, qkv_bias, qkv_int8))
