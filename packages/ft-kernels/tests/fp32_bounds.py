@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 
 import torch
+from ft_kernels import kquants
 from ft_kernels import reference as R
 
 U = 2.0**-24
@@ -20,12 +21,30 @@ def gamma(n: int) -> float:
     return n * U / (1 - n * U)
 
 
-def linear_bound(x, w, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``."""
+def kquant_terms(w) -> torch.Tensor:
+    """A bound [N, K] (float64) on the magnitudes of the terms a kernel sums for each weight of a K-quant matrix
+    when it splits the value: d sc q and dmin m (Q4_K, Q5_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with the
+    codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices: |W|."""
+    W = R.dequantize(w)[0].double().abs()
+    if w.fmt not in kquants.BLOCK_BYTES:
+        return W
+    N, K = W.shape
+    b = w.q[0][:, : K // kquants.QK * kquants.BLOCK_BYTES[w.fmt]].reshape(N, K // kquants.QK, -1)
+    if w.fmt == "q6_k":
+        dsc = kquants._f16(b[..., 208:210])[..., None] * b[..., 192:208].view(torch.int8).float()
+        return W + 64 * dsc.double().abs().repeat_interleave(16, -1).reshape(N, K)
+    _, mn = kquants._scale_min(b[..., 4:16])
+    dm = kquants._f16(b[..., 2:4])[..., None] * mn.float()
+    return W + 2 * dm.double().abs().repeat_interleave(32, -1).reshape(N, K)
+
+
+def linear_bound(x, w, bias=None, split_terms=False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``.
+    ``split_terms``: the kernel sums a K-quant weight's parts separately (``kquant_terms``)."""
     W = w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double()
     xd = x.double()
     y = xd @ W.T
-    mag = xd.abs() @ W.abs().T
+    mag = xd.abs() @ (kquant_terms(w) if split_terms else W.abs()).T
     err = gamma(W.shape[1]) * mag + U * y.abs()  # the sum, then rounding to fp32
     if bias is not None:
         y = y + bias.double()

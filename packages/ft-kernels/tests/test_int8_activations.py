@@ -1,9 +1,10 @@
-"""Int8 activations (``act_int8``, opt-in) for the 4-bit formats against their twins.
+"""Int8 activations (``act_int8``, opt-in) for the 4-bit and K-quant formats against their twins.
 
 Two bounds, both from the arithmetic:
 - against the reference that quantises x the same way (``reference.quantize_act_int8``): the integer
   dot products are exact, so ``ft_kernels.linear`` differs from float64 of (W, quantised x) by at most
-  the fp32 bound of ``fp32_bounds.linear_bound`` (the kernel's own rounding, nothing else);
+  the fp32 bound of ``fp32_bounds.linear_bound`` (the kernel's own rounding, nothing else; K-quant kernels
+  sum a weight's scaled code and its min / code offset apart, so their bound takes those terms' magnitudes);
 - against exact activations: |W x - W xhat| <= sum over blocks of (d_b / 2) * sum |W| over the block,
   d_b = max|x_b| / 127 (each quantised value is within half a step), plus that fp32 bound.
 The MoE call quantises x and the activation h; its result is checked against the reference twin that does
@@ -23,8 +24,10 @@ import torch
 from cpu_isas import available_isas
 from fp32_bounds import linear_bound
 from ft_kernels import reference as R
+from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
+KQ = ["q4_k", "q5_k", "q6_k"]
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
@@ -55,6 +58,41 @@ def test_linear_int8_matches_quantised_reference(fmt, T):
         assert (err <= step + bound + 1e-12).all()
 
 
+def check_kquant_int8(fmt, T, blocks=None):
+    """``ft_kernels.linear`` with int8 activations on a K-quant matrix: within the fp32 bound of (W, quantised
+    x) and within half a quantisation step per element of the exact product. ``blocks``: arbitrary valid
+    blocks (every scale, min and code value) instead of the quantiser's."""
+    for N, K in ((37, 256), (9, 768), (21, 512)):
+        g = torch.Generator().manual_seed(N + K + T)
+        if blocks is None:
+            w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt)
+        else:
+            b = blocks(fmt, N * K // 256, seed=N + T).reshape(N, -1)
+            w = fk.ExpertWeights(fmt, b[None], K, group=256)
+        x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)
+        y = fk.linear(x, w, act_int8=True)
+        xhat = R.quantize_act_int8(x)
+        exact, bound = linear_bound(xhat, w, split_terms=True)
+        over = ((y.double() - exact).abs() - bound).max().item()
+        assert over <= 0, f"{fmt} T={T} [{N}, {K}]: beyond the fp32 bound by {over:.3g}"
+        W = R.dequantize(w)[0].double()
+        d = x.double().reshape(T, -1, 32).abs().amax(-1) / 127
+        step = (d[:, None, :] * W.abs().reshape(N, -1, 32).sum(-1)[None]).sum(-1) / 2
+        assert ((y.double() - x.double() @ W.T).abs() <= step + bound + 1e-12).all()
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
+@pytest.mark.parametrize("fmt", KQ)
+def test_kquant_linear_int8_matches_quantised_reference(fmt, T):
+    check_kquant_int8(fmt, T)
+
+
+@pytest.mark.parametrize("fmt", KQ)
+def test_kquant_int8_on_arbitrary_blocks(fmt):
+    for T in (1, 4, 6):
+        check_kquant_int8(fmt, T, blocks=random_blocks)
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])
 def test_other_formats_ignore_int8(fmt):
     w = fk.quantize(torch.randn(1, 40, 64) * 0.1, fmt, group=32)
@@ -69,10 +107,10 @@ def test_columns_not_a_multiple_of_32_keep_fp32():
 
 
 @pytest.mark.parametrize("T", [1, 4, 7, 40])
-@pytest.mark.parametrize("fmt", Q4)
+@pytest.mark.parametrize("fmt", Q4 + KQ)
 def test_moe_int8_matches_quantised_reference(fmt, T):
     g = torch.Generator().manual_seed(T)
-    H, I, N = 128, 96, 5
+    H, I, N = (256, 256, 4) if fmt in KQ else (128, 96, 5)  # K-quants: whole super-blocks
     w13 = fk.quantize(torch.randn(N, 2 * I, H, generator=g) * 0.1, fmt, group=32)
     w2 = fk.quantize(torch.randn(N, H, I, generator=g) * 0.1, fmt, group=32)
     x = torch.randn(T, H, generator=g)
@@ -108,6 +146,11 @@ import test_int8_activations as t
 for fmt in t.Q4:
     for T in (1, 3, 8):
         t.test_linear_int8_matches_quantised_reference(fmt, T)
+    t.test_moe_int8_matches_quantised_reference(fmt, 4)
+for fmt in t.KQ:
+    for T in (1, 3, 8):
+        t.check_kquant_int8(fmt, T)
+    t.test_kquant_int8_on_arbitrary_blocks(fmt)
     t.test_moe_int8_matches_quantised_reference(fmt, 4)
 """
     res = subprocess.run(

@@ -27,6 +27,8 @@ FT_DECL_BF16(q6k)
 void rows_q8_scalar(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t);
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
+FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2)
+FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni)
 void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -123,6 +125,9 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::NVFP4: FT_PICK_Q8(nvfp4)
     case Fmt::INT4_SYM:
     case Fmt::INT4_ASYM: FT_PICK_Q8(int4)
+    case Fmt::Q4_K: FT_PICK_Q8(q4k)
+    case Fmt::Q5_K: FT_PICK_Q8(q5k)
+    case Fmt::Q6_K: FT_PICK_Q8(q6k)
     default: return rows_q8_scalar;
   }
 }

@@ -33,6 +33,9 @@ bool q8_supported(const WeightMat& w) {
     case Fmt::NVFP4: return true;
     case Fmt::INT4_SYM:
     case Fmt::INT4_ASYM: return w.group % 32 == 0;
+    case Fmt::Q4_K:
+    case Fmt::Q5_K:
+    case Fmt::Q6_K: return w.cols % kQK == 0;
     default: return false;
   }
 }

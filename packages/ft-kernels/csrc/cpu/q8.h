@@ -1,4 +1,4 @@
-// Int8 activations for the 4-bit weight formats (opt-in): x quantised per block of 32 columns to int8
+// Int8 activations for the 4-bit and K-quant weight formats (opt-in): x quantised per block of 32 columns to int8
 // with one fp32 scale (d = max|x| / 127, q = round-half-even(x * 127 / max|x|)), as llama.cpp's q8_0.
 // Python-free.
 //
@@ -25,13 +25,15 @@ struct Q8Act {
   }
 };
 
-// Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d. W: MXFP4, NVFP4, INT4_*.
+// Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d. W: MXFP4, NVFP4, INT4_*, Q4_K,
+// Q5_K, Q6_K (whose sub-blocks of 32 / 16 columns lie inside the activation blocks).
 using RowsQ8Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy);
 
 // Quantise one row of `cols` (a multiple of 32) fp32 values into q [cols], d [cols / 32], sd [cols / 16].
 void quantize_q8(const float* x, int64_t cols, int8_t* q, float* d, float* sd);
 
-// True when the q8 kernels take this matrix: a 4-bit format, cols % 32 == 0 and (INT4) group % 32 == 0.
+// True when the q8 kernels take this matrix: a 4-bit format, cols % 32 == 0 and (INT4) group % 32 == 0; or a
+// K-quant (whole super-blocks).
 bool q8_supported(const WeightMat& w);
 
 // Owns the quantised rows of ntok tokens (a grow-only buffer, reused between calls).

@@ -61,12 +61,12 @@ def moe_experts(
     alpha: float = 1.702,
     limit: float = 7.0,
     out: torch.Tensor | None = None,  # [T, H] float32, overwritten
-    act_int8: bool = False,  # opt-in for 4-bit banks: x and h as int8 per 32 columns (reference.quantize_act_int8)
+    act_int8: bool = False,  # opt-in for 4-bit / K-quant banks: x and h as int8 per 32 columns (reference.quantize_act_int8)
 ) -> torch.Tensor:
     """Gate-weighted sum of the routed experts, weights dequantised inside the kernel, fp32 accumulation.
     x in bfloat16 means bf16 activations, as a GPU's bf16 expert GEMM: x enters the products as bf16 and the
     intermediate h is rounded to bf16 before W2 (BF16 banks use ``vdpbf16ps`` on CPUs with AVX-512 BF16).
-    ``act_int8`` runs 4-bit banks (``reference.int8_applies``) with int8 activations and integer dot products
+    ``act_int8`` runs 4-bit and K-quant banks (``reference.int8_applies``) with int8 activations and integer dot products
     (llama.cpp's q8_0 scheme; faster, not exact: see reference.quantize_act_int8); other banks ignore it.
 
     Returns [T, H] float32. Twin: ``ft_kernels.reference.moe_experts``. Raises ValueError naming a bad argument.
@@ -112,7 +112,7 @@ def linear(
     | torch.Tensor,  # one matrix [1, N, K] in any kernel format, or a [N, K] bf16/f16 tensor
     bias: torch.Tensor | None = None,  # [N] float32
     out: torch.Tensor | None = None,  # [T, N] float32 or bfloat16, overwritten
-    act_int8: bool = False,  # opt-in for 4-bit weights: x as int8 per 32 columns (reference.quantize_act_int8)
+    act_int8: bool = False,  # opt-in for 4-bit / K-quant weights: x as int8 per 32 columns (reference.quantize_act_int8)
     out_dtype: torch.dtype = torch.float32,  # of the result when out is None: float32 or bfloat16
 ) -> torch.Tensor:
     """Dense ``x @ W.T + bias`` on the kernel pool, W dequantised inside the kernel, fp32 accumulation.

@@ -48,11 +48,12 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
 
 
-INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym")
+INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym", "q4_k", "q5_k", "q6_k")
 
 
 def int8_applies(w: ExpertWeights) -> bool:
-    """Whether ``act_int8`` changes a product with ``w``: a 4-bit format, cols % 32 == 0, INT4 groups % 32 == 0."""
+    """Whether ``act_int8`` changes a product with ``w``: a 4-bit or K-quant format, cols % 32 == 0, INT4 groups
+    % 32 == 0 (K-quants: whole super-blocks of 256 columns, as their kernels require anyway)."""
     return (
         w.fmt in INT8_FORMATS
         and w.cols % 32 == 0

@@ -28,7 +28,7 @@ _KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 class QuantDense:
     """A dense projection's weight [N, K] held in a kernel format (``EngineConfig.dense_format``): one
     ExpertWeights matrix; every product with it runs on the CPU kernel. ``int8``: int8 activations
-    (``EngineConfig.int8_activations``, 4-bit formats only)."""
+    (``EngineConfig.int8_activations``; 4-bit and K-quant formats take it, others ignore it)."""
 
     w: ExpertWeights
     int8: bool = False

@@ -21,14 +21,11 @@
 #include <cstring>
 
 #include "cpu/arch/kquant_rows.h"
+#include "cpu/arch/x86_avx512_kq_scales.h"  // kq_scale_vec, q6k_scale_vec
 #include "cpu/arch/x86_avx512bf16_lut4.h"  // word_order, prep, bf16_table
 
 namespace ft {
 namespace {
-
-struct F16c {
-  static float f16(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
-};
 
 // bf16 words of k - off for k = 0..31 (lo) and 32..63 (hi): exact.
 inline void code_tables(int off, __m512i& lo, __m512i& hi) {
@@ -36,28 +33,6 @@ inline void code_tables(int off, __m512i& lo, __m512i& hi) {
   for (int k = 0; k < 64; ++k) v[k] = f32_to_bf16(static_cast<float>(k - off));
   lo = _mm512_load_si512(v);
   hi = _mm512_load_si512(v + 32);
-}
-
-// Q4_K / Q5_K: the 8 sub-block scales d * sc (lanes 0..7) and negated mins -(dmin * m) (lanes 8..15), the
-// values of kq_scales_mins (each one exact product) in one vector. The 6-bit fields are cut in one xmm
-// (kq_unpack6's packing): bytes 0..3 of the 12 are scales 0..3 (low 6 bits) and the high 2 bits of scales
-// 4..7, bytes 4..7 the same for the mins, bytes 8..11 the low 4 bits of scales 4..7 (low nibble) and mins
-// 4..7 (high nibble). Reads 16 bytes from b + 4: the block goes on past its scales.
-inline __m512 scales_mins(const uint8_t* b) {
-  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
-  // a: scale bytes 0..3, 8..11, mins 4..7, 8..11; h: the bytes whose top 2 bits are fields 4..7's bits 4-5
-  const __m128i a = _mm_shuffle_epi8(s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  const __m128i h = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i lo = _mm_or_si128(
-      _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
-      _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
-  const __m128i v = _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30)));
-  uint32_t dd;  // d, dmin: two f16
-  std::memcpy(&dd, b, 4);
-  const __m512 ds = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd))));
-  const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), ds);
-  const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), d);
-  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(p), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN)));
 }
 
 // xs[t * ng + g] = sum of X[t, 32g .. 32g + 31] for nt tokens and ng groups (exact products, fp32 sums).
@@ -93,7 +68,7 @@ struct QnKW {
       hi = lo;
     }
   }
-  static __m512 scales(const uint8_t* b) { return scales_mins(b); }
+  static __m512 scales(const uint8_t* b) { return kq_scale_vec(b); }
   static void weights(const uint8_t* b, int h, __m512i lo, __m512i, __m512bh (&w)[4]) {
     const __m512i v = _mm512_loadu_si512(b + kCodes + 64 * h);
     __m512i qh = _mm512_setzero_si512();
@@ -125,10 +100,7 @@ struct Q6KW {
   static int col(int p, int j) { return 2 * p + (j >> 1) + 64 * (j & 1); }
   static int scale_of(int h, int j, int i) { return 8 * h + 4 * j + (i >> 2); }  // sub-blocks of 16
   static void tables(__m512i& lo, __m512i& hi) { code_tables(32, lo, hi); }
-  static __m512 scales(const uint8_t* b) {  // d * sc for the 16 sub-blocks (exact: int8 x f16)
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
-    return _mm512_mul_ps(sc, _mm512_set1_ps(F16c::f16(b + 208)));
-  }
+  static __m512 scales(const uint8_t* b) { return q6k_scale_vec(b); }
   static void weights(const uint8_t* b, int h, __m512i lo, __m512i hi, __m512bh (&w)[4]) {
     const __m512i v = _mm512_loadu_si512(b + 64 * h);
     __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h)));

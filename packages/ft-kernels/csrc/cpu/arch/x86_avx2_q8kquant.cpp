@@ -1,0 +1,209 @@
+// AVX2, int8 activations (cpu/q8.h) for GGUF's K-quants (Q4_K, Q5_K, Q6_K; layouts in cpu/formats.h):
+// integer dot products per 32 columns on the blocks' own bytes (the path for CPUs without AVX-512 VNNI, where
+// the fp32 K-quant kernel is bound by its 8 products per FMA).
+//
+// x is put once per call in natural column order. 32 bytes of a block's nibbles give two ymm of 32 unsigned
+// codes, each the 32 columns of one Q4_K / Q5_K sub-block (Q6_K: two sub-blocks of 16) and one activation
+// block; Q5_K's fifth bit and Q6_K's high bits are shifted in from the high-bit bytes. vpmaddubsw (codes x
+// signed int8 x, pairs summed in int16: |sum| <= 2 * 63 * 127, no saturation), vpmaddwd with ones (int32),
+// vcvtdq2ps, one FMA with (weight scale x activation scale): 4 instructions per 32 weights and token. Q4_K /
+// Q5_K mins and Q6_K's code offset 32 come off once per block and token in fp32, from the activations'
+// sums d * sum(q) over each 32 (mins) or 16 (Q6_K) columns.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/x86_kq_fields.h"   // kq_fields6
+#include "cpu/q8.h"
+
+namespace ft {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float f16_at(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+// Software prefetch distance on the weight stream (as x86_avx2_q8.cpp).
+constexpr int kPrefetch = 2048;
+
+inline __m256i dot32(__m256i u, const int8_t* x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+                           _mm256_set1_epi16(1));
+}
+
+// Q4_K / Q5_K: sub-block j of 32 columns; qs bytes 32 (j / 2).. hold it in their low (j even) or high nibbles.
+template <bool kFive>
+struct QnK {
+  static constexpr int kBytes = kFive ? 176 : 144;
+  // The 8 scales d * sc and negated mins -(dmin * m) of a block (exact products).
+  static void scales(const uint8_t* b, __m256& sc, __m256& nm) {
+    const __m128i v = kq_fields6(b);
+    sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_set1_ps(f16_at(b)));
+    nm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_set1_ps(-f16_at(b + 2)));
+  }
+  // The codes of sub-blocks 2i, 2i + 1 (columns 64i..).
+  static void codes(const uint8_t* b, int i, __m256i& c0, __m256i& c1) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (kFive ? 48 : 16) + 32 * i));
+    const __m256i lo4 = _mm256_set1_epi8(0x0f);
+    c0 = _mm256_and_si256(v, lo4);
+    c1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+    if (kFive) {  // bit 2i (c0) and 2i + 1 (c1) of qh byte l to bit 4 of code byte l
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)), b4 = _mm256_set1_epi8(0x10);
+      const int s0 = 4 - 2 * i, s1 = 3 - 2 * i;
+      const __m256i h0 = s0 >= 0 ? _mm256_slli_epi16(qh, s0) : _mm256_srli_epi16(qh, -s0);
+      const __m256i h1 = s1 >= 0 ? _mm256_slli_epi16(qh, s1) : _mm256_srli_epi16(qh, -s1);
+      c0 = _mm256_or_si256(c0, _mm256_and_si256(h0, b4));
+      c1 = _mm256_or_si256(c1, _mm256_and_si256(h1, b4));
+    }
+  }
+};
+
+template <class D, int NT>
+inline void tile_qnk(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, const Q8Act& x, int64_t t0,
+                     const float* m, int64_t ldm, float* Y, int64_t ldy) {
+  __m256 acc[NT], mins[NT];
+  FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = row + D::kBytes * sb;
+    FT_UNROLL for (int i = 0; i < D::kBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + i, _MM_HINT_T0);
+    __m256 sc, nm;
+    D::scales(blk, sc, nm);
+    alignas(32) float f[NT][8];  // d * sc * d_x per sub-block and token
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      _mm256_store_ps(f[t], _mm256_mul_ps(sc, _mm256_loadu_ps(x.d + (t0 + t) * x.ldb + 8 * sb)));
+      mins[t] = _mm256_fmadd_ps(nm, _mm256_loadu_ps(m + t * ldm + 8 * sb), mins[t]);
+    }
+    FT_UNROLL for (int i = 0; i < 4; ++i) {
+      __m256i c0, c1;
+      D::codes(blk, i, c0, c1);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const int8_t* xp = xn + t * ldn + 256 * sb + 64 * i;
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c0, xp)), _mm256_broadcast_ss(&f[t][2 * i]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c1, xp + 32)), _mm256_broadcast_ss(&f[t][2 * i + 1]), acc[t]);
+      }
+    }
+  }
+  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = hsum(_mm256_add_ps(acc[t], mins[t]));
+}
+
+// Q6_K, half n (128 columns): ql bytes 64n.. (bytes 0..31: columns 0..31 low nibble, 64..95 high; bytes
+// 32..63: 32..63 and 96..127), qh bytes 128 + 32n.. (byte l: bits 0-1, 2-3, 4-5, 6-7 for columns l, l + 32,
+// l + 64, l + 96). Codes 0..63; the weight is d * sc * (code - 32).
+inline void q6k_codes(const uint8_t* b, int n, __m256i (&c)[4]) {
+  const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * n));
+  const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * n + 32));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n));
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), h2 = _mm256_set1_epi8(0x30);
+  c[0] = _mm256_or_si256(_mm256_and_si256(q0, lo4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), h2));
+  c[1] = _mm256_or_si256(_mm256_and_si256(q1, lo4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), h2));
+  c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), lo4), _mm256_and_si256(qh, h2));
+  c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), lo4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), h2));
+}
+
+template <int NT>
+inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, const Q8Act& x, int64_t t0,
+                     float* Y, int64_t ldy) {
+  __m256 acc[NT], off[NT];
+  FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);  // lanes 0..3: columns 0..15; 4..7: 16..31
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = row + 210 * sb;
+    FT_UNROLL for (int i = 0; i < 256; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + i, _MM_HINT_T0);
+    const __m256 d = _mm256_set1_ps(f16_at(blk + 208));
+    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+    const __m256 sc0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);  // sub-blocks 0..7
+    const __m256 sc1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {  // the offset: 32 * sum over sub-blocks of d sc * d_x sum(q)
+      const float* sd = x.sd + (t0 + t) * 2 * x.ldb + 16 * sb;
+      off[t] = _mm256_fmadd_ps(sc0, _mm256_loadu_ps(sd), off[t]);
+      off[t] = _mm256_fmadd_ps(sc1, _mm256_loadu_ps(sd + 8), off[t]);
+    }
+    FT_UNROLL for (int n = 0; n < 2; ++n) {
+      __m256i c[4];
+      q6k_codes(blk, n, c);
+      FT_UNROLL for (int k = 0; k < 4; ++k) {  // columns 128n + 32k..: sub-blocks 8n + 2k, 8n + 2k + 1
+        const int s = 8 * n + 2 * k;
+        const __m256 half = s < 8 ? sc0 : sc1;
+        const __m256 w = _mm256_permutevar8x32_ps(half, _mm256_add_epi32(pair, _mm256_set1_epi32(s % 8)));
+        FT_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* xp = xn + t * ldn + 256 * sb + 128 * n + 32 * k;
+          const __m256 dx = _mm256_broadcast_ss(x.d + (t0 + t) * x.ldb + 8 * sb + 4 * n + k);
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c[k], xp)), _mm256_mul_ps(w, dx), acc[t]);
+        }
+      }
+    }
+  }
+  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = hsum(acc[t]) - 32.f * hsum(off[t]);
+}
+
+// Q8Act's blocks of 32 (even columns, then odd) back in natural order: xn [nt][cols]; m [nt][cols / 32]:
+// d * sum(q) per block (the mins' factor).
+inline void prep(const Q8Act& a, int64_t t0, int nt, int64_t cols, int8_t* xn, float* m) {
+  for (int t = 0; t < nt; ++t) {
+    const int8_t* q = a.q + (t0 + t) * a.ldq;
+    const float* sd = a.sd + (t0 + t) * 2 * a.ldb;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b));
+      const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xn + t * cols + 32 * b), _mm_unpacklo_epi8(e, o));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xn + t * cols + 32 * b + 16), _mm_unpackhi_epi8(e, o));
+      m[t * (cols / 32) + b] = sd[2 * b] + sd[2 * b + 1];
+    }
+  }
+}
+
+template <class Tile>
+void rows(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy, Tile tile) {
+  const int64_t cols = w.cols, nsb = cols / kQK;
+  thread_local FloatBuf bx, bm;
+  int8_t* xn = reinterpret_cast<int8_t*>(bx.get(kTokBlock * cols / 4));
+  float* m = bm.get(kTokBlock * cols / 32);
+  for (int64_t t0 = 0; t0 < x.ntok; t0 += kTokBlock) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, x.ntok - t0));
+    prep(x, t0, nt, cols, xn, m);
+    for (int64_t r = r0; r < r1; ++r) tile(w.q + r * w.q_stride, nsb, xn, cols, t0, nt, m, Y + t0 * ldy + (r - r0), ldy);
+  }
+}
+
+template <class D>
+void rows_qnk(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows(w, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, int64_t t0, int nt,
+                                 const float* m, float* y, int64_t ldy_) {
+    const int64_t ldm = ldn / 32;
+    switch (nt) {
+      case 4: tile_qnk<D, 4>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      case 3: tile_qnk<D, 3>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      case 2: tile_qnk<D, 2>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      default: tile_qnk<D, 1>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+    }
+  });
+}
+
+}  // namespace
+
+void rows_q8_q4k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows_qnk<QnK<false>>(m, r0, r1, x, Y, ldy);
+}
+void rows_q8_q5k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows_qnk<QnK<true>>(m, r0, r1, x, Y, ldy);
+}
+void rows_q8_q6k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows(m, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, int64_t t0, int nt,
+                                 const float*, float* y, int64_t ldy_) {
+    switch (nt) {
+      case 4: tile_q6k<4>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 3: tile_q6k<3>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 2: tile_q6k<2>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      default: tile_q6k<1>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+    }
+  });
+}
+
+}  // namespace ft

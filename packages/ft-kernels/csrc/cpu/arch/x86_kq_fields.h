@@ -1,0 +1,27 @@
+// x86 (SSSE3 and up): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes, shared by the AVX2 and
+// AVX-512 K-quant kernels (x86_avx2_q8kquant.cpp, x86_avx512_kq_scales.h).
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace ft {
+namespace {
+
+// Bytes 0..7: the scales of sub-blocks 0..7, bytes 8..15 their mins (kquant_scale_min's values). The fields are
+// cut in one xmm: bytes 0..3 of the 12 are scales 0..3 (low 6 bits) and the high 2 bits of scales 4..7, bytes
+// 4..7 the same for the mins, bytes 8..11 the low 4 bits of scales 4..7 (low nibble) and mins 4..7 (high
+// nibble). Reads 16 bytes from b + 4: the block goes on past its scales.
+inline __m128i kq_fields6(const uint8_t* b) {
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+  // a: scale bytes 0..3, 8..11, mins 4..7, 8..11; h: the bytes whose top 2 bits are fields 4..7's bits 4-5
+  const __m128i a = _mm_shuffle_epi8(s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i h = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i lo = _mm_or_si128(
+      _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+      _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+  return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30)));
+}
+
+}  // namespace
+}  // namespace ft
