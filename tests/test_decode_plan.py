@@ -4,7 +4,7 @@ call) against the same engine running every layer op by op (decode_plans=False).
 The plan runs the same kernels in the same order with the same roundings, so the logits of every decode step,
 the sampled tokens and the routing record must be equal bit for bit -- for every architecture (those the plan
 does not cover run op by op in both engines; a model may mix planned and op-by-op layers, as GPT-OSS's
-windowed layers do), with bf16 and 4-bit dense weights, for three sequences of different lengths decoding
+windowed layers do), with bf16 and 4-bit dense weights (also with int8 activations), for three sequences of different lengths decoding
 together. Which layers get a plan is checked too, so a change that silently stops planning them fails here.
 """
 
@@ -32,12 +32,16 @@ PROMPTS = [[(i * 37 + 11 + 5 * s) % 500 + 3 for i in range(n)] for s, n in enume
 def _run(path, tmp_path, name, plans, dense_format):
     log = tmp_path / f"{name}.jsonl"
     log.touch()
+    fmt, int8 = (
+        dense_format.split("+") if dense_format and "+" in dense_format else (dense_format, "")
+    )
     eng = Engine.from_pretrained(
         path,
         device="cpu",
         dtype="bfloat16",
         decode_plans=plans,
-        dense_format=dense_format,
+        dense_format=fmt,
+        int8_activations=int8 == "int8",
         record_routing=str(log),
     )
     rows = sampled_logits(eng)
@@ -51,7 +55,7 @@ def _run(path, tmp_path, name, plans, dense_format):
     return eng, [s.output_ids for s in seqs], {k: torch.stack(v) for k, v in rows.items()}, routes
 
 
-@pytest.mark.parametrize("dense_format", [None, "int4_sym"])
+@pytest.mark.parametrize("dense_format", [None, "int4_sym", "int4_sym+int8"])
 @pytest.mark.parametrize("arch, variant", CASES, ids=[f"{a}-{v}" if v else a for a, v in CASES])
 def test_planned_decode_equals_op_by_op(tiny_ckpt, tmp_path, arch, variant, dense_format):
     path = tiny_ckpt(arch, variant)

@@ -50,14 +50,14 @@ class DecodeLayer:
     o(attn * sigmoid(gate))) or "gdn" (a Gated DeltaNet layer: ``parts`` give the in-projection, ``gdn`` its own
     weights -- k_heads, v_heads, k_dim, v_dim, conv_w [C, Kc] bf16, neg_A, dt_bias [Hv] float32, norm_w [Dv]
     bf16, out_order [Hv Dv] int64 or None -- and o is the out-projection); ``shared`` adds a shared expert
-    (gate_up: its gate then up rows in one or two matrices; down; gate [1, H] or None). float32 ln1 / ln2 are
-    (1 + w) norms, rounded once.
+    (gate_up: its gate then up rows in one or two matrices; down; gate [1, H] or None; int8: the int8 flags of
+    (gate_up, down, gate)). float32 ln1 / ln2 are (1 + w) norms, rounded once.
 
     Weights: ln1, ln2 [H]; qkv [(N + 2K) D, H] (q rows, then k, then v) and o [H, N D] as ExpertWeights of one
     matrix in any kernel format or bf16/f16 tensors; router [E, H] likewise; biases [rows] (fp32 in the kernel);
     qk_norm "none", "head" (q_norm, k_norm [D]) or "full" ([N D], [K D]); sinks [N]; the routed experts as the
     bank's w13 [n, 2I, H] and w2 [n, H, I] with this layer's expert 0 at ``base``. ``*_int8``: opt-in int8
-    activations for 4-bit weights (see ``moe_experts``). Raises ValueError naming a bad argument."""
+    activations for 4-bit and K-quant weights (see ``moe_experts``; other formats ignore it). Raises ValueError naming a bad argument."""
 
     def __init__(
         self,
@@ -114,16 +114,17 @@ class DecodeLayer:
         dense = [("o", o, o_bias, o_int8), ("router", router, router_bias, False)]
         if attn == "gqa":
             dense.insert(0, ("qkv", qkv, qkv_bias, qkv_int8))
-        for which, w in [("attn", w) for w in (parts or [])] + [
-            ("shared_gate_up", w) for w in (shared or {}).get("gate_up", [])
+        sh8 = (shared or {}).get("int8", (False, False, False))  # gate_up, down, gate
+        for which, w, i8 in [("attn", w, parts_int8) for w in (parts or [])] + [
+            ("shared_gate_up", w, sh8[0]) for w in (shared or {}).get("gate_up", [])
         ]:
             m = _matrix(which, w)
             p.add_part(which, FORMATS[m.fmt], _a(m.q), _a(m.scale), _a(m.zero), m.group,
-                       m.global_scale, m.cols, bool(parts_int8 and which == "attn"))  # fmt: skip
+                       m.global_scale, m.cols, bool(i8))  # fmt: skip
         if shared is not None:
-            dense += [("shared_down", shared["down"], None, False)]
+            dense += [("shared_down", shared["down"], None, sh8[1])]
             if shared.get("gate") is not None:
-                dense += [("shared_gate", shared["gate"], None, False)]
+                dense += [("shared_gate", shared["gate"], None, sh8[2])]
             p.set_shared(int(shared["I"]), shared.get("gate") is not None)
         for which, w, b, i8 in dense:
             m = _matrix(which, w)

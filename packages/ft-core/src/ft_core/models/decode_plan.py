@@ -40,12 +40,14 @@ def _dense(w) -> tuple[object, bool] | None:
     return None
 
 
-def _parts(w) -> list | None:
-    """A projection kept whole or in parts (a GGUF's stored bits: keep_native) as the plan's list of parts."""
+def _parts(w) -> tuple[list, bool] | None:
+    """A projection kept whole or in parts (a GGUF's stored bits: keep_native) as the plan's list of parts and
+    their int8 flag (set on every QuantDense part alike by EngineConfig.int8_activations; a bf16 part, which has
+    none, ignores it in the kernel as it does op by op)."""
     parts = [_dense(p) for p in (w if isinstance(w, list) else [w])]
-    if any(p is None or p[1] for p in parts):  # int8 activations on a part: not planned
+    if any(p is None for p in parts):
         return None
-    return [p[0] for p in parts]
+    return [p[0] for p in parts], any(p[1] for p in parts)
 
 
 def _attn_kwargs(cfg: ModelConfig, attn) -> dict | None:
@@ -67,18 +69,18 @@ def _attn_kwargs(cfg: ModelConfig, attn) -> dict | None:
         )  # fmt: skip
     if type(attn) is GatedAttention:
         parts, o = _parts(attn.wqkv), _dense(attn.wo)
-        if parts is None or o is None or o[1] or attn.bqkv is not None or attn.bo is not None:
+        if parts is None or o is None or attn.bqkv is not None or attn.bo is not None:
             return None
         return dict(
-            attn="gated", parts=parts, o=o[0], attn_scale=cfg.head_dim**-0.5, q_norm=attn.q_norm,
-            k_norm=attn.k_norm, rope_interleaved=attn.rotary.cfg.interleaved,
+            attn="gated", parts=parts[0], parts_int8=parts[1], o=o[0], o_int8=o[1],
+            attn_scale=cfg.head_dim**-0.5, q_norm=attn.q_norm, k_norm=attn.k_norm,
+            rope_interleaved=attn.rotary.cfg.interleaved,
         )  # fmt: skip
     if type(attn) is GatedDeltaNet:
         parts, o, lin = _parts(attn.w_in), _dense(attn.w_out), cfg.linear
         if (
             parts is None
             or o is None
-            or o[1]
             or attn.recurrent_rule is not gated_delta.recurrent_gated_delta_rule
             or attn.conv_w.dtype != torch.bfloat16
             or attn.norm.dtype != torch.bfloat16
@@ -89,7 +91,10 @@ def _attn_kwargs(cfg: ModelConfig, attn) -> dict | None:
             conv_w=attn.conv_w, neg_A=attn.neg_A, dt_bias=attn.dt_bias, norm_w=attn.norm,
             out_order=attn.out_order,
         )  # fmt: skip
-        return dict(attn="gdn", parts=parts, o=o[0], attn_scale=1.0, gdn=gdn)
+        return dict(
+            attn="gdn", parts=parts[0], parts_int8=parts[1], o=o[0], o_int8=o[1], attn_scale=1.0,
+            gdn=gdn,
+        )  # fmt: skip
     return None
 
 
@@ -102,11 +107,12 @@ def _shared(mlp: MoELayer) -> dict | None | bool:
         return False
     gate_up, down = _parts([e.gate, e.up]), _dense(e.down)
     gate = None if mlp.shared_gate is None else _dense(mlp.shared_gate)
-    if gate_up is None or down is None or down[1] or (mlp.shared_gate is not None and gate is None):
+    if gate_up is None or down is None or (mlp.shared_gate is not None and gate is None):
         return False
     return dict(
-        gate_up=gate_up, down=down[0], gate=None if gate is None else gate[0], I=e.down.shape[1]
-    )
+        gate_up=gate_up[0], down=down[0], gate=None if gate is None else gate[0], I=e.down.shape[1],
+        int8=(gate_up[1], down[1], gate is not None and gate[1]),
+    )  # fmt: skip
 
 
 def layer_plan(
@@ -115,7 +121,7 @@ def layer_plan(
     """``ft_kernels.DecodeLayer`` for one decoder layer, or None where the plan does not cover it: MLA, windows
     kept as state, clip_qkv, attention biases on the gated kind, flash-linear-attention's rule, a dense MLP,
     grouped sigmoid routers, an expert backend other than the CPU kernels (the device cache), weights outside
-    bf16 / the kernel formats, int8 activations on a projection in parts."""
+    bf16 / the kernel formats."""
     if not isinstance(mlp, MoELayer):
         return None
     m = mlp.router.m
