@@ -15,7 +15,6 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
-from cpu_isas import available_isas
 from fp32_bounds import decode_attention_bound
 
 SHAPES = [
@@ -157,7 +156,7 @@ def test_bad_arguments_raise_naming_them(call, match):
         call(q, kp, vp, table, ctx)
 
 
-@pytest.mark.parametrize("isa", available_isas())
+@pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa(isa):
     code = f"""
 import sys, ft_kernels as fk

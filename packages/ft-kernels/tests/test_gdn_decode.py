@@ -14,7 +14,6 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
-from cpu_isas import available_isas
 from fp32_bounds import gdn_decode_bound
 from ft_kernels import reference as R
 
@@ -127,7 +126,7 @@ def run_all():
             check(shape, dtype, seed=1)
 
 
-@pytest.mark.parametrize("isa", available_isas())
+@pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa(isa):
     code = f"""
 import sys, ft_kernels as fk

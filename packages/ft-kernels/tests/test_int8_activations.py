@@ -21,7 +21,6 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
-from cpu_isas import available_isas
 from fp32_bounds import linear_bound
 from ft_kernels import reference as R
 from test_kquants import random_blocks
@@ -133,7 +132,7 @@ def test_moe_int8_matches_quantised_reference(fmt, T):
         assert not torch.equal(y, exact)  # the opt-in really quantised
 
 
-@pytest.mark.parametrize("isa", available_isas())
+@pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa(isa):
     """The linear checks above on each ISA this CPU has (FT_CPU_ISA in a fresh process); AVX-512 CPUs run the
     AVX2 q8 kernels."""

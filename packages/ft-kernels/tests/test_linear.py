@@ -10,7 +10,6 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
-from cpu_isas import available_isas
 from fp32_bounds import linear_bound
 from ft_kernels import reference as R
 
@@ -149,7 +148,7 @@ def test_bad_arguments_raise_naming_them(call, match):
         call(torch.randn(32, 64).bfloat16())
 
 
-@pytest.mark.parametrize("isa", available_isas())
+@pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa(isa):
     code = f"""
 import sys, torch, ft_kernels as fk

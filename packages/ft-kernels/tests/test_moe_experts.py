@@ -17,7 +17,6 @@ import threading
 import ft_kernels as fk
 import pytest
 import torch
-from cpu_isas import available_isas
 from fp32_bounds import moe_bound
 from ft_kernels import reference as R
 
@@ -182,7 +181,7 @@ def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
         _check(r, args)
 
 
-@pytest.mark.parametrize("isa", available_isas())
+@pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa_matches_reference(isa):
     """Every format on each ISA this CPU has, forced by FT_CPU_ISA in a fresh process (read once per process)."""
     code = f"""

@@ -3,6 +3,7 @@
 from ft_kernels import reference
 from ft_kernels.cpu import (
     active_isa,
+    available_isas,
     decode_attention,
     gdn_decode,
     linear,
@@ -23,6 +24,7 @@ from ft_kernels.formats import FORMATS, ExpertWeights, quantize
 __all__ = [
     "DecodeLayer",
     "active_isa",
+    "available_isas",
     "decode_attention",
     "gdn_decode",
     "linear",

@@ -5,6 +5,8 @@ Legend: T = tokens, H = hidden, I = expert intermediate, R = routes, N = experts
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch.utils.dlpack import to_dlpack
 
@@ -32,6 +34,18 @@ def active_isa() -> str:
     """The instruction set the CPU kernels run with ("avx512bf16": AVX-512 with its BF16 dot product, "avx512",
     "avx2", "neon" or "scalar"; FT_CPU_ISA forces one)."""
     return _C.active_isa()
+
+
+def available_isas() -> list[str]:
+    """The instruction sets FT_CPU_ISA may force on this machine: "scalar", then "avx2", "avx512" and
+    "avx512bf16" where /proc/cpuinfo lists their flags (for tests that run each in a fresh process)."""
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""  # noqa: SIM115
+    have = ["scalar"]
+    if all(f" {f}" in flags for f in ("avx2", "fma", "f16c")):
+        have.append("avx2")
+    if all(f" {f}" in flags for f in ("avx512f", "avx512bw", "avx512vl")):
+        have += ["avx512"] + (["avx512bf16"] if " avx512_bf16" in flags else [])
+    return have
 
 
 def num_threads() -> int:

@@ -4,6 +4,12 @@ backend. Policy lives here; the model definition only asks for one (DESIGN §3, 
 
 from __future__ import annotations
 
+import logging
+
+import ft_kernels
+from ft_kernels import FORMATS
+from ft_kernels.reference import INT8_FORMATS
+
 from ft_core.config import EngineConfig
 from ft_core.device import for_name
 from ft_core.errors import FTError
@@ -14,7 +20,6 @@ from ft_core.experts.cached import CachedBackend
 from ft_core.experts.probe import probe
 from ft_core.experts.timing import auto_policy, slots_for_free_memory
 from ft_core.model_config import MoEConfig
-from ft_kernels import FORMATS
 
 
 def cache_slots(bank: ExpertBank, engine: EngineConfig, free_bytes: int | None = None) -> int:
@@ -44,10 +49,28 @@ def cache_slots(bank: ExpertBank, engine: EngineConfig, free_bytes: int | None =
     return max(1, round(bank.num_ids * (engine.moe_cache_fraction or 0.5)))
 
 
+def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
+    """A hint, when the CPU kernels will multiply this bank's 4-bit / K-quant weights with exact fp32
+    products on an x86 CPU without AVX-512 BF16 (8 or 16 products an instruction: compute-bound, 2-5x below
+    the integer path), that ``int8_activations`` is the fast path there; else None."""
+    fmts = {bank.fmt} | {f for pair in bank.layer_fmts for f in pair}
+    if engine.int8_activations or not fmts & set(INT8_FORMATS):
+        return None
+    if ft_kernels.active_isa() not in ("avx2", "avx512"):
+        return None
+    return (
+        f"this CPU runs {'/'.join(sorted(fmts & set(INT8_FORMATS)))} experts with exact fp32 products "
+        f"({ft_kernels.active_isa()}, no AVX-512 BF16), which is compute-bound; --int8-activations "
+        "(int8 activations, llama.cpp's CPU scheme, not exact) runs them 2-5x faster"
+    )
+
+
 def build_backend(
     bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_layers: int
 ) -> ExpertBackend:
     """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
+    if (hint := fp32_products_hint(bank, engine)) is not None:
+        logging.getLogger("ft_core.engine").warning(hint)
     host = select_impl(
         engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations
     )
