@@ -172,6 +172,12 @@ class GGUFFile:
         except (UnicodeDecodeError, ValueError, IndexError) as e:
             raise CheckpointError(f"{self.path}: metadata key {key!r} is unreadable ({e})") from e
 
+    def release(self, *keys: str) -> None:
+        """Forget metadata fields once read: gguf's reader holds each array element as its own numpy views
+        (a 150k-token vocabulary with its merges is ~0.5 GB of them, kept for the life of the file)."""
+        for k in keys:
+            self._fields.pop(k, None)
+
     def arch_get(self, key: str, default: Any = _MISSING) -> Any:
         """``{general.architecture}.{key}``, e.g. ``block_count``."""
         return self.get(f"{self.arch}.{key}", default)

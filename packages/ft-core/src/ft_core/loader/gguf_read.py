@@ -159,6 +159,7 @@ def _read(path: Path):
     config = hf_config(g)
     cfg = parse_config(config, g.path)
     vocab = gguf_tokenizer(g, str(g.path))
+    g.release(*(f"tokenizer.ggml.{k}" for k in ("tokens", "token_type", "merges", "scores")))
     if (n := vocab[0].get_vocab_size(with_added_tokens=True)) > cfg.vocab_size:
         raise CheckpointError(f"{g.path}: {n} tokens but the embedding has {cfg.vocab_size} rows")
     return g, config, cfg, vocab
