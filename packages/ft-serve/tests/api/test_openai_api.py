@@ -225,18 +225,24 @@ def test_health_root_and_metrics(server, client):
 
 
 def test_two_streams_interleave(server):
-    """Continuous batching: a second stream starts producing while the first is still streaming."""
+    """Continuous batching: a second stream starts producing while the first is still streaming.
+
+    The second request is sent once the first has streamed a token (not after a fixed delay: the
+    demo model can finish a short stream in tens of milliseconds), and the first still has hundreds
+    of decode steps to go, so the second is admitted into the running batch well before it ends.
+    """
 
     async def run():
         ac = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
-        log = []
+        log, a_started = [], asyncio.Event()
 
-        async def one(tag, delay):
-            await asyncio.sleep(delay)
+        async def one(tag, max_tokens, after=None):
+            if after is not None:
+                await after.wait()
             s = await ac.chat.completions.create(
                 model="ft-test",
                 messages=[{"role": "user", "content": f"stream {tag}"}],
-                max_tokens=48,
+                max_tokens=max_tokens,
                 temperature=0,
                 stream=True,
                 extra_body={"ignore_eos": True},
@@ -244,8 +250,10 @@ def test_two_streams_interleave(server):
             async for c in s:
                 if c.choices and c.choices[0].delta.content:
                     log.append(tag)
+                    if tag == "a":
+                        a_started.set()
 
-        await asyncio.gather(one("a", 0), one("b", 0.05))
+        await asyncio.gather(one("a", 512), one("b", 8, after=a_started))
         await ac.close()
         return log
 
