@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from ft_kernels import kquants
+from fp32_bounds import linear_bound
 
 GGML = {
     "q4_k": gguf.GGMLQuantizationType.Q4_K,
@@ -37,18 +38,18 @@ def test_decoder_equals_llamacpp_python(fmt):
     assert np.array_equal(ours.numpy(), theirs)
 
 
+@pytest.mark.parametrize("T", [5, 8, 20, 29])
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("fmt", list(GGML))
-def test_kernel_on_arbitrary_blocks(fmt):
-    """The kernel reads any valid block (not only the quantiser's): every scale, min and code value."""
-    b = random_blocks(fmt, 6 * 3, seed=7).reshape(6, 3 * kquants.BLOCK_BYTES[fmt])
+def test_kernel_on_arbitrary_blocks(fmt, xdtype, T):
+    """The kernel reads any valid block (not only the quantiser's): every scale, min and code value. 9 rows: a
+    tile of 8 and a single one. x in bf16 takes the bf16-activation kernels, which sum the scaled codes and the
+    mins apart (the bound over the split terms, ``fp32_bounds.kquant_terms``): on AVX-512 BF16 row-wise at 5
+    tokens, tokens in the lanes at 8 (8 lanes), 20 (16, then 4 row-wise) and 29 (16, then 13 in 16 lanes)."""
+    b = random_blocks(fmt, 9 * 3, seed=7).reshape(9, 3 * kquants.BLOCK_BYTES[fmt])
     w = fk.ExpertWeights(fmt, b[None], 3 * kquants.QK, group=kquants.QK)
-    x = torch.randn(5, 3 * kquants.QK, generator=torch.Generator().manual_seed(1))
-    W = kquants.dequantize(b, fmt, 3 * kquants.QK).double()
-    exact = x.double() @ W.T
-    bound = (
-        768 * 2.0**-24 / (1 - 768 * 2.0**-24) * (x.double().abs() @ W.abs().T)
-        + 2.0**-24 * exact.abs()
-    )
+    x = torch.randn(T, 3 * kquants.QK, generator=torch.Generator().manual_seed(T)).to(xdtype)
+    exact, bound = linear_bound(x, w, split_terms=xdtype == torch.bfloat16)
     assert ((fk.linear(x, w).double() - exact).abs() <= bound).all()
 
 

@@ -16,6 +16,10 @@
 // Per 128 Q4_K weights: 3 shifts, 4 lookups, 4 dot products, 2 FMAs -- against 4 unpacks, 4 widenings, 4
 // two-table lookups, 4 dot products and 4 FMAs for the register decode per 32 columns this replaced. One
 // Zen 5 core, [32768, 2048] from DRAM, T = 1: Q4_K 19 -> 24-27 GB/s, Q5_K 17 -> 25, Q6_K 21 -> 28.
+//
+// From 7 tokens a call (prefill: the tokens routed to one expert) all but a tail of fewer than 7 go through the
+// tokens-in-lanes kernel (x86_avx512bf16_tokgemm.h: one scale FMA per 16 products, not per 2), with this file's
+// decoders QnKT / Q6KT. One Zen 4 core, [1024, 2048] Q4_K in cache: 16 tokens 48 -> 78 GMAC/s, 8 tokens 48 -> 54.
 #include <immintrin.h>
 
 #include <cstring>
@@ -23,6 +27,7 @@
 #include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx512_kq_scales.h"  // kq_scale_vec, q6k_scale_vec
 #include "cpu/arch/x86_avx512bf16_lut4.h"  // word_order, prep, bf16_table
+#include "cpu/arch/x86_avx512bf16_tokgemm.h"  // the prefill kernel (tokens in the lanes)
 
 namespace ft {
 namespace {
@@ -115,6 +120,60 @@ struct Q6KW {
   }
 };
 
+// Decoders of the prefill kernel (x86_avx512bf16_tokgemm.h): a block's codes as bf16 in column order.
+// Q4_K / Q5_K: code bytes 32j.. hold columns 64j + l (low nibble) and 64j + 32 + l (high); Q5_K's fifth bit
+// of those is bit 2j (2j + 1) of qh byte l.
+template <bool kFive>
+struct QnKT {
+  static constexpr int kCols = kQK, kSub = 32, kBytes = kFive ? 176 : 144;
+  static constexpr bool kMins = true;
+  static void decode(const uint8_t* b, uint16_t* codes, float* sm) {
+    _mm512_storeu_ps(sm, kq_scale_vec(b));
+    __m512i lo, hi;
+    QnKW<kFive>::tables(lo, hi);
+    const __m512i nib = _mm512_set1_epi16(0x000f);
+    const __m512i qh = kFive ? _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)))
+                             : _mm512_setzero_si512();
+    FT_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + QnKW<kFive>::kCodes + 32 * j)));
+      __m512i i0 = v, i1 = _mm512_srli_epi16(v, 4);
+      if (kFive) {  // bit 2j (2j + 1) of qh to bit 4, under the nibble (vpermw reads 5 index bits)
+        const __m512i h0 = 2 * j <= 4 ? _mm512_slli_epi16(qh, 4 - 2 * j) : _mm512_srli_epi16(qh, 2 * j - 4);
+        const __m512i h1 = 2 * j + 1 <= 4 ? _mm512_slli_epi16(qh, 3 - 2 * j) : _mm512_srli_epi16(qh, 2 * j - 3);
+        i0 = _mm512_ternarylogic_epi32(i0, h0, nib, 0xe4);
+        i1 = _mm512_ternarylogic_epi32(i1, h1, nib, 0xe4);
+      } else {
+        i0 = _mm512_and_si512(i0, nib);
+      }
+      _mm512_storeu_si512(codes + 64 * j, _mm512_permutexvar_epi16(i0, lo));
+      _mm512_storeu_si512(codes + 64 * j + 32, _mm512_permutexvar_epi16(i1, lo));
+    }
+  }
+};
+
+// Q6_K, half n: ql bytes 64n + l (l < 32) hold columns 128n + l (low nibble) and + 64 (high), bytes 64n + 32 + l
+// columns 128n + 32 + l and + 96; qh byte 128 + 32n + l bits 2u, 2u + 1: the high bits of column 128n + 32u + l.
+struct Q6KT {
+  static constexpr int kCols = kQK, kSub = 16, kBytes = 210;
+  static constexpr bool kMins = false;
+  static void decode(const uint8_t* b, uint16_t* codes, float* sm) {
+    _mm512_storeu_ps(sm, q6k_scale_vec(b));
+    __m512i lo, hi;
+    Q6KW::tables(lo, hi);
+    const __m512i nib = _mm512_set1_epi16(0x000f);
+    FT_UNROLL for (int n = 0; n < 2; ++n) {
+      const __m512i a = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * n)));
+      const __m512i c = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * n + 32)));
+      const __m512i h = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n)));
+      const __m512i idx[4] = {_mm512_ternarylogic_epi32(a, _mm512_slli_epi16(h, 4), nib, 0xe4),
+                              _mm512_ternarylogic_epi32(c, _mm512_slli_epi16(h, 2), nib, 0xe4),
+                              _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 4), h, nib, 0xe4),
+                              _mm512_ternarylogic_epi32(_mm512_srli_epi16(c, 4), _mm512_srli_epi16(h, 2), nib, 0xe4)};
+      FT_UNROLL for (int u = 0; u < 4; ++u) _mm512_storeu_si512(codes + 128 * n + 32 * u, _mm512_permutex2var_epi16(lo, idx[u], hi));
+    }
+  }
+};
+
 template <class W, int NT, int PF>
 inline void word_row(const uint8_t* q, int64_t nb, __m512i lo, __m512i hi, const __m512i (&si)[2][2],
                      const uint16_t* xp, int64_t ldp, const float* xs, int64_t lds, float* Y, int64_t ldy) {
@@ -194,19 +253,27 @@ inline void word_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t
   }
 }
 
+// The prefill kernel for the first tokens (all but a tail of fewer than 7), the row-wise one for the rest.
+template <class T, class W>
+inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx, float* Y,
+                    int64_t ldy) {
+  const int64_t done = avx512bf16_tokgemm::rows<T>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  if (done < ntok) word_rows<W>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
+}
+
 }  // namespace
 
 void rows_bf16act_q4k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                  int64_t ldx, float* Y, int64_t ldy) {
-  word_rows<QnKW<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  bf16_rows<QnKT<false>, QnKW<false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_bf16act_q5k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                  int64_t ldx, float* Y, int64_t ldy) {
-  word_rows<QnKW<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  bf16_rows<QnKT<true>, QnKW<true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_bf16act_q6k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                  int64_t ldx, float* Y, int64_t ldy) {
-  word_rows<Q6KW>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  bf16_rows<Q6KT, Q6KW>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

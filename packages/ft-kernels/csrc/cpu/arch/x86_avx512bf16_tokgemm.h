@@ -1,0 +1,177 @@
+// AVX-512 BF16 prefill kernel for block formats whose codes are exact in bf16 and whose scales (and mins)
+// apply per sub-block of a row: the GGUF K-quants. Tokens in the lanes, so a scale costs one FMA per 16 dot
+// products (the row-wise kernels apply one per 2: a lane there sums columns of two sub-blocks).
+//
+// x of up to 16 tokens is transposed once per call into XT: XT[k] holds, in lane t, the dword of token t's
+// columns 2k and 2k + 1 (two bf16). Per super-block, R rows are decoded into bf16 codes in column order
+// (exact: small integers), and for each sub-block s and row i
+//     p_i = sum over the sub-block's column pairs k of vdpbf16ps(broadcast(codes_i[2k, 2k + 1]), XT[k])
+//     acc_i += scale_i[s] * p_i  (+ (-min_i[s]) * XS[s], XS[s] lane t = token t's sum over the sub-block)
+// so lane t of acc_i is row i . token t. Every code and every product is exact in fp32; the result differs
+// from the row-wise kernel's on the same x in fp32 rounding order only. One XT load serves R rows; each
+// weight pair is one broadcast load. Worth it from 7 tokens a call (prefill: tokens per expert; ``rows``).
+//
+// Decoder D: kCols (columns of a block, 256), kSub (columns per scale), kBytes, kMins;
+//            decode(const uint8_t* block, uint16_t* codes /* kCols bf16 */, float* sm) with sm[s] the scale of
+//            sub-block s and (kMins) sm[kCols / kSub + s] its negated min; kCols / kSub * (1 + kMins) <= 16.
+// Included only by x86_avx512bf16_*.cpp.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf
+
+namespace ft {
+namespace avx512bf16_tokgemm {
+namespace {
+
+constexpr int kLanes = 16;  // tokens per tile
+
+// r[i] (16 dwords) <- column i of the 16 x 16 dword matrix whose rows are r[0..15].
+inline void transpose16(__m512i (&r)[16]) {
+  __m512i t[16], u[16];
+  FT_UNROLL for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  FT_UNROLL for (int g = 0; g < 16; g += 4) {  // u[g + j], 128-bit lane L: rows g..g+3 of column 4L + j
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  FT_UNROLL for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), b = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i c = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+    r[j] = _mm512_shuffle_i32x4(a, b, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(a, b, 0xdd);
+    r[8 + j] = _mm512_shuffle_i32x4(c, d, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(c, d, 0xdd);
+  }
+}
+
+// XT[k * 16 + t] = dword k of token t's row (columns 2k, 2k + 1) for t < nt, 0 for the other lanes;
+// cols % 32 == 0. XS (sub-blocks of sub columns, if given): XS[g * 16 + t] = sum of token t's columns of
+// sub-block g in fp32 (vdpbf16ps against ones: exact products).
+inline void pack_x(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint32_t* XT, float* XS, int sub) {
+  for (int64_t c = 0; c < cols; c += 32) {
+    __m512i r[16];
+    FT_UNROLL for (int t = 0; t < 16; ++t) r[t] = t < nt ? _mm512_loadu_si512(X + t * ldx + c) : _mm512_setzero_si512();
+    transpose16(r);
+    FT_UNROLL for (int k = 0; k < 16; ++k) _mm512_storeu_si512(XT + (c / 2 + k) * kLanes, r[k]);
+  }
+  if (!XS) return;
+  const __m512bh ones = (__m512bh)_mm512_set1_epi16(0x3f80);  // bf16 1.0
+  for (int64_t g = 0; g < cols / sub; ++g) {
+    __m512 s = _mm512_setzero_ps();
+    for (int k = 0; k < sub / 2; ++k)
+      s = _mm512_dpbf16_ps(s, ones, (__m512bh)_mm512_loadu_si512(XT + (g * sub / 2 + k) * kLanes));
+    _mm512_storeu_ps(XS + g * kLanes, s);
+  }
+}
+
+// Vector traits: 16 token lanes (zmm) or 8 (ymm, the first 8 lanes of the packed rows: as fast a product
+// per cycle as zmm on Zen 4, whose 512-bit units are two 256-bit halves).
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V dot(V acc, const uint32_t* x, int32_t w) {  // w: one broadcast load
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(x), (__m512bh)_mm512_set1_epi32(w));
+  }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V bcast(float v) { return _mm512_set1_ps(v); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+};
+template <>
+struct Lanes<8> {
+  using V = __m256;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V dot(V acc, const uint32_t* x, int32_t w) {
+    return _mm256_dpbf16_ps(acc, (__m256bh)_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)),
+                            (__m256bh)_mm256_set1_epi32(w));
+  }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V bcast(float v) { return _mm256_set1_ps(v); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+};
+
+// Rows r .. r + R - 1 against the first L lanes of the packed tile: Y[t * ldy + i] = row r + i . token t, t < nt.
+template <class D, int L, int R>
+inline void tile(const WeightMat& m, int64_t r, const uint32_t* XT, const float* XS, int nt, float* Y, int64_t ldy) {
+  using S = Lanes<L>;
+  using V = typename S::V;
+  constexpr int nsub = D::kCols / D::kSub, kp = D::kSub / 2;
+  alignas(64) uint16_t codes[R][D::kCols];
+  alignas(64) float sm[R][16];
+  V acc[R];
+  FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::zero();
+  const int64_t nb = m.cols / D::kCols;
+  for (int64_t b = 0; b < nb; ++b) {
+    FT_UNROLL for (int i = 0; i < R; ++i) D::decode(m.q + (r + i) * m.q_stride + b * D::kBytes, codes[i], sm[i]);
+    const uint32_t* xb = XT + b * (D::kCols / 2) * kLanes;
+    for (int s = 0; s < nsub; ++s) {
+      V p[R];
+      FT_UNROLL for (int i = 0; i < R; ++i) p[i] = S::zero();
+      FT_UNROLL for (int k = 0; k < kp; ++k) {
+        const uint32_t* xk = xb + (s * kp + k) * kLanes;
+        FT_UNROLL for (int i = 0; i < R; ++i) {
+          int32_t w;
+          std::memcpy(&w, codes[i] + s * D::kSub + 2 * k, 4);
+          p[i] = S::dot(p[i], xk, w);
+        }
+      }
+      FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::fma(p[i], S::bcast(sm[i][s]), acc[i]);
+      if (D::kMins) {
+        const V xs = S::load(XS + (b * nsub + s) * kLanes);
+        FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::fma(S::bcast(sm[i][nsub + s]), xs, acc[i]);
+      }
+    }
+  }
+  alignas(64) float o[R][L];
+  FT_UNROLL for (int i = 0; i < R; ++i) S::store(o[i], acc[i]);
+  for (int t = 0; t < nt; ++t)
+    FT_UNROLL for (int i = 0; i < R; ++i) Y[t * ldy + i] = o[i][t];
+}
+
+template <class D, int L, int R>
+inline void tiles(const WeightMat& m, int64_t r0, int64_t r1, const uint32_t* XT, const float* XS, int nt, float* Y,
+                  int64_t ldy) {
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) tile<D, L, R>(m, r, XT, XS, nt, Y + (r - r0), ldy);
+  for (; r < r1; ++r) tile<D, L, 1>(m, r, XT, XS, nt, Y + (r - r0), ldy);
+}
+
+// Y[t, r - r0] = sum_c W[r, c] * X[t, c] (RowsBf16Fn) for the first tokens of X, with a decoder D
+// (m.cols % D::kCols == 0): tiles of 16 while more than 8 remain, then one of 8 lanes if kMin8 or more remain.
+// Returns the tokens done; the caller's row-wise kernel is the faster for fewer than kMin8 (measured on Zen 4,
+// 1024 x 2048 Q4_K: 8 lanes 313 us a call for up to 8 tokens, 16 lanes 430 us for up to 16, row-wise 45 us a token).
+constexpr int kMin8 = 7;
+template <class D, int R = 8>
+inline int64_t rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                    float* Y, int64_t ldy) {
+  thread_local FloatBuf xtb, xsb;
+  uint32_t* XT = reinterpret_cast<uint32_t*>(xtb.get(m.cols / 2 * kLanes));
+  float* XS = D::kMins ? xsb.get(m.cols / D::kSub * kLanes) : nullptr;
+  int64_t t0 = 0;
+  for (; ntok - t0 >= kMin8; t0 += kLanes) {
+    const int nt = static_cast<int>(std::min<int64_t>(kLanes, ntok - t0));
+    pack_x(X + t0 * ldx, ldx, nt, m.cols, XT, XS, D::kSub);
+    if (nt > 8)
+      tiles<D, 16, R>(m, r0, r1, XT, XS, nt, Y + t0 * ldy, ldy);
+    else
+      tiles<D, 8, R>(m, r0, r1, XT, XS, nt, Y + t0 * ldy, ldy);
+  }
+  return std::min(t0, ntok);
+}
+
+}  // namespace
+}  // namespace avx512bf16_tokgemm
+}  // namespace ft
