@@ -48,6 +48,32 @@ def test_matches_bound(fmt, T, xdtype):
         assert torch.allclose(fk.linear(x, w, b), R.linear(x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("T", [7, 8, 12, 16, 23, 40])
+@pytest.mark.parametrize(
+    "fmt,group",
+    [
+        ("mxfp4", 32),
+        ("int4_sym", 32),
+        ("int4_sym", 64),
+        ("int4_sym", 128),
+        ("q4_k", 256),
+        ("q5_k", 256),
+        ("q6_k", 256),
+    ],
+)
+def test_prefill_sized_bf16(fmt, group, T):
+    """bf16 x from 7 tokens a call: on AVX-512 BF16 the tokens-in-lanes kernel (16 lanes, 8 for 7-8 K-quant
+    tokens, the tail row-wise) on whole blocks of 64 (nibble formats) or 256 columns (K-quants), 8-row tiles and
+    single rows (37 rows); 2 x 640 columns: blocks of 64 but not of 256 (left to the row-wise kernels)."""
+    for N, K in ((37, 512), (2, 640)) if group != 256 else ((37, 512),):
+        g = torch.Generator().manual_seed(N + K + T)
+        w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=group)
+        x = torch.randn(T, K, generator=g).bfloat16()
+        exact, bound = linear_bound(x, w, split_terms=True)
+        over = ((fk.linear(x, w).double() - exact).abs() - bound).max().item()
+        assert over <= 0, f"error exceeds the fp32 bound by {over:.3g}"
+
+
 @pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("fmt", ["int4_sym", "int4_asym"])
 @pytest.mark.parametrize("group", [32, 64, 128, 256, 384])

@@ -50,6 +50,10 @@ struct Mxfp4Lanes {  // e8m0 per 32 columns: 2^(s - 127) is s in the fp32 expone
   }
   static __m512 zeros(const WeightMat&, int64_t, int64_t) { return _mm512_setzero_ps(); }
   static float post(const WeightMat&) { return 1.f; }
+  static float sub_scale(const WeightMat& m, int64_t row, int64_t s) {  // of columns 32s .. 32s + 31
+    const uint32_t e = static_cast<const uint8_t*>(m.scale)[row * m.scale_stride + s];
+    return f32_from_bits(e ? e << 23 : 0x00400000u);
+  }
 };
 
 struct Nvfp4Lanes {  // e4m3 per 16 columns (each byte spread over a lane pair), times the global scale
@@ -125,6 +129,9 @@ struct Int4Lanes {  // fp32 scale (and uint8 zero, asym) per group; lane i reads
     return _mm512_permutexvar_ps(lanes(), v);
   }
   static float post(const WeightMat&) { return 1.f; }
+  static float sub_scale(const WeightMat& m, int64_t row, int64_t s) {  // of columns 32s .. 32s + 31
+    return static_cast<const float*>(m.scale)[row * m.scale_stride + (kG ? 32 * s / kG : 32 * s / m.group)];
+  }
 };
 
 // f(Int4Lanes<kAsym, G>{}) for m's group (int4_lane_groups(m.group) holds).

@@ -125,9 +125,11 @@ struct Q6KW {
 // of those is bit 2j (2j + 1) of qh byte l.
 template <bool kFive>
 struct QnKT {
-  static constexpr int kCols = kQK, kSub = 32, kBytes = kFive ? 176 : 144;
+  static constexpr int kCols = kQK, kSub = 32;
   static constexpr bool kMins = true;
-  static void decode(const uint8_t* b, uint16_t* codes, float* sm) {
+  static constexpr int kMin16 = 9, kMin8 = 7;
+  static void decode(const WeightMat& m, int64_t row, int64_t blk, uint16_t* codes, float* sm) {
+    const uint8_t* b = m.q + row * m.q_stride + blk * QnKW<kFive>::kBytes;
     _mm512_storeu_ps(sm, kq_scale_vec(b));
     __m512i lo, hi;
     QnKW<kFive>::tables(lo, hi);
@@ -154,9 +156,11 @@ struct QnKT {
 // Q6_K, half n: ql bytes 64n + l (l < 32) hold columns 128n + l (low nibble) and + 64 (high), bytes 64n + 32 + l
 // columns 128n + 32 + l and + 96; qh byte 128 + 32n + l bits 2u, 2u + 1: the high bits of column 128n + 32u + l.
 struct Q6KT {
-  static constexpr int kCols = kQK, kSub = 16, kBytes = 210;
+  static constexpr int kCols = kQK, kSub = 16;
   static constexpr bool kMins = false;
-  static void decode(const uint8_t* b, uint16_t* codes, float* sm) {
+  static constexpr int kMin16 = 9, kMin8 = 7;
+  static void decode(const WeightMat& m, int64_t row, int64_t blk, uint16_t* codes, float* sm) {
+    const uint8_t* b = m.q + row * m.q_stride + blk * Q6KW::kBytes;
     _mm512_storeu_ps(sm, q6k_scale_vec(b));
     __m512i lo, hi;
     Q6KW::tables(lo, hi);
@@ -256,9 +260,10 @@ inline void word_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t
 // The prefill kernel for the first tokens (all but a tail of fewer than 7), the row-wise one for the rest.
 template <class T, class W>
 inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx, float* Y,
-                    int64_t ldy) {
-  const int64_t done = avx512bf16_tokgemm::rows<T>(m, r0, r1, X, ntok, ldx, Y, ldy);
-  if (done < ntok) word_rows<W>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
+                      int64_t ldy) {
+  avx512bf16_tokgemm::then_rows<T>(m, r0, r1, X, ntok, ldx, Y, ldy, [&](const uint16_t* Xr, int64_t nr, float* Yr) {
+    word_rows<W>(m, r0, r1, Xr, nr, ldx, Yr, ldy);
+  });
 }
 
 }  // namespace

@@ -141,6 +141,26 @@ inline void block(const WeightMat& m, int64_t r0, int64_t r1, __m512i lut, const
   for (int64_t r = r0; r < r1; ++r) row<D, NT, PF>(m, r, lut, xp, ldp, xs, lds, Y + (r - r0), ldy);
 }
 
+// Decoder of the prefill kernel (x86_avx512bf16_tokgemm.h) for a format D of x86_avx512_nib.h with a scale per
+// 32 columns and no zero point (MXFP4, INT4 symmetric): blocks of 64 columns (byte i: columns 2i, 2i + 1).
+// Byte i widened to dword i, or'ed with itself << 12, holds the low nibble in word 0's index bits and the high
+// one in word 1's: one `vpermw` gives the pair of bf16 codes in column order.
+template <class D>
+struct NibT {
+  static constexpr int kCols = 64, kSub = 32;
+  static constexpr bool kMins = false;
+  static constexpr int kMin16 = 12, kMin8 = 0;  // the row-wise kernel is as fast up to 11 tokens
+  static void decode(const WeightMat& m, int64_t row, int64_t b, uint16_t* codes, float* sm) {
+    const __m512i lut = bf16_table(D::lut());
+    const uint8_t* q = m.q + row * m.q_stride + 32 * b;
+    FT_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * h)));
+      _mm512_storeu_si512(codes + 32 * h, _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), lut));
+      sm[h] = D::sub_scale(m, row, 2 * b + h);
+    }
+  }
+};
+
 // Y[t, r - r0] = sum_c W[r, c] * X[t, c] (RowsBf16Fn) for a format D of x86_avx512_nib.h.
 template <class D>
 inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx, float* Y,

@@ -1,5 +1,5 @@
 // AVX-512 BF16 prefill kernel for block formats whose codes are exact in bf16 and whose scales (and mins)
-// apply per sub-block of a row: the GGUF K-quants. Tokens in the lanes, so a scale costs one FMA per 16 dot
+// apply per sub-block of a row: the GGUF K-quants, MXFP4, INT4 (symmetric). Tokens in the lanes, so a scale costs one FMA per 16 dot
 // products (the row-wise kernels apply one per 2: a lane there sums columns of two sub-blocks).
 //
 // x of up to 16 tokens is transposed once per call into XT: XT[k] holds, in lane t, the dword of token t's
@@ -9,11 +9,13 @@
 //     acc_i += scale_i[s] * p_i  (+ (-min_i[s]) * XS[s], XS[s] lane t = token t's sum over the sub-block)
 // so lane t of acc_i is row i . token t. Every code and every product is exact in fp32; the result differs
 // from the row-wise kernel's on the same x in fp32 rounding order only. One XT load serves R rows; each
-// weight pair is one broadcast load. Worth it from 7 tokens a call (prefill: tokens per expert; ``rows``).
+// weight pair is one broadcast load. Worth it from 7-12 tokens a call (prefill: tokens per expert; ``rows``).
 //
-// Decoder D: kCols (columns of a block, 256), kSub (columns per scale), kBytes, kMins;
-//            decode(const uint8_t* block, uint16_t* codes /* kCols bf16 */, float* sm) with sm[s] the scale of
-//            sub-block s and (kMins) sm[kCols / kSub + s] its negated min; kCols / kSub * (1 + kMins) <= 16.
+// Decoder D: kCols (columns of a block), kSub (columns per scale), kMins; kMin16, kMin8 (``rows``);
+//            decode(const WeightMat& m, int64_t row, int64_t b, uint16_t* codes /* kCols bf16 */, float* sm):
+//            block b of the row, sm[s] the scale of its sub-block s and (kMins) sm[kCols / kSub + s] the
+//            negated min; kCols / kSub * (1 + kMins) <= 16. Matrices whose columns are not whole blocks are left
+//            to the row-wise kernels (``rows`` returns 0).
 // Included only by x86_avx512bf16_*.cpp.
 #pragma once
 #include <immintrin.h>
@@ -115,7 +117,7 @@ inline void tile(const WeightMat& m, int64_t r, const uint32_t* XT, const float*
   FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::zero();
   const int64_t nb = m.cols / D::kCols;
   for (int64_t b = 0; b < nb; ++b) {
-    FT_UNROLL for (int i = 0; i < R; ++i) D::decode(m.q + (r + i) * m.q_stride + b * D::kBytes, codes[i], sm[i]);
+    FT_UNROLL for (int i = 0; i < R; ++i) D::decode(m, r + i, b, codes[i], sm[i]);
     const uint32_t* xb = XT + b * (D::kCols / 2) * kLanes;
     for (int s = 0; s < nsub; ++s) {
       V p[R];
@@ -150,26 +152,39 @@ inline void tiles(const WeightMat& m, int64_t r0, int64_t r1, const uint32_t* XT
 }
 
 // Y[t, r - r0] = sum_c W[r, c] * X[t, c] (RowsBf16Fn) for the first tokens of X, with a decoder D
-// (m.cols % D::kCols == 0): tiles of 16 while more than 8 remain, then one of 8 lanes if kMin8 or more remain.
-// Returns the tokens done; the caller's row-wise kernel is the faster for fewer than kMin8 (measured on Zen 4,
-// 1024 x 2048 Q4_K: 8 lanes 313 us a call for up to 8 tokens, 16 lanes 430 us for up to 16, row-wise 45 us a token).
-constexpr int kMin8 = 7;
+// (m.cols % D::kCols == 0): a tile of 16 lanes while 16 or at least D::kMin16 tokens remain, then one of 8 lanes
+// if D::kMin8 .. 8 remain (kMin8 0: never). Returns the tokens done; the caller's row-wise kernel is the faster
+// for the rest. Zen 4 core, [1024, 2048]: Q4_K row-wise 45 us a token, 8 lanes 313 us, 16 lanes 430 us a tile;
+// MXFP4 row-wise 32 us a token, 16 lanes 400 us, 8 lanes no faster than row-wise.
 template <class D, int R = 8>
 inline int64_t rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
                     float* Y, int64_t ldy) {
+  if (m.cols % D::kCols) return 0;
   thread_local FloatBuf xtb, xsb;
   uint32_t* XT = reinterpret_cast<uint32_t*>(xtb.get(m.cols / 2 * kLanes));
   float* XS = D::kMins ? xsb.get(m.cols / D::kSub * kLanes) : nullptr;
   int64_t t0 = 0;
-  for (; ntok - t0 >= kMin8; t0 += kLanes) {
-    const int nt = static_cast<int>(std::min<int64_t>(kLanes, ntok - t0));
+  for (;;) {
+    const int64_t left = ntok - t0;
+    const bool wide = left >= kLanes || left >= D::kMin16, narrow = D::kMin8 && left >= D::kMin8 && left <= 8;
+    if (!wide && !narrow) return t0;
+    const int nt = static_cast<int>(std::min<int64_t>(kLanes, left));
     pack_x(X + t0 * ldx, ldx, nt, m.cols, XT, XS, D::kSub);
-    if (nt > 8)
+    if (wide)
       tiles<D, 16, R>(m, r0, r1, XT, XS, nt, Y + t0 * ldy, ldy);
     else
       tiles<D, 8, R>(m, r0, r1, XT, XS, nt, Y + t0 * ldy, ldy);
+    t0 += nt;
   }
-  return std::min(t0, ntok);
+}
+
+// The prefill kernel (decoder T) for the first tokens, then rest(X + done * ldx, ntok - done, Y + done * ldy)
+// -- the caller's row-wise kernel -- for the tail it does faster (all of them when the kernel does none).
+template <class T, class F>
+inline void then_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                      float* Y, int64_t ldy, F&& rest) {
+  const int64_t done = rows<T>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  if (done < ntok) rest(X + done * ldx, ntok - done, Y + done * ldy);
 }
 
 }  // namespace
