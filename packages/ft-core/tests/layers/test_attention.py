@@ -1,13 +1,15 @@
 """The attention core (layers/attention.py): ``attend`` (fused kernels: SDPA, and sinks rescaled by each
 row's log-sum-exp on the CPU flash kernel) against its reference twin ``attend_blocked``, for GQA
 groupings, causal / windowed / padded masks, prompts longer than a query block, with and without
-sinks."""
+sinks; ``paged_attention``'s plain causal path (one prompt with no earlier context) against the same twin
+on the masked, page-padded keys."""
 
 import pytest
 import torch
 from bounds import attention_tol
 from ft_core.layers import attention
-from ft_core.layers.attention import attend, attend_blocked
+from ft_core.layers.attention import attend, attend_blocked, paged_attention
+from ft_core.layers.batch import ForwardBatch
 
 
 def masks(B, Lq, Lk, window):
@@ -54,3 +56,40 @@ def test_sinks_use_the_fused_kernel_when_torch_has_it():
         rtol=0,
         atol=attention_tol(q, k, v, 0.3, s),
     )
+
+
+@pytest.mark.parametrize(
+    ("K", "G", "n", "window"),
+    [(2, 2, 7, None), (1, 4, 300, None), (4, 1, 33, 64), (2, 3, 33, 8)],
+)
+def test_fresh_prompt_takes_plain_causal(K, G, n, window, monkeypatch):
+    """One sequence whose new tokens are its whole context: keys cut to the context and ``is_causal`` (torch
+    skips the blocks past the diagonal) instead of the [Lq, Lk] mask over page-padded keys -- the same result
+    within the attention bound. A window narrower than the prompt (8 of 33) keeps the masked form."""
+    torch.manual_seed(n + K)
+    page, D = 16, 32
+    pages = -(-n // page)
+    bt = ForwardBatch(
+        input_ids=torch.zeros(n, dtype=torch.int64),
+        positions=torch.arange(n),
+        slots=torch.arange(n),
+        page_table=torch.arange(pages)[None],
+        q_lens=[n],
+        ctx_lens=[n],
+        page_size=page,
+    )
+    q = torch.randn(n, K * G, D)
+    k, v = torch.randn(1, pages * page, K, D), torch.randn(1, pages * page, K, D)
+    k[:, n:], v[:, n:] = 1e4, -1e4  # page padding past the context: cut off, or masked
+    if window is None or window >= n:  # the masked form must not run
+        monkeypatch.setattr(
+            attention, "attend", lambda *a, **kw: pytest.fail("took the masked form")
+        )
+    got = paged_attention(q, k, v, bt, D**-0.5, window)
+    monkeypatch.undo()
+    qb = q.view(1, n, K, G, D).permute(0, 2, 3, 1, 4)
+    kk, vv = k[:, :n].transpose(1, 2), v[:, :n].transpose(1, 2)
+    want = attend_blocked(qb, kk, vv, masks(1, n, n, window), D**-0.5)
+    want = want.permute(0, 3, 1, 2, 4).reshape(n, K * G, D)
+    tol = attention_tol(qb, kk, vv, D**-0.5, None)
+    torch.testing.assert_close(got, want, rtol=0, atol=tol)

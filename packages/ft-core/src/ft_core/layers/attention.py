@@ -132,6 +132,24 @@ def paged_attention(
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [T, N, Dv] in q's dtype
     qb = pad_queries(q, batch, k.shape[2])
+    n = batch.ctx_lens[0]
+    if (
+        batch.batch_size == 1
+        and batch.q_lens[0] == n
+        and (window is None or window >= n)
+        and sinks is None
+        and k.shape[-1] == v.shape[-1]
+    ):  # one prompt with no earlier context: plain causal, whose key blocks past the diagonal are skipped
+        B, K, G, Lq, D = qb.shape
+        o = F.scaled_dot_product_attention(
+            qb.reshape(B, K * G, Lq, D),
+            k[:, :n].transpose(1, 2).float(),
+            v[:, :n].transpose(1, 2).float(),
+            is_causal=True,
+            scale=scale,
+            enable_gqa=G > 1,
+        ).view(B, K, G, Lq, D)
+        return unpad(o, batch, q.dtype)
     o = attend(
         qb, k.transpose(1, 2).float(), v.transpose(1, 2).float(), batch.mask(window), scale, sinks
     )
