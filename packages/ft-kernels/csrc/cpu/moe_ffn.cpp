@@ -56,12 +56,14 @@ class Scratch {
   int64_t size_[kSlots] = {};
 };
 
-// Rows per task. Prefill: one task's weight rows within ~256 KiB (L2) so token blocks reuse them. Decode
-// (every expert's routes fit one register tile): long runs of contiguous rows (~256 KiB) for the prefetchers.
+// Rows per task. Prefill: one task's weight rows within ~512 KiB (L2) so token tiles reuse them, and no fewer
+// (up to 256): each call packs its x for the kernel (the tokens-in-lanes kernels transpose it), so short blocks
+// pay that once per few rows. Decode (every expert's routes fit one register tile): long runs of contiguous
+// rows (~256 KiB) for the prefetchers.
 int64_t row_block(const WeightMat& m, bool decode) {
   int64_t row_bytes = std::max<int64_t>(m.q_stride, 1);
   return decode ? std::clamp<int64_t>((256 << 10) / row_bytes / 8 * 8, 8, 1024)
-                : std::clamp<int64_t>((256 << 10) / row_bytes, 8, 64);
+                : std::clamp<int64_t>((512 << 10) / row_bytes / 8 * 8, 8, 256);
 }
 
 void check(const MoeArgs& a) {
@@ -147,7 +149,7 @@ void moe_experts(const MoeArgs& a) {
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
   {
-    const int64_t rb = row_block(a.w13.mat, decode) / (decode ? 2 : 1), nb = (I + rb - 1) / rb;  // gate + up rows
+    const int64_t rb = row_block(a.w13.mat, decode) / 2, nb = (I + rb - 1) / rb;  // gate + up rows
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
       const Group& g = groups[task / nb];
       const int64_t i0 = (task % nb) * rb, i1 = std::min(I, i0 + rb);
@@ -210,7 +212,10 @@ void moe_experts(const MoeArgs& a) {
       for (int64_t c = c0; c < c1; ++c) yt[c] += gw * (o[c] + (b ? b[c] : 0.f));
     }
   };
-  const int64_t rb = row_block(a.w2.mat, decode), nb = (H + rb - 1) / rb;
+  // Prefill splits only H among the tasks: at least 4 a thread.
+  const int64_t rb = decode ? row_block(a.w2.mat, true)
+                            : std::min(row_block(a.w2.mat, false), std::max<int64_t>(8, H / (4 * pool.size()) / 8 * 8));
+  const int64_t nb = (H + rb - 1) / rb;
   if (decode) {
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
       const int64_t c0 = (task % nb) * rb;
