@@ -29,9 +29,15 @@ void linear(const LinearArgs& a) {
   }
   if (q8) xq.set(X, T, K, K);
   // Blocks of ~64 KiB of weights (a multiple of 8 rows): enough tasks to balance the pool, long enough
-  // runs of contiguous rows for the prefetchers.
+  // runs of contiguous rows for the prefetchers. From 16 tokens (prefill) up to ~512 KiB, at least 4 tasks a
+  // thread: every task packs x for its kernel (the tokens-in-lanes kernels transpose it), so small blocks
+  // would pack it once per few rows.
   const int64_t row_bytes = std::max<int64_t>(a.w.q_stride, 1);
-  const int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / 8 * 8, 8, 512), nb = (N + rb - 1) / rb;
+  int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / 8 * 8, 8, 512);
+  if (T >= 16)
+    rb = std::clamp<int64_t>(std::min<int64_t>((512 << 10) / row_bytes, N / (4 * ThreadPool::get().size())) / 8 * 8,
+                             rb, 512);
+  const int64_t nb = (N + rb - 1) / rb;
   auto task = [&](int64_t b) {
     const int64_t r0 = b * rb, r1 = std::min(N, r0 + rb);
     // A bf16 result: the block's fp32 sums in a per-thread buffer, rounded into y_bf16 while in cache.
