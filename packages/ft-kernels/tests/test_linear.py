@@ -53,6 +53,8 @@ def test_matches_bound(fmt, T, xdtype):
     "fmt,group",
     [
         ("mxfp4", 32),
+        ("int8_sym", 32),
+        ("int8_sym", 64),
         ("int4_sym", 32),
         ("int4_sym", 64),
         ("int4_sym", 128),
@@ -63,8 +65,8 @@ def test_matches_bound(fmt, T, xdtype):
 )
 def test_prefill_sized_bf16(fmt, group, T):
     """bf16 x from 7 tokens a call: on AVX-512 BF16 the tokens-in-lanes kernel (16 lanes, 8 for 7-8 K-quant
-    tokens, the tail row-wise) on whole blocks of 64 (nibble formats) or 256 columns (K-quants), 8-row tiles and
-    single rows (37 rows); 2 x 640 columns: blocks of 64 but not of 256 (left to the row-wise kernels)."""
+    tokens, the tail row-wise; INT8's tail through the fp32 kernel) on whole blocks of 64 (MXFP4, INT4, INT8)
+    or 256 columns (K-quants), 8-row tiles and single rows (37 rows); 64-column formats also at 2 x 640."""
     for N, K in ((37, 512), (2, 640)) if group != 256 else ((37, 512),):
         g = torch.Generator().manual_seed(N + K + T)
         w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=group)

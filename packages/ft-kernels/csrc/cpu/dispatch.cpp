@@ -22,7 +22,7 @@
 
 namespace ft {
 
-FT_DECL_BF16(bf16) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT_DECL_BF16(int4) FT_DECL_BF16(q4k) FT_DECL_BF16(q5k)
+FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT_DECL_BF16(int4) FT_DECL_BF16(q4k) FT_DECL_BF16(q5k)
 FT_DECL_BF16(q6k)
 void rows_q8_scalar(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t);
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
@@ -132,7 +132,7 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
   }
 }
 
-// The 4-bit and K-quant bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp) beat the fp32 table kernel on AMD's AVX-512 BF16
+// The 4-bit, K-quant and INT8 bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp, _int8.cpp) beat the fp32 table kernel on AMD's AVX-512 BF16
 // (Zen 4: 13-14 against 10-11 GB/s a core from DRAM) and lost to it on Intel's (Sapphire Rapids: 6.9 against
 // 8.8), so they run on AMD CPUs; FT_BF16_NIBBLES=1 or 0 forces them on or off (any other value throws).
 static bool bf16_nibbles_fast() {
@@ -164,6 +164,7 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
     case Fmt::INT4_ASYM:
       if (!int4_lane_groups(w.group)) return nullptr;
       FT_PICK_BF16_NIB(int4)
+    case Fmt::INT8_SYM: FT_PICK_BF16_NIB(int8)  // the tokens-in-lanes prefill kernel; the fp32 one below 12 tokens
     case Fmt::Q4_K: FT_PICK_BF16_NIB(q4k)
     case Fmt::Q5_K: FT_PICK_BF16_NIB(q5k)
     case Fmt::Q6_K: FT_PICK_BF16_NIB(q6k)
