@@ -10,17 +10,11 @@
 
 #include <algorithm>
 
+#include "cpu/arch/x86_avx2.h"  // Avx2::hsum
 #include "cpu/q8.h"
 
 namespace ft {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // 16 bytes -> 32 nibbles as bytes: [low nibbles of bytes 0..15 | high nibbles of bytes 0..15].
 inline __m256i nibbles(const uint8_t* p) {
@@ -117,7 +111,7 @@ inline void tile(const WeightMat& m, int64_t r, const Q8Act& x, int64_t t0, floa
     }
   }
   for (int i = 0; i < NR; ++i)
-    for (int t = 0; t < NT; ++t) Y[t * ldy + i] = hsum(acc[i][t]) - corr[i][t];
+    for (int t = 0; t < NT; ++t) Y[t * ldy + i] = Avx2::hsum(acc[i][t]) - corr[i][t];
 }
 
 template <class D>

@@ -16,17 +16,11 @@
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
 #include "cpu/arch/x86_kq_fields.h"   // kq_fields6
+#include "cpu/arch/x86_avx2.h"  // Avx2::hsum
 #include "cpu/q8.h"
 
 namespace ft {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
@@ -90,7 +84,7 @@ inline void tile_qnk(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
       }
     }
   }
-  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = hsum(_mm256_add_ps(acc[t], mins[t]));
+  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(_mm256_add_ps(acc[t], mins[t]));
 }
 
 // Q6_K, half n (128 columns): ql bytes 64n.. (bytes 0..31: columns 0..31 low nibble, 64..95 high; bytes
@@ -140,7 +134,7 @@ inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
       }
     }
   }
-  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = hsum(acc[t]) - 32.f * hsum(off[t]);
+  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(acc[t]) - 32.f * Avx2::hsum(off[t]);
 }
 
 // Q8Act's blocks of 32 (even columns, then odd) back in natural order: xn [nt][cols]; m [nt][cols / 32]:
