@@ -83,9 +83,10 @@ template <>
 struct Lanes<16> {
   using V = __m512;
   static V zero() { return _mm512_setzero_ps(); }
-  static V dot(V acc, const uint32_t* x, int32_t w) {  // w: one broadcast load
-    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(x), (__m512bh)_mm512_set1_epi32(w));
-  }
+  using B = __m512bh;
+  static B xload(const uint32_t* x) { return (B)_mm512_loadu_si512(x); }
+  static B wb(int32_t w) { return (B)_mm512_set1_epi32(w); }  // one broadcast load
+  static V dp(V acc, B x, B w) { return _mm512_dpbf16_ps(acc, x, w); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V bcast(float v) { return _mm512_set1_ps(v); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -95,60 +96,72 @@ template <>
 struct Lanes<8> {
   using V = __m256;
   static V zero() { return _mm256_setzero_ps(); }
-  static V dot(V acc, const uint32_t* x, int32_t w) {
-    return _mm256_dpbf16_ps(acc, (__m256bh)_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)),
-                            (__m256bh)_mm256_set1_epi32(w));
-  }
+  using B = __m256bh;
+  static B xload(const uint32_t* x) { return (B)_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
+  static B wb(int32_t w) { return (B)_mm256_set1_epi32(w); }
+  static V dp(V acc, B x, B w) { return _mm256_dpbf16_ps(acc, x, w); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V bcast(float v) { return _mm256_set1_ps(v); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
 };
 
-// Rows r .. r + R - 1 against the first L lanes of the packed tile: Y[t * ldy + i] = row r + i . token t, t < nt.
-template <class D, int L, int R>
-inline void tile(const WeightMat& m, int64_t r, const uint32_t* XT, const float* XS, int nt, float* Y, int64_t ldy) {
+// Rows r .. r + R - 1 against NT packed tiles (the first L lanes of each; tile j's XT at XT + j * xts, XS at
+// XS + j * xss; every tile but the last full, the last with nt tokens): Y[(16 j + t) * ldy + i] = row r + i .
+// token 16 j + t. The tiles share each block's decode and each weight broadcast.
+template <class D, int L, int R, int NT>
+inline void tile(const WeightMat& m, int64_t r, const uint32_t* XT, int64_t xts, const float* XS, int64_t xss, int nt,
+                 float* Y, int64_t ldy) {
   using S = Lanes<L>;
   using V = typename S::V;
   constexpr int nsub = D::kCols / D::kSub, kp = D::kSub / 2;
   alignas(64) uint16_t codes[R][D::kCols];
   alignas(64) float sm[R][16];
-  V acc[R];
-  FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::zero();
+  V acc[NT][R];
+  FT_UNROLL for (int j = 0; j < NT; ++j) FT_UNROLL for (int i = 0; i < R; ++i) acc[j][i] = S::zero();
   const int64_t nb = m.cols / D::kCols;
   for (int64_t b = 0; b < nb; ++b) {
     FT_UNROLL for (int i = 0; i < R; ++i) D::decode(m, r + i, b, codes[i], sm[i]);
     const uint32_t* xb = XT + b * (D::kCols / 2) * kLanes;
     for (int s = 0; s < nsub; ++s) {
-      V p[R];
-      FT_UNROLL for (int i = 0; i < R; ++i) p[i] = S::zero();
+      V p[NT][R];
+      FT_UNROLL for (int j = 0; j < NT; ++j) FT_UNROLL for (int i = 0; i < R; ++i) p[j][i] = S::zero();
       FT_UNROLL for (int k = 0; k < kp; ++k) {
-        const uint32_t* xk = xb + (s * kp + k) * kLanes;
+        typename S::B xk[NT];
+        FT_UNROLL for (int j = 0; j < NT; ++j) xk[j] = S::xload(xb + j * xts + (s * kp + k) * kLanes);
         FT_UNROLL for (int i = 0; i < R; ++i) {
           int32_t w;
           std::memcpy(&w, codes[i] + s * D::kSub + 2 * k, 4);
-          p[i] = S::dot(p[i], xk, w);
+          const typename S::B wv = S::wb(w);
+          FT_UNROLL for (int j = 0; j < NT; ++j) p[j][i] = S::dp(p[j][i], xk[j], wv);
         }
       }
-      FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::fma(p[i], S::bcast(sm[i][s]), acc[i]);
-      if (D::kMins) {
-        const V xs = S::load(XS + (b * nsub + s) * kLanes);
-        FT_UNROLL for (int i = 0; i < R; ++i) acc[i] = S::fma(S::bcast(sm[i][nsub + s]), xs, acc[i]);
+      FT_UNROLL for (int i = 0; i < R; ++i) {
+        const V sc = S::bcast(sm[i][s]);
+        FT_UNROLL for (int j = 0; j < NT; ++j) acc[j][i] = S::fma(p[j][i], sc, acc[j][i]);
       }
+      if (D::kMins)
+        FT_UNROLL for (int j = 0; j < NT; ++j) {
+          const V xs = S::load(XS + j * xss + (b * nsub + s) * kLanes);
+          FT_UNROLL for (int i = 0; i < R; ++i) acc[j][i] = S::fma(S::bcast(sm[i][nsub + s]), xs, acc[j][i]);
+        }
     }
   }
   alignas(64) float o[R][L];
-  FT_UNROLL for (int i = 0; i < R; ++i) S::store(o[i], acc[i]);
-  for (int t = 0; t < nt; ++t)
-    FT_UNROLL for (int i = 0; i < R; ++i) Y[t * ldy + i] = o[i][t];
+  FT_UNROLL for (int j = 0; j < NT; ++j) {
+    FT_UNROLL for (int i = 0; i < R; ++i) S::store(o[i], acc[j][i]);
+    const int n = j + 1 < NT ? kLanes : nt;
+    for (int t = 0; t < n; ++t)
+      FT_UNROLL for (int i = 0; i < R; ++i) Y[(kLanes * j + t) * ldy + i] = o[i][t];
+  }
 }
 
-template <class D, int L, int R>
-inline void tiles(const WeightMat& m, int64_t r0, int64_t r1, const uint32_t* XT, const float* XS, int nt, float* Y,
-                  int64_t ldy) {
+template <class D, int L, int R, int NT>
+inline void tiles(const WeightMat& m, int64_t r0, int64_t r1, const uint32_t* XT, int64_t xts, const float* XS,
+                  int64_t xss, int nt, float* Y, int64_t ldy) {
   int64_t r = r0;
-  for (; r + R <= r1; r += R) tile<D, L, R>(m, r, XT, XS, nt, Y + (r - r0), ldy);
-  for (; r < r1; ++r) tile<D, L, 1>(m, r, XT, XS, nt, Y + (r - r0), ldy);
+  for (; r + R <= r1; r += R) tile<D, L, R, NT>(m, r, XT, xts, XS, xss, nt, Y + (r - r0), ldy);
+  for (; r < r1; ++r) tile<D, L, 1, NT>(m, r, XT, xts, XS, xss, nt, Y + (r - r0), ldy);
 }
 
 // Y[t, r - r0] = sum_c W[r, c] * X[t, c] (RowsBf16Fn) for the first tokens of X, with a decoder D
@@ -160,20 +173,29 @@ template <class D, int R = 8>
 inline int64_t rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
                     float* Y, int64_t ldy) {
   if (m.cols % D::kCols) return 0;
+  const int64_t xts = m.cols / 2 * kLanes, xss = m.cols / D::kSub * kLanes;  // one tile's XT, XS
   thread_local FloatBuf xtb, xsb;
-  uint32_t* XT = reinterpret_cast<uint32_t*>(xtb.get(m.cols / 2 * kLanes));
-  float* XS = D::kMins ? xsb.get(m.cols / D::kSub * kLanes) : nullptr;
+  uint32_t* XT = reinterpret_cast<uint32_t*>(xtb.get(2 * xts));
+  float* XS = D::kMins ? xsb.get(2 * xss) : nullptr;
   int64_t t0 = 0;
   for (;;) {
     const int64_t left = ntok - t0;
+    if (left >= kLanes + D::kMin16) {  // two tiles of 16 lanes sharing each row's decode: 4 rows x 2 tiles
+      const int nt = static_cast<int>(std::min<int64_t>(kLanes, left - kLanes));
+      pack_x(X + t0 * ldx, ldx, kLanes, m.cols, XT, XS, D::kSub);
+      pack_x(X + (t0 + kLanes) * ldx, ldx, nt, m.cols, XT + xts, XS ? XS + xss : nullptr, D::kSub);
+      tiles<D, 16, R / 2, 2>(m, r0, r1, XT, xts, XS, xss, nt, Y + t0 * ldy, ldy);
+      t0 += kLanes + nt;
+      continue;
+    }
     const bool wide = left >= kLanes || left >= D::kMin16, narrow = D::kMin8 && left >= D::kMin8 && left <= 8;
     if (!wide && !narrow) return t0;
     const int nt = static_cast<int>(std::min<int64_t>(kLanes, left));
     pack_x(X + t0 * ldx, ldx, nt, m.cols, XT, XS, D::kSub);
     if (wide)
-      tiles<D, 16, R>(m, r0, r1, XT, XS, nt, Y + t0 * ldy, ldy);
+      tiles<D, 16, R, 1>(m, r0, r1, XT, xts, XS, xss, nt, Y + t0 * ldy, ldy);
     else
-      tiles<D, 8, R>(m, r0, r1, XT, XS, nt, Y + t0 * ldy, ldy);
+      tiles<D, 8, R, 1>(m, r0, r1, XT, xts, XS, xss, nt, Y + t0 * ldy, ldy);
     t0 += nt;
   }
 }
