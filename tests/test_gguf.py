@@ -3,14 +3,17 @@ conventions (tests/tiny_gguf.py) give, in ft, the logits transformers gives in f
 weights dequantised from the GGUF's bits by llama.cpp's own ``gguf.quants.dequantize``; the tokenizer
 rebuilt from the GGUF gives the Hugging Face tokenizer's ids; bad files are refused by name."""
 
+import dataclasses
 import re
 
 import pytest
 import torch
 from bounds import assert_logits_close
+from engine_spy import sampled_logits
 from tiny_checkpoints import load_reference, make_checkpoint
 from tiny_gguf import write_gguf
 
+import ft_kernels
 from ft_core import Engine, FTError, SamplingParams
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
 from ft_core.layers.dense import QuantDense
@@ -27,6 +30,7 @@ CASES = [
     ("qwen3_moe", "Q4_0", "Q8_0", "int4_sym"),
     ("qwen3_moe", "Q4_K", "Q4_K", "q4_k"),
     ("qwen3_moe", "Q4_K_M", "Q8_0", "q4_k"),  # ffn_down Q6_K in some layers: per-layer formats
+    ("qwen3_moe", "Q4_K_M", "Q4_K_M", "q4_k"),  # attn_v in Q6_K: q, k, v kept as three matrices
     ("qwen2_moe", "Q5_K", "F16", "q5_k"),
     ("qwen2_moe", "Q8_0", "Q8_0", "int8_sym"),
     ("olmoe", "MXFP4", "BF16", "mxfp4"),
@@ -66,9 +70,13 @@ def test_gguf_matches_transformers_on_the_dequantised_weights(
         assert eng.model.bank.layer_fmts[0] == ("q4_k", "q4_k")
         assert eng.model.bank.layer_fmts[-1] == ("q4_k", "q6_k")
     # dense projections in a type a kernel reads stay in the file's bits (keep_native)
-    native = dense in ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+    native = dense in ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M")
     attn = eng.model.layers[0][1]
-    assert isinstance(attn.wqkv, QuantDense) == native and isinstance(attn.wo, QuantDense) == native
+    if dense == "Q4_K_M":  # v in another type than q and k
+        assert [p.w.fmt for p in attn.wqkv] == ["q4_k", "q4_k", "q6_k"]
+    else:
+        assert isinstance(attn.wqkv, QuantDense) == native
+    assert isinstance(attn.wo, QuantDense) == native
     assert isinstance(eng.model.lm_head, QuantDense) == native
     assert isinstance(eng.model.embed, QuantDense) == native  # rows dequantised as looked up
     ref = load_reference(ref_dir)
@@ -375,3 +383,55 @@ def test_a_nan_scale_in_a_stored_matrix_is_refused_by_name(
     ):
         Engine.from_pretrained(bad)
     assert isinstance(getattr(Engine.from_pretrained(path).model, attr), QuantDense)
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, int8):
+    """A Q4_K_M file (experts' ffn_down and attn_v in Q6_K in some layers): the decode plan runs GQA's q, k, v
+    as three matrices as the op-by-op path does, bit for bit; with int8 activations on AVX-512 VNNI the Q4_K
+    experts and dense projections are repacked 16 rows interleaved (q4_k_x16) in both engines."""
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
+    out = []
+    for plans in (True, False):
+        eng = Engine.from_pretrained(
+            path, dtype="bfloat16", decode_plans=plans, int8_activations=int8
+        )
+        assert (sum(p is not None for p in eng.model.plans) > 0) == plans
+        x16 = int8 and ft_kernels.int8_simd("q4_k_x16")
+        assert eng.model.bank.layer_fmts[0] == (("q4_k_x16",) * 2 if x16 else ("q4_k",) * 2)
+        assert eng.model.bank.layer_fmts[-1] == ("q4_k_x16" if x16 else "q4_k", "q6_k")
+        # the dense Q4_K projections too (q, k, o); v stays Q6_K
+        fmts = [p.w.fmt for p in eng.model.layers[0][1].wqkv]
+        assert fmts == ["q4_k_x16"] * 2 + ["q6_k"] if x16 else ["q4_k"] * 2 + ["q6_k"]
+        assert eng.model.layers[0][1].wo.w.fmt == ("q4_k_x16" if x16 else "q4_k")
+        rows = sampled_logits(eng)
+        seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
+        while not all(s.finished for s in seqs):
+            eng.step()
+        out.append(([s.output_ids for s in seqs], {k: torch.stack(v) for k, v in rows.items()}))
+    (toks_p, rows_p), (toks_o, rows_o) = out
+    assert toks_p == toks_o and rows_p.keys() == rows_o.keys()
+    for k in rows_p:
+        assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())
+
+
+def test_interleaving_q4_k_experts_keeps_their_values(hf, tmp_path):
+    """ExpertBank.interleave_q4k repacks the Q4_K kinds of a mixed bank in place (Q6_K left as stored): every
+    expert's weights dequantise to the same values after, and the kernels read the new layout (int8 x)."""
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q8_0")
+    bank = Engine.from_pretrained(path).model.bank
+    ids = torch.arange(bank.num_ids)
+    before = {w: bank.dequant(ids, w) for w in ("w13", "w2")}
+    fmts = bank.layer_fmts
+    assert bank.interleave_q4k() == sum(f == "q4_k" for pair in fmts for f in pair) > 0
+    assert bank.layer_fmts == tuple(
+        tuple("q4_k_x16" if f == "q4_k" else f for f in p) for p in fmts
+    )
+    for w in ("w13", "w2"):
+        assert torch.equal(bank.dequant(ids, w), before[w])
+    x = torch.randn(3, bank.hidden)
+    w13, w2 = bank.kernel_weights(0)
+    assert w13.fmt == "q4_k_x16"
+    want = ft_kernels.reference.linear(x, dataclasses.replace(w13, q=w13.q[:1]), act_int8=True)
+    got = ft_kernels.linear(x, dataclasses.replace(w13, q=w13.q[:1]), act_int8=True)
+    assert torch.allclose(got, want.float(), rtol=1e-4, atol=1e-4)

@@ -160,7 +160,8 @@ def write_gguf(
 ) -> tuple[Path, Path]:
     """Write ``hf_dir``'s model as GGUF ``out`` (``split`` > 1: that many ``-0000i-of-0000N`` parts;
     returns the first) with expert tensors in ``experts`` (or the mix "Q4_K_M") and other linear weights / embeddings in
-    ``dense`` (GGML type names); returns (GGUF path, the float32 HF reference directory)."""
+    ``dense`` (GGML type names, or "Q4_K_M": v and the output in Q6_K); returns (GGUF path, the float32 HF reference
+    directory)."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -200,6 +201,12 @@ def write_gguf(
         small = a.ndim == 1 or g.endswith(("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight"))
         small = small or g.endswith(".bias")
         qtype = "F32" if small else dense
+        if (
+            dense == "Q4_K_M"
+        ):  # llama-quantize's mix, simplified: attn_v and the output in Q6_K, the rest Q4_K
+            qtype = (
+                "F32" if small else "Q6_K" if ".attn_v." in g or g == "output.weight" else "Q4_K"
+            )
         if arch == "llama" and (".attn_q." in g or ".attn_k." in g):
             h = heads if ".attn_q." in g else kv
             add(g, [name], _permute(a, h), qtype, lambda b, i, h=h: _unpermute(b, h))

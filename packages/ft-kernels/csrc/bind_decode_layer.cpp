@@ -32,7 +32,7 @@ class DecodeLayerPlan {
     }
   }
 
-  // One part of a projection given in parts ("attn": the gated attention's or GDN's in-projection;
+  // One part of a projection given in parts ("attn": the q, k, v rows of GQA, the gated attention's or GDN's in-projection;
   // "shared_gate_up": the shared expert's gate then up rows), appended in order.
   void add_part(const std::string& which, int fmt, Arr q, OptArr scale, OptArr zero, int group, float gscale,
                 int64_t cols, bool act_int8) {
@@ -161,7 +161,7 @@ class DecodeLayerPlan {
 
   void run(Arr x, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx, Arr slots, Arr cos, Arr sin, OptArr eid_out,
            OptArr conv_state, OptArr state, OptArr state_slots) {
-    const int need = L_.attn == ft::AttnKind::GQA ? 31 : 30;  // GATED / GDN: no qkv (their parts instead)
+    const int need = L_.attn == ft::AttnKind::GQA && L_.parts.empty() ? 31 : 30;  // else parts instead of qkv
     expect((set_ & need) == need && (L_.attn == ft::AttnKind::GQA || !L_.parts.empty()),
            "the plan is incomplete: set_dense(qkv or parts, o, router), the attention and set_experts first");
     expect(!L_.has_shared || (!L_.shared.gate_up.empty() && L_.shared.down.w.q && (!L_.shared.gated || L_.shared.gate_w.w.q)),

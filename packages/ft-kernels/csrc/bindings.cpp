@@ -232,6 +232,11 @@ NB_MODULE(_C, m) {
     return names;
   }, "The weight formats' names in the order of their codes (cpu/formats.h: Fmt); ft_kernels.FORMATS is built from it.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
+  m.def("int8_simd", [](int fmt_i) {
+    expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
+    isa();  // a bad FT_CPU_ISA is a ValueError here too
+    return ft::rows_q8_kernel(static_cast<ft::Fmt>(fmt_i)) != ft::rows_q8_scalar;
+  }, nb::arg("fmt"), "Whether the int8-activation kernel of format code fmt is a SIMD one on the active ISA (not the scalar twin).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),
         "Idle pool workers spin this many microseconds before sleeping (0: sleep at once; FT_SPIN_US overrides).");

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 
+import dataclasses
+
 import torch
 from ft_kernels import kquants
 from ft_kernels import reference as R
@@ -26,6 +28,8 @@ def kquant_terms(w) -> torch.Tensor:
     when it splits the value: d sc q and dmin m (Q4_K, Q5_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with the
     codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices: |W|."""
     W = R.dequantize(w)[0].double().abs()
+    if w.fmt == "q4_k_x16":  # its Q4_K blocks
+        w = dataclasses.replace(w, fmt="q4_k", q=kquants.from_x16(w.q, w.cols))
     if w.fmt not in kquants.BLOCK_BYTES:
         return W
     N, K = W.shape

@@ -18,15 +18,18 @@ import os
 import subprocess
 import sys
 
+import dataclasses
+
 import ft_kernels as fk
 import pytest
 import torch
 from fp32_bounds import linear_bound
+from ft_kernels import kquants
 from ft_kernels import reference as R
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
-KQ = ["q4_k", "q5_k", "q6_k"]
+KQ = ["q4_k", "q5_k", "q6_k", "q4_k_x16"]  # q4_k_x16: rows in the lanes (16 rows interleaved)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
@@ -61,13 +64,15 @@ def check_kquant_int8(fmt, T, blocks=None):
     """``ft_kernels.linear`` with int8 activations on a K-quant matrix: within the fp32 bound of (W, quantised
     x) and within half a quantisation step per element of the exact product. ``blocks``: arbitrary valid
     blocks (every scale, min and code value) instead of the quantiser's."""
-    for N, K in ((37, 256), (9, 768), (21, 512)):
+    x16 = fmt == "q4_k_x16"  # whole groups of 16 rows
+    for N, K in ((48, 256), (16, 768), (32, 512)) if x16 else ((37, 256), (9, 768), (21, 512)):
         g = torch.Generator().manual_seed(N + K + T)
         if blocks is None:
             w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt)
         else:
-            b = blocks(fmt, N * K // 256, seed=N + T).reshape(N, -1)
-            w = fk.ExpertWeights(fmt, b[None], K, group=256)
+            b = blocks("q4_k" if x16 else fmt, N * K // 256, seed=N + T).reshape(N, -1)
+            w = fk.ExpertWeights(fmt, kquants.to_x16(b, K) if x16 else b, K, group=256)
+            w = dataclasses.replace(w, q=w.q[None])
         x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)
         y = fk.linear(x, w, act_int8=True)
         xhat = R.quantize_act_int8(x)
@@ -90,6 +95,25 @@ def test_kquant_linear_int8_matches_quantised_reference(fmt, T):
 def test_kquant_int8_on_arbitrary_blocks(fmt):
     for T in (1, 4, 6):
         check_kquant_int8(fmt, T, blocks=random_blocks)
+
+
+def test_x16_rows_padded_as_in_mixed_banks():
+    """q4_k_x16 in a bank whose rows are padded to a wider K-quant's (Q6_K): the tiles stay one gapless
+    stream with the padding at each matrix's end, and the kernels give what they give unpadded, bit for bit."""
+    g = torch.Generator().manual_seed(3)
+    w = fk.quantize(torch.randn(3, 32, 768, generator=g) * 0.1, "q4_k")
+    padded = torch.nn.functional.pad(w.q, (0, 3 * 210 - 3 * 144))
+    a = fk.ExpertWeights("q4_k_x16", kquants.to_x16(w.q, 768), 768, group=256)
+    b = fk.ExpertWeights("q4_k_x16", kquants.to_x16(padded, 768), 768, group=256)
+    assert torch.equal(kquants.from_x16(b.q, 768), padded)
+    assert not b.q.reshape(3, -1)[:, 32 * 432 :].any()  # the padding after the tiles
+    for T in (1, 5):
+        x = torch.randn(T, 768, generator=g)
+        for e in range(3):
+            one = lambda w: dataclasses.replace(w, q=w.q[e : e + 1])  # noqa: E731
+            assert torch.equal(
+                fk.linear(x, one(a), act_int8=True), fk.linear(x, one(b), act_int8=True)
+            )
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])

@@ -21,6 +21,7 @@ SHAPES = {
     "nvfp4": [(37, 80), (70, 48), (21, 272)],
     # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows
     **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k")},
+    "q4_k_x16": [(48, 256), (16, 768), (32, 512)],  # whole groups of 16 rows
 }
 
 
@@ -184,13 +185,14 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
-    kq = fmt in ("q4_k", "q5_k", "q6_k")  # whole super-blocks of 256 columns
+    kq = fmt in ("q4_k", "q5_k", "q6_k", "q4_k_x16")  # whole super-blocks of 256 columns
+    N = 48 if fmt == "q4_k_x16" else 45  # whole groups of 16 rows
     for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
                             (20, 288, 128, torch.bfloat16)):
         K = 256 * (K // 96) if kq else K
         g = torch.Generator().manual_seed(T)
-        w = fk.quantize(torch.randn(1, 45, K, generator=g) * .1, fmt, group=group)
-        x = torch.randn(T, K, generator=g).to(xd); b = torch.randn(45, generator=g)
+        w = fk.quantize(torch.randn(1, N, K, generator=g) * .1, fmt, group=group)
+        x = torch.randn(T, K, generator=g).to(xd); b = torch.randn(N, generator=g)
         exact, bound = linear_bound(x, w, b)
         assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
 """

@@ -28,7 +28,7 @@ SHAPES = {
     "mxfp4": [(96, 64), (64, 32), (288, 160)],
     "nvfp4": [(80, 48), (48, 16), (272, 144)],
     # K-quants: H and I in whole super-blocks of 256 columns
-    **{k: [(256, 256), (512, 256), (256, 768)] for k in ("q4_k", "q5_k", "q6_k")},
+    **{k: [(256, 256), (512, 256), (256, 768)] for k in ("q4_k", "q5_k", "q6_k", "q4_k_x16")},
 }
 
 
@@ -128,12 +128,13 @@ BOUNDS = {
     "q4_k": 0.1,
     "q5_k": 0.05,
     "q6_k": 0.03,
+    "q4_k_x16": 0.1,  # q4_k's bits
 }
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantisation_error(fmt):
-    cols = 256 if fmt in ("q4_k", "q5_k", "q6_k") else 96
+    cols = 256 if fmt in ("q4_k", "q5_k", "q6_k", "q4_k_x16") else 96
     w = torch.randn(3, 64, cols, generator=torch.Generator().manual_seed(1))
     q = fk.quantize(w, fmt, group=32)
     err = (R.dequantize(q) - w).abs().max() / w.abs().max()
@@ -191,7 +192,7 @@ from fp32_bounds import moe_bound
 assert fk.active_isa() == {isa!r}, fk.active_isa()
 for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40)), ("mxfp4", (96, 64)),
                     ("nvfp4", (80, 48)), ("int4_sym", (130, 34)), ("int4_asym", (72, 40)), ("int8_sym", (72, 40)),
-                    ("q4_k", (256, 256)), ("q5_k", (512, 256)), ("q6_k", (256, 512))]:
+                    ("q4_k", (256, 256)), ("q5_k", (512, 256)), ("q6_k", (256, 512)), ("q4_k_x16", (256, 256))]:
     for T in (1, 3, 8, 70):
         g = torch.Generator().manual_seed(T)
         x = torch.randn(T, H, generator=g); R_ = 2 * T + 1

@@ -105,12 +105,16 @@ void attend(const DecodeLayer& L, const DecodeStep& s, const uint16_t* qr, const
   decode_attention(at);
 }
 
-// GQA: one q/k/v projection rounded to bf16, split per head, QK norm, rotary, attention, o.
+// GQA: one q/k/v projection (or its parts) rounded to bf16, split per head, QK norm, rotary, attention, o.
 void attn_gqa(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uint16_t* h, float* f) {
   const int64_t T = s.T, N = L.N, K = L.K, D = L.D, W = (N + 2 * K) * D;
-  project(L.qkv, h, T, f);
   uint16_t* qkv = grow(b.qkv, T * W);
-  f32_to_bf16_n(f, T * W, qkv, nullptr);
+  if (L.parts.empty()) {
+    project(L.qkv, h, T, f);
+    f32_to_bf16_n(f, T * W, qkv, nullptr);
+  } else {  // q, k, v in their own formats
+    project_parts(L.parts, h, T, f, qkv);
+  }
   uint16_t *q = grow(b.q, T * N * D), *k = grow(b.k, T * K * D), *v = grow(b.v, T * K * D);
   for (int64_t t = 0; t < T; ++t) {
     std::memcpy(q + t * N * D, qkv + t * W, N * D * 2);
@@ -204,7 +208,8 @@ void shared_expert(const SharedExpert& e, int64_t T, int64_t H, Scratch& b, cons
 void decode_layer(const DecodeLayer& L, const DecodeStep& s) {
   const int64_t T = s.T, H = L.H, N = L.N, K = L.K, D = L.D, E = L.router.w.rows;
   if (L.attn == AttnKind::GQA) {
-    check(L.qkv.w.rows == (N + 2 * K) * D && L.qkv.w.cols == H, "decode_layer: qkv must be [(N + 2K) D, H]");
+    check(L.parts.empty() ? L.qkv.w.rows == (N + 2 * K) * D && L.qkv.w.cols == H : rows_of(L.parts) == (N + 2 * K) * D,
+          "decode_layer: qkv (or its parts) must be [(N + 2K) D, H]");
     check(L.o.w.rows == H && L.o.w.cols == N * D, "decode_layer: o must be [H, N D]");
   } else if (L.attn == AttnKind::GATED) {
     check(rows_of(L.parts) == 2 * N * D + 2 * K * D, "decode_layer: the gated attention's parts must give 2ND + 2KD rows");

@@ -26,7 +26,7 @@ struct DenseRef {
 
 enum class QkNorm : int { NONE = 0, HEAD = 1, FULL = 2 };  // per head over D, or over the whole projection
 
-// GQA: q/k/v from `qkv`. GATED (Qwen3-Next family full attention): `parts` give per head D query and D gate
+// GQA: q/k/v from `qkv`, or from `parts` (q, k, v rows in their own formats). GATED (Qwen3-Next family full attention): `parts` give per head D query and D gate
 // rows, then k and v; (1 + w) norms of q and k per head; o * sigmoid(gate) before `o`. GDN: Gated DeltaNet,
 // `parts` give the in-projection (q k v | z | b | a), cpu/gdn_decode.h's core, `o` the out-projection.
 enum class AttnKind : int { GQA = 0, GATED = 1, GDN = 2 };
@@ -56,7 +56,7 @@ struct DecodeLayer {
   const float* ln1_f32 = nullptr;      // [H] fp32 (1 + w), instead of ln1 / ln2: the (1 + w) norms, rounded once
   const float* ln2_f32 = nullptr;
   AttnKind attn = AttnKind::GQA;
-  std::vector<DenseRef> parts;         // GATED / GDN: the in-projection in parts (stored formats may differ)
+  std::vector<DenseRef> parts;         // GQA (optional) / GATED / GDN: the in-projection in parts (formats may differ)
   const float* q_norm_f32 = nullptr;   // [D] GATED: (1 + w) of q and k per head
   const float* k_norm_f32 = nullptr;
   GdnWeights gdn;

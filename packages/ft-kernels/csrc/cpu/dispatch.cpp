@@ -24,11 +24,11 @@ namespace ft {
 
 FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT_DECL_BF16(int4) FT_DECL_BF16(q4k) FT_DECL_BF16(q5k)
 FT_DECL_BF16(q6k)
-void rows_q8_scalar(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t);
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
 FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2)
 FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni)
+FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
 void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -128,6 +128,7 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::Q4_K: FT_PICK_Q8(q4k)
     case Fmt::Q5_K: FT_PICK_Q8(q5k)
     case Fmt::Q6_K: FT_PICK_Q8(q6k)
+    case Fmt::Q4_K_X16: FT_PICK_Q8(q4kx16)
     default: return rows_q8_scalar;
   }
 }
@@ -191,7 +192,8 @@ GdnHeadFn gdn_head_kernel() {
 const char* fmt_name(Fmt f) {
   static constexpr const char* names[] = {"bf16",     "f16",      "fp8_e4m3",
                                                   "mxfp4",    "nvfp4",    "int4_sym",
-                                                  "int4_asym", "int8_sym", "q4_k",     "q5_k",     "q6_k"};
+                                                  "int4_asym", "int8_sym", "q4_k",     "q5_k",     "q6_k",
+                                                  "q4_k_x16"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fmt::COUNT), "one name per Fmt, in order");
   int i = static_cast<int>(f);
   return i >= 0 && i < static_cast<int>(Fmt::COUNT) ? names[i] : "?";
@@ -211,6 +213,10 @@ const char* check_mat(const WeightMat& w) {
     case Fmt::Q4_K:
     case Fmt::Q5_K:
     case Fmt::Q6_K: return w.cols % kQK == 0 ? nullptr : "the K-quant formats need cols % 256 == 0 (whole super-blocks)";
+    case Fmt::Q4_K_X16:
+      return w.cols % kQK == 0 && w.rows % 16 == 0 && w.q_stride >= w.cols / kQK * 144
+                 ? nullptr
+                 : "q4_k_x16 needs cols % 256 == 0, rows % 16 == 0 and rows of at least cols / 256 * 144 bytes";
     default: return "unknown format";
   }
 }

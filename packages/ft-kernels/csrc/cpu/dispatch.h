@@ -17,6 +17,8 @@ RowsFn rows_kernel(Fmt fmt);
 
 // The int8-activation kernel for a 4-bit `fmt` (cpu/q8.h) on the active ISA (scalar where it has none).
 RowsQ8Fn rows_q8_kernel(Fmt fmt);
+// The scalar int8-activation kernel (cpu/arch/scalar_q8.cpp): every q8 format's ground truth.
+void rows_q8_scalar(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy);
 
 // The bf16-activation kernel for `w` (cpu/bf16act.h) on the active ISA, or nullptr where it has none (or where
 // the fp32 kernel is the faster): the caller then widens x to fp32 and uses rows_kernel (the same values,

@@ -18,13 +18,22 @@
 //     Q5_K  176 B: as Q4_K plus 32 B of high bits before the nibbles (bit s of byte l: column 32s + l)
 //     Q6_K  210 B: 128 B low nibbles, 64 B high 2-bit pairs, 16 int8 scales (one per 16 columns), f16 d;
 //           W = d sc (q - 32), q in 0..63
+//   Q4_K_X16   Q4_K's blocks with 16 rows interleaved (ft_kernels.kquants.to_x16, made at load for the int8-activation
+//              kernel, whose lanes are rows): rows % 16 == 0, cols % 256 == 0, q_stride >= cols/256 * 144 (a Q4_K
+//              matrix is repacked in place; rows padded as in mixed banks leave their padding at the matrix's end,
+//              so the tiles are one gapless stream). Super-block s of rows 16g..16g+15 is the tile of kX16Tile bytes
+//              at kX16Tile (g cols/256 + s):
+//                [0, 2048)     nibbles: byte 64p + 4i + b (p < 32, b < 4) of row i: low nibble column 8p + b, high 8p + 4 + b
+//                [2048, 2240)  byte 16k + i: byte k of row i's 12 packed (scale, min) bytes
+//                [2240, 2272)  f16 d of row i at 2i;  [2272, 2304) f16 dmin of row i at 2i
+//              W as Q4_K.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 namespace ft {
 
-enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, COUNT };
+enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -87,7 +96,24 @@ inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g ==
 // K-quant super-blocks: columns per block and bytes per block (0 for the other formats).
 constexpr int kQK = 256;
 inline int64_t kquant_block_bytes(Fmt f) {
-  return f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : 0;
+  return f == Fmt::Q4_K || f == Fmt::Q4_K_X16 ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : 0;
+}
+constexpr int64_t kX16Tile = 2304;  // Q4_K_X16: one super-block of 16 rows
+// Q4_K_X16 with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).
+inline const uint8_t* x16_tile(const uint8_t* q, int64_t cols, int64_t r, int64_t s) {
+  return q + ((r / 16) * (cols / kQK) + s) * kX16Tile;
+}
+// Q4_K_X16: row r's super-block s back as the Q4_K block it was made from (144 B): the scalar kernels' view.
+inline void x16_block(const uint8_t* q, int64_t cols, int64_t r, int64_t s, uint8_t* out) {
+  const uint8_t* t = x16_tile(q, cols, r, s);
+  const int i = static_cast<int>(r % 16);
+  out[0] = t[2240 + 2 * i], out[1] = t[2241 + 2 * i], out[2] = t[2272 + 2 * i], out[3] = t[2273 + 2 * i];
+  for (int k = 0; k < 12; ++k) out[4 + k] = t[2048 + 16 * k + i];
+  std::memset(out + 16, 0, 128);
+  for (int c = 0; c < kQK; ++c) {
+    const int code = (t[64 * (c / 8) + 4 * i + c % 4] >> (4 * ((c % 8) / 4))) & 0xf, l = c % 64;
+    out[16 + 32 * (c / 64) + l % 32] |= static_cast<uint8_t>(code << (4 * (l / 32)));
+  }
 }
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from a block's 12 scale bytes (llama.cpp's packing).
 inline void kquant_scale_min(const uint8_t* s, int j, int& sc, int& mn) {

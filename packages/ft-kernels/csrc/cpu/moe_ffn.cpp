@@ -60,10 +60,12 @@ class Scratch {
 // (up to 256): each call packs its x for the kernel (the tokens-in-lanes kernels transpose it), so short blocks
 // pay that once per few rows. Decode (every expert's routes fit one register tile): long runs of contiguous
 // rows (~256 KiB) for the prefetchers.
+// Multiples of 8 rows; of 32 for Q4_K_X16 (whole groups of 16, also for W13's halved blocks).
+int64_t row_unit(const WeightMat& m) { return m.fmt == Fmt::Q4_K_X16 ? 32 : 8; }
 int64_t row_block(const WeightMat& m, bool decode) {
-  int64_t row_bytes = std::max<int64_t>(m.q_stride, 1);
-  return decode ? std::clamp<int64_t>((256 << 10) / row_bytes / 8 * 8, 8, 1024)
-                : std::clamp<int64_t>((512 << 10) / row_bytes / 8 * 8, 8, 256);
+  const int64_t row_bytes = std::max<int64_t>(m.q_stride, 1), u = row_unit(m);
+  return decode ? std::clamp<int64_t>((256 << 10) / row_bytes / u * u, u, 1024)
+                : std::clamp<int64_t>((512 << 10) / row_bytes / u * u, u, 256);
 }
 
 void check(const MoeArgs& a) {
@@ -214,7 +216,8 @@ void moe_experts(const MoeArgs& a) {
   };
   // Prefill splits only H among the tasks: at least 4 a thread.
   const int64_t rb = decode ? row_block(a.w2.mat, true)
-                            : std::min(row_block(a.w2.mat, false), std::max<int64_t>(8, H / (4 * pool.size()) / 8 * 8));
+                            : std::min(row_block(a.w2.mat, false),
+                                       std::max<int64_t>(row_unit(a.w2.mat), H / (4 * pool.size()) / row_unit(a.w2.mat) * row_unit(a.w2.mat)));
   const int64_t nb = (H + rb - 1) / rb;
   if (decode) {
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {

@@ -35,7 +35,8 @@ bool q8_supported(const WeightMat& w) {
     case Fmt::INT4_ASYM: return w.group % 32 == 0;
     case Fmt::Q4_K:
     case Fmt::Q5_K:
-    case Fmt::Q6_K: return w.cols % kQK == 0;
+    case Fmt::Q6_K:
+    case Fmt::Q4_K_X16: return w.cols % kQK == 0;
     default: return false;
   }
 }

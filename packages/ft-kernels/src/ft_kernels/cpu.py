@@ -36,6 +36,14 @@ def active_isa() -> str:
     return _C.active_isa()
 
 
+def int8_simd(fmt: str) -> bool:
+    """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
+    scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only."""
+    from ft_kernels.formats import FORMATS
+
+    return bool(_C.int8_simd(FORMATS[fmt]))
+
+
 def available_isas() -> list[str]:
     """The instruction sets FT_CPU_ISA may force on this machine: "scalar", then "avx2", "avx512" and
     "avx512bf16" where /proc/cpuinfo lists their flags (for tests that run each in a fresh process)."""

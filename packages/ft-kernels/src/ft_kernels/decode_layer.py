@@ -45,7 +45,8 @@ def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
 class DecodeLayer:
     """x <- x + o(attn(rope(qk_norm(split(qkv(norm1(x))))))); x <- x + experts(norm2(x)) for T decode tokens.
 
-    ``attn`` picks the attention half: "gqa" (above), "gated" (the Qwen3-Next family's full attention: ``parts``
+    ``attn`` picks the attention half: "gqa" (above; ``parts`` instead of qkv: its q, k, v rows in matrices of
+    their own formats, no bias), "gated" (the Qwen3-Next family's full attention: ``parts``
     give per head D query and D gate rows, then k, then v; q_norm / k_norm [D] float32 (1 + w) per head;
     o(attn * sigmoid(gate))) or "gdn" (a Gated DeltaNet layer: ``parts`` give the in-projection, ``gdn`` its own
     weights -- k_heads, v_heads, k_dim, v_dim, conv_w [C, Kc] bf16, neg_A, dt_bias [Hv] float32, norm_w [Dv]
@@ -112,7 +113,11 @@ class DecodeLayer:
         norm = _f32 if ln1.dtype == torch.float32 else _bf16
         p = self._plan = _C.DecodeLayerPlan(H, N, K, D, float(eps), _a(norm(ln1)), _a(norm(ln2)))
         dense = [("o", o, o_bias, o_int8), ("router", router, router_bias, False)]
-        if attn == "gqa":
+        # GQA's q, k and v in their own formats: its rows as parts (no bias)
+        if attn == "gqa" and parts:
+            if qkv is not None or qkv_bias is not None:
+                raise ValueError("gqa takes qkv (with qkv_bias) or parts, not both")
+        elif attn == "gqa":
             dense.insert(0, ("qkv", qkv, qkv_bias, qkv_int8))
         sh8 = (shared or {}).get("int8", (False, False, False))  # gate_up, down, gate
         for which, w, i8 in [("attn", w, parts_int8) for w in (parts or [])] + [

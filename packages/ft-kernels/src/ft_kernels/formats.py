@@ -16,6 +16,7 @@ int4_asym  [N, rows, cols/2] uint8       fp32 + uint8 zero per ``group``       (
 int8_sym   [N, rows, cols] uint8 (int8)  fp32, one per ``group`` columns       int8(q) * scale
 q4_k/q5_k  [N, rows, cols/256 * 144/176]  in the blocks (``kquants.py``)        d sc q - dmin m
 q6_k       [N, rows, cols/256 * 210]     in the blocks                         d sc (q - 32)
+q4_k_x16   [N, rows, cols/256 * 144]     q4_k, 16 rows interleaved (``kquants.to_x16``)  as q4_k
 =========  ============================  ====================================  ===========================
 
 4-bit values are packed two per byte, column 2j in the low nibble. The K-quants are GGUF's super-blocks
@@ -32,7 +33,7 @@ from ft_kernels import _C, kquants
 
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
-# "q4_k", "q5_k", "q6_k".
+# "q4_k", "q5_k", "q6_k", "q4_k_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 DEFAULT_GROUP = {
     "fp8_e4m3": 128,
@@ -44,6 +45,7 @@ DEFAULT_GROUP = {
     "q4_k": 256,
     "q5_k": 256,
     "q6_k": 256,
+    "q4_k_x16": 256,
 }
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
@@ -112,6 +114,9 @@ def quantize(
         return ExpertWeights(fmt, w.half().contiguous(), C, bias=b)
     if fmt in kquants.BLOCK_BYTES:
         return ExpertWeights(fmt, kquants.quantize(w, fmt), C, group=kquants.QK, bias=b)
+    if fmt == "q4_k_x16":
+        q = kquants.to_x16(kquants.quantize(w, "q4_k"), C)
+        return ExpertWeights(fmt, q, C, group=kquants.QK, bias=b)
     g = group or DEFAULT_GROUP[fmt]
     if fmt == "mxfp4":
         g = 32

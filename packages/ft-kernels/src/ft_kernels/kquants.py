@@ -20,6 +20,7 @@ import torch
 
 QK = 256
 BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+X16_TILE = 2304  # q4_k_x16: one super-block of 16 rows (16 x 144 bytes)
 
 
 def _f16(b: torch.Tensor) -> torch.Tensor:
@@ -151,3 +152,64 @@ def _nonzero(t: torch.Tensor) -> torch.Tensor:
 def _f16_bytes(h: torch.Tensor) -> torch.Tensor:
     """float16 [...] -> its little-endian bytes as int64 [..., 2]."""
     return h.contiguous()[..., None].view(torch.uint8).long()
+
+
+def _q4k_codes(qs: torch.Tensor) -> torch.Tensor:
+    """Q4_K's 128 nibble bytes [..., 128] -> codes uint8 [..., 256] in column order."""
+    qs = qs.unflatten(-1, (4, 32))
+    return torch.stack([qs & 15, qs >> 4], -2).flatten(-3)
+
+
+def to_x16(q: torch.Tensor, cols: int) -> torch.Tensor:
+    """Q4_K blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be padded at the end) -> the same
+    bytes as ``q4_k_x16`` (``csrc/cpu/formats.h``): per 16 rows and super-block one tile of 2304 bytes --
+    16 x 4 nibble bytes per 8 columns (low nibble column 8p + b, high 8p + 4 + b), the 12 scale bytes as byte
+    planes over the rows, then the rows' f16 d and dmin -- the tiles of all groups back to back, any row padding
+    (zeros) after them. A new tensor of ``q``'s shape."""
+    *lead, rows, rb = q.shape
+    nsb = cols // QK
+    if rows % 16 or cols % QK or rb < nsb * 144:
+        raise ValueError(
+            f"q4_k_x16 needs rows % 16 == 0 and whole super-blocks, got [{rows}, {cols}] in {rb} B rows"
+        )
+    # [.., G, nsb, 16, 144]
+    b = q[..., : nsb * 144].reshape(*lead, rows // 16, 16, nsb, 144).transpose(-3, -2)
+    codes = _q4k_codes(b[..., 16:]).unflatten(-1, (32, 2, 4))  # [.., G, nsb, 16, 32 p, lo/hi, 4 b]
+    nib = (codes[..., 0, :] | (codes[..., 1, :] << 4)).transpose(-3, -2)  # [.., G, nsb, 32, 16, 4]
+    tile = torch.cat(
+        [
+            nib.flatten(-3),
+            b[..., 4:16].transpose(-2, -1).flatten(-2),  # byte plane k over the rows
+            b[..., 0:2].flatten(-2),
+            b[..., 2:4].flatten(-2),
+        ],
+        -1,
+    )  # [.., G, nsb, 2304]
+    out = torch.zeros_like(q).reshape(*lead, rows * rb)
+    out[..., : rows * nsb * 144] = tile.flatten(-3)
+    return out.reshape(q.shape)
+
+
+def from_x16(q: torch.Tensor, cols: int) -> torch.Tensor:
+    """The inverse of ``to_x16``: ``q4_k_x16`` bytes [..., rows, row bytes] -> Q4_K blocks of the same shape."""
+    *lead, rows, rb = q.shape
+    nsb = cols // QK
+    t = q.reshape(*lead, rows * rb)[..., : rows * nsb * 144].unflatten(
+        -1, (rows // 16, nsb, X16_TILE)
+    )
+    nib = t[..., :2048].unflatten(-1, (32, 16, 4)).transpose(-3, -2)  # [.., G, nsb, 16, 32 p, 4 b]
+    codes = torch.stack([nib & 15, nib >> 4], -2).flatten(-3)  # [.., G, nsb, 16, 256] column order
+    c = codes.unflatten(-1, (4, 2, 32))  # column 64m + 32h + l
+    qs = (c[..., 0, :] | (c[..., 1, :] << 4)).flatten(-2)
+    blk = torch.cat(
+        [
+            t[..., 2240:2272].unflatten(-1, (16, 2)),
+            t[..., 2272:2304].unflatten(-1, (16, 2)),
+            t[..., 2048:2240].unflatten(-1, (12, 16)).transpose(-2, -1),
+            qs,
+        ],
+        -1,
+    )  # [.., G, nsb, 16, 144]
+    out = torch.zeros_like(q)
+    out[..., : nsb * 144] = blk.transpose(-3, -2).reshape(*lead, rows, nsb * 144)
+    return out

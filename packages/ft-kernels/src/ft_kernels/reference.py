@@ -34,6 +34,8 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return w.q.view(torch.int8).float() * _per_col(w.scale, g, C)
     if w.fmt in kquants.BLOCK_BYTES:
         return kquants.dequantize(w.q, w.fmt, C)
+    if w.fmt == "q4_k_x16":
+        return kquants.dequantize(kquants.from_x16(w.q, C), "q4_k", C)
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":
         return torch.ldexp(_E2M1_SIGNED[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C))
@@ -48,7 +50,7 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
 
 
-INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym", "q4_k", "q5_k", "q6_k")
+INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym", "q4_k", "q5_k", "q6_k", "q4_k_x16")
 
 
 def int8_applies(w: ExpertWeights) -> bool:

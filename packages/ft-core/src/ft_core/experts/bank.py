@@ -38,7 +38,8 @@ import torch
 from ft_kernels import kquants
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
-KQUANT_FORMATS = tuple(kquants.BLOCK_BYTES)  # "q4_k", "q5_k", "q6_k"
+# "q4_k", "q5_k", "q6_k" as GGUF stores them, and q4_k with 16 rows interleaved (``interleave_q4k``)
+KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16")
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
 _LEGACY = {"fp8": "fp8_e4m3"}
@@ -125,6 +126,48 @@ class ExpertBank:
         w = self.kernel_weights()[0 if which == "w13" else 1]
         scale, zero = (None if t is None else t[ids] for t in (w.scale, w.zero))
         return dequantize(dataclasses.replace(w, q=w.q[ids], scale=scale, zero=zero, bias=None))
+
+    def interleave_q4k(self) -> int:
+        """Repack, in place, every ``q4_k`` matrix kind (per MoE layer in mixed banks) whose rows come in whole
+        groups of 16 into ``q4_k_x16`` (``ft_kernels.kquants.to_x16``: the same bytes, 16 rows interleaved),
+        the layout of the int8-activation kernel with rows in the lanes; the formats say so from then on.
+        Returns the number of (layer, kind) matrices repacked. The values do not change (``dequant``)."""
+        n_layers = max(1, len(self.layer_fmts))
+        fmts = [
+            list(self.layer_fmts[m]) if self.layer_fmts else [self.fmt] * 2 for m in range(n_layers)
+        ]
+        done = 0
+        for k, (which, rows, cols) in enumerate(
+            (("w13", 2 * self.inter, self.hidden), ("w2", self.hidden, self.inter))
+        ):
+            if rows % 16 or cols % kquants.QK:
+                continue
+            q = self.tensors.get(f"{which}_q")
+            for m in range(n_layers):
+                if fmts[m][k] != "q4_k" or q is None:
+                    continue
+                ids = (
+                    range(m * self.num_experts, (m + 1) * self.num_experts)
+                    if self.layer_fmts
+                    else range(q.shape[0])
+                )
+                # a few experts at a time: no second copy of the bank
+                for i in range(ids.start, ids.stop, 16):
+                    j = min(i + 16, ids.stop)
+                    q[i:j] = kquants.to_x16(q[i:j], cols)
+                fmts[m][k] = "q4_k_x16"
+                done += 1
+        if done:
+            if self.layer_fmts:
+                self.layer_fmts = tuple(tuple(p) for p in fmts)
+            # one kind repacked: the bank becomes mixed (its formats per layer)
+            elif fmts[0][0] != fmts[0][1]:
+                self.layer_fmts = tuple(
+                    tuple(fmts[0]) for _ in range(self.num_ids // self.num_experts)
+                )
+            self.fmt = fmts[0][0]
+            self._kernel_views = None
+        return done
 
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")

@@ -71,6 +71,12 @@ def build_backend(
     """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
     if (hint := fp32_products_hint(bank, engine)) is not None:
         logging.getLogger("ft_core.engine").warning(hint)
+    if (
+        engine.int8_activations
+        and engine.expert_impl in ("auto", "kernel")
+        and ft_kernels.int8_simd("q4_k_x16")
+    ):
+        bank.interleave_q4k()  # Q4_K experts in the layout of the rows-in-lanes int8 kernel
     host = select_impl(
         engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations
     )

@@ -62,7 +62,10 @@ class GQAttention:
     ) -> torch.Tensor:
         c = self.cfg
         T = x.shape[0]
-        q, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
+        if isinstance(self.wqkv, list):  # a GGUF's stored bits, one matrix per part (keep_native)
+            q, k, v = (linear(x, w) for w in self.wqkv)
+        else:
+            q, k, v = linear(x, self.wqkv, self.bqkv).split(self.split, dim=-1)
         if c.qk_norm == "full":
             q, k = rms_norm(q, self.q_norm, c.rms_eps), rms_norm(k, self.k_norm, c.rms_eps)
         if c.clip_qkv is not None:

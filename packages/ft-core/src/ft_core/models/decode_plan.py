@@ -55,17 +55,22 @@ def _attn_kwargs(cfg: ModelConfig, attn) -> dict | None:
     if type(attn) is GQAttention and attn.state_index is None:
         if cfg.clip_qkv is not None or cfg.norm_offset:
             return None
-        qkv, o = _dense(attn.wqkv), _dense(attn.wo)
+        o = _dense(attn.wo)
+        split = isinstance(attn.wqkv, list)  # q, k, v in their own formats (keep_native)
+        qkv = _parts(attn.wqkv) if split else _dense(attn.wqkv)
         if None in (qkv, o):
             return None
         if cfg.qk_norm is not None and attn.q_norm.dtype != torch.bfloat16:
             return None
         bias = lambda b: None if b is None else b.float()  # noqa: E731  (linear() passes b.float())
+        where = (
+            dict(parts=qkv[0], parts_int8=qkv[1]) if split else dict(qkv=qkv[0], qkv_int8=qkv[1])
+        )
         return dict(
-            qkv=qkv[0], o=o[0], attn_scale=cfg.attn_scale, qkv_bias=bias(attn.bqkv),
+            **where, o=o[0], attn_scale=cfg.attn_scale, qkv_bias=bias(attn.bqkv),
             o_bias=bias(attn.bo), qk_norm=cfg.qk_norm or "none", q_norm=attn.q_norm,
             k_norm=attn.k_norm, rope_interleaved=attn.rotary.cfg.interleaved,
-            window=attn.window or 0, sinks=attn.sinks, qkv_int8=qkv[1], o_int8=o[1],
+            window=attn.window or 0, sinks=attn.sinks, o_int8=o[1],
         )  # fmt: skip
     if type(attn) is GatedAttention:
         parts, o = _parts(attn.wqkv), _dense(attn.wo)

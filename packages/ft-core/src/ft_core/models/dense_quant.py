@@ -6,7 +6,7 @@ MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kern
 ``keep_native`` / ``native_matrix``: without a dense_format, projections a quantised source stores in a
 format the kernels read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those
 very bits, layer by layer as the model is built: GQA / gated q/k/v (fused) and o, MLA q / q_a / q_b /
-kv_a / o, the linear attention's in (one QuantDense per part) and out, dense MLPs and MoE shared
+kv_a / o, a fused q/k/v whose parts differ in type and the linear attention's in (one QuantDense per part) and out, dense MLPs and MoE shared
 experts, the LM head and the token embedding (its looked-up rows dequantised).
 
 llama.cpp's quantised files do the same to every non-expert tensor; with dense weights in bf16 a 4-bit
@@ -38,6 +38,15 @@ def _cols_multiple(fmt: str) -> int:
     return kquants.QK if fmt in kquants.BLOCK_BYTES else 32
 
 
+def kernel_dense(ew, int8: bool) -> QuantDense:
+    """A projection's matrix ``ew`` (ExpertWeights [1, N, K]) as the QuantDense the kernels run. With int8
+    activations a Q4_K matrix of whole 16-row groups is repacked 16 rows interleaved (``q4_k_x16``) where this
+    CPU has that kernel (AVX-512 VNNI): the same values, rows in the int8 kernel's lanes."""
+    if int8 and ew.fmt == "q4_k" and ew.rows % 16 == 0 and fk.int8_simd("q4_k_x16"):
+        ew = dataclasses.replace(ew, fmt="q4_k_x16", q=kquants.to_x16(ew.q, ew.cols))
+    return QuantDense(ew, int8)
+
+
 def quantize_matrix(w: torch.Tensor, fmt: str, int8: bool) -> QuantDense:
     """[N, K] float weights -> QuantDense in ``fmt``, quantised ROWS_PER_CHUNK rows at a time."""
     parts = [
@@ -47,7 +56,7 @@ def quantize_matrix(w: torch.Tensor, fmt: str, int8: bool) -> QuantDense:
     cat = lambda f: (
         None if getattr(parts[0], f) is None else torch.cat([getattr(p, f) for p in parts], dim=1)
     )  # noqa: E731
-    return QuantDense(
+    return kernel_dense(
         dataclasses.replace(parts[0], q=cat("q"), scale=cat("scale"), zero=cat("zero")), int8
     )
 
@@ -86,16 +95,16 @@ def quantize_dense(model, fmt: str, int8: bool) -> int:
 def keep_native(layer, r, p: str, int8: bool) -> int:
     """Swap one decoder layer's dense projections (``layer``: (norm, attention, norm, MLP), ``p``: its
     name, "model.layers.3") for the stored bits ``r.native`` gives, as soon as the layer is built: the
-    float copies live one layer at a time. Returns the bytes a decode token reads less. Projections
-    whose tensors differ in type (a fused q/k/v with v in another) or that the loader rebuilds from
-    other tensors (MLA's kv_b, the linear attention's) stay as loaded."""
+    float copies live one layer at a time. Returns the bytes a decode token reads less. A fused q/k/v
+    whose tensors differ in type (v in another) becomes one QuantDense per part when it has no bias;
+    projections the loader rebuilds from other tensors (MLA's kv_b, the linear attention's) stay as loaded."""
     _, attn, _, mlp = layer
     saved = 0
     a = f"{p}.self_attn"
     if type(attn) in (GQAttention, GatedAttention):
         qkv = [f"{a}.{x}_proj" for x in "qkv"]
         fused = _swap(attn, "wqkv", r, qkv, int8)
-        if not fused and type(attn) is GatedAttention and attn.bqkv is None:  # v in another type
+        if not fused and attn.bqkv is None:  # v in another type (Q4_K_M: Q6_K in some layers)
             fused = _swap_parts(attn, "wqkv", r, qkv, int8)
         saved += fused + _swap(attn, "wo", r, [f"{a}.o_proj"], int8)
     elif type(attn) is MLAttention:
@@ -135,7 +144,7 @@ def native_matrix(r, prefix: str, rows: int, cols: int, int8: bool) -> QuantDens
             f"{r.index.file_of(prefix + '.weight')}: tensor '{prefix}.weight' holds {n} NaN/inf "
             f"block scales of {scales.numel()} (corrupt weights)"
         )
-    return QuantDense(ew, int8)
+    return kernel_dense(ew, int8)
 
 
 def _swap_ordered(attn, r, prefix: str, int8: bool) -> int:
@@ -148,7 +157,7 @@ def _swap_ordered(attn, r, prefix: str, int8: bool) -> int:
         or (got[0].rows, got[0].cols) != tuple(w.shape)
     ):
         return 0
-    attn.w_out, attn.out_order = QuantDense(got[0], int8), got[1]
+    attn.w_out, attn.out_order = kernel_dense(got[0], int8), got[1]
     return w.numel() * w.element_size() - attn.w_out.nbytes()
 
 
@@ -163,7 +172,7 @@ def _swap_parts(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
     parts = [r.native([x]) for x in prefixes]
     if any(ew is None for ew in parts) or sum(ew.rows for ew in parts) != w.shape[0]:
         return 0
-    setattr(obj, attr, [QuantDense(ew, int8) for ew in parts])
+    setattr(obj, attr, [kernel_dense(ew, int8) for ew in parts])
     return w.numel() * w.element_size() - sum(q.nbytes() for q in getattr(obj, attr))
 
 
@@ -178,6 +187,6 @@ def _swap(obj, attr: str, r, prefixes: list[str], int8: bool) -> int:
     ew = r.native(prefixes)
     if ew is None or (ew.rows, ew.cols) != tuple(w.shape):
         return 0
-    q = QuantDense(ew, int8)
+    q = kernel_dense(ew, int8)
     setattr(obj, attr, q)
     return w.numel() * w.element_size() - q.nbytes()
