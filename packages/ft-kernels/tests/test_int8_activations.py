@@ -116,6 +116,18 @@ def test_x16_rows_padded_as_in_mixed_banks():
             )
 
 
+@pytest.mark.parametrize("pad", [0, 3 * 210 - 3 * 144])
+def test_x16_repack_in_place_equals_its_twin(pad):
+    """ft_kernels.q4k_to_x16_ (C++, in place, on the pool) writes exactly the bytes of kquants.to_x16 (torch),
+    rows padded or not, on blocks of every scale, min and code value; bad shapes are refused by name."""
+    b = random_blocks("q4_k", 5 * 48 * 3, seed=11).reshape(5, 48, 3 * 144)
+    q = torch.nn.functional.pad(b, (0, pad)).contiguous()
+    want = kquants.to_x16(q, 768)
+    assert torch.equal(fk.q4k_to_x16_(q, 768), want)
+    with pytest.raises(ValueError, match="rows % 16"):
+        fk.q4k_to_x16_(torch.zeros(1, 40, 432, dtype=torch.uint8), 768)
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])
 def test_other_formats_ignore_int8(fmt):
     w = fk.quantize(torch.randn(1, 40, 64) * 0.1, fmt, group=32)

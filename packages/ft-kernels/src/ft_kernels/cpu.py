@@ -36,6 +36,15 @@ def active_isa() -> str:
     return _C.active_isa()
 
 
+def q4k_to_x16_(q: torch.Tensor, cols: int) -> torch.Tensor:
+    """Q4_K blocks ``q`` uint8 [N, rows, row bytes] (contiguous; rows % 16 == 0, may be padded) repacked in place
+    to ``q4_k_x16`` on the kernel pool; returns ``q``. Twin: ``kquants.to_x16``. ValueError on a bad shape."""
+    if not q.is_contiguous():
+        raise ValueError("q must be contiguous")
+    _C.q4k_to_x16(_a(q), cols)
+    return q
+
+
 def int8_simd(fmt: str) -> bool:
     """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
     scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only."""

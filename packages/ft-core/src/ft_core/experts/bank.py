@@ -129,7 +129,7 @@ class ExpertBank:
 
     def interleave_q4k(self) -> int:
         """Repack, in place, every ``q4_k`` matrix kind (per MoE layer in mixed banks) whose rows come in whole
-        groups of 16 into ``q4_k_x16`` (``ft_kernels.kquants.to_x16``: the same bytes, 16 rows interleaved),
+        groups of 16 into ``q4_k_x16`` (``ft_kernels.q4k_to_x16_``: the same bytes, 16 rows interleaved),
         the layout of the int8-activation kernel with rows in the lanes; the formats say so from then on.
         Returns the number of (layer, kind) matrices repacked. The values do not change (``dequant``)."""
         n_layers = max(1, len(self.layer_fmts))
@@ -151,10 +151,7 @@ class ExpertBank:
                     if self.layer_fmts
                     else range(q.shape[0])
                 )
-                # a few experts at a time: no second copy of the bank
-                for i in range(ids.start, ids.stop, 16):
-                    j = min(i + 16, ids.stop)
-                    q[i:j] = kquants.to_x16(q[i:j], cols)
+                ft_kernels.q4k_to_x16_(q[ids.start : ids.stop], cols)  # in place, a matrix a thread
                 fmts[m][k] = "q4_k_x16"
                 done += 1
         if done:

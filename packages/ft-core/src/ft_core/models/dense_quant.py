@@ -43,7 +43,8 @@ def kernel_dense(ew, int8: bool) -> QuantDense:
     activations a Q4_K matrix of whole 16-row groups is repacked 16 rows interleaved (``q4_k_x16``) where this
     CPU has that kernel (AVX-512 VNNI): the same values, rows in the int8 kernel's lanes."""
     if int8 and ew.fmt == "q4_k" and ew.rows % 16 == 0 and fk.int8_simd("q4_k_x16"):
-        ew = dataclasses.replace(ew, fmt="q4_k_x16", q=kquants.to_x16(ew.q, ew.cols))
+        q = fk.q4k_to_x16_(ew.q.clone(memory_format=torch.contiguous_format), ew.cols)
+        ew = dataclasses.replace(ew, fmt="q4_k_x16", q=q)
     return QuantDense(ew, int8)
 
 

@@ -1,0 +1,13 @@
+// Load-time repacks of stored weight layouts into the layouts some kernels read faster. Python-free.
+#pragma once
+#include <cstdint>
+
+namespace ft {
+
+// Q4_K -> Q4_K_X16 (cpu/formats.h), in place, for n matrices of [rows, cols] whose rows are row_bytes apart
+// (>= cols / 256 * 144: rows may be padded, as in mixed banks) and which lie matrix_bytes = rows * row_bytes
+// apart from q. rows % 16 == 0, cols % 256 == 0. The matrices are spread over the kernel pool.
+// Twin: ft_kernels.kquants.to_x16.
+void q4k_to_x16(uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes);
+
+}  // namespace ft
