@@ -35,7 +35,7 @@ KernelFormat = Literal[
     "q4_k",
     "q5_k",
     "q6_k",
-]  # = ft_kernels.FORMATS (a test checks)
+]  # = ft_kernels.FORMATS but the load-time layouts (formats.REPACKED); a test checks
 
 
 def option(
