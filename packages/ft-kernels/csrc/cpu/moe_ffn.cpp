@@ -215,9 +215,9 @@ void moe_experts(const MoeArgs& a) {
     }
   };
   // Prefill splits only H among the tasks: at least 4 a thread.
+  const int64_t u2 = row_unit(a.w2.mat);
   const int64_t rb = decode ? row_block(a.w2.mat, true)
-                            : std::min(row_block(a.w2.mat, false),
-                                       std::max<int64_t>(row_unit(a.w2.mat), H / (4 * pool.size()) / row_unit(a.w2.mat) * row_unit(a.w2.mat)));
+                            : std::min(row_block(a.w2.mat, false), std::max<int64_t>(u2, H / (4 * pool.size()) / u2 * u2));
   const int64_t nb = (H + rb - 1) / rb;
   if (decode) {
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {

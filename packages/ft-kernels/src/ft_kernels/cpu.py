@@ -48,8 +48,6 @@ def q4k_to_x16_(q: torch.Tensor, cols: int) -> torch.Tensor:
 def int8_simd(fmt: str) -> bool:
     """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
     scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only."""
-    from ft_kernels.formats import FORMATS
-
     return bool(_C.int8_simd(FORMATS[fmt]))
 
 

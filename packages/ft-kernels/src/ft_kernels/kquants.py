@@ -80,8 +80,7 @@ def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
     d = _f16(b[..., 0:2])[..., None] * sc.float()  # [..., nb, 8]
     dm = _f16(b[..., 2:4])[..., None] * mn.float()
     qs = b[..., 48:].long() if fmt == "q5_k" else b[..., 16:].long()
-    codes = torch.stack([qs.unflatten(-1, (4, 32)) & 15, qs.unflatten(-1, (4, 32)) >> 4], -2)
-    codes = codes.flatten(-3)  # [..., nb, 256] in column order
+    codes = _q4k_codes(qs)  # [..., nb, 256] in column order
     if fmt == "q5_k":
         qh = b[..., 16:48].long()
         bits = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)  # column 32s + l
@@ -155,7 +154,7 @@ def _f16_bytes(h: torch.Tensor) -> torch.Tensor:
 
 
 def _q4k_codes(qs: torch.Tensor) -> torch.Tensor:
-    """Q4_K's 128 nibble bytes [..., 128] -> codes uint8 [..., 256] in column order."""
+    """Q4_K's 128 nibble bytes [..., 128] -> their codes [..., 256] (same dtype) in column order."""
     qs = qs.unflatten(-1, (4, 32))
     return torch.stack([qs & 15, qs >> 4], -2).flatten(-3)
 
