@@ -3,9 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -21,6 +21,18 @@
 
 namespace ft {
 
+namespace {
+// The non-negative integer at the start of a small sysfs file, or -1.
+int read_int(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return -1;
+  int v = -1;
+  if (std::fscanf(f, "%d", &v) != 1) v = -1;
+  std::fclose(f);
+  return v;
+}
+}  // namespace
+
 std::vector<int> physical_core_cpus() {
   std::vector<int> out;
 #if defined(__linux__)
@@ -28,9 +40,10 @@ std::vector<int> physical_core_cpus() {
   unsigned n = std::thread::hardware_concurrency();
   for (unsigned cpu = 0; cpu < n; ++cpu) {
     std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream pk(base + "physical_package_id"), co(base + "core_id");
-    int p = -1, c = -1;
-    if (!(pk >> p) || !(co >> c)) continue;
+    // C stdio, not iostreams: with another libstdc++ loaded first (torch's, on some images) an
+    // istream's locale facets crashed here (seen on an Intel Xeon H200 host)
+    const int p = read_int(base + "physical_package_id"), c = read_int(base + "core_id");
+    if (p < 0 || c < 0) continue;
     if (seen.insert({p, c}).second) out.push_back(static_cast<int>(cpu));
   }
 #endif
