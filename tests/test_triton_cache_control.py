@@ -121,3 +121,11 @@ def test_triton_control_matches_torch_control_on_generated_routing():
         [sys.executable, "-c", HYPOTHESIS], env=env, capture_output=True, text=True, timeout=900
     )
     assert res.returncode == 0 and "ok" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
+
+
+def test_the_kernels_route_limit_is_the_caches():
+    from ft_kernels.gpu.cache_control import MAX_ROUTES
+
+    from ft_core.experts.cache import TRITON_MAX_ROUTES
+
+    assert MAX_ROUTES == TRITON_MAX_ROUTES

@@ -42,6 +42,9 @@ class ControlResult:
 
 POLICIES = ("lru", "reuse")
 REUSE_ONE = 1 << 16  # p = 1
+TRITON_MAX_ROUTES = (
+    256  # = ft_kernels.gpu.cache_control.MAX_ROUTES (not imported: Triton loads lazily)
+)
 REUSE_SHIFT = 4  # p <- p - p / 16 + (routed ? 1/16 : 0) at each visit of the id's layer
 
 
@@ -96,10 +99,11 @@ class ExpertCache:
         to a slot or -1. ``observe``: the step is real routing (False: a prefetch, which must not count as
         use in reuse's statistics). Mutates the tables; the caller copies ``copy_ids`` -> ``copy_slots``
         before computing. ``mode``: the same rule as (name, ratio) of the Triton kernel's modes (cpu, fill,
-        hybrid); given, with ``control_impl`` "triton" and at most 1024 routes, the kernel runs the step."""
+        hybrid); given, with ``control_impl`` "triton" and at most ``TRITON_MAX_ROUTES`` routes, the kernel
+        runs the step (larger steps: this method, on the tables' device)."""
         self.clock += 1
         ids = ids.to(self.device)  # the tables live on the cache's device
-        if self.control_impl == "triton" and mode is not None and ids.numel() <= 1024:
+        if self.control_impl == "triton" and mode is not None and ids.numel() <= TRITON_MAX_ROUTES:
             return self._control_triton(ids, mode, observe)
         uniq, counts = torch.unique(ids, return_counts=True)
         if observe and self.policy == "reuse" and uniq.numel():

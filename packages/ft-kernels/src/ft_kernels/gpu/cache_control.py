@@ -11,7 +11,9 @@ Victims (``policy``): "lru", the least recently used first; "reuse", the largest
 d + L (1/p - 1) (d: layer steps until the slot's layer runs again, p: a per-id moving average of being routed,
 updated here for the step's layer unless ``observe`` is False), in the integers ExpertCache defines.
 Twin: ``ft_core.experts.cache.ExpertCache.control`` (torch), which it must match exactly.
-Decode-sized: R <= 1024 routes per step (prefill loads whole layers instead).
+Decode-sized: R <= MAX_ROUTES routes per step. The program holds [R, R] comparisons in registers, so
+its compile time grows fast with the block (sm_90, one core: 16 routes ~1 s, 256 ~9 s, 1024 ~8 min);
+larger steps (prefill) take the torch twin on the device.
 Legend: R = routes, N = flat ids, S = slots.
 """
 
@@ -22,9 +24,12 @@ import triton
 import triton.language as tl
 
 MODES = {"cpu": 0, "fill": 1, "hybrid": 2}
+MAX_ROUTES = 256  # routes of one layer step the kernel takes (32 decode tokens at top-8)
 VICTIMS = {"lru": 0, "reuse": 1}
-INT64_MAX = 2**63 - 1
-REUSE_ONE, REUSE_SHIFT = 1 << 16, 4  # = ft_core.experts.cache's (a test runs both twins)
+# constants the kernel reads: Triton compiles only globals declared constexpr (the interpreter takes any)
+INT64_MAX = tl.constexpr(2**63 - 1)
+REUSE_ONE = tl.constexpr(1 << 16)  # = ft_core.experts.cache's (a test runs both twins)
+REUSE_SHIFT = tl.constexpr(4)
 
 
 @triton.jit
@@ -114,8 +119,9 @@ def _control(
             if policy == 1:  # minus the expected wait; empty slots before all
                 sid = tl.load(id_of_slot + s, mask=sm, other=-1)
                 d = ((sid // E - layer - 1) % L + L) % L + 1
-                p = tl.maximum(tl.load(reuse + tl.maximum(sid, 0), mask=sm, other=1), 1)
-                wait = d * REUSE_ONE + L * (REUSE_ONE * REUSE_ONE // p - REUSE_ONE)
+                # (not ``p``: a name the statistics above gave another shape; Triton 3.6 refuses that)
+                ps = tl.maximum(tl.load(reuse + tl.maximum(sid, 0), mask=sm, other=1), 1)
+                wait = d * REUSE_ONE + L * (REUSE_ONE * REUSE_ONE // ps - REUSE_ONE)
                 k = tl.where(sid < 0, -INT64_MAX, -wait)
             key = tl.where((lu != clock) & (pn == 0) & sm, k, INT64_MAX)
             kmin = tl.min(key, axis=0)
@@ -165,8 +171,8 @@ def control(
         raise ValueError(
             f"victims 'reuse' needs reuse statistics of layers * experts = {experts * layers} ids"
         )
-    if R > 1024:
-        raise ValueError(f"cache control handles up to 1024 routes per layer step, got {R}")
+    if R > MAX_ROUTES:
+        raise ValueError(f"cache control handles up to {MAX_ROUTES} routes per layer step, got {R}")
     dev = ids.device
     route_slot = torch.empty(R, dtype=torch.int64, device=dev)
     copy_ids = torch.full((max(R, 1),), -1, dtype=torch.int64, device=dev)
