@@ -32,7 +32,10 @@ REUSE_ONE = tl.constexpr(1 << 16)  # = ft_core.experts.cache's (a test runs both
 REUSE_SHIFT = tl.constexpr(4)
 
 
-@triton.jit
+# Triton compiles a variant per "is 1" / "divisible by 16" of each integer argument: ``clock`` moves
+# every step and R with the batch, so without this a decode would compile new variants (~1-9 s each)
+# mid-run whenever clock reached a multiple of 16 for the first time.
+@triton.jit(do_not_specialize=["R", "clock"])
 def _control(
     ids_ptr,
     R,
