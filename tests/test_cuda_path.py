@@ -29,9 +29,10 @@ def test_cuda_streams_keep_their_order():
     assert 0 < free <= total
 
 
-@pytest.mark.parametrize(
-    "arch,variant", [("qwen3_moe", None), ("deepseek_v3", "fp8"), ("gpt_oss", "mxfp4")]
-)
+ARCHS = [("qwen3_moe", None), ("deepseek_v3", "fp8"), ("gpt_oss", "mxfp4"), ("qwen3_5_moe", None)]
+
+
+@pytest.mark.parametrize("arch,variant", ARCHS)
 @pytest.mark.parametrize(
     "kw",
     [
@@ -44,14 +45,30 @@ def test_cuda_streams_keep_their_order():
     ids=["fill-1slot", "fill-half", "fill-all", "hybrid-quarter", "static-quarter"],
 )
 def test_cuda_expert_tier_matches_the_cpu_engine(tiny_ckpt, arch, variant, kw):
-    """Slot routes on the GPU (Triton grouped GEMM for bf16 slots, torch for the others), misses on
-    the host: logits within the fp32 bound of the CPU engine's."""
+    """Dense layers, KV and states on the GPU; slot routes there too (Triton grouped GEMM for bf16
+    slots, torch for the others), misses on the host: logits within the fp32 bound of the CPU
+    engine's."""
     path = tiny_ckpt(arch, variant)
     want = Engine.from_pretrained(path, moe_backend="cpu").score(IDS)
     eng = Engine.from_pretrained(path, device="cuda", **kw)
-    assert eng.model.backend.cache.store["w13"].is_cuda
+    assert all(t.is_cuda for t in eng.model.backend.cache.store.values())
+    assert eng.model.device.type == "cuda" and all(k.is_cuda for k in eng.kv.k if k is not None)
     assert_logits_close(eng.score(IDS), want, eng.model_config)
     eng.generate(IDS[:9], GREEDY)
     eng.model.backend.cache.check()
     t = eng.expert_stats()["total"]
     assert t["device_routes"] > 0
+
+
+@pytest.mark.parametrize("arch,variant", ARCHS)
+def test_cuda_dense_with_host_experts_matches_the_cpu_engine(tiny_ckpt, arch, variant):
+    """moe_backend cpu on a GPU: everything but the experts on the GPU, every route on the host's
+    kernels (x copied down, y up): logits within the fp32 bound, greedy decode runs."""
+    path = tiny_ckpt(arch, variant)
+    want = Engine.from_pretrained(path, moe_backend="cpu").score(IDS)
+    eng = Engine.from_pretrained(path, device="cuda", moe_backend="cpu")
+    assert eng.model.device.type == "cuda"
+    assert all(t.device.type == "cpu" for t in eng.model.bank.tensors.values())
+    assert_logits_close(eng.score(IDS), want, eng.model_config)
+    out = eng.generate(IDS[:9], GREEDY)
+    assert len(out[0].token_ids) == GREEDY.max_tokens

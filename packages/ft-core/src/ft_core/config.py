@@ -61,8 +61,9 @@ class EngineConfig:
     )
     device: str = option(
         "cpu",
-        help="where the expert cache's slots live: cpu (default) or cuda / cuda:N (the expert tier on "
-        "the GPU; dense weights, KV and states stay on the host for now)",
+        help="cpu (default) or cuda / cuda:N: with a GPU, dense weights, KV pages, recurrent states and "
+        "the expert cache's slots live on it; every expert stays in host memory (the source of truth), "
+        "misses copied to the GPU or computed by the CPU kernels (--moe-backend)",
     )
     dtype: Dtype = option("float32", help="activations and dense weights (default: float32)")
     expert_impl: ExpertImpl = option(
@@ -209,6 +210,11 @@ class EngineConfig:
                 f"device {self.device!r}: torch sees no CUDA device (torch.cuda.is_available() is "
                 "False); use device 'cpu'"
             )
+        if self.dense_format is not None and self.dense_device != "cpu":
+            raise FTError(
+                f"dense_format {self.dense_format!r} is a CPU-kernel format; with device "
+                f"{self.device!r} dense weights live on the GPU in dtype {self.dtype}"
+            )
         if self.int8_activations and self.resolved_moe_backend != "cpu":
             raise FTError(
                 f"int8_activations runs on the CPU kernels only; moe_backend {self.moe_backend!r} would "
@@ -252,9 +258,8 @@ class EngineConfig:
 
     @property
     def dense_device(self) -> str:
-        """Where dense weights, KV pages and recurrent states live: the host, for every ``device``
-        in this build (the CUDA path so far moves the expert tier only)."""
-        return "cpu"
+        """Where dense weights, activations, KV pages and recurrent states live: ``device``."""
+        return self.device
 
     @property
     def resolved_linear_attn_impl(self) -> str:

@@ -135,7 +135,11 @@ class Engine:
             )
         seq = self._new_seq(ids, SamplingParams(max_tokens=1))
         seq.want_all_logits = True
-        scratch = StatePool(self.state_layout, 1) if self.state_layout is not None else None
+        scratch = (
+            StatePool(self.state_layout, 1, self.config.dense_device)
+            if self.state_layout is not None
+            else None
+        )
         seq.state_slot = scratch.alloc() if scratch is not None else None
         try:
             while seq.uncomputed > 0:

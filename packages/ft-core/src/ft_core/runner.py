@@ -79,14 +79,15 @@ class ModelRunner:
             [s.num_computed + n for s, n in zip(b.seqs, b.chunk)],
             self.kv.page_size,
             state,
-        )
+        ).to(self.model.device)
         log = [] if self.config.record_routing and finite_log is None else None
         h = self.model.forward(fb, self.kv, log, finite_log)
         if log is not None:
             self._record(b, log)
+        # logits to the host, where sampling runs (a no-op when the model is there)
         if len(b.seqs) == 1 and b.seqs[0].want_all_logits:
-            b.seqs[0].logits.append(self.model.logits(h))
-        return self.model.logits(h[fb.last_token_index()])
+            b.seqs[0].logits.append(self.model.logits(h).cpu())
+        return self.model.logits(h[fb.last_token_index()]).cpu()
 
     def _record(self, b: ScheduledBatch, layers: list) -> None:
         """One JSON line per forward: phase ("prefill" when any prompt chunk ran, else "decode"), tokens per

@@ -2,8 +2,8 @@
 
 A closure run on a stream launches its kernels from the calling thread under ``torch.cuda.stream``
 and returns at once; the Event is a ``torch.cuda.Event`` recorded after them. Tensors a closure
-allocates are tied to the stream that made them (``record_stream`` is left to the closure) and its
-result is usable by another stream once that stream ``wait``s for the event. Copies from the expert
+allocates are tied to the stream that made them; its result is usable by another stream once that
+stream ``wait``s for the event (``result`` marks a tensor result used by the caller's stream). Copies from the expert
 banks are asynchronous because the loader pins them where CUDA is present (loader/ftw_io.pin_in_place).
 Not run in CI (no GPU there):
 ``benchmarks/gpu_check.py`` exercises it.
@@ -26,7 +26,13 @@ class _CudaEvent(Event):
         self._ev.synchronize()
 
     def result(self) -> Any:
-        return self._value
+        """The closure's value. A tensor made on the event's stream is marked used by the caller's
+        current stream too, so the allocator does not hand its memory back to the event's stream
+        while the caller's kernels (queued, not yet run) still read it."""
+        v = self._value
+        if isinstance(v, torch.Tensor) and v.is_cuda:
+            v.record_stream(torch.cuda.current_stream(v.device))
+        return v
 
 
 class _CudaStream(Stream):
@@ -39,6 +45,9 @@ class _CudaStream(Stream):
             ev = torch.cuda.Event()
             ev.record(self._s)
         return _CudaEvent(ev, value)
+
+    def follow_current(self) -> None:
+        self._s.wait_stream(torch.cuda.current_stream(self._s.device))
 
     def wait(self, ev: Event) -> None:
         if isinstance(ev, _CudaEvent):

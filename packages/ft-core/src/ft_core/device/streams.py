@@ -16,6 +16,8 @@ Semantics shared by both (the contract the orchestration relies on, and all it m
                                only once the event is done).
   ``stream.wait(ev)``          later work on the stream starts after ``ev`` is done (no host wait).
   ``ev.synchronize()``         the host waits for ``ev``; an exception raised by fn is raised here.
+  ``stream.follow_current()``  later work on the stream starts after the caller's queued work (the
+                               activations the dense layers made on the device's default stream).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ class Stream(ABC):
 
     @abstractmethod
     def wait(self, ev: Event) -> None: ...
+
+    def follow_current(self) -> None:
+        """Later work on this stream starts after what the caller queued so far on its own current
+        stream (CUDA: the dense layers' kernels that made this step's activations). Host work is done
+        when it returns, so the CPU stand-in has nothing to wait for."""
 
 
 class Device(ABC):

@@ -21,6 +21,9 @@ from ft_core.experts.bank import ExpertBank
 
 class ExpertBackend(ABC):
     name: str
+    # reads host tensors only (the CPU kernels on the host bank); a caller whose x is on a device
+    # hands it host copies. The hierarchy (experts/cached.py) takes x where it is.
+    host_only: bool = True
 
     @abstractmethod
     def supports(self, bank: ExpertBank) -> bool: ...

@@ -49,6 +49,8 @@ def q_policy(name: str, ratio: float | None):
 
 
 class CachedBackend(ExpertBackend):
+    host_only = False  # x on the host or on the cache's device
+
     def __init__(
         self,
         cache: ExpertCache,
@@ -91,7 +93,12 @@ class CachedBackend(ExpertBackend):
         )
 
     def run(self, bank, x, tok, eid, gate):
+        """x [T, H] on the host or on the cache's device (dense layers on the GPU); routes there too.
+        Returns y [T, H] float32 on x's device."""
         tok, eid = tok.long(), eid.long()  # the cache's tables are int64 (routers may give int32)
+        ids = eid  # for the control step, on whichever device the router ran
+        if x.device.type != "cpu":  # the host's share needs host copies (one small copy each)
+            tok, eid, gate = tok.cpu(), eid.cpu(), gate.cpu()
         layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
         if self.policy == "static":
             self._static_step(eid)
@@ -103,9 +110,9 @@ class CachedBackend(ExpertBackend):
             and c.num_slots >= 2 * E
         )
         if prefill:
-            res = c.control(eid, lambda m: m, mode=("fill", 1.0))
+            res = c.control(ids, lambda m: m, mode=("fill", 1.0))
         else:
-            res = c.control(eid, self.q_of_m, mode=self.mode)
+            res = c.control(ids, self.q_of_m, mode=self.mode)
         self._copy(res.copy_ids, res.copy_slots)
         # the slot GEMM waits for every copy queued so far (FIFO), not for the prefetch queued next
         need = self._copied
@@ -120,20 +127,22 @@ class CachedBackend(ExpertBackend):
             if need is not None and need is not self._waited:  # stream order keeps older waits
                 dev.compute.wait(need)
                 self._waited = need
+            dev.compute.follow_current()  # x made by the dense layers on the device
             pending = dev.compute.run(
                 self._slot_gemm(x, tok[on_dev], route_slot[on_dev], gate[on_dev])
             )
-        y = torch.zeros(x.shape, dtype=torch.float32)
+        y = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
         y_host = None
         if not bool(on_dev.all()):
             off = ~on_dev
-            y_host = self.host_backend.run(bank, x, tok[off], eid[off], gate[off])
+            xh = x.cpu()  # x on the device: the copy the CPU kernels read (a no-op on the host)
+            y_host = self.host_backend.run(bank, xh, tok[off], eid[off], gate[off])
         t1 = time.perf_counter()
         if pending is not None:
             pending.synchronize()
             y += pending.result().to(y.device)
         if y_host is not None:
-            y += y_host
+            y += y_host.to(y.device)
         s["cpu_us"] += int((t1 - t0) * 1e6)
         s["wait_us"] += int((time.perf_counter() - t1) * 1e6)
         s["routes"] += int(eid.numel())

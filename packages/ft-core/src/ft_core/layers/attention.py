@@ -61,9 +61,9 @@ def _attend_sinks_fused(q, k, v, mask, scale, sinks) -> torch.Tensor:
     broadcast (stride 0) to the G query heads that share them. Shapes as ``attend``."""
     B, K, G, Lq, D = q.shape
     Lk = k.shape[2]
-    bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))[
-        :, None
-    ]  # B 1 Lq Lk
+    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
+        ~mask, float("-inf")
+    )[:, None]  # B 1 Lq Lk
     sk = sinks.float().view(K, G, 1)
     out = []
     for h in range(K):

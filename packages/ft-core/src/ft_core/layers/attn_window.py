@@ -30,19 +30,19 @@ class _Plan:
     tokens go to. Legend as the module's."""
 
     def __init__(self, batch: ForwardBatch, W: int):
-        Lq = batch.Lq
-        self.slots = torch.tensor(batch.state.slots)
-        self.qlen = torch.tensor(batch.q_lens)
+        Lq, d = batch.Lq, batch.device
+        self.slots = torch.tensor(batch.state.slots, device=d)
+        self.qlen = torch.tensor(batch.q_lens, device=d)
         self.start = (
-            torch.tensor(batch.ctx_lens) - self.qlen
+            torch.tensor(batch.ctx_lens, device=d) - self.qlen
         )  # [B] position of each chunk's first token
-        self.back = torch.arange(W) - W  # offsets -W .. -1
+        self.back = torch.arange(W, device=d) - W  # offsets -W .. -1
         self.rows = (
             self.start[:, None] + self.back
         ) % W  # ring rows of positions start-W .. start-1
         kpos = torch.cat([self.start[:, None] + self.back, batch.q_pos], dim=1)  # [B, W + Lq]
-        kvalid = torch.cat([kpos[:, :W] >= 0, torch.arange(Lq)[None] < self.qlen[:, None]], dim=1)
-        qvalid = torch.arange(Lq)[None] < self.qlen[:, None]  # [B, Lq]
+        qvalid = torch.arange(Lq, device=d)[None] < self.qlen[:, None]  # [B, Lq]
+        kvalid = torch.cat([kpos[:, :W] >= 0, qvalid], dim=1)
         self.blocks = []  # (s0, e, mask [B, e - s0, e - s0 + W]): query block [s0, e) reads keys [s0, e + W)
         for s0 in range(0, Lq, Q_BLOCK):
             e = min(Lq, s0 + Q_BLOCK)
@@ -56,7 +56,9 @@ class _Plan:
                 :, s0:e
             ]  # padding query rows see one key (no all-masked rows); discarded
             self.blocks.append((s0, e, m))
-        self.last = self.qlen[:, None] + torch.arange(W)  # [B, W]: key indices of the last W tokens
+        self.last = self.qlen[:, None] + torch.arange(
+            W, device=d
+        )  # [B, W]: key indices of the last W tokens
         self.last_rows = (self.start[:, None] + self.last - W) % W
 
 
@@ -94,7 +96,7 @@ def window_attention(
         out.append(attend(qb[:, :, :, s0:e], ks, vs, m, scale, sinks))
     o = torch.cat(out, dim=3) if len(out) > 1 else out[0]
 
-    ar = torch.arange(W)
+    ar = torch.arange(W, device=q.device)
     for b, snaps in enumerate(
         st.snaps or []
     ):  # the window after the first n new tokens: keys n .. n+W-1
@@ -102,7 +104,7 @@ def window_attention(
             ck_k, ck_v = st.ckpt.layer(j)
             r = (plan.start[b] + n + plan.back) % W
             ck_k[cslot, r], ck_v[cslot, r] = keys[b, n + ar], vals[b, n + ar]
-    b_idx = torch.arange(B)[:, None]
+    b_idx = torch.arange(B, device=q.device)[:, None]
     ring_k[slots[:, None], plan.last_rows] = keys[b_idx, plan.last]
     ring_v[slots[:, None], plan.last_rows] = vals[b_idx, plan.last]
     return unpad(o, batch, q.dtype)

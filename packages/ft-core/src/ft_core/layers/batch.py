@@ -39,6 +39,19 @@ class ForwardBatch:
         self.dest = torch.cat(dest)
         self.q_pos = qpos
 
+    def to(self, device: torch.device) -> ForwardBatch:
+        """Move the index tensors to ``device`` (where the dense weights are), in place; what the
+        layers build from the batch later is made there too. Returns self."""
+        if device != self.input_ids.device:
+            for name in ("input_ids", "positions", "slots", "page_table", "dest", "q_pos"):
+                setattr(self, name, getattr(self, name).to(device))
+            self.memo.clear()
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return self.input_ids.device
+
     @property
     def batch_size(self) -> int:
         return len(self.q_lens)
@@ -48,9 +61,9 @@ class ForwardBatch:
         m = self.memo.get(("mask", window))
         if m is None:
             Lk = self.page_table.shape[1] * self.page_size
-            kpos = torch.arange(Lk)[None, None, :]
+            kpos = torch.arange(Lk, device=self.device)[None, None, :]
             q = self.q_pos[:, :, None]
-            ctx = torch.tensor(self.ctx_lens)[:, None, None]
+            ctx = torch.tensor(self.ctx_lens, device=self.device)[:, None, None]
             m = (kpos <= q) & (kpos < ctx)
             if window is not None:
                 m &= kpos > q - window
@@ -61,16 +74,20 @@ class ForwardBatch:
         """[B] int64 context lengths (the new tokens included), built once per forward."""
         t = self.memo.get("ctx")
         if t is None:
-            t = self.memo["ctx"] = torch.tensor(self.ctx_lens, dtype=torch.int64)
+            t = self.memo["ctx"] = torch.tensor(
+                self.ctx_lens, dtype=torch.int64, device=self.device
+            )
         return t
 
     def state_slots_tensor(self) -> torch.Tensor:
         """[B] int64 live state slot of each sequence (models with state layers), built once per forward."""
         t = self.memo.get("state_slots")
         if t is None:
-            t = self.memo["state_slots"] = torch.tensor(self.state.slots, dtype=torch.int64)
+            t = self.memo["state_slots"] = torch.tensor(
+                self.state.slots, dtype=torch.int64, device=self.device
+            )
         return t
 
     def last_token_index(self) -> torch.Tensor:
         """[B] flat index of each sequence's last new token (the one whose logits are sampled)."""
-        return torch.tensor(self.q_lens).cumsum(0) - 1
+        return torch.tensor(self.q_lens, device=self.device).cumsum(0) - 1

@@ -62,7 +62,7 @@ def chunk_gated_delta_rule(
     q, k, v = (x.view(H, n, chunk, -1) for x in (q, k, v))
     G = g.view(H, n, chunk).cumsum(-1)  # [H, n, c]
     beta = beta.view(H, n, chunk)
-    lower = torch.ones(chunk, chunk, dtype=torch.bool).tril()
+    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
     decay = (
         (G[..., :, None] - G[..., None, :]).masked_fill(~lower, float("-inf")).exp()
     )  # [H, n, c, c]

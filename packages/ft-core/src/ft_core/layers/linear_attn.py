@@ -122,15 +122,15 @@ class GatedDeltaNet:
         mixed, z, b, a = proj.split(self.split, dim=-1)
         beta = b.sigmoid()
         g = self.neg_A * F.softplus(a.float() + self.dt_bias)  # [T, Hv] float32
-        core = torch.empty(T, lin.v_heads, lin.v_dim)
+        core = torch.empty(T, lin.v_heads, lin.v_dim, device=x.device)
         starts = [0]
         for n in batch.q_lens:
             starts.append(starts[-1] + n)
         snaps = st.snaps or [[] for _ in batch.q_lens]
         single = [i for i, n in enumerate(batch.q_lens) if n == 1]
         if single:  # decode tokens (and one-token chunks) of all sequences together, recurrent form
-            rows = torch.tensor([starts[i] for i in single])
-            slots = torch.tensor([st.slots[i] for i in single])
+            rows = torch.tensor([starts[i] for i in single], device=x.device)
+            slots = torch.tensor([st.slots[i] for i in single], device=x.device)
             live_conv, live_rec = st.live.layer(j)
             y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
             if self.recurrent_rule is gated_delta.recurrent_gated_delta_rule:  # torch: in place

@@ -52,7 +52,11 @@ class MoELayer:
         tok, eid, gate = self.router.routes(x, self.base)
         if routing_log is not None:
             routing_log.append(eid.view(x.shape[0], -1).tolist())
-        y = self.backend.run(self.bank, x, tok, eid, gate).to(x.dtype)
+        if self.backend.host_only and x.device.type != "cpu":  # dense on a GPU, experts on the CPU
+            y = self.backend.run(self.bank, x.cpu(), tok.cpu(), eid.cpu(), gate.cpu())
+            y = y.to(x.device, x.dtype)
+        else:
+            y = self.backend.run(self.bank, x, tok, eid, gate).to(x.dtype)
         if self.shared is not None:
             s = self.shared(x)
             if self.shared_gate is not None:

@@ -39,7 +39,8 @@ class Router:
             )
         ids, w = self(x)
         T, k = ids.shape
-        return torch.arange(T).repeat_interleave(k), ids.flatten() + base, w.float().flatten()
+        tok = torch.arange(T, device=x.device).repeat_interleave(k)
+        return tok, ids.flatten() + base, w.float().flatten()
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [T, H] -> ids [T, k] int64, weights [T, k] float32."""

@@ -29,6 +29,7 @@ from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
 from ft_core.models.dense_quant import keep_native, native_matrix, quantize_dense
+from ft_core.models.placement import place_dense
 from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
@@ -46,12 +47,10 @@ class Decoder:
             else "model."
         )
         self.dtype = engine.torch_dtype
-        # a quantised source's embedding in its stored bits (rows dequantised as looked up), else as loaded
-        embed = (
-            native_matrix(r, f"{m}embed_tokens", V, H, False)
-            if engine.dense_format is None
-            else None
-        )
+        # a quantised source's stored bits where a CPU kernel reads them (not on a GPU, not re-quantised)
+        native = engine.dense_format is None and engine.dense_device == "cpu"
+        # its embedding in the stored bits (rows dequantised as looked up), else as loaded
+        embed = native_matrix(r, f"{m}embed_tokens", V, H, False) if native else None
         self.embed = (
             embed if embed is not None else r.tensor(f"{m}embed_tokens.weight", (V, H), finite=True)
         )
@@ -61,9 +60,7 @@ class Decoder:
             f"{m}layers.{i}.{mlp_name}" for i in range(cfg.num_layers) if cfg.moe_layers[i]
         ]
         self.bank = r.expert_bank(cfg, moe_prefixes) if moe_prefixes else None
-        self.backend = (
-            build_backend(self.bank, cfg.moe, engine, len(moe_prefixes)) if self.bank else None
-        )
+        self.backend = None  # built once the dense weights are in place (below): it sizes the cache
         self.layers = []
         moe_index = 0
         native_saved = 0  # bytes a decode token reads less for keeping a GGUF's stored bits
@@ -108,14 +105,12 @@ class Decoder:
             ln1 = self._norm_weight(r, f"{p}.input_layernorm.weight")
             ln2 = self._norm_weight(r, f"{p}.post_attention_layernorm.weight")
             self.layers.append((ln1, attn, ln2, mlp))
-            if (
-                engine.dense_format is None
-            ):  # a quantised source's own bits where a kernel reads them
+            if native:  # a quantised source's own bits where a kernel reads them
                 native_saved += keep_native(self.layers[-1], r, p, engine.int8_activations)
         self.norm = self._norm_weight(r, f"{m}norm.weight")
         if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
             self.lm_head = self.embed
-        elif engine.dense_format is None and (
+        elif native and (
             (head := native_matrix(r, "lm_head", V, H, engine.int8_activations)) is not None
         ):  # the stored bits, never a float copy: not in r.dense_bytes, so counted here
             self.lm_head = head
@@ -138,10 +133,16 @@ class Decoder:
             )
         else:  # a quantised source's own bits where a kernel reads them (GGUF)
             self.dense_bytes_per_token -= native_saved
+        if engine.dense_device != "cpu":  # before the expert cache takes the free device memory
+            place_dense(self, torch.device(engine.dense_device))
+        if self.bank is not None:
+            self.backend = build_backend(self.bank, cfg.moe, engine, len(moe_prefixes))
+            for *_, mlp in self.layers:
+                if isinstance(mlp, MoELayer):
+                    mlp.backend = self.backend
         # Each layer's one-call decode plan (None: the layer runs op by op), after quantize_dense.
-        self.plans = [
-            layer_plan(cfg, *layer) if engine.decode_plans else None for layer in self.layers
-        ]
+        plans = engine.decode_plans and engine.dense_device == "cpu"  # plans run the CPU kernels
+        self.plans = [layer_plan(cfg, *layer) if plans else None for layer in self.layers]
 
     @property
     def device(self) -> torch.device:
