@@ -38,7 +38,9 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return kquants.dequantize(kquants.from_x16(w.q, C), "q4_k", C)
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":
-        return torch.ldexp(_E2M1_SIGNED.to(codes.device)[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C))
+        return torch.ldexp(
+            _E2M1_SIGNED.to(codes.device)[codes], _per_col(w.scale.to(torch.int32) - 127, 32, C)
+        )
     if w.fmt == "nvfp4":
         return (
             _E2M1_SIGNED.to(codes.device)[codes]
