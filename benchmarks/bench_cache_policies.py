@@ -15,6 +15,9 @@ Columns:
   lru_fill         the engine's global LRU (ft_core ExpertCache), every miss filled (q = m)
   reuse_fill       ExpertCache's "reuse" victim policy (expected next use: layer distance + routing rate),
                    every miss filled
+  nextuse_fill     ExpertCache's "nextuse" (the engine's default: chance of no use in the layer's next 2-3
+                   visits, with its admission: a refused miss runs on the CPU and counts as a miss),
+                   every admitted miss filled
   hybrid           the same LRU with q = clamp(round(m * ratio), 1, m) (ft_core's q_policy:
                    rounds half up), ratio = B_P / B_H (--ratio)
   hyb_cpu          fraction of hybrid's misses computed on the CPU (not filled)
@@ -43,10 +46,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cache_prefetch  # noqa: E402
 import cache_sim as sim  # noqa: E402  (benchmarks/ is not a package)
 
-POLICIES = ("lru_fill", "reuse_fill", "hybrid", "static", "static_layer", "belady")
+POLICIES = ("lru_fill", "reuse_fill", "nextuse_fill", "hybrid", "static", "static_layer", "belady")
 COLORS = {
     "lru_fill": (31, 119, 180),
     "reuse_fill": (148, 103, 189),
+    "nextuse_fill": (23, 190, 207),
     "hybrid": (255, 127, 14),
     "static": (44, 160, 44),
     "static_layer": (214, 39, 40),
@@ -60,6 +64,7 @@ def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace", prefet
         S = sim.slots_for(trace, f)
         fill = sim.replay_lru(trace, S, "fill", prefill=prefill)
         reuse = sim.replay_lru(trace, S, "fill", prefill=prefill, victim="reuse")
+        nxt = sim.replay_lru(trace, S, "fill", prefill=prefill, victim="nextuse")
         hyb = sim.replay_lru(trace, S, "hybrid", ratio, prefill=prefill)
         st = sim.replay_static(trace, sim.static_set(trace, S, static_from))
         sl = sim.replay_static(trace, sim.static_set(trace, S, static_from, per_layer=True))
@@ -70,6 +75,8 @@ def run(trace, fractions, ratio=0.5, prefill="warm", static_from="trace", prefet
                 "slots": S,
                 "lru_fill": fill.miss_rate,
                 "reuse_fill": reuse.miss_rate,
+                "nextuse_fill": nxt.miss_rate,
+                "nextuse_fills_per_token": nxt.fills / max(1, trace.decode_tokens),
                 "hybrid": hyb.miss_rate,
                 "hyb_cpu": hyb.cpu_fraction,
                 "static": st.miss_rate,
@@ -111,7 +118,7 @@ def print_table(out: dict) -> None:
     print(
         f"prefill: {out['prefill']}; static sets from: {out['static_from']}; hybrid ratio B_P/B_H = {out['ratio']}"
     )
-    cols = ("fraction", "slots") + POLICIES[:3] + ("hyb_cpu",) + POLICIES[3:]
+    cols = ("fraction", "slots") + POLICIES[:4] + ("hyb_cpu",) + POLICIES[4:]
     print("  ".join(f"{c:>12}" for c in cols))
     for r in out["rows"]:
         print("  ".join(f"{r[c]:>12}" if c == "slots" else f"{r[c]:>12.4f}" for c in cols))

@@ -1,7 +1,7 @@
 """A timing model of the MoE miss split: predicted MoE time per decode token for the cpu, static,
 fill and hybrid policies on the paper's machines (Table 1) and, optionally, this one.
 
-    uv run python benchmarks/bench_miss_split.py [--trace trace.jsonl [--domain D]] [--victims lru|reuse] [--json FILE]
+    uv run python benchmarks/bench_miss_split.py [--trace trace.jsonl [--domain D]] [--victims lru|reuse|nextuse] [--json FILE]
         [--expert-mb 9.437184]
         [--fraction 0.5] [--bh GBs [--bp GBs]] [--prefill warm|skip] [--static-from trace|prefill|decode]
 
@@ -12,7 +12,7 @@ expert, PCIe bandwidth B_P and host expert-kernel bandwidth B_H (GB/s = 1e9 B/s)
 on resident experts taken as free, the MoE time of one step is
   cpu     d * b / B_H                       (no cache: every routed id runs on the host)
   static  m_static * b / B_H                (frozen hot set; misses run on the host)
-  fill    m_fill * b / B_P                  (global cache, --victims lru or reuse, every miss copied in)
+  fill    m_fill * b / B_P                  (global cache, --victims lru, reuse or nextuse, every miss copied in)
   hybrid  max(q * b / B_P, (m - q) * b / B_H)   (same cache, q = clamp(round(m * B_P / B_H), 1, m), half up, copied
                                              while the host computes the rest, concurrently)
   belady  m_belady * b / B_P                (fill with Belady's optimal evictions: fill's floor)
@@ -172,7 +172,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--victims",
-        choices=["lru", "reuse"],
+        choices=["lru", "reuse", "nextuse"],
         default="lru",
         help="the cache's victim policy for fill and hybrid (ExpertCache's; default lru)",
     )

@@ -217,7 +217,7 @@ def replay_lru(
     victim: str = "lru",
 ) -> Result:
     """The engine's global cache (ft_core ExpertCache.control) with q from ft_core's q_policy and the victim
-    policy ``victim`` (ExpertCache's lru or reuse)."""
+    policy ``victim`` (ExpertCache's lru, reuse or nextuse)."""
     cache = ExpertCache(_bank(trace.num_ids, trace.num_experts), slots, policy=victim)
     q_of_m, res = q_policy(policy, ratio), Result()
     for dec, _, ids in _replayed(trace, prefill):

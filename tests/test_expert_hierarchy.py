@@ -26,7 +26,7 @@ def ckpt(request, tiny_ckpt):
     return path, eng.score(IDS), eng.generate(IDS[:9], GREEDY)[0].token_ids
 
 
-@pytest.mark.parametrize("victims", ["lru", "reuse"])
+@pytest.mark.parametrize("victims", ["lru", "reuse", "nextuse"])
 @pytest.mark.parametrize("fraction", FRACTIONS, ids=str)
 @pytest.mark.parametrize("policy,ratio", POLICIES, ids=lambda v: str(v))
 def test_policies_and_cache_sizes_keep_outputs(ckpt, policy, ratio, fraction, victims):

@@ -22,7 +22,9 @@ CheckpointPolicy = Literal["anchors", "every_n", "llama", "none"]
 LinearAttnImpl = Literal["auto", "torch", "fla"]
 MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
 CacheControlImpl = Literal["auto", "torch", "triton"]
-MoeCachePolicy = Literal["lru", "reuse"]  # = ft_core.experts.cache.POLICIES (a test checks)
+MoeCachePolicy = Literal[
+    "lru", "reuse", "nextuse"
+]  # = ft_core.experts.cache.POLICIES (a test checks)
 KernelFormat = Literal[
     "bf16",
     "f16",
@@ -138,10 +140,12 @@ class EngineConfig:
         "memory region, which runs the whole hierarchy for tests)",
     )
     moe_cache_policy: MoeCachePolicy = option(
-        "reuse",
-        help="which cached experts make room for misses: reuse (default: the one whose next use is expected "
-        "last, from its layer's distance in the layer cycle and a moving average of how often it is "
-        "routed; experts/cache.py) or lru (least recently used)",
+        "nextuse",
+        help="which cached experts make room for misses: nextuse (default: the one least likely to be "
+        "routed in its layer's next 2-3 visits, from moving averages of how often it is routed and how "
+        "often again right after; a miss less likely to be needed than its victim runs on the CPU "
+        "instead), reuse (the one whose next use is expected last) or lru (least recently used); "
+        "experts/cache.py",
     )
     moe_cache_slots: int | None = option(
         None, help="expert cache size in slots (one slot = every bank row of one expert)"

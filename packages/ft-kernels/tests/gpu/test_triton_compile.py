@@ -16,7 +16,7 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 CONTROL_SIG = dict(
     ids_ptr="*i64", R="i32", slot_of_id="*i64", id_of_slot="*i64", last_use="*i64",
-    pinned="*u8", reuse="*i64", S="i32", E="i32", L="i32", clock="i64", mode="i32",
+    pinned="*u8", reuse="*i64", again="*i64", routed_ptr="*i64", S="i32", E="i32", L="i32", clock="i64", mode="i32",
     ratio="fp32", policy="i32", observe="i32", route_slot="*i64", copy_ids="*i64",
     copy_slots="*i64", n_copy="*i32",
 )  # fmt: skip
@@ -44,7 +44,9 @@ def _compile(fn, sig: dict, consts: dict):
 
 
 @pytest.mark.parametrize("BR", [16, 64])
-@pytest.mark.parametrize("ones", [(), ("policy", "observe", "mode")], ids=["plain", "ones"])
+@pytest.mark.parametrize(
+    "ones", [(), ("policy", "observe", "mode"), ("observe", "mode")], ids=["plain", "ones", "some"]
+)
 def test_cache_control_compiles_for_sm90(BR, ones):
     """``ones``: integer arguments passed as 1, which Triton specialises into constants at launch
     (so an ``if`` on them is resolved while compiling, and names it defines reach later code)."""

@@ -11,12 +11,22 @@ Victim policies (``POLICIES``):
          (p in units of 2^-16), so any twin picks the same victims. On the OLMoE trace (16 x 64 experts,
          top-8, general half) it misses 0.63 / 0.41 / 0.17 against LRU's 1.00 / 0.47 / 0.21 at 11 / 25 / 50 %
          of the experts (first 2,000 tokens; benchmarks/bench_cache_policies.py).
+  nextuse  the slot whose expert is least likely to be routed in its layer's next nv visits (those within
+         the next 2.5 layer cycles: nv = 3 when its layer comes within half a cycle, else 2), nu =
+         (1 - q1) (1 - p)^(nv - 1), where p is reuse's rate and q1 the rate of being routed again right
+         after being routed (``again``, a moving average like p, kept per id) if the id was routed at its
+         layer's last visit, else p; evict the largest nu (ties: the farther layer, then the lower slot).
+         Admission: misses in order of their own nu (the one most likely needed again first) take the
+         victims in order while their nu is below the victim's; the rest run on the CPU this step. Knobs:
+         the horizon (2.5 cycles, ~2.5 tokens) and reuse's 2^-REUSE_SHIFT; integers throughout.
 
 Tables (on the cache's device):
   slot_of_id [N] int64   slot holding flat id n, or -1
   id_of_slot [S] int64   flat id in slot s, or -1 (empty)
   last_use   [S] int64   clock of the last layer step that used slot s (-1: never)
-  reuse      [N] int64   reuse's p per flat id, in units of 2^-16 (kept by that policy only)
+  reuse      [N] int64   reuse's p per flat id, in units of 2^-16 (kept by reuse and nextuse)
+  again      [N] int64   nextuse's q1: p of being routed at a visit right after one it was routed at
+  routed     [N] int64   nextuse: 1 if the id was routed at its layer's last visit
 Legend: R = routes of one layer step, N = flat ids (MoE layers x E), S = slots.
 """
 
@@ -40,7 +50,8 @@ class ControlResult:
     evictions: int
 
 
-POLICIES = ("lru", "reuse")
+POLICIES = ("lru", "reuse", "nextuse")
+NU_D = 1 << 10  # nextuse's key: nu * NU_D + d (d <= layers < NU_D: ties go to the farther layer)
 REUSE_ONE = 1 << 16  # p = 1
 TRITON_MAX_ROUTES = (
     256  # = ft_kernels.gpu.cache_control.MAX_ROUTES (not imported: Triton loads lazily)
@@ -79,6 +90,10 @@ class ExpertCache:
         self.last_use = torch.full((S,), -1, dtype=torch.int64, device=device)
         self.pinned = torch.zeros(S, dtype=torch.bool, device=device)
         self.reuse = torch.zeros(bank.num_ids, dtype=torch.int64, device=device)
+        self.again = torch.zeros(bank.num_ids, dtype=torch.int64, device=device)
+        self.routed = torch.zeros(bank.num_ids, dtype=torch.int64, device=device)
+        if policy == "nextuse" and bank.num_ids // bank.num_experts >= NU_D:
+            raise ValueError(f"nextuse keys hold at most {NU_D - 1} MoE layers")
         self.clock = 0
         if control_impl not in ("torch", "triton"):
             raise ValueError(f"cache control {control_impl!r} is not one of torch, triton")
@@ -106,19 +121,29 @@ class ExpertCache:
         if self.control_impl == "triton" and mode is not None and ids.numel() <= TRITON_MAX_ROUTES:
             return self._control_triton(ids, mode, observe)
         uniq, counts = torch.unique(ids, return_counts=True)
-        if observe and self.policy == "reuse" and uniq.numel():
+        if observe and self.policy != "lru" and uniq.numel():
             self._observe(uniq)
         slot = self.slot_of_id[uniq]
         hit = slot >= 0
         self.last_use[slot[hit]] = self.clock
         miss = uniq[~hit]
-        if miss.numel():  # fill the most-routed misses first, ties by id
+        nu = None
+        if miss.numel() and self.policy == "nextuse":  # the likeliest to be needed again first
+            L = self.bank.num_ids // self.bank.num_experts
+            nu = self._nu(miss, torch.full_like(miss, L))
+            order = torch.argsort(nu * (self.bank.num_ids + 1) + miss)
+            miss, nu = miss[order], nu[order]
+        elif miss.numel():  # fill the most-routed misses first, ties by id
             order = torch.argsort(counts[~hit] * (self.bank.num_ids + 1) - miss, descending=True)
             miss = miss[order]
         m = int(miss.numel())
         free = (~self.pinned) & (self.last_use != self.clock)
         q = min(int(q_of_m(m)), m, int(free.sum()))
-        victims = self._victims(free, uniq, q)
+        victims, vkey = self._victims(free, uniq, q)
+        if nu is not None and q:  # admission: a prefix of the misses, each below its victim's key
+            below = (nu[:q] < vkey).to(torch.int64)
+            q = int(below.cumprod(0).sum())
+            victims = victims[:q]
         old = self.id_of_slot[victims]
         evicted = old[old >= 0]
         self.slot_of_id[evicted] = -1
@@ -141,7 +166,8 @@ class ExpertCache:
         E = self.bank.num_experts
         route_slot, copy_ids, copy_slots, n = control(
             ids, self.slot_of_id, self.id_of_slot, self.last_use, self.pinned, self.clock, mode[0],
-            mode[1], self.policy, self.reuse, E, self.bank.num_ids // E, observe,
+            mode[1], self.policy, self.reuse, E, self.bank.num_ids // E, observe, self.again,
+            self.routed,
         )  # fmt: skip
         q = int(n.item())
         fill, victims = copy_ids[:q], copy_slots[:q]
@@ -151,7 +177,8 @@ class ExpertCache:
         return ControlResult(route_slot, fill, victims, int(uniq.numel()) - missed, missed, evicted)
 
     def _observe(self, uniq: torch.Tensor) -> None:
-        """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0."""
+        """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0;
+        nextuse's ``again`` the same for the ids routed at the layer's previous visit, then ``routed``."""
         E = self.bank.num_experts
         base = (
             uniq[:1] // E * E
@@ -160,28 +187,51 @@ class ExpertCache:
         routed = torch.zeros(E, dtype=torch.int64, device=self.device)
         own = uniq[uniq < base + E]
         routed[own - base] = REUSE_ONE >> REUSE_SHIFT
+        if self.policy == "nextuse":
+            was = self.routed[block]
+            self.again[block] += was * (routed - (self.again[block] >> REUSE_SHIFT))
+            self.routed[block] = (routed > 0).to(torch.int64)
         self.reuse[block] += routed - (self.reuse[block] >> REUSE_SHIFT)
 
-    def _victims(self, free: torch.Tensor, uniq: torch.Tensor, q: int) -> torch.Tensor:
-        """The q free slots the policy evicts first (empty ones first; ties: the lower slot)."""
+    def _nu(self, ids: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        """nextuse's key of flat ids [n] whose layer runs again in d [n] layer steps (1..L): the chance, in
+        units of 2^-16, of not being routed in that layer's next nv visits, times NU_D, plus d."""
+        L = self.bank.num_ids // self.bank.num_experts
+        p = self.reuse[ids]
+        q1 = torch.where(self.routed[ids] == 1, self.again[ids], p)
+        nu = ((REUSE_ONE - q1) * (REUSE_ONE - p)) >> 16
+        nu = torch.where(2 * d <= L, (nu * (REUSE_ONE - p)) >> 16, nu)  # nv = 3
+        return nu * NU_D + d
+
+    def _victims(
+        self, free: torch.Tensor, uniq: torch.Tensor, q: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The q free slots the policy evicts first (empty ones first; ties: the lower slot), and their
+        keys [q] (nextuse's admission compares them; an empty slot's is int64 max)."""
         if q == 0:  # every routed id resident (most decode steps of a warm cache): nothing to rank
-            return torch.zeros(0, dtype=torch.int64, device=self.device)
+            none = torch.zeros(0, dtype=torch.int64, device=self.device)
+            return none, none
         big = torch.iinfo(torch.int64).max
         if self.policy == "lru":  # empty slots have last_use -1
-            return torch.sort(torch.where(free, self.last_use, big), stable=True).indices[:q]
+            v = torch.sort(torch.where(free, self.last_use, big), stable=True).indices[:q]
+            return v, self.last_use[v]
         E, L = self.bank.num_experts, self.bank.num_ids // self.bank.num_experts
         sid = self.id_of_slot
         layer = (
             uniq[:1] // E if uniq.numel() else torch.zeros(1, dtype=torch.int64, device=self.device)
         )
         d = (sid // E - layer - 1) % L + 1  # layer steps until the slot's layer runs again
-        p = self.reuse[sid.clamp(min=0)].clamp(min=1)
-        wait = d * REUSE_ONE + L * (
-            REUSE_ONE * REUSE_ONE // p - REUSE_ONE
-        )  # (d + L (1/p - 1)) * 2^16
+        if self.policy == "nextuse":
+            wait = self._nu(sid.clamp(min=0), d)
+        else:
+            p = self.reuse[sid.clamp(min=0)].clamp(min=1)
+            wait = d * REUSE_ONE + L * (
+                REUSE_ONE * REUSE_ONE // p - REUSE_ONE
+            )  # (d + L (1/p - 1)) * 2^16
         key = torch.where(sid < 0, big, wait)
         key = torch.where(free, key, -1)
-        return torch.sort(key, descending=True, stable=True).indices[:q]
+        v = torch.sort(key, descending=True, stable=True).indices[:q]
+        return v, key[v]
 
     def copy_in(self, ids: torch.Tensor, slots: torch.Tensor) -> int:
         """Copy every bank row of ``ids`` into ``slots``. Returns bytes. In host memory: one indexed copy
