@@ -43,7 +43,8 @@ for victims in ("lru", "reuse", "nextuse"):
             want = ref.control(ids, qf, observe=observe)
             rs, ci, cs, nc = control(ids.to(DEV), t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode, ratio,
                                      victims, t["reuse"], E, L, observe, t["again"], t["routed"])
-            n = int(nc)
+            n = int(nc[0])
+            assert nc[1:].tolist() == [want.hits, want.misses, want.evictions], (victims, step)
             assert rs.tolist() == want.route_slot.tolist(), (victims, step, rs, want.route_slot)
             assert ci[:n].tolist() == want.copy_ids.tolist() and cs[:n].tolist() == want.copy_slots.tolist(), (victims, step)
             for k in ("slot_of_id", "id_of_slot", "last_use", "reuse", "again", "routed"):
@@ -107,7 +108,8 @@ def check(run):
         rs, ci, cs, nc = control(ids, t["slot_of_id"], t["id_of_slot"], t["last_use"], t["pinned"], ref.clock, mode,
                                  ratio, victims, t["reuse"], E, L, observe, t["again"], t["routed"])
         assert rs.tolist() == want.route_slot.tolist()
-        assert ci[:int(nc)].tolist() == want.copy_ids.tolist() and cs[:int(nc)].tolist() == want.copy_slots.tolist()
+        assert ci[:int(nc[0])].tolist() == want.copy_ids.tolist() and cs[:int(nc[0])].tolist() == want.copy_slots.tolist()
+        assert nc[1:].tolist() == [want.hits, want.misses, want.evictions]
         for k in ("slot_of_id", "id_of_slot", "last_use", "reuse", "again", "routed"):
             assert torch.equal(t[k], getattr(ref, k)), k
 

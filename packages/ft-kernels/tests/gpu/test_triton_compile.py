@@ -18,7 +18,7 @@ CONTROL_SIG = dict(
     ids_ptr="*i64", R="i32", slot_of_id="*i64", id_of_slot="*i64", last_use="*i64",
     pinned="*u8", reuse="*i64", again="*i64", routed_ptr="*i64", S="i32", E="i32", L="i32", clock="i64", mode="i32",
     ratio="fp32", policy="i32", observe="i32", route_slot="*i64", copy_ids="*i64",
-    copy_slots="*i64", n_copy="*i32",
+    copy_slots="*i64", counts="*i32",
 )  # fmt: skip
 W13_SIG = dict(
     x_ptr="*fp32", tok_ptr="*i64", slot_ptr="*i64", w_ptr="*bf16", b_ptr="*bf16",

@@ -158,23 +158,18 @@ class ExpertCache:
     def _control_triton(
         self, ids: torch.Tensor, mode: tuple[str, float], observe: bool
     ) -> ControlResult:
-        """The step by ft_kernels.gpu.cache_control (the tables updated on the device); the counters are
-        read back after it (the caller needs the routes on the host anyway)."""
+        """The step by ft_kernels.gpu.cache_control (the tables updated on the device); its counters come
+        back in one read (the caller needs the routes on the host anyway)."""
         from ft_kernels.gpu.cache_control import control
 
-        before = self.id_of_slot.clone()
         E = self.bank.num_experts
-        route_slot, copy_ids, copy_slots, n = control(
+        route_slot, copy_ids, copy_slots, counts = control(
             ids, self.slot_of_id, self.id_of_slot, self.last_use, self.pinned, self.clock, mode[0],
             mode[1], self.policy, self.reuse, E, self.bank.num_ids // E, observe, self.again,
             self.routed,
         )  # fmt: skip
-        q = int(n.item())
-        fill, victims = copy_ids[:q], copy_slots[:q]
-        uniq = torch.unique(ids)
-        missed = int((self.slot_of_id[uniq] < 0).sum()) + q  # left on the CPU, plus filled now
-        evicted = int((before[victims] >= 0).sum())
-        return ControlResult(route_slot, fill, victims, int(uniq.numel()) - missed, missed, evicted)
+        q, hits, misses, evicted = counts.tolist()  # the one read back of the step
+        return ControlResult(route_slot, copy_ids[:q], copy_slots[:q], hits, misses, evicted)
 
     def _observe(self, uniq: torch.Tensor) -> None:
         """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0;

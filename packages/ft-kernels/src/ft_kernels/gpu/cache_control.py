@@ -60,7 +60,7 @@ def _control(
     route_slot,
     copy_ids,
     copy_slots,
-    n_copy,
+    counts,
     BR: tl.constexpr,
     BS: tl.constexpr,
     BE: tl.constexpr,
@@ -138,6 +138,7 @@ def _control(
     # nextuse admits miss j only while every miss before it was and its key is below the victim's
     go = q * 0 + 1
     admitted = q * 0
+    evicted = q * 0
     for j in range(0, q):
         best_lu = tl.full([], INT64_MAX, tl.int64)
         best_s = tl.full([], -1, tl.int64)
@@ -187,8 +188,12 @@ def _control(
         tl.store(copy_ids + j, new_id, mask=ok)
         tl.store(copy_slots + j, best_s, mask=ok)
         admitted += go
+        evicted += ((old >= 0) & ok).to(tl.int32)
         tl.debug_barrier()
-    tl.store(n_copy, admitted)
+    tl.store(counts, admitted)
+    tl.store(counts + 1, tl.sum(hit.to(tl.int32), axis=0))
+    tl.store(counts + 2, m)
+    tl.store(counts + 3, evicted)
     tl.debug_barrier()
     out = tl.load(slot_of_id + ids, mask=rm, other=-1)
     tl.store(route_slot + r, out, mask=rm)
@@ -213,8 +218,9 @@ def control(
 ):
     """Run one control step in place on the tables (int64; pinned bool/uint8; ``reuse`` [N] int64, the
     "reuse" victims' statistics, of ``layers`` MoE layers x ``experts`` ids, updated in place). Returns
-    (route_slot [R] int64, copy_ids [R] int64, copy_slots [R] int64, n_copy [1] int32): the first
-    n_copy entries of the copy list are valid (a device-side count: no host sync needed)."""
+    (route_slot [R] int64, copy_ids [R] int64, copy_slots [R] int64, counts [4] int32): the first
+    counts[0] entries of the copy list are valid (a device-side count: no host sync needed); counts[1:]
+    are the step's hits, misses (distinct ids not resident) and evictions, for one read back."""
     R, S = ids.numel(), id_of_slot.numel()
     if victims not in VICTIMS:
         raise ValueError(f"victims must be one of {', '.join(VICTIMS)}, got {victims!r}")
@@ -231,9 +237,9 @@ def control(
     route_slot = torch.empty(R, dtype=torch.int64, device=dev)
     copy_ids = torch.full((max(R, 1),), -1, dtype=torch.int64, device=dev)
     copy_slots = torch.full((max(R, 1),), -1, dtype=torch.int64, device=dev)
-    n_copy = torch.zeros(1, dtype=torch.int32, device=dev)
+    counts = torch.zeros(4, dtype=torch.int32, device=dev)
     if R == 0:
-        return route_slot, copy_ids, copy_slots, n_copy
+        return route_slot, copy_ids, copy_slots, counts
     BR = max(16, triton.next_power_of_2(R))
     dummy = torch.zeros(1, dtype=torch.int64, device=dev)
     stats = reuse if reuse is not None else dummy
@@ -258,9 +264,9 @@ def control(
         route_slot,
         copy_ids,
         copy_slots,
-        n_copy,
+        counts,
         BR=BR,
         BS=256,
         BE=max(16, triton.next_power_of_2(experts)),
     )
-    return route_slot, copy_ids, copy_slots, n_copy
+    return route_slot, copy_ids, copy_slots, counts
