@@ -72,3 +72,12 @@ def test_cuda_dense_with_host_experts_matches_the_cpu_engine(tiny_ckpt, arch, va
     assert_logits_close(eng.score(IDS), want, eng.model_config)
     out = eng.generate(IDS[:9], GREEDY)
     assert len(out[0].token_ids) == GREEDY.max_tokens
+
+
+def test_probe_measures_the_layer_steps_fixed_costs():
+    """ft probe on CUDA times one layer step through the expert cache (all hits) and one through the
+    CPU-only path, with the engine's own classes; both positive and below a second."""
+    from ft_core.experts.probe import step_costs
+
+    cached_s, host_s = step_costs("cuda", steps=10)
+    assert 0 < cached_s < 1 and 0 < host_s < 1

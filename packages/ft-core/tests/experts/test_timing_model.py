@@ -13,9 +13,15 @@ from ft_core.experts.timing import choose_policy, hybrid_q, slots_for_free_memor
     d=st.integers(1, 64),
     miss=st.floats(0, 1),
     branch_us=st.floats(0, 5000),
+    cached_us=st.floats(0, 5000),
+    host_us=st.floats(0, 5000),
 )
-def test_auto_never_predicted_slower_than_fill_or_cpu(bp, bh, d, miss, branch_us):
-    best, times = choose_policy(bp * 1e9, bh * 1e9, 9.4e6, d, miss, branch_us * 1e-6)
+def test_auto_never_predicted_slower_than_fill_or_cpu(
+    bp, bh, d, miss, branch_us, cached_us, host_us
+):
+    best, times = choose_policy(
+        bp * 1e9, bh * 1e9, 9.4e6, d, miss, branch_us * 1e-6, cached_us * 1e-6, host_us * 1e-6
+    )
     assert times[best] <= times["fill"] and times[best] <= times["cpu"]
     assert set(times) == {"cpu", "fill", "hybrid"}
 
@@ -100,3 +106,28 @@ def test_cache_slots_from_free_device_memory(demo_dir):
     assert cache_slots(bank, EngineConfig(model=None, moe_cache_slots=3), 1 << 40) == 3
     with pytest.raises(FTError, match="no room for one expert"):
         cache_slots(bank, cfg, 1 << 29)
+
+
+def test_the_whole_steps_fixed_costs_are_charged():
+    """The H200 case (gpu_check, 2026-12): B_P 53 GB/s, B_H 58 GB/s, 8 routed experts of 9.4 MB a layer
+    step, 25 % cached. On bytes alone the cache wins; with its step ~1 ms dearer than the CPU-only
+    path's (what the measured tok/s implied), CPU-only is faster and auto must say so."""
+    from ft_core.experts.timing import auto_policy
+
+    b, rec = 9.4e6, {"B_H": 58.0, "B_H_during_copy": 58.0, "B_P": 53.0, "branch_us": 80.0}
+    assert auto_policy(rec, b, 8, 0.25)[0] in ("fill", "hybrid")
+    slow = {**rec, "cached_step_us": 1400.0, "host_step_us": 300.0}
+    policy, _, times = auto_policy(slow, b, 8, 0.25)
+    assert policy == "cpu" and times["fill"] > times["cpu"]
+    assert step_seconds("fill", 8, 4, 4, 1e6, 1e9, 2e9, cached_s=1e-3) == 4e6 / 1e9 + 1e-3
+    assert step_seconds("cpu", 8, 4, 0, 1e6, 1e9, 2e9, host_s=1e-3) == 8e6 / 2e9 + 1e-3
+    assert auto_policy({**rec, "cached_step_us": None}, b, 8, 0.25)[0] in ("fill", "hybrid")
+
+
+def test_step_costs_run_the_engines_own_step_on_the_cpu_stand_in():
+    """probe.step_costs through the CPU stand-in (``probe`` asks it only on a GPU, where
+    tests/test_cuda_path.py runs it): the cache's step with every route a hit, and the CPU-only one."""
+    from ft_core.experts.probe import step_costs
+
+    cached_s, host_s = step_costs("cpu", steps=5)
+    assert 0 < cached_s < 1 and 0 < host_s < 1

@@ -151,6 +151,11 @@ def _probe(args) -> int:
         print(
             f"split step fixed cost: {r['branch_us']:.0f} us (queue, wait for and add a device branch)"
         )
+    if r.get("cached_step_us") is not None:  # measured on an accelerator only
+        print(
+            f"layer step fixed cost: {r['cached_step_us']:.0f} us through the expert cache, "
+            f"{r['host_step_us']:.0f} us with every expert on the CPU (dense layers on the device)"
+        )
     return 0
 
 

@@ -36,7 +36,8 @@ def machine_key(fmt: str, device: str) -> str:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "none"
-    return f"{cpu}|{os.cpu_count()} cpus|{ft_kernels.active_isa()}|{ft_kernels.num_threads()} threads|{gpu}|{fmt}"
+    # v2: records carry the layer step's fixed costs (older ones are measured again)
+    return f"{cpu}|{os.cpu_count()} cpus|{ft_kernels.active_isa()}|{ft_kernels.num_threads()} threads|{gpu}|{fmt}|v2"
 
 
 def _bank(fmt: str, bank_bytes: int):
@@ -149,9 +150,68 @@ def branch_seconds(device: str, steps: int = 200) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def step_costs(device: str, steps: int = 60) -> tuple[float, float]:
+    """The fixed costs of one MoE layer step beyond its expert bytes, on ``device`` with the dense layers
+    there (median seconds; ``probe`` asks only on an accelerator, the CPU stand-in runs it in tests):
+    - the expert cache's (``CachedBackend.run`` with every route a hit: the control step, the route read
+      back, the slot GEMM queued and waited for, the sum), on a bank of 16 tiny bf16 experts;
+    - the CPU-only path's (x copied to the host, the CPU kernels on the same tiny experts, y copied back).
+    Measured with the engine's own classes, so what they cost per step is what ``auto`` charges."""
+    from ft_core.device import for_name
+    from ft_core.experts.backends import select_impl
+    from ft_core.experts.bank import ExpertBank
+    from ft_core.experts.cache import ExpertCache
+    from ft_core.experts.cached import CachedBackend
+
+    E, h, i = 8, 64, 32
+    g = torch.Generator().manual_seed(0)
+    bank = ExpertBank("bf16", num_experts=E, hidden=h, inter=i, act="swiglu")
+    bank.tensors["w13"] = (torch.randn(2 * E, 2 * i, h, generator=g) * 0.1).bfloat16()
+    bank.tensors["w2"] = (torch.randn(2 * E, h, i, generator=g) * 0.1).bfloat16()
+    host = select_impl("auto", bank, 1.702, 7.0)
+    dev = for_name(device)
+    gpu = dev.name != "cpu"
+    sync = (lambda: torch.cuda.synchronize(dev.name)) if gpu else (lambda: None)
+    cache = ExpertCache(bank, 2 * E, dev.name, "nextuse", "triton" if gpu else "torch")
+    slot_impl = select_impl("triton" if gpu else "auto", cache.slot_bank(), 1.702, 7.0)
+    cached = CachedBackend(cache, "fill", None, slot_impl, host, warmup_calls=2, device=dev)
+    x = torch.randn(1, h, generator=g).bfloat16().to(dev.name)
+    tok = torch.zeros(2, dtype=torch.int64, device=dev.name)
+    gate = torch.full((2,), 0.5, device=dev.name)
+
+    def median(fn) -> float:
+        fn(0), fn(1)  # warm: kernels compiled, every expert resident
+        times = []
+        for k in range(steps):
+            sync()
+            t0 = time.perf_counter()
+            fn(k % 2)
+            sync()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2]
+
+    def on_cache(layer: int) -> None:
+        eid = torch.tensor([layer * E, layer * E + 1], device=dev.name)
+        cached.run(bank, x, tok, eid, gate)
+
+    def on_host(layer: int) -> None:
+        eid = torch.tensor([layer * E, layer * E + 1])
+        host.run(bank, x.cpu(), tok.cpu(), eid, gate.cpu()).to(dev.name)
+
+    try:
+        for layer in (0, 1):  # every expert in its slot first: the timed steps all hit
+            every = torch.arange(layer * E, (layer + 1) * E, device=dev.name)
+            cached.run(
+                bank, x, torch.zeros_like(every), every, torch.full((E,), 0.1, device=dev.name)
+            )
+        return median(on_cache), median(on_host)
+    finally:
+        dev.close()
+
+
 def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dict:
-    """Measured {"B_H", "B_H_during_copy", "B_P", "branch_us", "key", "cached"}; read from / written to
-    the cache file."""
+    """Measured {"B_H", "B_H_during_copy", "B_P", "branch_us", "cached_step_us", "host_step_us", "key",
+    "cached"}; read from / written to the cache file."""
     key = machine_key(fmt, device)
     f = _cache_file()
     table = {}
@@ -162,11 +222,14 @@ def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dic
             table = {}
     if use_cache and key in table:
         return {**table[key], "key": key, "cached": True}
+    cached_s, host_s = step_costs(device) if pcie_bandwidth(device, 0.01) else (None, None)
     rec = {
         "B_H": host_bandwidth(fmt),
         "B_H_during_copy": host_bandwidth_during_copy(fmt, device),
         "B_P": pcie_bandwidth(device),
         "branch_us": branch_seconds(device) * 1e6,
+        "cached_step_us": None if cached_s is None else cached_s * 1e6,
+        "host_step_us": None if host_s is None else host_s * 1e6,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     table[key] = rec

@@ -5,15 +5,20 @@ policy fills ``q`` over PCIe (B_P bytes/s) while the host computes the other ``m
 concurrently. Hits compute on the device and are taken as free (they read device memory, an order of
 magnitude faster than either link). Seconds per layer step:
 
-    cpu     d * b / B_H                    no cache, every routed expert on the host
-    static  m * b / B_H + c                frozen hot set; its misses on the host
-    fill    m * b / B_P                    every miss copied in
-    hybrid  max(q * b / B_P, (m - q) * b / B_H) + c,  q = hybrid_q(m, B_P / B_H)
+    cpu     d * b / B_H + h                    no cache, every routed expert on the host
+    static  m * b / B_H + c + s                frozen hot set; its misses on the host
+    fill    m * b / B_P + s                    every miss copied in
+    hybrid  max(q * b / B_P, (m - q) * b / B_H) + c + s,  q = hybrid_q(m, B_P / B_H)
 
 ``c`` is the fixed cost of a step that splits its routes between device and host (the "CPU branch"):
 queueing the device work, waiting for it and adding the partial sums -- ``ft probe``'s ``branch_us``
 (probe.branch_seconds), charged when m - q > 0. FreeToken's own tracker shows its split losing to
-plain offload on a 4090 (12.75 vs 14.90 tok/s) for want of this term.
+plain offload on a 4090 (12.75 vs 14.90 tok/s) for want of this term. ``s`` and ``h`` are the fixed
+costs of a whole layer step through the expert cache (control step, route read-back, slot GEMM queued
+and waited for) and through the CPU-only path with the dense layers on the GPU (x down, y up):
+``ft probe``'s ``cached_step_us`` and ``host_step_us`` (probe.step_costs). On an H200 the cache's
+path measured ~0.5 ms a layer step slower than CPU-only at equal bytes, which bytes alone did not
+predict, and ``auto`` picked fill where CPU-only was faster.
 """
 
 from __future__ import annotations
@@ -35,20 +40,23 @@ def step_seconds(
     bp: float | None,
     bh: float,
     branch_s: float = 0.0,
+    cached_s: float = 0.0,
+    host_s: float = 0.0,
 ) -> float | None:
     """Predicted seconds of one layer step (see the module docstring); None when the policy needs a device
-    (``bp`` None) that this machine lacks. ``branch_s``: the fixed cost c of a split step."""
+    (``bp`` None) that this machine lacks. ``branch_s``, ``cached_s``, ``host_s``: the fixed costs c, s
+    and h."""
     if policy == "cpu":
-        return d * b / bh
+        return d * b / bh + host_s
     if bp is None:
         return None
     c = branch_s if m - q > 0 else 0.0  # static: q = 0
     if policy == "static":
-        return m * b / bh + c
+        return m * b / bh + c + cached_s
     if policy == "fill":
-        return m * b / bp
+        return m * b / bp + cached_s
     if policy == "hybrid":
-        return max(q * b / bp, (m - q) * b / bh) + c
+        return max(q * b / bp, (m - q) * b / bh) + c + cached_s
     raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
 
 
@@ -59,21 +67,28 @@ def choose_policy(
     distinct: float,
     miss_rate: float,
     branch_s: float = 0.0,
+    cached_s: float = 0.0,
+    host_s: float = 0.0,
 ) -> tuple[str, dict]:
     """The ``auto`` policy: the fastest of cpu / fill / hybrid under the model for a layer step with
     ``distinct`` routed experts of which a fraction ``miss_rate`` misses (e.g. 1 - cache fraction for
     uniform routing). Returns (policy, {policy: seconds}). It never returns a policy predicted slower
     than ``fill`` or ``cpu``; without a device (``bp`` None) it is ``cpu``. ``static`` is not a
-    candidate: its hot set needs a routing profile first. ``branch_s``: the split step's fixed cost."""
+    candidate: its hot set needs a routing profile first. ``branch_s``, ``cached_s``, ``host_s``: the
+    fixed costs of a split step, of a step through the cache and of a CPU-only step (module docstring)."""
     m = distinct * miss_rate
-    times = {"cpu": step_seconds("cpu", distinct, m, 0, expert_bytes, bp, bh)}
+    times = {"cpu": step_seconds("cpu", distinct, m, 0, expert_bytes, bp, bh, host_s=host_s)}
     if bp is not None:
-        times["fill"] = step_seconds("fill", distinct, m, m, expert_bytes, bp, bh)
+        times["fill"] = step_seconds(
+            "fill", distinct, m, m, expert_bytes, bp, bh, cached_s=cached_s
+        )
         # Expected q of the rounded rule, evaluated at the expected m (whole misses, at least one).
         mi = max(1, round(m)) if m > 0 else 0
         q = hybrid_q(mi, bp / bh)
         split = step_seconds("hybrid", distinct, mi, q, expert_bytes, bp, bh)
-        times["hybrid"] = split * (m / mi if mi else 0) + (branch_s if mi - q > 0 else 0.0)
+        times["hybrid"] = (
+            split * (m / mi if mi else 0) + (branch_s if mi - q > 0 else 0.0) + cached_s
+        )
     best = min(times, key=lambda p: (times[p], ("hybrid", "fill", "cpu").index(p)))
     return best, times
 
@@ -98,13 +113,15 @@ def auto_policy(
     a copy runs when there is one (fills and CPU routes share the memory bus)."""
     bp = probe.get("B_P")
     bh = probe.get("B_H_during_copy") or probe["B_H"]
-    branch_s = (probe.get("branch_us") or 0.0) * 1e-6
+    us = lambda k: (probe.get(k) or 0.0) * 1e-6  # noqa: E731  (absent in older records: 0)
     policy, times = choose_policy(
         None if bp is None else bp * 1e9,
         bh * 1e9,
         expert_bytes,
         top_k,
         max(0.0, 1.0 - cache_fraction),
-        branch_s,
+        us("branch_us"),
+        us("cached_step_us"),
+        us("host_step_us"),
     )
     return policy, (bp / bh if policy == "hybrid" else None), times
