@@ -73,3 +73,20 @@ def test_batch_tensors_follow_the_batch_device():
     assert all(t.device == META for t in made)
     plan = _Plan(fb, 4)  # the window rings' plan (GPT-OSS), built per forward from the batch
     assert host_tensors(plan) == []
+
+
+def test_placement_refuses_what_the_device_cannot_hold(tiny_ckpt):
+    """Too little free device memory for the dense weights: an error naming both sizes and what to
+    do, before anything moves."""
+    from ft_core.errors import FTError
+    from ft_core.models.placement import dense_nbytes
+
+    model = Engine.from_pretrained(tiny_ckpt("qwen3_moe"), decode_plans=False).model
+    need = dense_nbytes(model)
+    assert need > model.embed.numel() * model.embed.element_size()
+    with pytest.raises(FTError, match=r"dense weights need .* GiB on meta, which has .* free"):
+        place_dense(model, META, free_bytes=need - 1)
+    assert model.device.type == "cpu" and host_tensors(model.layers)  # nothing moved
+    place_dense(model, META, free_bytes=need)  # exactly enough
+    model.plans = None
+    assert host_tensors(model) == []
