@@ -5,12 +5,11 @@ a kernel that is not declared ``tl.constexpr`` ran under the interpreter and fai
 H200 -- so this is what keeps the kernels buildable between GPU runs."""
 
 import pytest
+import triton  # a locked dependency on Linux (with torch), ptxas bundled: CI always compiles
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
-triton = pytest.importorskip("triton")
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
-
-from ft_kernels.gpu import cache_control, grouped_experts  # noqa: E402
+from ft_kernels.gpu import cache_control, grouped_experts
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -35,12 +34,7 @@ def _compile(fn, sig: dict, consts: dict):
     names = fn.arg_names
     assert set(sig) | set(consts) == set(names), (sorted(names), sorted(sig), sorted(consts))
     full = {n: sig.get(n, "constexpr") for n in names}
-    try:
-        return triton.compile(ASTSource(fn, full, consts), target=TARGET)
-    except RuntimeError as e:  # no ptxas / CUDA backend in this Triton build: nothing to check
-        if "ptxas" in str(e) or "backend" in str(e).lower():
-            pytest.skip(f"Triton cannot compile for CUDA here: {e}")
-        raise
+    return triton.compile(ASTSource(fn, full, consts), target=TARGET)
 
 
 @pytest.mark.parametrize("BR", [16, 64])

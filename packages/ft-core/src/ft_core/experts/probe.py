@@ -222,7 +222,8 @@ def probe(fmt: str = "bf16", device: str = "cpu", use_cache: bool = True) -> dic
             table = {}
     if use_cache and key in table:
         return {**table[key], "key": key, "cached": True}
-    cached_s, host_s = step_costs(device) if pcie_bandwidth(device, 0.01) else (None, None)
+    gpu = device.startswith("cuda") and torch.cuda.is_available()
+    cached_s, host_s = step_costs(device) if gpu else (None, None)
     rec = {
         "B_H": host_bandwidth(fmt),
         "B_H_during_copy": host_bandwidth_during_copy(fmt, device),
