@@ -9,13 +9,13 @@ import triton  # a locked dependency on Linux (with torch), ptxas bundled: CI al
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from ft_kernels.gpu import cache_control, grouped_experts
+from ft_kernels.gpu import cache_control, grouped_experts, slot_copy
 
 TARGET = GPUTarget("cuda", 90, 32)
 
 CONTROL_SIG = dict(
     ids_ptr="*i64", R="i32", slot_of_id="*i64", id_of_slot="*i64", last_use="*i64",
-    pinned="*u8", reuse="*i64", again="*i64", routed_ptr="*i64", S="i32", E="i32", L="i32", clock="i64", mode="i32",
+    pinned="*u8", reuse="*i64", again="*i64", routed_ptr="*i64", S="i32", E="i32", L="i32", clock_ptr="*i64", mode="i32",
     ratio="fp32", policy="i32", observe="i32", route_slot="*i64", copy_ids="*i64",
     copy_slots="*i64", counts="*i32",
 )  # fmt: skip
@@ -58,4 +58,11 @@ def test_grouped_experts_compile_for_sm90(bias, gptoss, wtype):
     assert ".target sm_90" in _compile(grouped_experts._w13_act, sig13, consts).asm["ptx"]
     sig2 = {**W2_SIG, "w_ptr": wtype, "b_ptr": wtype}
     k = _compile(grouped_experts._w2_gate, sig2, dict(HAS_BIAS=bias, BO=32, BI=32))
+    assert ".target sm_90" in k.asm["ptx"]
+
+
+@pytest.mark.parametrize("word", ["*i32", "*u8"])
+def test_slot_copy_compiles_for_sm90(word):
+    sig = dict(src=word, dst=word, ids="*i64", slots="*i64", count="*i32", W="i32")
+    k = _compile(slot_copy._copy_rows, sig, dict(BLOCK=slot_copy.BLOCK, CHUNK=slot_copy.CHUNK))
     assert ".target sm_90" in k.asm["ptx"]

@@ -1,5 +1,6 @@
 """Triton grouped expert FFN over slots against float64, within the bound of its fp32 arithmetic
-(``fp32_bounds.moe_bound``; x in bf16: h rounded to bf16), run on the CPU by Triton's interpreter
+(``fp32_bounds.moe_bound``; x in bf16: h rounded to bf16), and routes with slot -1 skipped, run on the
+CPU by Triton's interpreter
 (TRITON_INTERPRET=1, set before triton is imported, in a fresh process)."""
 
 import os
@@ -26,6 +27,12 @@ for fmt, xdtype in (("bf16", torch.float32), ("f16", torch.float32), ("bf16", to
         exact, bound = moe_bound(x, tok, slot, gate, w13, w2, act=act)  # the fp32 arithmetic's own bound
         over = ((y.double() - exact).abs() - bound).max().item() if Rn else y.abs().max().item()
         assert over <= 0, (fmt, xdtype, H, I, T, act, over)
+        if Rn:  # routes served on the CPU come as slot -1: skipped, the rest's sum unchanged bit for bit
+            cpu = torch.arange(Rn) % 3 == 1
+            y2 = grouped_experts(x, tok, torch.where(cpu, -1, slot), gate, w13, w2, act=act)
+            keep = ~cpu
+            y3 = grouped_experts(x, tok[keep], slot[keep], gate[keep], w13, w2, act=act)
+            assert torch.equal(y2, y3), (fmt, xdtype, H, I, T, act)
 print("ok")
 """
 

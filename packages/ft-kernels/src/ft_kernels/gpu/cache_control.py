@@ -35,10 +35,10 @@ REUSE_SHIFT = tl.constexpr(4)
 NU_D = tl.constexpr(1 << 10)  # = ft_core.experts.cache's
 
 
-# Triton compiles a variant per "is 1" / "divisible by 16" of each integer argument: ``clock`` moves
-# every step and R with the batch, so without this a decode would compile new variants (~1-9 s each)
-# mid-run whenever clock reached a multiple of 16 for the first time.
-@triton.jit(do_not_specialize=["R", "clock"])
+# Triton compiles a variant per "is 1" / "divisible by 16" of each integer argument: R moves with the
+# batch, so without this a decode would compile new variants (~1-9 s each) mid-run. The clock is read
+# from device memory (``clock_ptr``), so a captured CUDA graph replays with the current clock.
+@triton.jit(do_not_specialize=["R"])
 def _control(
     ids_ptr,
     R,
@@ -52,7 +52,7 @@ def _control(
     S,
     E,
     L,
-    clock,
+    clock_ptr,
     mode,
     ratio,
     policy,
@@ -65,6 +65,7 @@ def _control(
     BS: tl.constexpr,
     BE: tl.constexpr,
 ):
+    clock = tl.load(clock_ptr)
     r = tl.arange(0, BR)
     rm = r < R
     ids = tl.load(ids_ptr + r, mask=rm, other=-1)
@@ -205,7 +206,7 @@ def control(
     id_of_slot: torch.Tensor,
     last_use: torch.Tensor,
     pinned: torch.Tensor,
-    clock: int,
+    clock: int | torch.Tensor,
     mode: str,
     ratio: float = 1.0,
     victims: str = "lru",
@@ -216,7 +217,9 @@ def control(
     again: torch.Tensor | None = None,
     routed: torch.Tensor | None = None,
 ):
-    """Run one control step in place on the tables (int64; pinned bool/uint8; ``reuse`` [N] int64, the
+    """Run one control step in place on the tables (int64; pinned bool/uint8; ``clock`` the step's
+    clock, or a [1] int64 tensor on the tables' device holding it (read when the kernel runs: what a
+    captured graph needs); ``reuse`` [N] int64, the
     "reuse" victims' statistics, of ``layers`` MoE layers x ``experts`` ids, updated in place). Returns
     (route_slot [R] int64, copy_ids [R] int64, copy_slots [R] int64, counts [4] int32): the first
     counts[0] entries of the copy list are valid (a device-side count: no host sync needed); counts[1:]
@@ -242,6 +245,8 @@ def control(
         return route_slot, copy_ids, copy_slots, counts
     BR = max(16, triton.next_power_of_2(R))
     dummy = torch.zeros(1, dtype=torch.int64, device=dev)
+    if not isinstance(clock, torch.Tensor):
+        clock = torch.full((1,), clock, dtype=torch.int64, device=dev)
     stats = reuse if reuse is not None else dummy
     _control[(1,)](
         ids.contiguous(),

@@ -39,6 +39,8 @@ def _w13_act(
     im = i < I
     t = tl.load(tok_ptr + r).to(tl.int64)
     s = tl.load(slot_ptr + r).to(tl.int64)
+    im = im & (i * 0 + s >= 0)  # a route on the CPU (slot -1): nothing read, nothing written
+    s = tl.maximum(s, 0)
     base = w_ptr + s * (2 * I * H)
     acc_g = tl.zeros([BI], dtype=tl.float32)
     acc_u = tl.zeros([BI], dtype=tl.float32)
@@ -87,6 +89,8 @@ def _w2_gate(
     om = o < H
     t = tl.load(tok_ptr + r).to(tl.int64)
     s = tl.load(slot_ptr + r).to(tl.int64)
+    om = om & (o * 0 + s >= 0)  # a route on the CPU (slot -1): nothing read, nothing added
+    s = tl.maximum(s, 0)
     base = w_ptr + s * (H * I)
     acc = tl.zeros([BO], dtype=tl.float32)
     for i0 in range(0, I, BI):
@@ -114,7 +118,9 @@ def grouped_experts(
     alpha: float = 1.702,
     limit: float = 7.0,
 ) -> torch.Tensor:
-    """y [T, H] float32 = sum over routes of gate * expert_slot(x[tok]); x [T, H], tok/slot [R] int, gate [R]."""
+    """y [T, H] float32 = sum over routes of gate * expert_slot(x[tok]); x [T, H], tok/slot [R] int, gate [R].
+    Routes whose slot is negative (served on the CPU) are skipped: the caller need not filter them out,
+    which would read the slots back to the host."""
     if w13.fmt not in ("bf16", "f16") or w2.fmt != w13.fmt:
         raise ValueError(f"grouped_experts takes bf16/f16 slot banks, got {w13.fmt}/{w2.fmt}")
     if act not in ("swiglu", "gptoss"):
