@@ -12,11 +12,15 @@ architecture checkpoints other than the demo are skipped, and said so). Download
    against the CPU engine (``moe_backend="cpu"``) for every miss policy (fill, hybrid, static) and
    cache size (1 slot, 25 %, 100 %), and for the CPU-only expert policy (experts on the host's
    kernels, everything else on the GPU), on the demo model and tiny qwen3_moe / deepseek_v3-fp8 /
-   gpt_oss-mxfp4 / qwen3_5_moe checkpoints, within tests/bounds.py's fp32 bound;
+   gpt_oss-mxfp4 / qwen3_5_moe checkpoints, within tests/bounds.py's fp32 bound, scoring 40 tokens
+   (prefill-sized layer steps) and 12 (decode-sized: the queued step and its graphs);
 4. the tests marked ``cuda`` (the test files that carry the marker, run with ``-m cuda``);
 5. timing on a random Qwen3-30B-A3B-shaped checkpoint (2 layers x 64 experts, ~1.3 GB bf16;
    ``--quick``: a small one): decode tok/s for cpu / fill / hybrid / auto at 3 cache sizes, hit
-   rate, bytes copied a token, the host's share of the MoE step time.
+   rate, bytes copied a token, the host's share of the MoE step time; fill again with the queued
+   layer step launched kernel by kernel ("fill/eager": graphs off) and with the step that reads the
+   routes back before the GEMM ("fill/readback"); and the slot-copy kernel's fill rate against one
+   cudaMemcpyAsync a row.
 
 Everything goes into one JSON (``--out``) and a short table on stdout. ``--device cpu`` runs the
 same steps on the CPU stand-in (device/streams.py: the slots in host memory, streams as threads):
@@ -121,16 +125,19 @@ def parity(models, device: str, quick: bool) -> list[dict]:
 
     rows = []
     for name, path in models:
-        want = Engine.from_pretrained(path, moe_backend="cpu").score(IDS)
+        base = Engine.from_pretrained(path, moe_backend="cpu")
+        # 40 tokens (prefill-sized layer steps) and 12 (decode-sized: the queued layer step)
+        want = [base.score(IDS), base.score(IDS[:12])]
         for pname, pkw in POLICIES[:1] if quick else POLICIES:
             for sname, skw in SIZES[:1] if pname == "cpu" else SIZES:  # cpu: no cache to size
                 row = {"model": name, "policy": pname, "cache": sname}
                 try:
                     kw = {**pkw, **({} if pname == "cpu" else skw)}
                     eng = Engine.from_pretrained(path, device=device, **kw)
-                    got = eng.score(IDS)
-                    row["max_abs_err"] = float((got - want).abs().max())
-                    assert_logits_close(got, want, eng.model_config)
+                    got = [eng.score(IDS), eng.score(IDS[:12])]
+                    row["max_abs_err"] = max(float((g - w).abs().max()) for g, w in zip(got, want))
+                    for g, w in zip(got, want):
+                        assert_logits_close(g, w, eng.model_config)
                     row.update(ok=True, dense_device=str(eng.model.device))
                     if pname != "cpu":
                         eng.model.backend.cache.check()
@@ -194,13 +201,13 @@ def timing(tmp: Path, device: str, quick: bool, probe: dict) -> list[dict]:
         (
             p,
             dict(
-                moe_backend=p,
+                moe_backend=p.split("/")[0],
                 moe_bandwidth_ratio=ratio if p == "hybrid" else None,
                 moe_cache_fraction=f,
             ),
         )
         for f in (0.125, 0.25, 0.5)
-        for p in ("fill", "hybrid", "auto")
+        for p in ("fill", "hybrid", "auto", "fill/eager", "fill/readback")
     ]
     rows = []
     for name, kw in runs:
@@ -212,12 +219,66 @@ def timing(tmp: Path, device: str, quick: bool, probe: dict) -> list[dict]:
     return rows
 
 
+def copy_rates(device: str) -> dict:
+    """GB/s filling 8 slots of Qwen3-30B-A3B-sized bf16 experts (9.4 MB a row) from a bank page-locked
+    as the loader does it (cudaHostRegister): the slot-copy kernel (the SMs read the bank through its
+    unified address, the list's length read on the device) against one cudaMemcpyAsync a row (the copy
+    engine; what the read-back path does). ``equal``: the kernel's slots hold the bank's rows."""
+    if not device.startswith("cuda"):
+        return {}
+    from ft_kernels.gpu.slot_copy import copy_rows
+
+    from ft_core.loader.ftw_io import pin_in_place
+
+    class Owner:  # the registration lives as long as this object
+        pass
+
+    n, keep = 8, Owner()
+    bank = torch.ones(2 * n, 3 * 768 * 2048, dtype=torch.bfloat16)
+    bank[:, ::4096] = torch.arange(2 * n, dtype=torch.bfloat16)[:, None]
+    out = {"pinned": pin_in_place([bank], keep)}
+    store = torch.zeros(n, bank.shape[1], dtype=bank.dtype, device=device)
+    ids = torch.arange(0, 2 * n, 2, device=device)
+    slots = torch.arange(n, device=device)
+    counts = torch.tensor([n, 0, 0, 0], dtype=torch.int32, device=device)
+    pairs = list(zip(ids.tolist(), slots.tolist()))
+
+    def kernel():
+        copy_rows(bank, store, ids, slots, counts)
+
+    def engine():
+        for i, j in pairs:
+            store[j].copy_(bank[i], non_blocking=True)
+
+    nbytes = n * bank[0].numel() * bank.element_size()
+    for name, fn in (("slot_copy_kernel", kernel), ("memcpy_per_row", engine)):
+        try:
+            store.zero_()
+            fn()
+            torch.cuda.synchronize()
+            if name == "slot_copy_kernel":
+                out["equal"] = bool(torch.equal(store.cpu(), bank[ids.cpu()]))
+            t0 = time.perf_counter()
+            for _ in range(10):
+                fn()
+            torch.cuda.synchronize()
+            out[name + "_GBps"] = 10 * nbytes / (time.perf_counter() - t0) / 1e9
+        except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
+            out[name + "_error"] = _error(e)
+    print("  copy rates:", out, flush=True)
+    return out
+
+
 def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> dict:
     """One engine: warm up, then decode ``n`` tokens after a prompt; tok/s and the cache counters.
     Decode time = (prompt + n + 1 tokens) - (prompt + 1 token), so the prefill cancels."""
     from ft_core import Engine, SamplingParams
 
     eng = Engine.from_pretrained(path, device=device, dtype="bfloat16", **kw)
+    if name.endswith("/readback"):  # the layer step that reads the routes back before the GEMM
+        eng.model.backend.queued = False
+    if name.endswith("/eager"):  # the queued layer step launched kernel by kernel, no graphs
+        eng.model.backend.graphs.enabled = False
     greedy = lambda k: SamplingParams(max_tokens=k, temperature=0.0, ignore_eos=True)  # noqa: E731
     eng.generate(prompts[0], greedy(2))  # warm: kernels compiled, slots filled
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -243,7 +304,9 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
         looked = t["hits"] + t["misses"]
         tokens = 3 * (len(prompts[0]) + 1) + n + 1  # the three generate calls' forwards
         busy = t["cpu_us"] + t["wait_us"]
+        graphs = getattr(eng.model.backend, "graphs", None)
         row.update(
+            graph_replays=graphs.replays if graphs is not None else 0,
             hit_rate=t["hits"] / looked if looked else None,
             bytes_copied_per_token=t["bytes_copied"] / tokens,
             cpu_share=t["cpu_us"] / busy if busy else None,
@@ -251,6 +314,7 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
     print(
         f"  timing {name:7s} cache {row['cache_fraction']!s:6s} decode {row['decode_tok_s']:8.1f} "
         f"tok/s  prefill {row['prefill_tok_s']:8.1f} tok/s  hit {row.get('hit_rate') or 0:.2f}  "
+        f"replays {row.get('graph_replays', 0):4d}  "
         f"copied/token {(row.get('bytes_copied_per_token') or 0) / 1e6:.1f} MB",
         flush=True,
     )
@@ -284,6 +348,7 @@ def main(argv=None) -> int:
             print("  skipped:", why)
         report["parity"] = parity(models, args.device, args.quick)
         report["cuda_tests"] = None if args.skip_tests else cuda_tests()
+        report["copy_rates"] = copy_rates(args.device)
         report["timing"] = timing(tmp, args.device, args.quick, report["probe"])
     ok = all(r["ok"] for r in report["parity"]) and (
         report["cuda_tests"] is None or report["cuda_tests"]["rc"] in (0, 5)

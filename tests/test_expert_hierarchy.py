@@ -186,6 +186,57 @@ print("ok")
     _interpreted(code)
 
 
+def test_queued_layer_step_under_interpreter(tiny_ckpt):
+    """Decode-sized steps with the Triton control kernel and the Triton slot GEMM take the queued path
+    (control, slot-copy kernel and GEMM queued with nothing read back before them; the GEMM skips the
+    CPU routes itself), replayed from captured graphs once a shape was seen (the stand-in's graphs
+    reuse their output tensors as CUDA's do): logits, tokens and every counter equal those of the
+    path that reads the routes back first (torch control), bit for bit, with graphs and without --
+    with nextuse's admission sending misses to the CPU, with hybrid's split, and with random delays
+    on the stand-in's streams."""
+
+    path = tiny_ckpt("qwen3_moe")
+    code = f"""
+import torch
+from ft_core import Engine, SamplingParams
+from ft_core.device import CpuDevice
+from ft_core.experts.cached import CachedBackend
+calls = [0]
+plain = CachedBackend._run_queued
+def counted(self, *a):
+    calls[0] += 1
+    return plain(self, *a)
+CachedBackend._run_queued = counted
+ids = {IDS!r}
+greedy = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+cases = [dict(moe_backend="fill", moe_cache_slots=5),
+         dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, moe_cache_policy="lru"),
+         dict(moe_backend="fill", moe_cache_slots=16, moe_cache_policy="reuse")]
+keys = ("routes", "device_routes", "cpu_routes", "hits", "misses", "fills", "evictions", "bytes_copied")
+for kw in cases:
+    out = []
+    for impl, delay, graphs in (("torch", None, True), ("triton", None, False), ("triton", 0.002, True)):
+        calls[0] = 0
+        eng = Engine.from_pretrained({str(path)!r}, cache_control_impl=impl, device_expert_impl="triton", **kw)
+        b = eng.model.backend
+        b.graphs.enabled = graphs
+        if delay:
+            b.dev = CpuDevice(delay=delay, seed=1)
+        out.append((eng.score(ids[:12]), eng.generate(ids[:12], greedy)[0].token_ids, eng.expert_stats()["total"]))
+        b.cache.check()
+        assert (calls[0] > 0) == (impl == "triton"), (kw, impl, calls)
+        # decode steps of one shape: the first runs uncaptured, the second is captured, the rest replay
+        assert (b.graphs.replays >= 4) == (impl == "triton" and graphs), (kw, impl, b.graphs.replays)
+    for o in out[1:]:
+        assert torch.equal(out[0][0], o[0]), kw
+        assert out[0][1] == o[1], kw
+        assert {{k: out[0][2].get(k) for k in keys}} == {{k: o[2].get(k) for k in keys}}, (kw, out[0][2], o[2])
+    assert kw["moe_cache_slots"] == 16 or out[0][2]["cpu_routes"] > 0, kw
+print("ok")
+"""
+    _interpreted(code)
+
+
 def _interpreted(code: str) -> None:
     """Run ``code`` in a fresh process with Triton's interpreter on (set before triton is imported);
     it must print "ok"."""

@@ -77,3 +77,25 @@ def test_device_names():
     free, total = CpuDevice().mem_get_info()
     assert 0 < free <= total
     assert CpuDevice(memory=(5, 9)).mem_get_info() == (5, 9)
+
+
+def test_to_host_values_only_after_synchronize_and_join_waits():
+    """to_host's copies are handed out only after the event is synchronized (on a GPU they are not
+    there before: the stand-in refuses, so a caller that forgets fails in CI); join makes the caller
+    wait for a stream's work (the stand-in: the host waits)."""
+
+    import torch
+
+    dev = CpuDevice(delay=0.01, seed=3)
+    x = torch.arange(4)
+    ev = dev.to_host([x, x + 1])
+    with pytest.raises(RuntimeError, match="before the event was synchronized"):
+        ev.result()
+    ev.synchronize()
+    a, b = ev.result()
+    assert torch.equal(a, x) and torch.equal(b, x + 1)
+    ran = threading.Event()
+    pending = dev.compute.run(lambda: ran.wait(0) or ran.set())
+    dev.join(pending)
+    assert ran.is_set()
+    dev.close()

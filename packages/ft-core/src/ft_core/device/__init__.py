@@ -3,7 +3,7 @@ one interface, a CPU stand-in (threads) and CUDA (torch.cuda streams). ``for_nam
 
 from __future__ import annotations
 
-from ft_core.device.streams import CpuDevice, Device, Event, Stream, done
+from ft_core.device.streams import CpuDevice, Device, Event, Graph, Stream, done
 
 
 def for_name(name: str, delay: float | None = None) -> Device:
@@ -18,4 +18,4 @@ def for_name(name: str, delay: float | None = None) -> Device:
     raise ValueError(f"device {name!r} is not one of cpu, cuda, cuda:N")
 
 
-__all__ = ["CpuDevice", "Device", "Event", "Stream", "done", "for_name"]
+__all__ = ["CpuDevice", "Device", "Event", "Graph", "Stream", "done", "for_name"]

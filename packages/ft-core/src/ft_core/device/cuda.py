@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from ft_core.device.streams import Device, Event, Stream
+from ft_core.device.streams import Device, Event, Graph, Stream
 
 
 class _CudaEvent(Event):
@@ -49,11 +49,25 @@ class _CudaStream(Stream):
     def follow_current(self) -> None:
         self._s.wait_stream(torch.cuda.current_stream(self._s.device))
 
+    def uses(self, *tensors) -> None:
+        for t in tensors:
+            if t.is_cuda:
+                t.record_stream(self._s)
+
     def wait(self, ev: Event) -> None:
         if isinstance(ev, _CudaEvent):
             self._s.wait_event(ev._ev)
         else:  # work done on the host: nothing to wait for on the device
             ev.synchronize()
+
+
+class _CudaGraph(Graph):
+    def __init__(self, g: torch.cuda.CUDAGraph, outputs: Any):
+        self._g, self.outputs = g, outputs
+
+    def replay(self) -> Any:
+        self._g.replay()
+        return self.outputs
 
 
 class CudaDevice(Device):
@@ -73,6 +87,36 @@ class CudaDevice(Device):
     def mem_get_info(self) -> tuple[int, int]:
         free, total = torch.cuda.mem_get_info(self._dev)
         return int(free), int(total)
+
+    def to_host(self, tensors: list) -> Event:
+        """Non-blocking copies into page-locked host tensors on the current stream, then an event."""
+        out = []
+        for t in tensors:
+            h = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            h.copy_(t, non_blocking=True)
+            out.append(h)
+        ev = torch.cuda.Event()
+        ev.record(torch.cuda.current_stream(self._dev))
+        return _CudaEvent(ev, out)
+
+    def mark(self) -> Event:
+        ev = torch.cuda.Event()
+        ev.record(torch.cuda.current_stream(self._dev))
+        return _CudaEvent(ev, None)
+
+    def capture(self, fn: Callable[[], Any]) -> Graph:
+        """torch.cuda.graph on a side stream (the device synchronised first); fn's tensors come from
+        the graph's own memory pool and stay the graph's."""
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.device(self._dev), torch.cuda.graph(g):
+            out = fn()
+        return _CudaGraph(g, out)
+
+    def join(self, ev: Event) -> None:
+        if isinstance(ev, _CudaEvent):
+            torch.cuda.current_stream(self._dev).wait_event(ev._ev)
+        else:
+            ev.synchronize()
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self._dev)

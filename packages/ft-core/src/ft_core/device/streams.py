@@ -18,6 +18,17 @@ Semantics shared by both (the contract the orchestration relies on, and all it m
   ``ev.synchronize()``         the host waits for ``ev``; an exception raised by fn is raised here.
   ``stream.follow_current()``  later work on the stream starts after the caller's queued work (the
                                activations the dense layers made on the device's default stream).
+  ``device.to_host(ts) -> Event`` copies of small tensors to the host, queued behind the caller's
+                               work; the Event's result is the host tensors, whose values are there
+                               once the Event is synchronized (CUDA: not before).
+  ``device.join(ev)``          the caller's later work starts after ``ev`` (CUDA: on the device, the
+                               host goes on; the stand-in: the host waits).
+  ``device.mark() -> Event``   done once the caller's work queued so far is.
+  ``device.capture(fn)``       fn's stream work recorded for ``replay`` on the caller's current
+                               stream (CUDA: a CUDA graph, fn run once while capturing; its outputs
+                               are the graph's, refreshed by each replay). The stand-in runs fn at
+                               each replay and writes its outputs into those of the first replay,
+                               so callers see the same reuse of output tensors.
 """
 
 from __future__ import annotations
@@ -51,6 +62,19 @@ class Stream(ABC):
         stream (CUDA: the dense layers' kernels that made this step's activations). Host work is done
         when it returns, so the CPU stand-in has nothing to wait for."""
 
+    def uses(self, *tensors) -> None:
+        """Work queued on this stream reads ``tensors``, made on another stream: their memory is not
+        handed out again until that work is done, even once the caller drops them (CUDA:
+        ``record_stream``; the stand-in frees nothing early)."""
+
+
+class Graph(ABC):
+    outputs: Any = None  # what fn returned when captured (the stand-in: after the first replay)
+
+    @abstractmethod
+    def replay(self) -> Any:
+        """Queue the captured work again on the caller's current stream; returns ``outputs``."""
+
 
 class Device(ABC):
     """One accelerator as the expert hierarchy sees it: where slots live, a copy stream for fills
@@ -63,6 +87,28 @@ class Device(ABC):
     @abstractmethod
     def mem_get_info(self) -> tuple[int, int]:
         """(free, total) bytes of device memory."""
+
+    def to_host(self, tensors: list) -> Event:
+        """Copies of ``tensors`` (small: routes, counters, a few activation rows) in host memory, queued
+        behind the caller's work so far and nothing after it; the Event's result is the list of host
+        tensors. The stand-in's tensors are on the host already: the list itself, handed out only
+        after ``synchronize`` (a GPU's copies are not there before: reading them early is an error
+        here too, so CI catches it)."""
+        return _Strict(list(tensors))
+
+    def join(self, ev: Event) -> None:
+        """The caller's later work (its current stream) starts after ``ev``: on a GPU the device waits
+        and the host goes on; on the stand-in the host waits."""
+        ev.synchronize()
+
+    def mark(self) -> Event:
+        """An Event done once the work the caller queued so far is done (the stand-in: at once)."""
+        return done()
+
+    def capture(self, fn: Callable[[], Any]) -> Graph:
+        """``fn``'s stream work, recorded for replay (module docstring). fn may only queue work on
+        the current stream: no host reads of device values, no other streams."""
+        return _Replayed(fn)
 
     def synchronize(self) -> None:
         """Wait until every stream is idle."""
@@ -85,6 +131,46 @@ class _Done(Event):
 
     def result(self) -> Any:
         return self._value
+
+
+class _Strict(_Done):
+    """Done at once, but its value is handed out only once ``synchronize`` was called."""
+
+    def __init__(self, value: Any = None):
+        super().__init__(value)
+        self._synced = False
+
+    def synchronize(self) -> None:
+        self._synced = True
+
+    def result(self) -> Any:
+        if not self._synced:
+            raise RuntimeError("to_host's copies read before the event was synchronized")
+        return self._value
+
+
+class _Replayed(Graph):
+    """The stand-in's graph: fn run at each replay, its outputs copied into the first replay's."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self._fn = fn
+
+    def replay(self) -> Any:
+        out = self._fn()
+        if self.outputs is None:
+            self.outputs = out
+        else:
+            _copy_into(self.outputs, out)
+        return self.outputs
+
+
+def _copy_into(dst: Any, src: Any) -> None:
+    """Copy tensors ``src`` into ``dst`` (a tensor, or tuples / lists of them, alike in shape)."""
+    if isinstance(dst, (tuple, list)):
+        for d, s in zip(dst, src):
+            _copy_into(d, s)
+    elif dst is not None:
+        dst.copy_(src)
 
 
 class _ThreadEvent(Event):

@@ -24,6 +24,9 @@ class ExpertBackend(ABC):
     # reads host tensors only (the CPU kernels on the host bank); a caller whose x is on a device
     # hands it host copies. The hierarchy (experts/cached.py) takes x where it is.
     host_only: bool = True
+    # takes routes whose id is negative and skips them (the Triton slot GEMM: a cache step hands it
+    # every route, those served on the CPU as slot -1, without reading the slots back to filter them)
+    skips_negative: bool = False
 
     @abstractmethod
     def supports(self, bank: ExpertBank) -> bool: ...
@@ -179,6 +182,7 @@ class TritonBackend(ExpertBackend):
     On a CPU it runs only under TRITON_INTERPRET=1 (tests)."""
 
     name = "triton"
+    skips_negative = True
 
     def __init__(self, alpha: float = 1.702, limit: float = 7.0):
         self.alpha, self.limit = alpha, limit

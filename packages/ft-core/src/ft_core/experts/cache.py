@@ -95,9 +95,11 @@ class ExpertCache:
         if policy == "nextuse" and bank.num_ids // bank.num_experts >= NU_D:
             raise ValueError(f"nextuse keys hold at most {NU_D - 1} MoE layers")
         self.clock = 0
+        self.clock_t = torch.zeros(1, dtype=torch.int64, device=device)  # the kernel reads it here
         if control_impl not in ("torch", "triton"):
             raise ValueError(f"cache control {control_impl!r} is not one of torch, triton")
         self.control_impl = control_impl  # triton: ft_kernels.gpu.cache_control, this method's twin
+        self._listed_copy: bool | None = None  # see listed_copy
 
     def slot_bank(self) -> ExpertBank:
         """An ExpertBank view whose flat ids are slots (for backends computing the device routes)."""
@@ -160,16 +162,63 @@ class ExpertCache:
     ) -> ControlResult:
         """The step by ft_kernels.gpu.cache_control (the tables updated on the device); its counters come
         back in one read (the caller needs the routes on the host anyway)."""
+        self.clock_t.fill_(self.clock)
+        route_slot, copy_ids, copy_slots, counts = self.launch(ids, mode, observe)
+        q, hits, misses, evicted = counts.tolist()  # the one read back of the step
+        return ControlResult(route_slot, copy_ids[:q], copy_slots[:q], hits, misses, evicted)
+
+    def control_queued(
+        self, ids: torch.Tensor, mode: tuple[str, float], observe: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``control`` by the Triton kernel with nothing read back (``control_impl`` "triton", at most
+        ``TRITON_MAX_ROUTES`` ids): (route_slot [R], copy_ids [Q], copy_slots [Q], counts [4] int32:
+        copies, hits, misses, evictions) on the cache's device, queued behind the caller's work; the
+        copy list's first counts[0] entries are valid (``copy_listed`` copies them)."""
+        if self.control_impl != "triton" or ids.numel() > TRITON_MAX_ROUTES:
+            raise ValueError(
+                f"control_queued runs the Triton control kernel on at most {TRITON_MAX_ROUTES} "
+                f"routes (control_impl {self.control_impl!r}, {ids.numel()} routes)"
+            )
+        self.tick()
+        return self.launch(ids.to(self.device), mode, observe)
+
+    def tick(self) -> None:
+        """Advance the clock for a step the Triton kernel runs (``launch``), in ``clock_t`` too."""
+        self.clock += 1
+        self.clock_t.fill_(self.clock)
+
+    def launch(self, ids: torch.Tensor, mode: tuple[str, float], observe: bool):
+        """The Triton control kernel on ``ids`` [R] (on the cache's device) at the clock ``clock_t``
+        holds when it runs (``tick`` first): ``control_queued``'s outputs. Only stream work: a CUDA
+        graph can capture it."""
         from ft_kernels.gpu.cache_control import control
 
         E = self.bank.num_experts
-        route_slot, copy_ids, copy_slots, counts = control(
-            ids, self.slot_of_id, self.id_of_slot, self.last_use, self.pinned, self.clock, mode[0],
+        return control(
+            ids, self.slot_of_id, self.id_of_slot, self.last_use, self.pinned, self.clock_t, mode[0],
             mode[1], self.policy, self.reuse, E, self.bank.num_ids // E, observe, self.again,
             self.routed,
         )  # fmt: skip
-        q, hits, misses, evicted = counts.tolist()  # the one read back of the step
-        return ControlResult(route_slot, copy_ids[:q], copy_slots[:q], hits, misses, evicted)
+
+    @property
+    def listed_copy(self) -> bool:
+        """Whether ``copy_listed`` can read the bank: slots in host memory, or a contiguous page-locked
+        bank (which a GPU reads in place through its unified address)."""
+        if self._listed_copy is None:
+            ts = self.bank.tensors.values()
+            self._listed_copy = all(t.is_contiguous() for t in ts) and (
+                self.device == "cpu" or all(t.is_pinned() for t in ts)
+            )
+        return self._listed_copy
+
+    def copy_listed(self, ids: torch.Tensor, slots: torch.Tensor, counts: torch.Tensor) -> None:
+        """Copy every bank row of the first counts[0] ids [Q] into slots [Q] (the control kernel's list,
+        on the cache's device) with ft_kernels' slot-copy kernel, which reads the count on the device:
+        nothing waits on the host. Queued on the caller's stream. Needs ``listed_copy``."""
+        from ft_kernels.gpu.slot_copy import copy_rows
+
+        for k, t in self.bank.tensors.items():
+            copy_rows(t, self.store[k], ids, slots, counts)
 
     def _observe(self, uniq: torch.Tensor) -> None:
         """reuse's statistics: every id of this step's layer moves 2^-REUSE_SHIFT of the way to 1 (routed) or 0;

@@ -12,6 +12,13 @@ GEMM is queued on the compute stream behind them; the host computes the CPU rout
 the host waits for the slot GEMM and adds the two partial sums in a fixed order (device first, then
 host), so the result never depends on which branch finished first.
 
+Decode-sized steps with the Triton control kernel take the queued path when the slot GEMM skips CPU
+routes itself and the slot-copy kernel can read the bank (``_run_queued``): control, fills and the
+slot GEMM are queued back to back with nothing read in between (the copy list's length is read on
+the device); the host then reads the control step's outcome alone (route slots and counters, copied
+back as soon as control is done), runs the CPU routes while the device works, and hands back y with
+the caller's stream told to wait for the GEMM: the host never waits for the expert math of a device.
+
 Prefill (a call with >= PREFILL_TOKENS tokens, fill/hybrid policies) double-buffers when the cache
 holds two full layers: every miss of layer l is filled, and while layer l computes, the copy stream
 loads all experts of layer l+1 into slots chosen now (layer l's slots pinned meanwhile). The next
@@ -29,7 +36,8 @@ import torch
 from ft_core.device import CpuDevice, Device
 from ft_core.experts.backends import ExpertBackend
 from ft_core.experts.bank import ExpertBank
-from ft_core.experts.cache import ExpertCache
+from ft_core.experts.cache import TRITON_MAX_ROUTES, ExpertCache
+from ft_core.experts.captured import StepGraphs
 from ft_core.experts.timing import hybrid_q
 
 POLICIES = ("fill", "hybrid", "static")
@@ -83,6 +91,9 @@ class CachedBackend(ExpertBackend):
         self.dev = device or CpuDevice()  # the slots' streams (a CpuDevice's are threads)
         self._copied = None  # the Event after the last copy queued (fills, prefetch, hot set)
         self._waited = None  # the last of them the compute stream was told to wait for
+        self.queued = True  # take _run_queued where it applies (benchmarks turn it off to compare)
+        # its device work replayed from graphs (``graphs.enabled = False``: launched kernel by kernel)
+        self.graphs = StepGraphs(cache, device_backend, self.mode)
 
     def supports(self, bank: ExpertBank) -> bool:
         # a mixed bank's format follows the layer, which a slot id does not carry
@@ -97,11 +108,8 @@ class CachedBackend(ExpertBackend):
         Returns y [T, H] float32 on x's device."""
         tok, eid = tok.long(), eid.long()  # the cache's tables are int64 (routers may give int32)
         ids = eid  # for the control step, on whichever device the router ran
-        if x.device.type != "cpu":  # the host's share needs host copies (one small copy each)
-            tok, eid, gate = tok.cpu(), eid.cpu(), gate.cpu()
-        layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
         if self.policy == "static":
-            self._static_step(eid)
+            self._static_step(eid.cpu())
         E, c, dev = bank.num_experts, self.cache, self.dev
         prefill = (
             self.overlap
@@ -109,6 +117,11 @@ class CachedBackend(ExpertBackend):
             and x.shape[0] >= PREFILL_TOKENS
             and c.num_slots >= 2 * E
         )
+        if not prefill and self._queued(eid):
+            return self._run_queued(bank, x, tok, eid, gate)
+        if x.device.type != "cpu":  # the host's share needs host copies (one small copy each)
+            tok, eid, gate = tok.cpu(), eid.cpu(), gate.cpu()
+        layer = int(eid[0]) // bank.num_experts if eid.numel() else -1
         if prefill:
             res = c.control(ids, lambda m: m, mode=("fill", 1.0))
         else:
@@ -120,7 +133,6 @@ class CachedBackend(ExpertBackend):
             self._prefetch(layer + 1, res.route_slot)
         route_slot = res.route_slot.cpu()
         on_dev = route_slot >= 0
-        s = self.stats[layer]
         t0 = time.perf_counter()
         pending = None
         if bool(on_dev.any()):
@@ -143,17 +155,90 @@ class CachedBackend(ExpertBackend):
             y += pending.result().to(y.device)
         if y_host is not None:
             y += y_host.to(y.device)
-        s["cpu_us"] += int((t1 - t0) * 1e6)
-        s["wait_us"] += int((time.perf_counter() - t1) * 1e6)
-        s["routes"] += int(eid.numel())
+        counts = (int(res.copy_ids.numel()), res.hits, res.misses, res.evictions)
+        self._count(layer, on_dev, counts, t1 - t0, time.perf_counter() - t1)
+        return y
+
+    def _queued(self, eid: torch.Tensor) -> bool:
+        """Whether a (non-prefill) step of routes ``eid`` takes ``_run_queued``."""
+        c = self.cache
+        return (
+            self.queued
+            and c.control_impl == "triton"
+            and self.policy != "static"
+            and eid.numel() <= TRITON_MAX_ROUTES
+            and self.device_backend.skips_negative
+            and c.listed_copy
+        )
+
+    def _run_queued(self, bank, x, tok, eid, gate):
+        """One decode-sized layer step queued without a read back (module docstring), its device
+        work replayed from graphs once its shape was seen (experts/captured.py). The same routes,
+        slots and sum order as ``run``'s other path: y = device partial sum + host partial sum."""
+        c, dev = self.cache, self.dev
+        g = self.graphs.get(dev, x, tok, eid, gate)
+        if g is not None:
+            g.load(x, tok, eid, gate)
+            c.tick()
+            g.control.replay()
+            told = dev.mark()  # the control graph's outcome is in g.host once this is done
+        else:
+            route_slot, copy_ids, copy_slots, counts = c.control_queued(eid, self.mode)
+            told = dev.to_host([route_slot, counts, eid[:1]])  # queued now: waits for control alone
+        if self._copied is not None and self._copied is not self._waited:  # prefetches queued
+            dev.compute.wait(self._copied)
+            self._waited = self._copied
+        dev.compute.follow_current()
+        if g is not None:
+            pending = dev.compute.run(g.run_experts)
+        else:
+            xd, td, gd = (t.to(c.device, non_blocking=True) for t in (x, tok, gate))
+            dev.compute.uses(xd, td, gd, route_slot, copy_ids, copy_slots, counts)
+            slots, backend = self.slot_bank, self.device_backend
+
+            def step():
+                c.copy_listed(copy_ids, copy_slots, counts)
+                return backend.run(slots, xd, td, route_slot, gd)
+
+            pending = dev.compute.run(step)
+        told.synchronize()  # the host waits here for the control step only
+        rs, n, first = g.host if g is not None else told.result()
+        layer = int(first[0]) // bank.num_experts if eid.numel() else -1
+        on_dev = rs >= 0
+        t0 = time.perf_counter()
+        y_host = None
+        if not bool(on_dev.all()):  # CPU routes: run them while the device fills and multiplies
+            off = ~on_dev
+            back = dev.to_host([x, tok, eid, gate])
+            back.synchronize()
+            xh, th, eh, gh = back.result()
+            y_host = self.host_backend.run(bank, xh, th[off], eh[off], gh[off])
+        t1 = time.perf_counter()
+        dev.join(pending)  # the caller's stream waits for the GEMM; the host does not
+        if g is not None:  # the graph's y is overwritten by its next replay: a copy goes out
+            y = g.y.to(x.device) + y_host.to(x.device) if y_host is not None else g.y.clone()
+        else:
+            y = pending.result().to(x.device)
+            if y_host is not None:
+                y = y + y_host.to(y.device)
+        self._count(layer, on_dev, tuple(n.tolist()), t1 - t0, time.perf_counter() - t1)
+        return y
+
+    def _count(self, layer: int, on_dev: torch.Tensor, counts: tuple, cpu_s: float, wait_s: float):
+        """Add one step to layer ``layer``'s counters: routes served where (on_dev [R] bool), the control
+        step's (copies, hits, misses, evictions), the host's time on CPU routes and waiting."""
+        q, hits, misses, evicted = counts
+        s = self.stats[layer]
+        s["cpu_us"] += int(cpu_s * 1e6)
+        s["wait_us"] += int(wait_s * 1e6)
+        s["routes"] += int(on_dev.numel())
         s["device_routes"] += int(on_dev.sum())
         s["cpu_routes"] += int((~on_dev).sum())
-        s["hits"] += res.hits
-        s["misses"] += res.misses
-        s["fills"] += int(res.copy_ids.numel())
-        s["evictions"] += res.evictions
-        s["bytes_copied"] += int(res.copy_ids.numel()) * c.bank.nbytes_per_id()
-        return y
+        s["hits"] += hits
+        s["misses"] += misses
+        s["fills"] += q
+        s["evictions"] += evicted
+        s["bytes_copied"] += q * self.cache.bank.nbytes_per_id()
 
     def _copy(self, ids: torch.Tensor, slots: torch.Tensor) -> None:
         """Queue the copy of bank rows ``ids`` [q] into ``slots`` [q] on the copy stream."""
@@ -173,6 +258,7 @@ class CachedBackend(ExpertBackend):
         self.dev.synchronize()
         out = self.cache.resize(slots)
         self.slot_bank = self.cache.slot_bank()
+        self.graphs.clear()  # captured against the old tables and slots
         if self.cache.device.startswith("cuda"):  # hand the old store back, so free memory shows it
             torch.cuda.empty_cache()
         return out
