@@ -75,9 +75,9 @@ def test_auto_policy_reads_the_probe():
 
     b = 9.4e6
     rec = {"B_H": 80.0, "B_H_during_copy": 63.0, "B_P": 25.0, "branch_us": 50.0}
-    policy, ratio, times = auto_policy(rec, b, 8, 0.7)
+    policy, ratio, times = auto_policy(rec, b, 8, 0.3)
     assert policy == "hybrid" and ratio == 25.0 / 63.0 and set(times) == {"cpu", "fill", "hybrid"}
-    assert auto_policy({**rec, "branch_us": 2000.0}, b, 8, 0.7)[:2] == ("fill", None)
+    assert auto_policy({**rec, "branch_us": 2000.0}, b, 8, 0.3)[:2] == ("fill", None)
     assert auto_policy({"B_H": 20.0, "B_P": None}, b, 8, 0.5)[:2] == ("cpu", None)
     assert auto_policy({**rec, "B_P": 0.001}, b, 8, 0.5)[0] == "cpu"  # a link not worth a cache
     assert auto_policy({**rec, "branch_us": None}, b, 8, 1.0)[0] in (
@@ -131,3 +131,20 @@ def test_step_costs_run_the_engines_own_step_on_the_cpu_stand_in():
 
     cached_s, host_s = step_costs("cpu", steps=5)
     assert 0 < cached_s < 1 and 0 < host_s < 1
+
+
+def test_auto_takes_the_default_policys_miss_rate_on_real_routing():
+    """``auto`` charges the misses nextuse had on OLMoE's trained routing (NEXTUSE_MISS, interpolated),
+    not 1 - cache fraction: at 50 % cached a decode step of 8 experts fills 8 x 0.160 of them."""
+    import pytest
+
+    from ft_core.experts.timing import NEXTUSE_MISS, auto_policy, expected_miss_rate
+
+    for f, m in NEXTUSE_MISS:
+        assert expected_miss_rate(f) == pytest.approx(m)
+    grid = [expected_miss_rate(k / 100) for k in range(-5, 106)]
+    assert all(a >= b for a, b in zip(grid, grid[1:])) and grid[0] == 1.0 and grid[-1] == 0.0
+    assert expected_miss_rate(0.3) == pytest.approx(0.371 + (0.254 - 0.371) * 5 / 12)
+    b, rec = 9.4e6, {"B_H": 80.0, "B_P": 25.0}
+    times = auto_policy(rec, b, 8, 0.5)[2]
+    assert times["fill"] == pytest.approx(8 * 0.160 * b / 25e9)

@@ -93,6 +93,23 @@ def choose_policy(
     return best, times
 
 
+# The default victim policy's (nextuse) miss rate on trained routing, by cache fraction of all experts:
+# OLMoE-1B-7B greedy decode (the general half of ../shared/traces/olmoe_decode_general_code.npz, one
+# global cache over its 16 x 64 experts; benchmarks/bench_cache_policies.py --trace). The code half
+# misses less (0.511 / 0.276 / 0.166 / 0.089 at 11 / 25 / 37 / 50 %); a full cache only at warm-up.
+NEXTUSE_MISS = ((0.0, 1.0), (0.11, 0.594), (0.25, 0.371), (0.37, 0.254), (0.5, 0.160), (1.0, 0.0))
+
+
+def expected_miss_rate(cache_fraction: float) -> float:
+    """The share of a decode step's distinct routed experts that miss a cache holding
+    ``cache_fraction`` of all experts: NEXTUSE_MISS, linearly interpolated (clamped to [0, 1])."""
+    f = min(1.0, max(0.0, cache_fraction))
+    for (f0, m0), (f1, m1) in zip(NEXTUSE_MISS, NEXTUSE_MISS[1:]):
+        if f <= f1:
+            return m0 + (m1 - m0) * (f - f0) / (f1 - f0)
+    return 0.0
+
+
 def slots_for_free_memory(
     free_bytes: int, slot_bytes: int, num_ids: int, reserve_bytes: int = 0, fraction: float = 0.9
 ) -> int:
@@ -108,9 +125,9 @@ def auto_policy(
     """``moe_backend="auto"`` on a device: (policy, B_P / B_H for hybrid or None, predicted seconds)
     from a probe record (experts/probe.py: GB/s and microseconds) for one decode token's layer step
     (``top_k`` distinct experts) with a cache of ``cache_fraction`` of all experts. The miss rate is
-    taken as 1 - cache_fraction (routing spread evenly: what a cold or unpredictable model gives;
-    trained routers miss less, which only favours the cache further). B_H is the one measured while
-    a copy runs when there is one (fills and CPU routes share the memory bus)."""
+    the default policy's on trained routing (``expected_miss_rate``; uniform routing, as in
+    random-weight test models, misses more: 1 - cache_fraction). B_H is the one measured while a copy
+    runs when there is one (fills and CPU routes share the memory bus)."""
     bp = probe.get("B_P")
     bh = probe.get("B_H_during_copy") or probe["B_H"]
     us = lambda k: (probe.get(k) or 0.0) * 1e-6  # noqa: E731  (absent in older records: 0)
@@ -119,7 +136,7 @@ def auto_policy(
         bh * 1e9,
         expert_bytes,
         top_k,
-        max(0.0, 1.0 - cache_fraction),
+        expected_miss_rate(cache_fraction),
         us("branch_us"),
         us("cached_step_us"),
         us("host_step_us"),
