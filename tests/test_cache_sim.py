@@ -194,6 +194,64 @@ def test_reuse_replay_equals_a_plain_model(seed):
         assert [m for _, m, _ in res.per_step] == _reuse_model(trace, S), (seed, S)
 
 
+def _nextuse_model(trace, S, shift=4, one=1 << 16, nu_d=1 << 10):
+    """ExpertCache's "nextuse" victim policy written plainly (dicts and loops), fill: per id p (as reuse),
+    q1 = the same moving average counted only at visits right after one it was routed at, and whether it
+    was routed at its layer's last visit. An id whose layer runs in d steps keys
+    nu = (1 - q1') (1 - p) [(1 - p) again when 2 d <= L] (q1' = q1 if routed last visit, else p), as
+    nu * 2^10 + d; misses (d = L) in order of their key, then id, take the free slots of largest key
+    (empty first, ties to the lower slot) while their key is below the slot's; the rest stay out."""
+    E, L = trace.num_experts, trace.num_layers
+    p, again, was = [0] * trace.num_ids, [0] * trace.num_ids, [0] * trace.num_ids
+    slot_id, last = [-1] * S, [-1] * S
+    where, out = {}, []
+
+    def key(i, d):
+        q1 = again[i] if was[i] == 1 else p[i]
+        nu = ((one - q1) * (one - p[i])) >> 16
+        if 2 * d <= L:
+            nu = (nu * (one - p[i])) >> 16
+        return nu * nu_d + d
+
+    for clock, (dec, layer, ids) in enumerate(trace.steps, start=1):
+        counts = Counter(ids)
+        for e in range(layer * E, (layer + 1) * E):
+            inc = one >> shift if e in counts else 0
+            again[e] += was[e] * (inc - (again[e] >> shift))
+            was[e] = int(e in counts)
+            p[e] += inc - (p[e] >> shift)
+        for i in counts:
+            if i in where:
+                last[where[i]] = clock
+        miss = sorted((i for i in counts if i not in where), key=lambda i: (key(i, L), i))
+
+        def slot_key(s):
+            if slot_id[s] < 0:
+                return float("inf")
+            return key(slot_id[s], (slot_id[s] // E - layer - 1) % L + 1)
+
+        free = [s for s in range(S) if last[s] != clock]
+        victims = sorted(free, key=lambda s: (-slot_key(s), s))
+        for i, s in zip(miss, victims):
+            if not key(i, L) < slot_key(s):
+                break  # admission: this miss and the rest run on the CPU
+            where.pop(slot_id[s], None)
+            slot_id[s], last[s], where[i] = i, clock, s
+        if dec:
+            out.append(len(miss))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_nextuse_replay_equals_a_plain_model(seed):
+    """The benchmark's replay of the default policy (the engine's own ExpertCache) misses exactly where a
+    plain-Python model of nextuse does, step by step, at sizes below one layer's experts and above."""
+    trace = _random_trace(seed, L=4, E=8, k=3, n_decode=40)
+    for S in (2, 5, 9, 16, 31):
+        res = sim.replay_lru(trace, S, "fill", prefill="warm", victim="nextuse")
+        assert [m for _, m, _ in res.per_step] == _nextuse_model(trace, S), (seed, S)
+
+
 def test_reuse_beats_lru_where_lru_cycles():
     """Three layers routing the same two experts each, four slots: LRU evicts exactly the layer that runs next
     (every id misses); reuse evicts from the layer that runs last, so the next one hits (2 misses in 3)."""
