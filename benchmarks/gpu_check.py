@@ -293,7 +293,8 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
     decode_s = max(1e-9, (t2 - t1) - (t1 - t0))
     row = {
         "policy": name,
-        "resolved": eng.config.resolved_moe_backend,
+        # the policy the backend runs (auto's pick from the probe; "cpu" when it chose the host alone)
+        "resolved": getattr(eng.model.backend, "policy", "cpu"),
         "cache_fraction": kw.get("moe_cache_fraction"),
         "decode_tok_s": n / decode_s,
         "prefill_tok_s": len(prompts[1]) / (t1 - t0),
