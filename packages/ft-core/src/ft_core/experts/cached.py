@@ -184,7 +184,7 @@ class CachedBackend(ExpertBackend):
             told = dev.mark()  # the control graph's outcome is in g.host once this is done
         else:
             route_slot, copy_ids, copy_slots, counts = c.control_queued(eid, self.mode)
-            told = dev.to_host([route_slot, counts, eid[:1]])  # queued now: waits for control alone
+            told = dev.to_host([route_slot, counts, eid])  # queued now: waits for control alone
         if self._copied is not None and self._copied is not self._waited:  # prefetches queued
             dev.compute.wait(self._copied)
             self._waited = self._copied
@@ -202,16 +202,20 @@ class CachedBackend(ExpertBackend):
 
             pending = dev.compute.run(step)
         told.synchronize()  # the host waits here for the control step only
-        rs, n, first = g.host if g is not None else told.result()
-        layer = int(first[0]) // bank.num_experts if eid.numel() else -1
+        if g is not None:
+            rs, n, xh, th, eh, gh = g.host
+        else:
+            (rs, n, eh), xh = told.result(), None
+        layer = int(eh[0]) // bank.num_experts if eid.numel() else -1
         on_dev = rs >= 0
         t0 = time.perf_counter()
         y_host = None
         if not bool(on_dev.all()):  # CPU routes: run them while the device fills and multiplies
             off = ~on_dev
-            back = dev.to_host([x, tok, eid, gate])
-            back.synchronize()
-            xh, th, eh, gh = back.result()
+            if xh is None:  # (the graph copied its inputs back with its outcome)
+                back = dev.to_host([x, tok, gate])
+                back.synchronize()
+                xh, th, gh = back.result()
             y_host = self.host_backend.run(bank, xh, th[off], eh[off], gh[off])
         t1 = time.perf_counter()
         dev.join(pending)  # the caller's stream waits for the GEMM; the host does not

@@ -4,8 +4,9 @@ kernel) exceeded their run time; replaying a CUDA graph launches them all at onc
 
 Two graphs per shape (routes R, tokens T, activation dtype), shared by every MoE layer:
   control  the cache-control kernel on the static route ids, then the copy of its outcome (route
-           slots [R], counters [4], the step's first id) into page-locked host buffers; replayed
-           on the caller's stream.
+           slots [R], counters [4]) and of the step's inputs (x, tok, eid, gate: what the CPU
+           routes need, so they need no second trip) into page-locked host buffers; replayed on
+           the caller's stream.
   experts  the fills by the slot-copy kernel (the list's length read on the device) and the slot
            GEMM over every route (CPU routes skipped by it); replayed on the compute stream.
 A replay reads static inputs: the step's x, tok, eid, gate are copied into them first; the clock is
@@ -38,17 +39,18 @@ class StepGraph:
         d = cache.device
         self.x, self.tok, self.eid, self.gate = (t.to(d).clone() for t in (x, tok, eid, gate))
         pin = d != "cpu"
+        # route slots [R]; copies, hits, misses, evictions [4]; then x, tok, eid, gate
+        made = (torch.empty(eid.numel(), dtype=torch.int64), torch.empty(4, dtype=torch.int32))
         self.host = [
-            torch.empty(eid.numel(), dtype=torch.int64, pin_memory=pin),  # route slots
-            torch.empty(4, dtype=torch.int32, pin_memory=pin),  # copies, hits, misses, evictions
-            torch.empty(1, dtype=torch.int64, pin_memory=pin),  # the first id (the layer)
+            torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
+            for t in (*made, self.x, self.tok, self.eid, self.gate)
         ]
         slots = cache.slot_bank()
         self.y: torch.Tensor | None = None  # [T, H] float32: the device's partial sum
 
         def control():
             out = cache.launch(self.eid, mode, True)
-            for h, v in zip(self.host, (out[0], out[3], self.eid[:1])):
+            for h, v in zip(self.host, (out[0], out[3], self.x, self.tok, self.eid, self.gate)):
                 h.copy_(v, non_blocking=True)
             return out
 
