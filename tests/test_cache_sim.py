@@ -184,16 +184,6 @@ def _reuse_model(trace, S, shift=4, one=1 << 16):
     return out
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_reuse_replay_equals_a_plain_model(seed):
-    """The benchmark replays the engine's own ExpertCache; on small traces its reuse policy misses exactly
-    where a plain-Python model of the policy does, step by step."""
-    trace = _random_trace(seed, L=4, E=8, k=3, n_decode=40)
-    for S in (2, 5, 9, 16, 31):
-        res = sim.replay_lru(trace, S, "fill", prefill="warm", victim="reuse")
-        assert [m for _, m, _ in res.per_step] == _reuse_model(trace, S), (seed, S)
-
-
 def _nextuse_model(trace, S, shift=4, one=1 << 16, nu_d=1 << 10):
     """ExpertCache's "nextuse" victim policy written plainly (dicts and loops), fill: per id p (as reuse),
     q1 = the same moving average counted only at visits right after one it was routed at, and whether it
@@ -243,13 +233,15 @@ def _nextuse_model(trace, S, shift=4, one=1 << 16, nu_d=1 << 10):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_nextuse_replay_equals_a_plain_model(seed):
-    """The benchmark's replay of the default policy (the engine's own ExpertCache) misses exactly where a
-    plain-Python model of nextuse does, step by step, at sizes below one layer's experts and above."""
+@pytest.mark.parametrize("victim,model", [("reuse", _reuse_model), ("nextuse", _nextuse_model)])
+def test_replay_equals_a_plain_model(victim, model, seed):
+    """The benchmark replays the engine's own ExpertCache; on small traces its reuse and nextuse (the
+    default) policies miss exactly where a plain-Python model of the policy does, step by step, at
+    sizes below one layer's experts and above."""
     trace = _random_trace(seed, L=4, E=8, k=3, n_decode=40)
     for S in (2, 5, 9, 16, 31):
-        res = sim.replay_lru(trace, S, "fill", prefill="warm", victim="nextuse")
-        assert [m for _, m, _ in res.per_step] == _nextuse_model(trace, S), (seed, S)
+        res = sim.replay_lru(trace, S, "fill", prefill="warm", victim=victim)
+        assert [m for _, m, _ in res.per_step] == model(trace, S), (victim, seed, S)
 
 
 def test_reuse_beats_lru_where_lru_cycles():
