@@ -274,11 +274,11 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
     Decode time = (prompt + n + 1 tokens) - (prompt + 1 token), so the prefill cancels."""
     from ft_core import Engine, SamplingParams
 
+    if name.endswith("/eager"):  # the queued layer step launched kernel by kernel, no graphs
+        kw = {**kw, "cuda_graphs": False}
     eng = Engine.from_pretrained(path, device=device, dtype="bfloat16", **kw)
     if name.endswith("/readback"):  # the layer step that reads the routes back before the GEMM
         eng.model.backend.queued = False
-    if name.endswith("/eager"):  # the queued layer step launched kernel by kernel, no graphs
-        eng.model.backend.graphs.enabled = False
     greedy = lambda k: SamplingParams(max_tokens=k, temperature=0.0, ignore_eos=True)  # noqa: E731
     eng.generate(prompts[0], greedy(2))  # warm: kernels compiled, slots filled
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)

@@ -217,9 +217,9 @@ for kw in cases:
     out = []
     for impl, delay, graphs in (("torch", None, True), ("triton", None, False), ("triton", 0.002, True)):
         calls[0] = 0
-        eng = Engine.from_pretrained({str(path)!r}, cache_control_impl=impl, device_expert_impl="triton", **kw)
+        eng = Engine.from_pretrained({str(path)!r}, cache_control_impl=impl, device_expert_impl="triton",
+                                     cuda_graphs=graphs, **kw)
         b = eng.model.backend
-        b.graphs.enabled = graphs
         if delay:
             b.dev = CpuDevice(delay=delay, seed=1)
         out.append((eng.score(ids[:12]), eng.generate(ids[:12], greedy)[0].token_ids, eng.expert_stats()["total"]))

@@ -165,6 +165,13 @@ class EngineConfig:
         flag="--no-moe-prefill-overlap",
         help="prefill: do not load layer l+1's experts while layer l computes",
     )
+    cuda_graphs: bool = option(
+        True,
+        flag="--no-cuda-graphs",
+        help="decode-sized MoE layer steps on a GPU: launch their device work (cache control, fills, "
+        "slot GEMM) kernel by kernel instead of replaying it from captured CUDA graphs "
+        "(experts/captured.py; the same result, bit for bit)",
+    )
     decode_plans: bool = option(
         True,
         flag="--no-decode-plans",

@@ -69,6 +69,7 @@ class CachedBackend(ExpertBackend):
         warmup_calls: int,
         overlap: bool = True,
         device: Device | None = None,
+        graphs: bool = True,
     ):
         if policy not in POLICIES:
             raise ValueError(f"moe backend {policy!r} is not one of cpu, {', '.join(POLICIES)}")
@@ -94,6 +95,7 @@ class CachedBackend(ExpertBackend):
         self.queued = True  # take _run_queued where it applies (benchmarks turn it off to compare)
         # its device work replayed from graphs (``graphs.enabled = False``: launched kernel by kernel)
         self.graphs = StepGraphs(cache, device_backend, self.mode)
+        self.graphs.enabled = graphs
 
     def supports(self, bank: ExpertBank) -> bool:
         # a mixed bank's format follows the layer, which a slot id does not carry

@@ -112,4 +112,5 @@ def build_backend(
         warmup_calls=n_moe_layers,
         overlap=engine.moe_prefill_overlap,
         device=dev,
+        graphs=engine.cuda_graphs,
     )
