@@ -81,3 +81,28 @@ def test_probe_measures_the_layer_steps_fixed_costs():
 
     cached_s, host_s = step_costs("cuda", steps=10)
     assert 0 < cached_s < 1 and 0 < host_s < 1
+
+
+def test_cuda_graphs_replay_and_follow_a_resize(tiny_ckpt):
+    """Decode-sized steps replay the captured MoE layer step (experts/captured.py) on the GPU; an
+    elastic resize of the expert cache (real cudaMemGetInfo behind it) drops and recaptures them;
+    logits stay within the fp32 bound of the CPU engine's before and after, with graphs and without
+    (not bit-equal to each other: the slot GEMM's float atomics add in the order the GPU runs them)."""
+    path = tiny_ckpt("qwen3_moe")
+    base = Engine.from_pretrained(path, moe_backend="cpu")
+    chunks = [IDS[:6], IDS[6:12], IDS[12:18]]
+    want = [base.score(c) for c in chunks]
+    for graphs in (True, False):
+        eng = Engine.from_pretrained(
+            path, device="cuda", moe_backend="fill", moe_cache_fraction=0.5, cuda_graphs=graphs
+        )
+        b = eng.model.backend
+        got = [eng.score(c) for c in chunks]
+        before = b.graphs.replays
+        eng.resize(experts=5 * b.cache.bank.nbytes_per_id())
+        assert b.cache.num_slots == 5
+        got += [eng.score(c) for c in chunks]
+        b.cache.check()
+        assert (before > 0 and b.graphs.replays > before) == graphs
+        for g, w in zip(got, want + want):
+            assert_logits_close(g, w, eng.model_config)

@@ -237,6 +237,37 @@ print("ok")
     _interpreted(code)
 
 
+def test_graphs_follow_an_elastic_resize_under_interpreter(tiny_ckpt):
+    """Resizing the expert cache reallocates its tables and slots, which the captured graphs read: the
+    graphs are dropped and captured again, and every step before and after equals the same engine's
+    run without graphs, bit for bit."""
+
+    path = tiny_ckpt("qwen3_moe")
+    code = f"""
+import torch
+from ft_core import Engine
+ids = {IDS!r}
+out = []
+for graphs in (True, False):
+    eng = Engine.from_pretrained({str(path)!r}, moe_backend="fill", moe_cache_slots=12,
+                                 cache_control_impl="triton", device_expert_impl="triton", cuda_graphs=graphs)
+    b = eng.model.backend
+    per = b.cache.bank.nbytes_per_id()
+    got = [eng.score(ids[:6]), eng.score(ids[6:12]), eng.score(ids[12:18])]
+    before = b.graphs.replays
+    eng.resize(experts=5 * per)
+    assert b.cache.num_slots == 5 and not b.graphs._graphs
+    got += [eng.score(ids[:6]), eng.score(ids[6:12]), eng.score(ids[12:18])]
+    b.cache.check()
+    assert (before > 0 and b.graphs.replays > before) == graphs, (before, b.graphs.replays)
+    out.append(got)
+for a, b in zip(*out):
+    assert torch.equal(a, b)
+print("ok")
+"""
+    _interpreted(code)
+
+
 def _interpreted(code: str) -> None:
     """Run ``code`` in a fresh process with Triton's interpreter on (set before triton is imported);
     it must print "ok"."""
