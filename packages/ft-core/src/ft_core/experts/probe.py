@@ -36,8 +36,9 @@ def machine_key(fmt: str, device: str) -> str:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "none"
-    # v2: records carry the layer step's fixed costs (older ones are measured again)
-    return f"{cpu}|{os.cpu_count()} cpus|{ft_kernels.active_isa()}|{ft_kernels.num_threads()} threads|{gpu}|{fmt}|v2"
+    # v2: records carry the layer step's fixed costs; v3: the cache's step timed on a page-locked bank,
+    # i.e. the queued step the engine runs (older ones are measured again)
+    return f"{cpu}|{os.cpu_count()} cpus|{ft_kernels.active_isa()}|{ft_kernels.num_threads()} threads|{gpu}|{fmt}|v3"
 
 
 def _bank(fmt: str, bank_bytes: int):
@@ -153,8 +154,8 @@ def branch_seconds(device: str, steps: int = 200) -> float:
 def step_costs(device: str, steps: int = 60) -> tuple[float, float]:
     """The fixed costs of one MoE layer step beyond its expert bytes, on ``device`` with the dense layers
     there (median seconds; ``probe`` asks only on an accelerator, the CPU stand-in runs it in tests):
-    - the expert cache's (``CachedBackend.run`` with every route a hit: the control step, the route read
-      back, the slot GEMM queued and waited for, the sum), on a bank of 16 tiny bf16 experts;
+    - the expert cache's (``CachedBackend.run`` with every route a hit: on a GPU the queued step, its
+      graphs replayed, as the engine runs it on a page-locked bank), on a bank of 16 tiny bf16 experts;
     - the CPU-only path's (x copied to the host, the CPU kernels on the same tiny experts, y copied back).
     Measured with the engine's own classes, so what they cost per step is what ``auto`` charges."""
     from ft_core.device import for_name
@@ -171,6 +172,8 @@ def step_costs(device: str, steps: int = 60) -> tuple[float, float]:
     host = select_impl("auto", bank, 1.702, 7.0)
     dev = for_name(device)
     gpu = dev.name != "cpu"
+    if gpu:  # page-locked, as the loader leaves a bank on a CUDA machine: the step the engine runs
+        bank.tensors = {k: t.pin_memory() for k, t in bank.tensors.items()}
     sync = (lambda: torch.cuda.synchronize(dev.name)) if gpu else (lambda: None)
     cache = ExpertCache(bank, 2 * E, dev.name, "nextuse", "triton" if gpu else "torch")
     slot_impl = select_impl("triton" if gpu else "auto", cache.slot_bank(), 1.702, 7.0)
