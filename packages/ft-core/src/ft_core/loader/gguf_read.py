@@ -20,6 +20,7 @@ from ft_core.errors import CheckpointError
 from ft_core.experts.bank import ExpertBank
 from ft_core.loader.gguf_config import generation_eos, hf_config
 from ft_core.loader.convert_source import Source
+from ft_core.loader.ftw_io import pin_in_place
 from ft_core.loader.gguf_experts import DENSE_TYPES, KINDS, gguf_bank
 from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
 from ft_core.loader.gguf_names import ARCHS, FIXES, name_map, unpermute_rows
@@ -137,9 +138,14 @@ class GGUFWeights(WeightReader):
         return self.index.get(name, shape, self.dtype)
 
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:
+        """The file's experts in their stored bits, page-locked where CUDA is present (as the other
+        readers' banks: the expert cache's fills are then asynchronous and its slot-copy kernel can
+        read the bank in place)."""
         layers = [int(p.split(".")[2]) for p in prefixes]  # "model.layers.N.mlp"
         m = cfg.moe
-        return gguf_bank(self.g, layers, m.num_experts, cfg.hidden_size, m.intermediate, m.act)
+        bank = gguf_bank(self.g, layers, m.num_experts, cfg.hidden_size, m.intermediate, m.act)
+        pin_in_place(list(bank.tensors.values()), bank)
+        return bank
 
 
 def is_gguf(path: Path) -> bool:
