@@ -40,11 +40,9 @@ class StepGraph:
         self.x, self.tok, self.eid, self.gate = (t.to(d).clone() for t in (x, tok, eid, gate))
         pin = d != "cpu"
         # route slots [R]; copies, hits, misses, evictions [4]; then x, tok, eid, gate
-        made = (torch.empty(eid.numel(), dtype=torch.int64), torch.empty(4, dtype=torch.int32))
-        self.host = [
-            torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
-            for t in (*made, self.x, self.tok, self.eid, self.gate)
-        ]
+        specs = [((eid.numel(),), torch.int64), ((4,), torch.int32)]
+        specs += [(t.shape, t.dtype) for t in (self.x, self.tok, self.eid, self.gate)]
+        self.host = [torch.empty(shape, dtype=dt, pin_memory=pin) for shape, dt in specs]
         slots = cache.slot_bank()
         self.y: torch.Tensor | None = None  # [T, H] float32: the device's partial sum
 

@@ -14,11 +14,12 @@ magnitude faster than either link). Seconds per layer step:
 queueing the device work, waiting for it and adding the partial sums -- ``ft probe``'s ``branch_us``
 (probe.branch_seconds), charged when m - q > 0. FreeToken's own tracker shows its split losing to
 plain offload on a 4090 (12.75 vs 14.90 tok/s) for want of this term. ``s`` and ``h`` are the fixed
-costs of a whole layer step through the expert cache (control step, route read-back, slot GEMM queued
-and waited for) and through the CPU-only path with the dense layers on the GPU (x down, y up):
-``ft probe``'s ``cached_step_us`` and ``host_step_us`` (probe.step_costs). On an H200 the cache's
-path measured ~0.5 ms a layer step slower than CPU-only at equal bytes, which bytes alone did not
-predict, and ``auto`` picked fill where CPU-only was faster.
+costs of a whole layer step through the expert cache (the step the engine runs: on a GPU the queued
+one, control, fills and slot GEMM replayed from graphs) and through the CPU-only path with the dense
+layers on the GPU (x down, y up): ``ft probe``'s ``cached_step_us`` and ``host_step_us``
+(probe.step_costs). On an H200 the cache's older read-back step measured ~0.5 ms a layer step slower
+than CPU-only at equal bytes, which bytes alone did not predict, and ``auto`` picked fill where
+CPU-only was faster.
 """
 
 from __future__ import annotations
