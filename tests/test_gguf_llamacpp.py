@@ -22,7 +22,7 @@ IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]
 GLM_SPECIAL = ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
 
 
-@pytest.mark.parametrize("name", ["qwen2", "llama-bpe", "gpt-2"])
+@pytest.mark.parametrize("name", ["qwen2", "llama-bpe", "gpt-2", "llama-spm", "phi-3"])
 def test_vocabularies_give_llama_cpps_ids(name):
     models = llama_cpp_dir() / "models"
     path = models / f"ggml-vocab-{name}.gguf"
@@ -32,6 +32,27 @@ def test_vocabularies_give_llama_cpps_ids(name):
     assert len(texts) > 30
     for text, ids in zip(texts, want):
         assert tok.encode(text, add_special_tokens=False).ids == [int(x) for x in ids.split()], text
+
+
+def test_vocabulary_without_scores_or_of_an_unknown_model_is_refused_by_name():
+    """A SentencePiece vocabulary needs its scores (the join order); a tokenizer model ft does not
+    build ('bert': WordPiece) is refused naming the key and the file."""
+    from ft_core.errors import CheckpointError
+
+    path = llama_cpp_dir() / "models" / "ggml-vocab-llama-spm.gguf"
+    g = GGUFFile(path)
+
+    class Meta:
+        def __init__(self, **changed):
+            self.changed = changed
+
+        def get(self, key, default=None):
+            return self.changed[key] if key in self.changed else g.get(key, default)
+
+    with pytest.raises(CheckpointError, match=r"llama-spm\.gguf: .*tokenizer\.ggml\.scores"):
+        gguf_tokenizer(Meta(**{"tokenizer.ggml.scores": None}), str(path))
+    with pytest.raises(CheckpointError, match=r"llama-spm\.gguf: tokenizer\.ggml\.model 'bert'"):
+        gguf_tokenizer(Meta(**{"tokenizer.ggml.model": "bert"}), str(path))
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +189,77 @@ def test_deepseek2_with_softmax_routing_is_refused_by_name(tmp_path, qwen_vocab)
     assert not any(n.endswith("exp_probs_b.bias") for n in GGUFFile(out).tensors)
     with pytest.raises(CheckpointError, match=r"v2\.gguf: deepseek2 with softmax expert gating"):
         Engine.from_pretrained(out)
+
+
+SPM_TEXTS = [
+    "Hello world, the model routes each token to 8 experts.",
+    "def f(x):\n    return x ** 2  # square\n\n\tTabs and  double  spaces ",
+    "  leading spaces, Ünïcödé: naïve café — 東京 123456789 ∑ 🙂 ₿",
+]
+
+
+def _spm_mixtral(path):
+    """The tiny Mixtral at ``path`` with a SentencePiece BPE vocabulary (byte fallback, digits
+    split, as Llama's and Mistral's) trained here by the ``sentencepiece`` package itself, stored as
+    the hub does: tokenizer.model and a LlamaTokenizer tokenizer_config.json. Returns (path, the
+    SentencePieceProcessor)."""
+    import io
+
+    import sentencepiece as spm
+
+    from ft_core.tokenizer.build import _corpus
+
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_corpus() + SPM_TEXTS), model_writer=buf, vocab_size=700,
+        model_type="bpe", byte_fallback=True, split_digits=True, character_coverage=0.999,
+        normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=True, allow_whitespace_only_pieces=True,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2,
+    )  # fmt: skip
+    sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    ids = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
+    hf = make_checkpoint("mixtral", path, overrides={"vocab_size": sp.vocab_size(), **ids})
+    (hf / "tokenizer.json").unlink()
+    (hf / "tokenizer.model").write_bytes(buf.getvalue())
+    template = (
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}"
+        "{{ '[INST] ' + m['content'] + ' [/INST]' }}{% else %}{{ m['content'] + eos_token }}"
+        "{% endif %}{% endfor %}"
+    )
+    (hf / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+        "unk_token": "<unk>", "add_bos_token": True, "add_eos_token": False,
+        "chat_template": template,
+    }))  # fmt: skip
+    return hf, sp
+
+
+def test_sentencepiece_mixtral_gguf_tokenizes_as_sentencepiece(tmp_path):
+    """A Mixtral with a SentencePiece vocabulary, converted by llama.cpp's converter (tokenizer.ggml
+    .model 'llama': pieces and scores): ft's ids from the GGUF equal the ``sentencepiece`` package's
+    own on text with spaces, tabs, digits and characters only bytes spell (byte fallback), BOS first;
+    a special token in the text is its id, with a space put in front of the text after it as
+    llama.cpp does; decoding gives the text back; the logits equal transformers'."""
+    hf, sp = _spm_mixtral(tmp_path / "mixtral")
+    out = _convert(hf, tmp_path / "spm.gguf", "f32")
+    assert GGUFFile(out).get("tokenizer.ggml.model") == "llama"
+    eng = Engine.from_pretrained(out)
+    tok = eng.tokenizer
+    assert any(p.startswith("<0x") for t in SPM_TEXTS for p in sp.encode(t, out_type=str))
+    for text in SPM_TEXTS:
+        want = sp.encode(text)
+        assert tok.encode(text, add_special_tokens=False) == want, text
+        assert tok.encode(text) == [sp.bos_id()] + want, text
+        assert tok.decode(want) == sp.decode(want) == text, text
+    text = "a</s>b c"
+    assert tok.encode(text, add_special_tokens=False) == sp.encode("a") + [2] + sp.encode("b c")
+    assert (tok.bos_token, tok.eos_token) == ("<s>", "</s>") and 2 in tok.eos_token_ids
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Hi there"}])
+    assert prompt == "<s>[INST] Hi there [/INST]"
+    ref = load_reference(hf)
+    ref.config.sliding_window = None  # llama.cpp runs Mixtral without a sliding window
+    ids = [sp.bos_id()] + sp.encode(SPM_TEXTS[0])
+    with torch.no_grad():
+        want_logits = ref(torch.tensor([ids])).logits[0].float()
+    assert_logits_close(eng.score(ids), want_logits, eng.model_config)

@@ -3,12 +3,14 @@ other file: every token at its GGUF id, the merges, the pre-tokenizer llama.cpp 
 ``tokenizer.ggml.pre`` (its split rules, llama-vocab.cpp), control tokens as special added tokens and
 user-defined ones (``<think>`` …) as non-special ones, BOS prepended when ``add_bos_token`` says so, and
 the chat template. The ids equal those of the model's Hugging Face tokenizer for the pre-tokenizers
-listed in ``PRE`` (tests/test_gguf.py checks them); any other is refused by name.
+listed in ``PRE`` (tests/test_gguf.py checks them); any other is refused by name. SentencePiece
+vocabularies (model ``llama``) are built by ``gguf_spm``.
 """
 
 from __future__ import annotations
 
 from ft_core.errors import CheckpointError
+from ft_core.tokenizer.gguf_spm import spm_model, spm_normalizer
 
 # llama.cpp's token types (gguf.TokenType)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -52,34 +54,11 @@ PRE = {
 }
 
 
-def gguf_tokenizer(meta, where: str):
-    """(tokenizers.Tokenizer, tokenizer_config-like dict, chat template or None, eos ids) from the
-    GGUF metadata reader ``meta`` (``meta.get(key, default)``); ``where`` names the file in errors."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, processors
+def _byte_level(vocab: dict, merges: list[str], pre: str, where: str):
+    """The byte-level BPE of a 'gpt2' vocabulary with llama.cpp's pre-tokenizer ``pre``."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers
     from tokenizers import pre_tokenizers as pt
 
-    kind = meta.get("tokenizer.ggml.model", None)
-    if kind != "gpt2":
-        raise CheckpointError(
-            f"{where}: tokenizer.ggml.model {kind!r} is not supported (ft reads byte-level BPE "
-            "vocabularies, 'gpt2', from a GGUF)"
-        )
-    pre = meta.get("tokenizer.ggml.pre", "gpt-2")
-    if pre not in PRE:
-        raise CheckpointError(
-            f"{where}: tokenizer.ggml.pre {pre!r} is not one ft can reproduce "
-            f"({', '.join(sorted(PRE))})"
-        )
-    tokens = meta.get("tokenizer.ggml.tokens")
-    types = meta.get("tokenizer.ggml.token_type", [NORMAL] * len(tokens))
-    merges = meta.get("tokenizer.ggml.merges", [])
-    if len(types) != len(tokens):
-        raise CheckpointError(
-            f"{where}: {len(tokens)} tokens but {len(types)} token types (tokenizer.ggml.token_type)"
-        )
-    vocab = {t: i for i, t in enumerate(tokens)}
-    if len(vocab) != len(tokens):
-        raise CheckpointError(f"{where}: tokenizer.ggml.tokens repeats a token")
     pairs = []
     for m in merges:
         a, sep, b = m.partition(" ")
@@ -98,6 +77,46 @@ def gguf_tokenizer(meta, where: str):
     if nfc:
         tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def gguf_tokenizer(meta, where: str):
+    """(tokenizers.Tokenizer, tokenizer_config-like dict, chat template or None, eos ids) from the
+    GGUF metadata reader ``meta`` (``meta.get(key, default)``); ``where`` names the file in errors."""
+    from tokenizers import AddedToken, Tokenizer, processors
+
+    kind = meta.get("tokenizer.ggml.model", None)
+    if kind not in ("gpt2", "llama"):
+        raise CheckpointError(
+            f"{where}: tokenizer.ggml.model {kind!r} is not supported (ft reads byte-level BPE "
+            "vocabularies, 'gpt2', and SentencePiece ones, 'llama', from a GGUF)"
+        )
+    pre = meta.get("tokenizer.ggml.pre", "gpt-2")
+    if kind == "gpt2" and pre not in PRE:
+        raise CheckpointError(
+            f"{where}: tokenizer.ggml.pre {pre!r} is not one ft can reproduce "
+            f"({', '.join(sorted(PRE))})"
+        )
+    tokens = meta.get("tokenizer.ggml.tokens")
+    types = meta.get("tokenizer.ggml.token_type", [NORMAL] * len(tokens))
+    merges = meta.get("tokenizer.ggml.merges", [])
+    if len(types) != len(tokens):
+        raise CheckpointError(
+            f"{where}: {len(tokens)} tokens but {len(types)} token types (tokenizer.ggml.token_type)"
+        )
+    vocab = {t: i for i, t in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        raise CheckpointError(f"{where}: tokenizer.ggml.tokens repeats a token")
+    if kind == "llama":
+        unk = meta.get("tokenizer.ggml.unknown_token_id", None)
+        model, decoder = spm_model(
+            tokens, meta.get("tokenizer.ggml.scores", None), types, unk, where
+        )
+        tok = Tokenizer(model)
+        tok.normalizer = spm_normalizer(bool(meta.get("tokenizer.ggml.add_space_prefix", True)))
+        tok.decoder = decoder
+    else:
+        tok = _byte_level(vocab, merges, pre, where)
     tok.add_special_tokens(
         [
             AddedToken(t, special=True, normalized=False)
