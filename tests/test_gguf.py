@@ -435,3 +435,30 @@ def test_interleaving_q4_k_experts_keeps_their_values(hf, tmp_path):
     want = ft_kernels.reference.linear(x, dataclasses.replace(w13, q=w13.q[:1]), act_int8=True)
     got = ft_kernels.linear(x, dataclasses.replace(w13, q=w13.q[:1]), act_int8=True)
     assert torch.allclose(got, want.float(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen2_moe"])
+def test_projections_kept_as_stored_are_never_dequantised(hf, tmp_path, monkeypatch, arch):
+    """Loading a GGUF whose attention projections the kernels read as stored dequantises none of
+    them for a float copy (the layer is built on placeholders, then given the stored bits). Where
+    the swap cannot take them all -- qwen2_moe's biased q / k / v with v in another type than q and
+    k ("Q4_K_M") stay one float matrix -- the layer is loaded again for real, and its logits equal
+    transformers' on the same weights."""
+    from ft_core.loader.gguf_read import GGUFIndex
+
+    seen = []
+    get = GGUFIndex.get
+    monkeypatch.setattr(GGUFIndex, "get", lambda self, n, *a: (seen.append(n), get(self, n, *a))[1])
+    path, ref_dir = write_gguf(hf(arch), tmp_path / f"{arch}.gguf", "Q8_0", "Q4_K_M")
+    eng = Engine.from_pretrained(path)
+    projs = {n.split(".")[-2] for n in seen if ".self_attn." in n and "_proj." in n}
+    attn = eng.model.layers[0][1]
+    if arch == "qwen3_moe":
+        assert projs == set() and isinstance(attn.wo, QuantDense)
+    else:  # the biased fused q / k / v could not be swapped: loaded, every layer, for real
+        assert {"q_proj", "k_proj", "v_proj"} <= projs and not isinstance(attn.wqkv, QuantDense)
+        assert not torch.isnan(attn.wqkv).any()
+    ref = load_reference(ref_dir)
+    with torch.no_grad():
+        want = ref(torch.tensor([IDS])).logits[0].float()
+    assert_logits_close(eng.score(IDS), want, eng.model_config)

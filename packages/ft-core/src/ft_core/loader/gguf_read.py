@@ -25,6 +25,7 @@ from ft_core.loader.gguf_experts import DENSE_TYPES, KINDS, gguf_bank
 from ft_core.loader.gguf_file import GGUFFile, GGUFTensor
 from ft_core.loader.gguf_names import ARCHS, FIXES, name_map, unpermute_rows
 from ft_core.loader.weights import WeightReader
+from ft_core.models.dense_quant import SWAPPED
 from ft_core.model_config import ModelConfig
 from ft_core.models.config_parse import parse_config
 from ft_core.tokenizer import Tokenizer
@@ -81,6 +82,16 @@ class GGUFIndex:
             out = unpermute_rows(out, self._heads[proj])
         return out
 
+    def kept_as_stored(self, name: str, shape: tuple[int, ...]) -> bool:
+        """Whether ``name`` is a projection ``models/dense_quant.keep_native`` may swap for its stored
+        bits: a [shape] matrix in a type the kernels read (``native_raw`` would give it)."""
+        if name not in self.map or name.split(".")[-2] not in SWAPPED:
+            return False
+        t = self._tensor(name)
+        if t.type_name not in DENSE_TYPES or tuple(t.shape) != tuple(shape):
+            return False
+        return self._rows is None or self._rows(name) is not None
+
     def native_raw(self, name: str) -> tuple[str, np.ndarray, int] | None:
         """(GGML type, stored rows uint8 [R, row bytes] in Hugging Face's row order, columns) of a 2-D
         tensor in a type the kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
@@ -131,10 +142,18 @@ class GGUFWeights(WeightReader):
     def __init__(self, g: GGUFFile, dtype: torch.dtype, cfg: ModelConfig):
         super().__init__(GGUFIndex(g, cfg.num_heads, cfg.num_kv_heads), dtype, None)
         self.g = g
+        self.defer_native = False  # see raw
 
     def raw(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
         """A linear weight: quantised types dequantised straight into the engine dtype (no float32
-        copy of an LM head beside its cast); ``tensor`` (norms, routers) keeps float32."""
+        copy of an LM head beside its cast); ``tensor`` (norms, routers) keeps float32. While
+        ``defer_native`` is set (the Decoder building a layer whose projections it then swaps for
+        their stored bits), a projection ``kept_as_stored`` comes as a placeholder instead, one NaN
+        seen through every index (no memory of its own): nothing is dequantised for a float copy
+        that would be thrown away. The Decoder loads the layer again, for real, if a NaN is left in
+        it once the swap is done (``placement.holds_nan``)."""
+        if self.defer_native and shape is not None and self.index.kept_as_stored(name, shape):
+            return torch.full((1,) * len(shape), float("nan"), dtype=self.dtype).expand(shape)
         return self.index.get(name, shape, self.dtype)
 
     def expert_bank(self, cfg: ModelConfig, prefixes: list[str]) -> ExpertBank:

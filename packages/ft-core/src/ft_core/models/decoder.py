@@ -29,7 +29,7 @@ from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
 from ft_core.models.dense_quant import keep_native, native_matrix, quantize_dense
-from ft_core.models.placement import place_dense
+from ft_core.models.placement import holds_nan, place_dense
 from ft_core.models.weight_source import WeightSource
 
 # Per-architecture module names (hub checkpoints): MoE block and router.
@@ -68,45 +68,27 @@ class Decoder:
             engine.window_state
         )  # per-sequence state slots, not paged KV
         linear_impl = engine.resolved_linear_attn_impl if cfg.linear_layers else "torch"
+        deferred = native and hasattr(r, "defer_native")
         for i in range(cfg.num_layers):
             p = f"{m}layers.{i}"
-            if i in cfg.linear_layers:
-                attn = GatedDeltaNet(
-                    r, cfg, i, f"{p}.linear_attn", state_layers.index(i), linear_impl
-                )
-            elif i in state_layers:  # a sliding window kept as state (GPT-OSS)
-                if cfg.mla is not None or cfg.attn_output_gate:
-                    raise FTError(
-                        f"window_state: layer {i}'s attention kind keeps no window state; use window_state=False"
-                    )
-                attn = GQAttention(r, cfg, i, f"{p}.self_attn", self.rotary, state_layers.index(i))
-            else:
-                attn_cls = (
-                    MLAttention
-                    if cfg.mla is not None
-                    else GatedAttention
-                    if cfg.attn_output_gate
-                    else GQAttention
-                )
-                attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)
-            if cfg.moe_layers[i]:
-                mlp = MoELayer(
-                    r,
-                    cfg,
-                    f"{p}.{mlp_name}",
-                    _ROUTER_NAME.get(cfg.model_type, "gate"),
-                    moe_index,
-                    self.bank,
-                    self.backend,
-                )
-                moe_index += 1
-            else:
-                mlp = DenseMLP(r, f"{p}.mlp", H, cfg.dense_intermediate)
-            ln1 = self._norm_weight(r, f"{p}.input_layernorm.weight")
-            ln2 = self._norm_weight(r, f"{p}.post_attention_layernorm.weight")
-            self.layers.append((ln1, attn, ln2, mlp))
+            args = (r, cfg, i, p, mlp_name, moe_index, state_layers, linear_impl)
+            start = r.dense_bytes
+            if deferred:  # projections a kernel reads as stored come as placeholders: no float copy
+                r.defer_native = True
+            try:
+                layer = self._layer(*args)
+            finally:
+                if deferred:
+                    r.defer_native = False
             if native:  # a quantised source's own bits where a kernel reads them
-                native_saved += keep_native(self.layers[-1], r, p, engine.int8_activations)
+                saved = keep_native(layer, r, p, engine.int8_activations)
+                if deferred and holds_nan(layer):  # a placeholder it did not swap: load for real
+                    r.dense_bytes = start
+                    layer = self._layer(*args)
+                    saved = keep_native(layer, r, p, engine.int8_activations)
+                native_saved += saved
+            moe_index += bool(cfg.moe_layers[i])
+            self.layers.append(layer)
         self.norm = self._norm_weight(r, f"{m}norm.weight")
         if cfg.tie_word_embeddings or not r.has("lm_head.weight"):
             self.lm_head = self.embed
@@ -148,6 +130,34 @@ class Decoder:
     def device(self) -> torch.device:
         """Where the dense weights and activations live."""
         return (self.embed.w.q if isinstance(self.embed, QuantDense) else self.embed).device
+
+    def _layer(self, r, cfg, i, p, mlp_name, moe_index, state_layers, linear_impl) -> tuple:
+        """Decoder layer ``i`` (prefix ``p``) as (input norm, attention, post-attention norm, MLP)."""
+        if i in cfg.linear_layers:
+            attn = GatedDeltaNet(r, cfg, i, f"{p}.linear_attn", state_layers.index(i), linear_impl)
+        elif i in state_layers:  # a sliding window kept as state (GPT-OSS)
+            if cfg.mla is not None or cfg.attn_output_gate:
+                raise FTError(
+                    f"window_state: layer {i}'s attention kind keeps no window state; use window_state=False"
+                )
+            attn = GQAttention(r, cfg, i, f"{p}.self_attn", self.rotary, state_layers.index(i))
+        else:
+            attn_cls = (
+                MLAttention
+                if cfg.mla is not None
+                else GatedAttention
+                if cfg.attn_output_gate
+                else GQAttention
+            )
+            attn = attn_cls(r, cfg, i, f"{p}.self_attn", self.rotary)
+        if cfg.moe_layers[i]:
+            router = _ROUTER_NAME.get(cfg.model_type, "gate")
+            mlp = MoELayer(r, cfg, f"{p}.{mlp_name}", router, moe_index, self.bank, self.backend)
+        else:
+            mlp = DenseMLP(r, f"{p}.mlp", cfg.hidden_size, cfg.dense_intermediate)
+        ln1 = self._norm_weight(r, f"{p}.input_layernorm.weight")
+        ln2 = self._norm_weight(r, f"{p}.post_attention_layernorm.weight")
+        return ln1, attn, ln2, mlp
 
     def _norm_weight(self, r: WeightSource, name: str) -> torch.Tensor:
         """An RMSNorm weight [H]; (1 + w) in float32 for the (1 + w) norms of the Qwen3-Next family."""

@@ -93,6 +93,14 @@ def quantize_dense(model, fmt: str, int8: bool) -> int:
     return saved
 
 
+# the projections (module names) keep_native may swap for their stored bits
+SWAPPED = frozenset(
+    ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
+     "out_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+     "gate_proj", "up_proj", "down_proj")
+)  # fmt: skip
+
+
 def keep_native(layer, r, p: str, int8: bool) -> int:
     """Swap one decoder layer's dense projections (``layer``: (norm, attention, norm, MLP), ``p``: its
     name, "model.layers.3") for the stored bits ``r.native`` gives, as soon as the layer is built: the

@@ -22,26 +22,39 @@ def to_device(obj, device: torch.device, memo: dict[int, object] | None = None):
     return _walk(obj, lambda t: t.to(device), {} if memo is None else memo)
 
 
-def _walk(obj, fn, memo: dict[int, object]):
-    """``obj`` with ``fn`` applied to each tensor it holds (see ``to_device``), each tensor once."""
+def holds_nan(obj) -> bool:
+    """Whether ``obj`` (a layer, or a tuple of them) holds a floating-point tensor with a NaN, as the
+    loader's placeholders for weights it expects kept in their stored bits are (QuantDense, the
+    stored bits, are not looked into)."""
+    found: list[bool] = []
+    look = lambda t: (found.append(t.is_floating_point() and bool(t.isnan().any())), t)[1]  # noqa: E731
+    _walk(obj, look, {}, quant_ok=True)
+    return any(found)
+
+
+def _walk(obj, fn, memo: dict[int, object], quant_ok: bool = False):
+    """``obj`` with ``fn`` applied to each tensor it holds (see ``to_device``), each tensor once;
+    a QuantDense (CPU-kernel bits) is refused unless ``quant_ok``, then left as it is."""
     key = id(obj)
     if key in memo:
         return memo[key]
     if isinstance(obj, torch.Tensor):
         out = fn(obj)
+    elif isinstance(obj, QuantDense) and quant_ok:
+        return obj
     elif isinstance(obj, QuantDense):
         raise FTError(
             "a dense weight held in a CPU-kernel format cannot move to the GPU (dense_format or a "
             "GGUF's stored bits are CPU-only)"
         )
     elif isinstance(obj, (list, tuple)):
-        out = type(obj)(_walk(v, fn, memo) for v in obj)
+        out = type(obj)(_walk(v, fn, memo, quant_ok) for v in obj)
     elif isinstance(obj, dict):
-        out = {k: _walk(v, fn, memo) for k, v in obj.items()}
+        out = {k: _walk(v, fn, memo, quant_ok) for k, v in obj.items()}
     elif type(obj).__module__.startswith(_OWN_STATE) and hasattr(obj, "__dict__"):
         memo[key] = obj  # cycles end here
         for name, v in list(vars(obj).items()):
-            setattr(obj, name, _walk(v, fn, memo))
+            setattr(obj, name, _walk(v, fn, memo, quant_ok))
         return obj
     else:
         return obj
