@@ -283,6 +283,20 @@ def test_ft_convert_keeps_a_mixed_kquant_bank(hf, tmp_path):
     assert torch.isfinite(c.score(IDS)).all()
 
 
+def test_ft_convert_keeps_a_q3_k_m_bank(hf, tmp_path):
+    """A Q3_K_M-style GGUF (Q3_K experts, ffn_down Q5_K / Q4_K in some layers; Q3_K dense) -> FTW keeps each
+    layer's formats and the dense projections' bits: the same logits bit for bit."""
+    from ft_core.loader.ftw_write import convert
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q3_K_M", "Q3_K")
+    convert(path, tmp_path / "m.ftw")
+    a, b = Engine.from_pretrained(path), Engine.from_pretrained(tmp_path / "m.ftw")
+    assert b.model.bank.layer_fmts == a.model.bank.layer_fmts != ()
+    wo = b.model.layers[0][1].wo
+    assert isinstance(wo, QuantDense) and wo.w.fmt == "q3_k"
+    assert torch.equal(a.score(IDS), b.score(IDS))
+
+
 def test_mxfp4_bank_with_many_blocks_per_row(tmp_path):
     """MXFP4 experts whose rows hold more than 16 blocks (hidden 768: 24) fill the bank's 4-D
     [N, rows, blocks, 16] tensors whole (a regression: a row-bytes slice meant for padded K-quant rows
