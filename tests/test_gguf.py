@@ -35,7 +35,8 @@ CASES = [
     ("qwen2_moe", "Q8_0", "Q8_0", "int8_sym"),
     ("olmoe", "MXFP4", "BF16", "mxfp4"),
     ("olmoe", "Q6_K", "Q4_0", "q6_k"),
-    ("olmoe", "Q2_K", "BF16", "f32"),  # no kernel yet: dequantised, exact
+    ("olmoe", "Q2_K", "BF16", "q2_k"),
+    ("qwen3_moe", "Q3_K_M", "Q3_K", "q3_k"),  # ffn_down Q5_K / Q4_K in some layers
     ("mixtral", "Q4_0", "Q8_0", "int4_sym"),
     ("mixtral", "Q4_K_M", "Q6_K", "q4_k"),  # llama's permuted Q / K rows kept as blocks
     ("gpt_oss", "MXFP4", "Q8_0", "mxfp4"),  # sinks, windows, yarn, biased experts
@@ -69,8 +70,11 @@ def test_gguf_matches_transformers_on_the_dequantised_weights(
     ):  # layer 0's ffn_down Q4_K, the last layer's Q6_K (llama-quantize's rule)
         assert eng.model.bank.layer_fmts[0] == ("q4_k", "q4_k")
         assert eng.model.bank.layer_fmts[-1] == ("q4_k", "q6_k")
+    if experts == "Q3_K_M":  # layer 0's ffn_down Q5_K, the last layer's Q4_K (tiny_gguf's rule)
+        assert eng.model.bank.layer_fmts[0] == ("q3_k", "q5_k")
+        assert eng.model.bank.layer_fmts[-1] == ("q3_k", "q4_k")
     # dense projections in a type a kernel reads stay in the file's bits (keep_native)
-    native = dense in ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M")
+    native = dense in ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "Q4_K_M")
     attn = eng.model.layers[0][1]
     if dense == "Q4_K_M":  # v in another type than q and k
         assert [p.w.fmt for p in attn.wqkv] == ["q4_k", "q4_k", "q6_k"]
@@ -277,6 +281,20 @@ def test_ft_convert_keeps_a_mixed_kquant_bank(hf, tmp_path):
         w, q = a.model.bank.dequant(ids, which), c.model.bank.dequant(ids, which)
         assert (q - w).abs().max() <= 0.03 * w.abs().max()
     assert torch.isfinite(c.score(IDS)).all()
+
+
+def test_ft_convert_keeps_a_q3_k_m_bank(hf, tmp_path):
+    """A Q3_K_M-style GGUF (Q3_K experts, ffn_down Q5_K / Q4_K in some layers; Q3_K dense) -> FTW keeps each
+    layer's formats and the dense projections' bits: the same logits bit for bit."""
+    from ft_core.loader.ftw_write import convert
+
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q3_K_M", "Q3_K")
+    convert(path, tmp_path / "m.ftw")
+    a, b = Engine.from_pretrained(path), Engine.from_pretrained(tmp_path / "m.ftw")
+    assert b.model.bank.layer_fmts == a.model.bank.layer_fmts != ()
+    wo = b.model.layers[0][1].wo
+    assert isinstance(wo, QuantDense) and wo.w.fmt == "q3_k"
+    assert torch.equal(a.score(IDS), b.score(IDS))
 
 
 def test_mxfp4_bank_with_many_blocks_per_row(tmp_path):

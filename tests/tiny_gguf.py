@@ -73,16 +73,22 @@ _KQUANT = {
     "Q5_K": (0, 2),
     "Q6_K": (208,),
     "Q2_K": (80, 82),
+    "Q3_K": (108,),
 }  # byte offsets of the f16 d / dmin of a block
 
 
 def _expert_type(experts: str, layer: int, kind: str, n: int) -> str:
     """GGML type of one expert tensor: ``experts`` itself, or for the mix "Q4_K_M" llama-quantize's rule
     (ffn_down in Q6_K on the layers use_more_bits picks -- the first and last eighth, every third
-    between -- the rest Q4_K)."""
-    if experts != "Q4_K_M":
+    between -- the rest Q4_K); "Q3_K_M" likewise with Q3_K, ffn_down Q5_K in the first sixteenth and Q4_K on
+    the other use_more_bits layers."""
+    if experts not in ("Q4_K_M", "Q3_K_M"):
         return experts
     more = layer < n // 8 or layer >= 7 * n // 8 or (layer - n // 8) % 3 == 2
+    if experts == "Q3_K_M":
+        if kind != "down":
+            return "Q3_K"
+        return "Q5_K" if layer < max(1, n // 16) else "Q4_K" if more else "Q3_K"
     return "Q6_K" if kind == "down" and more else "Q4_K"
 
 

@@ -25,18 +25,22 @@ def gamma(n: int) -> float:
 
 def kquant_terms(w) -> torch.Tensor:
     """A bound [N, K] (float64) on the magnitudes of the terms a kernel sums for each weight of a K-quant matrix
-    when it splits the value: d sc q and dmin m (Q4_K, Q5_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with the
-    codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices: |W|."""
+    when it splits the value: d sc q and dmin m (Q4_K, Q5_K, Q2_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with
+    the codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices, and Q3_K (whose kernels multiply its signed
+    codes, never split): |W|."""
     W = R.dequantize(w)[0].double().abs()
     if w.fmt == "q4_k_x16":  # its Q4_K blocks
         w = dataclasses.replace(w, fmt="q4_k", q=kquants.from_x16(w.q, w.cols))
-    if w.fmt not in kquants.BLOCK_BYTES:
+    if w.fmt not in kquants.BLOCK_BYTES or w.fmt == "q3_k":
         return W
     N, K = W.shape
     b = w.q[0][:, : K // kquants.QK * kquants.BLOCK_BYTES[w.fmt]].reshape(N, K // kquants.QK, -1)
     if w.fmt == "q6_k":
         dsc = kquants._f16(b[..., 208:210])[..., None] * b[..., 192:208].view(torch.int8).float()
         return W + 64 * dsc.double().abs().repeat_interleave(16, -1).reshape(N, K)
+    if w.fmt == "q2_k":
+        dm = kquants._f16(b[..., 82:84])[..., None] * (b[..., :16].long() >> 4).float()
+        return W + 2 * dm.double().abs().repeat_interleave(16, -1).reshape(N, K)
     _, mn = kquants._scale_min(b[..., 4:16])
     dm = kquants._f16(b[..., 2:4])[..., None] * mn.float()
     return W + 2 * dm.double().abs().repeat_interleave(32, -1).reshape(N, K)

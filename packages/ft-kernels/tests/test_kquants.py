@@ -1,4 +1,4 @@
-"""GGUF's K-quant blocks (q4_k, q5_k, q6_k): the torch decoder against llama.cpp's own Python decoder
+"""GGUF's K-quant blocks (q4_k, q5_k, q6_k, q3_k, q2_k): the torch decoder against llama.cpp's own Python decoder
 (``gguf.quants.dequantize``, an independent implementation) on arbitrary valid blocks, bit for bit; the
 quantiser's blocks decode within its stated error; bad shapes are refused with the limit named.
 The kernels themselves are checked against this decoder in test_linear.py / test_moe_experts.py."""
@@ -15,8 +15,10 @@ GGML = {
     "q4_k": gguf.GGMLQuantizationType.Q4_K,
     "q5_k": gguf.GGMLQuantizationType.Q5_K,
     "q6_k": gguf.GGMLQuantizationType.Q6_K,
+    "q3_k": gguf.GGMLQuantizationType.Q3_K,
+    "q2_k": gguf.GGMLQuantizationType.Q2_K,
 }
-F16_AT = {"q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}  # byte offsets of the f16 fields
+F16_AT = kquants.F16_AT  # byte offsets of the f16 fields
 
 
 def random_blocks(fmt: str, n: int, seed: int) -> torch.Tensor:

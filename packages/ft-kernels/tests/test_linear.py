@@ -20,7 +20,7 @@ SHAPES = {
     "mxfp4": [(37, 96), (70, 64), (21, 288)],
     "nvfp4": [(37, 80), (70, 48), (21, 272)],
     # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows
-    **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k")},
+    **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k")},
     "q4_k_x16": [(48, 256), (16, 768), (32, 512)],  # whole groups of 16 rows
 }
 
@@ -62,6 +62,8 @@ def test_matches_bound(fmt, T, xdtype):
         ("q4_k", 256),
         ("q5_k", 256),
         ("q6_k", 256),
+        ("q3_k", 256),
+        ("q2_k", 256),
     ],
 )
 def test_prefill_sized_bf16(fmt, group, T):
@@ -185,7 +187,7 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
-    kq = fmt in ("q4_k", "q5_k", "q6_k", "q4_k_x16")  # whole super-blocks of 256 columns
+    kq = fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16")  # whole super-blocks of 256 columns
     N = 48 if fmt == "q4_k_x16" else 45  # whole groups of 16 rows
     for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
                             (20, 288, 128, torch.bfloat16)):

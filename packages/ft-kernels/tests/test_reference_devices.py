@@ -25,7 +25,7 @@ def _on(w, device):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_dequantize_runs_on_the_weights_device(fmt):
     torch.manual_seed(0)
-    group = 256 if fmt in ("q4_k", "q5_k", "q6_k") else None
+    group = 256 if fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k") else None
     w = ft_kernels.quantize(torch.randn(2, 16, 256), fmt, group)
     out = reference.dequantize(_on(w, META))
     assert out.device == META and out.shape == (2, 16, 256)

@@ -37,6 +37,8 @@ KernelFormat = Literal[
     "q4_k",
     "q5_k",
     "q6_k",
+    "q3_k",
+    "q2_k",
 ]  # = ft_kernels.FORMATS but the load-time layouts (formats.REPACKED); a test checks
 
 

@@ -11,7 +11,8 @@
       __attribute__((weak));
 #define FT_DECL_ALL(isa) \
   FT_DECL(bf16, isa) FT_DECL(f16, isa) FT_DECL(fp8, isa) FT_DECL(mxfp4, isa) FT_DECL(nvfp4, isa) FT_DECL(int4, isa) \
-      FT_DECL(int8, isa) FT_DECL(q4k, isa) FT_DECL(q5k, isa) FT_DECL(q6k, isa)
+      FT_DECL(int8, isa) FT_DECL(q4k, isa) FT_DECL(q5k, isa) FT_DECL(q6k, isa) \
+      FT_DECL(q3k, isa) FT_DECL(q2k, isa)
 
 #define FT_DECL_Q8(fmt, isa) \
   void rows_q8_##fmt##_##isa(const WeightMat&, int64_t, int64_t, const Q8Act&, float*, int64_t) __attribute__((weak));
@@ -23,7 +24,7 @@
 namespace ft {
 
 FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT_DECL_BF16(int4) FT_DECL_BF16(q4k) FT_DECL_BF16(q5k)
-FT_DECL_BF16(q6k)
+FT_DECL_BF16(q6k) FT_DECL_BF16(q3k) FT_DECL_BF16(q2k)
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
 FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2)
@@ -98,6 +99,8 @@ RowsFn rows_kernel(Fmt fmt) {
     case Fmt::Q4_K: FT_PICK(q4k)
     case Fmt::Q5_K: FT_PICK(q5k)
     case Fmt::Q6_K: FT_PICK(q6k)
+    case Fmt::Q3_K: FT_PICK(q3k)
+    case Fmt::Q2_K: FT_PICK(q2k)
     default: return rows_scalar;
   }
 }
@@ -169,6 +172,8 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
     case Fmt::Q4_K: FT_PICK_BF16_NIB(q4k)
     case Fmt::Q5_K: FT_PICK_BF16_NIB(q5k)
     case Fmt::Q6_K: FT_PICK_BF16_NIB(q6k)
+    case Fmt::Q3_K: FT_PICK_BF16_NIB(q3k)
+    case Fmt::Q2_K: FT_PICK_BF16_NIB(q2k)
     default: return nullptr;
   }
 }
@@ -193,7 +198,7 @@ const char* fmt_name(Fmt f) {
   static constexpr const char* names[] = {"bf16",     "f16",      "fp8_e4m3",
                                                   "mxfp4",    "nvfp4",    "int4_sym",
                                                   "int4_asym", "int8_sym", "q4_k",     "q5_k",     "q6_k",
-                                                  "q4_k_x16"};
+                                                  "q4_k_x16", "q3_k", "q2_k"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fmt::COUNT), "one name per Fmt, in order");
   int i = static_cast<int>(f);
   return i >= 0 && i < static_cast<int>(Fmt::COUNT) ? names[i] : "?";
@@ -212,7 +217,9 @@ const char* check_mat(const WeightMat& w) {
     case Fmt::INT8_SYM: return w.scale && w.group > 0 ? nullptr : "int8_sym needs float32 scales and a group";
     case Fmt::Q4_K:
     case Fmt::Q5_K:
-    case Fmt::Q6_K: return w.cols % kQK == 0 ? nullptr : "the K-quant formats need cols % 256 == 0 (whole super-blocks)";
+    case Fmt::Q6_K:
+    case Fmt::Q3_K:
+    case Fmt::Q2_K: return w.cols % kQK == 0 ? nullptr : "the K-quant formats need cols % 256 == 0 (whole super-blocks)";
     case Fmt::Q4_K_X16:
       return w.cols % kQK == 0 && w.rows % 16 == 0 && w.q_stride >= w.cols / kQK * 144
                  ? nullptr

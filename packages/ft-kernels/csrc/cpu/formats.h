@@ -11,13 +11,20 @@
 //   INT4_SYM   q: uint8  [rows, cols/2]; scale: fp32 [rows, ceil(cols/group)]  W = (q - 8) * scale
 //   INT4_ASYM  as INT4_SYM plus zero: uint8 [rows, ceil(cols/group)] in 0..15       W = (q - zero) * scale
 //   INT8_SYM   q: int8   [rows, cols]; scale: fp32 [rows, ceil(cols/group)]       W = q * scale  (GGUF Q8_0: group 32)
-//   Q4_K, Q5_K, Q6_K  GGUF's K-quant super-blocks of 256 columns, stored as llama.cpp writes them (no scale
+//   Q4_K, Q5_K, Q6_K, Q3_K, Q2_K  GGUF's K-quant super-blocks of 256 columns, stored as llama.cpp writes them (no scale
 //              array: each block carries its own): q: uint8 [rows, cols/256 * kquant_block_bytes]; cols % 256 == 0
 //     Q4_K  144 B: f16 d, f16 dmin, 12 B of 6-bit (scale, min) pairs for 8 sub-blocks of 32, 128 B nibbles;
 //           columns 64j..64j+31 the low nibbles of bytes 32j.., 64j+32.. the high ones; W = d sc q - dmin m
 //     Q5_K  176 B: as Q4_K plus 32 B of high bits before the nibbles (bit s of byte l: column 32s + l)
 //     Q6_K  210 B: 128 B low nibbles, 64 B high 2-bit pairs, 16 int8 scales (one per 16 columns), f16 d;
 //           W = d sc (q - 32), q in 0..63
+//     Q3_K  110 B: 32 B high bits (hmask), 64 B 2-bit low parts, 12 B of 6-bit scales (one per 16 columns), f16 d;
+//           column 128n + 32j + l (n < 2, j < 4, l < 32): low bits (byte 32 + 32n + l >> 2j) & 3, high bit
+//           bit 4n + j of hmask byte l; q = low + 4 high - 4 in -4..3; scale k = e / 16 has its low 4 bits in
+//           the nibble k / 8 of byte 96 + k % 8, its high 2 bits at bit 2 (k / 4) of byte 104 + k % 4;
+//           W = d (sc - 32) q
+//     Q2_K  84 B: 16 B (4-bit scale | 4-bit min << 4), one per 16 columns, 64 B 2-bit codes (column 128n + 32j + l:
+//           (byte 16 + 32n + l >> 2j) & 3), f16 d, f16 dmin; W = d sc q - dmin m
 //   Q4_K_X16   Q4_K's blocks with 16 rows interleaved (ft_kernels.kquants.to_x16, made at load for the int8-activation
 //              kernel, whose lanes are rows): rows % 16 == 0, cols % 256 == 0, q_stride >= cols/256 * 144 (a Q4_K
 //              matrix is repacked in place; rows padded as in mixed banks leave their padding at the matrix's end,
@@ -33,7 +40,7 @@
 
 namespace ft {
 
-enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, COUNT };
+enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -96,7 +103,12 @@ inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g ==
 // K-quant super-blocks: columns per block and bytes per block (0 for the other formats).
 constexpr int kQK = 256;
 inline int64_t kquant_block_bytes(Fmt f) {
-  return f == Fmt::Q4_K || f == Fmt::Q4_K_X16 ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : 0;
+  return f == Fmt::Q4_K || f == Fmt::Q4_K_X16 ? 144
+         : f == Fmt::Q5_K                      ? 176
+         : f == Fmt::Q6_K                      ? 210
+         : f == Fmt::Q3_K                      ? 110
+         : f == Fmt::Q2_K                      ? 84
+                                               : 0;
 }
 constexpr int64_t kX16Tile = 2304;  // Q4_K_X16: one super-block of 16 rows
 // Q4_K_X16 with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).
@@ -124,6 +136,11 @@ inline void kquant_scale_min(const uint8_t* s, int j, int& sc, int& mn) {
     sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
     mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
+}
+
+// Q3_K: the 6-bit scale (before the - 32) of sub-block k (0..15) from a block's 12 scale bytes (llama.cpp's packing).
+inline int q3k_scale(const uint8_t* s, int k) {
+  return ((s[k % 8] >> (4 * (k / 8))) & 0xf) | (((s[8 + k % 4] >> (2 * (k / 4))) & 3) << 4);
 }
 
 // Weight (r, c) as fp32: the scalar definition every kernel must agree with.

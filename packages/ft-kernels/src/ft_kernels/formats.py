@@ -17,6 +17,8 @@ int8_sym   [N, rows, cols] uint8 (int8)  fp32, one per ``group`` columns       i
 q4_k/q5_k  [N, rows, cols/256 * 144/176]  in the blocks (``kquants.py``)        d sc q - dmin m
 q6_k       [N, rows, cols/256 * 210]     in the blocks                         d sc (q - 32)
 q4_k_x16   [N, rows, cols/256 * 144]     q4_k, 16 rows interleaved (``kquants.to_x16``)  as q4_k
+q3_k       [N, rows, cols/256 * 110]     in the blocks                         d (sc - 32) (q - 4)
+q2_k       [N, rows, cols/256 * 84]      in the blocks                         d sc q - dmin m
 =========  ============================  ====================================  ===========================
 
 4-bit values are packed two per byte, column 2j in the low nibble. The K-quants are GGUF's super-blocks
@@ -33,7 +35,7 @@ from ft_kernels import _C, kquants
 
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
-# "q4_k", "q5_k", "q6_k", "q4_k_x16".
+# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 # Layouts made at load for a faster kernel (int8 activations on AVX-512 VNNI), never stored nor offered as a
 # format to convert or re-quantise to.
@@ -49,6 +51,8 @@ DEFAULT_GROUP = {
     "q5_k": 256,
     "q6_k": 256,
     "q4_k_x16": 256,
+    "q3_k": 256,
+    "q2_k": 256,
 }
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 

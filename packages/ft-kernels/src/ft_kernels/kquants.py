@@ -1,4 +1,4 @@
-"""GGUF's K-quant super-blocks (Q4_K, Q5_K, Q6_K) in torch: the reference decoder the kernels are
+"""GGUF's K-quant super-blocks (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) in torch: the reference decoder the kernels are
 tested against and a quantiser that writes valid blocks. Layouts as llama.cpp's ggml-common.h (and
 ``csrc/cpu/formats.h``); one row of ``cols`` columns is ``cols / 256`` blocks of ``BLOCK_BYTES[fmt]``:
 
@@ -8,6 +8,11 @@ tested against and a quantiser that writes valid blocks. Layouts as llama.cpp's 
 - ``q5_k`` 176 B: as q4_k with 32 B of fifth bits before the nibbles (bit s of byte l: column 32s + l)
 - ``q6_k`` 210 B: 128 B of low nibbles, 64 B of 2-bit high parts, 16 int8 scales (one per 16 columns),
   f16 d; value ``d * sc * (q - 32)``
+- ``q3_k`` 110 B: 32 B of high bits (hmask), 64 B of 2-bit low parts, 12 B of 6-bit scales (one per 16
+  columns), f16 d; column 128n + 32j + l: bits 2j of byte 32n + l of the low parts, bit 4n + j of hmask
+  byte l; value ``d * (sc - 32) * (low + 4 high - 4)``
+- ``q2_k`` 84 B: 16 B of (4-bit scale | 4-bit min << 4), one per 16 columns, 64 B of 2-bit codes (as q3_k's
+  low parts), f16 d, f16 dmin; value ``d * sc * q - dmin * m``
 
 Every product in the values is exact in float32 (f16 times <= 8-bit times <= 6-bit integers), so the
 decoder below and the kernels agree bit for bit. The quantiser is the plain absmax / min-max rule, not
@@ -19,8 +24,12 @@ from __future__ import annotations
 import torch
 
 QK = 256
-BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q3_k": 110, "q2_k": 84}
 X16_TILE = 2304  # q4_k_x16: one super-block of 16 rows (16 x 144 bytes)
+
+
+# byte offsets of each block's f16 fields: (d, dmin) or (d,)
+F16_AT = {"q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,), "q3_k": (108,), "q2_k": (80, 82)}
 
 
 def _f16(b: torch.Tensor) -> torch.Tensor:
@@ -47,11 +56,11 @@ def _pack_scale_min(sc: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
 
 def super_scales(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
     """The f16 super-block scales of blocks ``q`` uint8 [..., row bytes] as float32 [..., cols / 256, n]:
-    (d, dmin) for q4_k / q5_k, (d,) for q6_k. Every value of a block is finite exactly when these are
+    (d, dmin) for q4_k / q5_k / q2_k, (d,) for q6_k / q3_k. Every value of a block is finite exactly when these are
     (the other factors are small integers), so they check a stored matrix without decoding it."""
     lead = q.shape[:-1]
     b = q[..., : cols // QK * BLOCK_BYTES[fmt]].reshape(*lead, cols // QK, BLOCK_BYTES[fmt])
-    offs = (208,) if fmt == "q6_k" else (0, 2)
+    offs = F16_AT[fmt]
     return torch.stack([_f16(b[..., o : o + 2]) for o in offs], -1)
 
 
@@ -60,6 +69,20 @@ def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
     banks) -> float32 [..., cols]."""
     lead = q.shape[:-1]
     b = q[..., : cols // QK * BLOCK_BYTES[fmt]].reshape(*lead, cols // QK, BLOCK_BYTES[fmt])
+    if fmt in ("q3_k", "q2_k"):
+        low = _codes2(b[..., 32:96] if fmt == "q3_k" else b[..., 16:80])  # [..., nb, 256]
+        if fmt == "q3_k":
+            hm = b[..., :32].long()
+            high = torch.stack([(hm >> s) & 1 for s in range(8)], -2).flatten(-2)  # column 32s + l
+            sc = _q3k_scales(b[..., 96:108]).float() - 32.0
+            d = _f16(b[..., 108:110])[..., None] * sc  # [..., nb, 16]
+            w = d.repeat_interleave(16, -1) * (low + 4 * high - 4).float()
+        else:
+            s = b[..., :16].long()
+            d = _f16(b[..., 80:82])[..., None] * (s & 15).float()
+            dm = _f16(b[..., 82:84])[..., None] * (s >> 4).float()
+            w = d.repeat_interleave(16, -1) * low.float() - dm.repeat_interleave(16, -1)
+        return w.reshape(*lead, cols)
     if fmt == "q6_k":
         ql, qh = b[..., :128].long(), b[..., 128:192].long()
         sc = b[..., 192:208].view(torch.int8).float()
@@ -96,6 +119,34 @@ def quantize(w: torch.Tensor, fmt: str) -> torch.Tensor:
         raise ValueError(f"{fmt} needs columns in whole super-blocks of {QK}, got {cols}")
     lead = w.shape[:-1]
     x = w.float().reshape(*lead, cols // QK, QK)
+    if fmt == "q3_k":
+        sub = x.unflatten(-1, (16, 16))
+        at = sub.abs().argmax(-1, keepdim=True)
+        # signed step: the largest |x| of a sub-block at code -4
+        sv = -sub.gather(-1, at)[..., 0] / 4.0
+        d = (sv.abs().amax(-1) / 31.0).half()  # scales - 32 in -32..31
+        sc = torch.round(sv / _nonzero(d)[..., None]).clamp(-32, 31).long()
+        step = d.float()[..., None] * sc
+        step = torch.where(step != 0, step, torch.ones_like(step))
+        codes = (torch.round(sub / step[..., None]).clamp(-4, 3).long() + 4).flatten(-2)  # 0..7
+        hb = (codes >> 2).unflatten(-1, (8, 32))  # column 32s + l: bit s of byte l
+        hmask = sum(hb[..., s, :] << s for s in range(8))
+        parts = [hmask, _pack_codes2(codes & 3), _pack_q3k_scales(sc + 32), _f16_bytes(d)]
+        return torch.cat(parts, -1).to(torch.uint8).reshape(*lead, -1)
+    if fmt == "q2_k":
+        sub = x.unflatten(-1, (16, 16))
+        lo = sub.amin(-1).clamp(max=0.0)
+        hi = sub.amax(-1).clamp(min=0.0)
+        step_f, min_f = (hi - lo) / 3, -lo  # value = step * q - min
+        d = (step_f.amax(-1) / 15.0).half()
+        dmin = (min_f.amax(-1) / 15.0).half()
+        sc = torch.round(step_f / _nonzero(d)[..., None]).clamp(0, 15).long()
+        mn = torch.round(min_f / _nonzero(dmin)[..., None]).clamp(0, 15).long()
+        step = _nonzero(d.float()[..., None] * sc)
+        codes = torch.round((sub + (dmin.float()[..., None] * mn)[..., None]) / step[..., None])
+        codes = codes.clamp(0, 3).long().flatten(-2)
+        parts = [sc | (mn << 4), _pack_codes2(codes), _f16_bytes(d), _f16_bytes(dmin)]
+        return torch.cat(parts, -1).to(torch.uint8).reshape(*lead, -1)
     if fmt == "q6_k":
         sub = x.unflatten(-1, (16, 16))
         amax = sub.abs().amax(-1)  # [..., nb, 16]
@@ -151,6 +202,35 @@ def _nonzero(t: torch.Tensor) -> torch.Tensor:
 def _f16_bytes(h: torch.Tensor) -> torch.Tensor:
     """float16 [...] -> its little-endian bytes as int64 [..., 2]."""
     return h.contiguous()[..., None].view(torch.uint8).long()
+
+
+def _codes2(qs: torch.Tensor) -> torch.Tensor:
+    """Q3_K's / Q2_K's 64 bytes of 2-bit fields [..., 64] -> the codes [..., 256] (int64) in column order:
+    column 128n + 32j + l is bits 2j of byte 32n + l."""
+    qs = qs.long().unflatten(-1, (2, 32))  # [..., n, l]
+    return torch.stack([(qs >> (2 * j)) & 3 for j in range(4)], -2).flatten(-3)
+
+
+def _q3k_scales(s: torch.Tensor) -> torch.Tensor:
+    """Q3_K's 12 packed scale bytes [..., 12] -> the 16 6-bit scales (before the - 32), int64 [..., 16]: scale
+    k's low 4 bits in nibble k // 8 of byte k % 8, its high 2 bits at bits 2 (k // 4) of byte 8 + k % 4."""
+    s = s.long()
+    lo = torch.cat([s[..., :8] & 15, s[..., :8] >> 4], -1)
+    hi = torch.cat([(s[..., 8:12] >> (2 * i)) & 3 for i in range(4)], -1)
+    return lo | (hi << 4)
+
+
+def _pack_q3k_scales(sc: torch.Tensor) -> torch.Tensor:
+    """Scales 0..63 [..., 16] -> [..., 12] int64 (inverse of ``_q3k_scales``)."""
+    lo = (sc[..., :8] & 15) | ((sc[..., 8:] & 15) << 4)
+    hi = sum(((sc[..., 4 * i : 4 * i + 4] >> 4) & 3) << (2 * i) for i in range(4))
+    return torch.cat([lo, hi], -1)
+
+
+def _pack_codes2(codes: torch.Tensor) -> torch.Tensor:
+    """Codes 0..3 [..., 256] in column order -> their 64 bytes [..., 64] int64 (inverse of ``_codes2``)."""
+    c = codes.unflatten(-1, (2, 4, 32))  # [..., n, j, l]
+    return sum(c[..., j, :] << (2 * j) for j in range(4)).flatten(-2)
 
 
 def _q4k_codes(qs: torch.Tensor) -> torch.Tensor:

@@ -14,13 +14,13 @@ kernel takes. Layout per format (N = flat ids, I = expert intermediate, H = hidd
              (+ ``w13_zero`` uint8 for asym), G = ``fp8_block``; ``w2_*`` likewise
 - ``int8_sym``: ``w13_q [N, 2I, H]`` uint8 holding int8, ``w13_scale [N, 2I, ceil(H/G)]`` float32 (GGUF
              Q8_0: G = 32); ``w2_*`` likewise
-- ``q4_k`` / ``q5_k`` / ``q6_k`` (GGUF K-quant super-blocks, scales inside): ``w13_q [N, 2I, B]``,
-             ``w2_q [N, H, B]`` uint8, B the bytes of a row's blocks
+- ``q4_k`` / ``q5_k`` / ``q6_k`` / ``q3_k`` / ``q2_k`` (GGUF K-quant super-blocks, scales inside):
+             ``w13_q [N, 2I, B]``, ``w2_q [N, H, B]`` uint8, B the bytes of a row's blocks
 - optional biases ``w13_bias [N, 2I]``, ``w2_bias [N, H]`` float32 (GPT-OSS)
 
-Mixed K-quant banks: llama.cpp's Q4_K_M / Q5_K_M / Q4_K_S files quantise ``ffn_down`` of some layers to a
-wider K-quant than the rest. Then ``layer_fmts`` gives each MoE layer's (w13, w2) format, any of the three
-K-quants; a kind's rows are as wide as its widest layer's, narrower layers' rows padded at the end (the
+Mixed K-quant banks: llama.cpp's Q4_K_M / Q5_K_M / Q4_K_S / Q3_K_M / Q2_K files quantise ``ffn_down`` of
+some layers to a wider K-quant than the rest. Then ``layer_fmts`` gives each MoE layer's (w13, w2) format,
+any of the five K-quants (widest row: Q6_K's); a kind's rows are as wide as its widest layer's, narrower layers' rows padded at the end (the
 kernels read only a row's blocks), and ``fmt`` is layer 0's w13 format.
 
 The 4-bit and fp8 layouts are ``ft_kernels.formats`` ones. Banks are built by the loader: from a
@@ -38,7 +38,7 @@ import torch
 from ft_kernels import kquants
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
-# "q4_k", "q5_k", "q6_k" as GGUF stores them, and q4_k with 16 rows interleaved (``interleave_q4k``)
+# "q4_k", "q5_k", "q6_k", "q3_k", "q2_k" as GGUF stores them, and q4_k with 16 rows interleaved (``interleave_q4k``)
 KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16")
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".

@@ -7,12 +7,13 @@ one ExpertBank. Types the kernels read as they are stay in their bits, repacked 
                                                            -> mxfp4 (exact)
   Q8_0   blocks of 32: f16 d, 32 int8 q; value q d         -> int8_sym, group 32, fp32 scale d (exact)
   Q4_K / Q5_K / Q6_K  super-blocks of 256, scales inside   -> q4_k / q5_k / q6_k, the bytes as stored
+  Q3_K / Q2_K         super-blocks of 256, scales inside   -> q3_k / q2_k, the bytes as stored
   BF16 / F16 / F32                                         -> the bank's own float format
 
-K-quant files mix types by layer (Q4_K_M: ffn_down of some layers in Q6_K, the rest Q4_K): such a bank
-records each layer's (w13, w2) format (``ExpertBank.layer_fmts``), each kind's rows as wide as its
-widest layer's. Every other type or mix (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, the IQ types, gate != up, K-quants
-beside other types …) is dequantised with llama.cpp's own ``gguf.quants.dequantize`` into an f32
+K-quant files mix types by layer (Q4_K_M: ffn_down of some layers in Q6_K, the rest Q4_K; Q3_K_M: Q3_K,
+Q4_K and Q5_K): such a bank records each layer's (w13, w2) format (``ExpertBank.layer_fmts``), each kind's
+rows as wide as its widest layer's. Every other type or mix (Q4_1, Q5_0, Q5_1, the IQ types, gate != up,
+K-quants beside other types …) is dequantised with llama.cpp's own ``gguf.quants.dequantize`` into an f32
 bank: exact, but 2-8x the file's bytes -- said in a log line.
 """
 
@@ -31,7 +32,13 @@ from ft_core.loader.gguf_file import STORED, GGUFFile, GGUFTensor
 log = logging.getLogger("ft_core.loader")
 KINDS = ("gate", "up", "down")
 _NATIVE = {"Q4_0": "int4_sym", "MXFP4": "mxfp4", "Q8_0": "int8_sym"}  # GGML type -> bank format
-_KQUANT = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}  # may mix by layer and kind
+_KQUANT = {
+    "Q4_K": "q4_k",
+    "Q5_K": "q5_k",
+    "Q6_K": "q6_k",
+    "Q3_K": "q3_k",
+    "Q2_K": "q2_k",
+}  # may mix by layer and kind
 _DTYPES = {f: dt for dt, f in FLOAT_FORMATS.items()}  # float bank format -> torch dtype
 CHUNK_BYTES = 64 << 20  # file bytes of one layer's experts converted at a time (bounds temporaries)
 

@@ -4,7 +4,7 @@ TensorIndex), the expert bank (gguf_experts.py) and the tokenizer (tokenizer/ggu
 
 Dense tensors in F32 / F16 / BF16 are handed out as stored; quantised ones are dequantised by
 llama.cpp's ``gguf.quants.dequantize`` to float32 (the engine casts them to its dtype), and the
-projections in a type a kernel reads (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) are then swapped for their stored
+projections in a type a kernel reads (Q4_0, Q8_0, Q2_K..Q6_K) are then swapped for their stored
 bits (``GGUFIndex.native_raw`` through ``WeightReader.native``; models/dense_quant.keep_native).
 Q / K rows of ``llama`` files are permuted back to Hugging Face's rotary layout.
 """

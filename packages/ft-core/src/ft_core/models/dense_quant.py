@@ -4,7 +4,7 @@ MLPs, the LM head when it is not the embedding) is quantised once with ``ft_kern
 ``QuantDense``; routers (tiny, and their top-k decides the routing) and embeddings stay as loaded.
 
 ``keep_native`` / ``native_matrix``: without a dense_format, projections a quantised source stores in a
-format the kernels read exactly (a GGUF file's Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K) become QuantDense of those
+format the kernels read exactly (a GGUF file's Q4_0 / Q8_0 / Q2_K .. Q6_K) become QuantDense of those
 very bits, layer by layer as the model is built: GQA / gated q/k/v (fused) and o, MLA q / q_a / q_b /
 kv_a / o, a fused q/k/v whose parts differ in type and the linear attention's in (one QuantDense per part) and out, dense MLPs and MoE shared
 experts, the LM head and the token embedding (its looked-up rows dequantised).

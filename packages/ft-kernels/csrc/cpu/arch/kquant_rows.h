@@ -1,8 +1,8 @@
-// Row kernels of GGUF's K-quant formats (Q4_K, Q5_K, Q6_K; layouts in cpu/formats.h), shared by the
+// Row kernels of GGUF's K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; layouts in cpu/formats.h), shared by the
 // SIMD files: x86_avx2_kquant.cpp, x86_avx512_kquant.cpp, arm_neon_kquant.cpp.
 //
 // Per super-block of 256 columns and row, a decoder D unpacks the block once into int8 codes q[256] and
-// one (scale, -min) pair per sub-block (32 columns; Q6_K 16), in plain loops the compiler vectorises with the including
+// one (scale, -min) pair per sub-block (32 columns; Q6_K, Q3_K, Q2_K 16), in plain loops the compiler vectorises with the including
 // file's ISA flags. The dot loop then turns each L codes into fp32 weights with one FMA,
 // w = q * scale + (-min) (exact: see kquant_at in scalar.cpp, so w is bit for bit the scalar
 // definition), and multiplies them into the NT tokens of the tile. The decode is paid once per row and
@@ -91,6 +91,41 @@ struct Q6K {
         o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
       }
     }
+  }
+};
+
+// Q3_K: per half n and 2-bit field j, bytes 32 + 32n + l hold column 128n + 32j + l at bits 2j, its high bit is
+// bit 4n + j of byte l (set: q = low, clear: low - 4); scale of sub-block k: q3k_scale - 32, times d.
+struct Q3K {
+  static constexpr int kBytes = 110, kSub = 16;
+  template <class P>
+  static void decode(const uint8_t* b, int8_t* q, float* sc, float* nm) {
+    const float d = P::f16(b + 108);
+    for (int k = 0; k < 16; ++k) {
+      sc[k] = d * static_cast<float>(q3k_scale(b + 96, k) - 32);
+      nm[k] = 0.f;
+    }
+    for (int n = 0; n < 2; ++n)
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 32; ++l)
+          q[128 * n + 32 * j + l] = static_cast<int8_t>(((b[32 + 32 * n + l] >> (2 * j)) & 3) +
+                                                        4 * ((b[l] >> (4 * n + j)) & 1) - 4);
+  }
+};
+
+// Q2_K: codes as Q3_K's low bits (from byte 16); byte k < 16: scale (low nibble) and min (high) of sub-block k.
+struct Q2K {
+  static constexpr int kBytes = 84, kSub = 16;
+  template <class P>
+  static void decode(const uint8_t* b, int8_t* q, float* sc, float* nm) {
+    const float d = P::f16(b + 80), dmin = P::f16(b + 82);
+    for (int k = 0; k < 16; ++k) {
+      sc[k] = d * static_cast<float>(b[k] & 0xf);
+      nm[k] = -(dmin * static_cast<float>(b[k] >> 4));
+    }
+    for (int n = 0; n < 2; ++n)
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 32; ++l) q[128 * n + 32 * j + l] = static_cast<int8_t>((b[16 + 32 * n + l] >> (2 * j)) & 3);
   }
 };
 

@@ -18,7 +18,21 @@ static inline float f16_at(const uint8_t* p) { return f16_to_f32(static_cast<uin
 // Column e (0..255) of one K-quant block, element by element from the layout in formats.h. Every product
 // below is exact in fp32 (f16 d times a 6- or 8-bit scale times a 5- or 6-bit q: at most 24 bits), so
 // Q4_K / Q5_K round once (the subtraction of the min) and Q6_K not at all: the value every kernel computes.
+// Q3_K (f16 d times a scale in -32..31 times q in -4..3) is exact too, Q2_K (d sc q - dmin m, sc, m 4-bit,
+// q 2-bit) rounds once, as Q4_K.
 static float kquant_at(Fmt f, const uint8_t* b, int e) {
+  if (f == Fmt::Q3_K || f == Fmt::Q2_K) {
+    const int n = e / 128, j = (e % 128) / 32, l = e % 32;  // half, 2-bit field, byte in the half
+    const int lo = (b[(f == Fmt::Q3_K ? 32 : 16) + 32 * n + l] >> (2 * j)) & 3;
+    if (f == Fmt::Q3_K) {
+      const int q = lo + 4 * ((b[l] >> (4 * n + j)) & 1) - 4;
+      const float d = f16_at(b + 108) * static_cast<float>(q3k_scale(b + 96, e / 16) - 32);
+      return d * static_cast<float>(q);
+    }
+    const int s = b[e / 16];
+    const float d = f16_at(b + 80) * static_cast<float>(s & 0xf), m = f16_at(b + 82) * static_cast<float>(s >> 4);
+    return d * static_cast<float>(lo) - m;
+  }
   if (f == Fmt::Q6_K) {
     const int n = e / 128, l = e % 32, quarter = (e % 128) / 32;  // quarter: which nibble / 2-bit field
     const uint8_t lo = b[64 * n + l + 32 * (quarter & 1)] >> (4 * (quarter >> 1));
@@ -54,7 +68,9 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
     }
     case Fmt::Q4_K:
     case Fmt::Q5_K:
-    case Fmt::Q6_K: return kquant_at(w.fmt, q + (c / kQK) * kquant_block_bytes(w.fmt), static_cast<int>(c % kQK));
+    case Fmt::Q6_K:
+    case Fmt::Q3_K:
+    case Fmt::Q2_K: return kquant_at(w.fmt, q + (c / kQK) * kquant_block_bytes(w.fmt), static_cast<int>(c % kQK));
     case Fmt::Q4_K_X16: {
       uint8_t b[144];
       x16_block(w.q, w.cols, r, c / kQK, b);

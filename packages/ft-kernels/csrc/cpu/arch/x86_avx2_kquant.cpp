@@ -1,4 +1,4 @@
-// AVX2, GGUF K-quant formats (Q4_K, Q5_K, Q6_K): kquant_rows.h with 8 int8 codes per vector,
+// AVX2, GGUF K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K): kquant_rows.h with 8 int8 codes per vector,
 // sign-extended to 32 bits and converted to fp32 (exact).
 #include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx2.h"
@@ -24,6 +24,14 @@ void rows_q5k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, i
 void rows_q6k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
   kq_rows<Avx2, I8Avx2, Q6K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+void rows_q3k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                     int64_t ldy) {
+  kq_rows<Avx2, I8Avx2, Q3K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+void rows_q2k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                     int64_t ldy) {
+  kq_rows<Avx2, I8Avx2, Q2K>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

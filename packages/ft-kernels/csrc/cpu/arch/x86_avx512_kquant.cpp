@@ -1,4 +1,4 @@
-// AVX-512, GGUF K-quant formats (Q4_K, Q5_K, Q6_K): kquant_rows.h with 16 int8 codes per vector,
+// AVX-512, GGUF K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K): kquant_rows.h with 16 int8 codes per vector,
 // sign-extended to 32 bits and converted to fp32 (exact).
 #include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx512.h"
@@ -24,6 +24,14 @@ void rows_q5k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X,
 void rows_q6k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
   kq_rows<Avx512, I8Avx512, Q6K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+void rows_q3k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                     int64_t ldy) {
+  kq_rows<Avx512, I8Avx512, Q3K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+void rows_q2k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                     int64_t ldy) {
+  kq_rows<Avx512, I8Avx512, Q2K>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

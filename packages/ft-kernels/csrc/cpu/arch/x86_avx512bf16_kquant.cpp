@@ -1,4 +1,4 @@
-// AVX-512 BF16, GGUF K-quant formats (Q4_K, Q5_K, Q6_K) over bf16 activations (cpu/bf16act.h), one row at
+// AVX-512 BF16, GGUF K-quant formats (Q4_K, Q5_K, Q6_K; Q3_K, Q2_K at the end) over bf16 activations (cpu/bf16act.h), one row at
 // a time: the word lookup of the nibble formats (x86_avx512bf16_lut4.h) on the K-quants' own bytes.
 //
 // A super-block of 256 columns is two chunks of 128. One 64-byte load of a chunk's 4-bit parts, read as 32
@@ -266,6 +266,239 @@ inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t
   });
 }
 
+// ---- Q3_K and Q2_K: 2-bit fields, 8 per word (cpu/formats.h) ----
+//
+// One 64-byte load of a block's 2-bit codes, read as 32 words, holds all 256 columns: field k (bits 2k, 2k + 1)
+// of word p is column 128 (p >> 4) + 32 (k & 3) + 2 (p mod 16) + (k >> 2) (byte 2 (p mod 16) + (k >> 2) of half
+// p >> 4). `vpermw` of (word >> 2k) in a 32-entry bf16 table periodic in its low 2 (Q2_K: q) or 3 bits (Q3_K:
+// q - 4 with the high bit at bit 2) gives 8 vectors of weights; x is put in the matching order once per call
+// (prep2). Q3_K's high bit of that column is bit 4 (p >> 4) + (k & 3) of hmask byte 2 (p mod 16) + (k >> 2): bit
+// 8 (k >> 2) + (k & 3) of hmask's word p mod 16 once words 16..31 of its broadcast are shifted right by 4; one
+// ternary-logic op puts it under the 2 code bits. `vdpbf16ps` lane i of vector k sums two columns of sub-block
+// (16 columns) 8 (i >> 3) + 2 (k & 3) + ((i >> 2) & 1): vectors k and k + 4 share their scales (one `vpermps`
+// from the block's 16 scales), so two dot products meet one FMA. Q2_K's mins come in once per block as one
+// 16-lane FMA of -(dmin m) with x's sums over the 16 sub-blocks (taken once per call). Codes, bf16 products and
+// scales are exact in fp32, as for the other K-quants.
+inline int k2_col(int p, int k) { return 128 * (p >> 4) + 32 * (k & 3) + 2 * (p & 15) + (k >> 2); }
+inline int k2_scale_of(int k, int i) { return 8 * (i >> 3) + 2 * (k & 3) + ((i >> 2) & 1); }
+
+// bf16 table of 32 entries: v(i) for i = 0..31.
+template <class F>
+inline __m512i table32(F v) {
+  alignas(64) uint16_t t[32];
+  for (int i = 0; i < 32; ++i) t[i] = f32_to_bf16(static_cast<float>(v(i)));
+  return _mm512_load_si512(t);
+}
+
+// Q3_K's 16 sub-block scales d (sc - 32) (exact: f16 times a 6-bit integer). Reads bytes 94..109 of the block
+// (the scales at 96..107, d at 108): no byte past it.
+inline __m512 q3k_scale_vec(const uint8_t* b) {
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 94));
+  // low 4 bits of scale k: byte 2 + k % 8, nibble k / 8; high 2: byte 10 + k % 4, bits 2 (k / 4)
+  const __m512i a = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)));
+  const __m512i h = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)));
+  const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4)),
+                                      _mm512_set1_epi32(15));
+  const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(h, _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)),
+                                      _mm512_set1_epi32(3));
+  const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+  const float d = _cvtsh_ss(static_cast<uint16_t>(b[108] | (b[109] << 8)));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(d));
+}
+
+// Q2_K's 16 sub-block scales d sc (scale) and negated mins -(dmin m) (mins).
+inline void q2k_scale_vecs(const uint8_t* b, __m512& scale, __m512& mins) {
+  const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  const float d = _cvtsh_ss(static_cast<uint16_t>(b[80] | (b[81] << 8)));
+  const float dmin = _cvtsh_ss(static_cast<uint16_t>(b[82] | (b[83] << 8)));
+  scale = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(15))), _mm512_set1_ps(d));
+  mins = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), _mm512_set1_ps(-dmin));
+}
+
+// Decoders of the row-wise 2-bit kernel: table() (32 bf16 words), scales(b, sc, nm), weights(b, tab, w[8]).
+struct Q3KW2 {
+  static constexpr int kBytes = 110;
+  static constexpr bool kMins = false;
+  static __m512i table() { return table32([](int i) { return (i & 7) - 4; }); }
+  static void scales(const uint8_t* b, __m512& sc, __m512&) { sc = q3k_scale_vec(b); }
+  static void weights(const uint8_t* b, __m512i tab, __m512bh (&w)[8]) {
+    const __m512i v = _mm512_loadu_si512(b + 32);
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    hm = _mm512_mask_srli_epi16(hm, 0xffff0000u, hm, 4);
+    const __m512i two = _mm512_set1_epi16(0x0003);
+    FT_UNROLL for (int k = 0; k < 8; ++k) {
+      const int s = 8 * (k >> 2) + (k & 3) - 2;  // the high bit's place, less its target bit 2
+      const __m512i hb = s >= 0 ? _mm512_srli_epi16(hm, s) : _mm512_slli_epi16(hm, -s);
+      const __m512i idx = _mm512_ternarylogic_epi32(k ? _mm512_srli_epi16(v, 2 * k) : v, hb, two, 0xe4);  // two ? v : hb
+      w[k] = (__m512bh)_mm512_permutexvar_epi16(idx, tab);
+    }
+  }
+};
+
+struct Q2KW2 {
+  static constexpr int kBytes = 84;
+  static constexpr bool kMins = true;
+  static __m512i table() { return table32([](int i) { return i & 3; }); }
+  static void scales(const uint8_t* b, __m512& sc, __m512& nm) { q2k_scale_vecs(b, sc, nm); }
+  static void weights(const uint8_t* b, __m512i tab, __m512bh (&w)[8]) {
+    const __m512i v = _mm512_loadu_si512(b + 16);
+    FT_UNROLL for (int k = 0; k < 8; ++k) w[k] = (__m512bh)_mm512_permutexvar_epi16(k ? _mm512_srli_epi16(v, 2 * k) : v, tab);
+  }
+};
+
+// x of nt tokens in k2_col's order: xp[t * ldp + 256 b + 32 k + p] = X[t, 256 b + k2_col(p, k)] (vector k's words
+// p < 16 come from x's 32 columns 32 (k & 3).., p >= 16 from 128 + 32 (k & 3)..); xs (mins): xs[t * lds + 16 b + s]
+// the fp32 sum of X[t] over sub-block s of block b (vdpbf16ps against ones: exact products).
+inline void prep2(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t* xp, int64_t ldp, float* xs,
+                  int64_t lds) {
+  __m512i idx[2];
+  for (int h = 0; h < 2; ++h) {
+    alignas(64) uint16_t v[32];
+    for (int p = 0; p < 32; ++p) v[p] = static_cast<uint16_t>(2 * (p & 15) + h + 32 * (p >> 4));
+    idx[h] = _mm512_load_si512(v);
+  }
+  const __m512bh ones = (__m512bh)_mm512_set1_epi16(0x3f80);  // bf16 1.0
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < cols; c += kQK) {
+      const uint16_t* x = X + t * ldx + c;
+      __m512i in[8];
+      FT_UNROLL for (int i = 0; i < 8; ++i) in[i] = _mm512_loadu_si512(x + 32 * i);
+      FT_UNROLL for (int k = 0; k < 8; ++k)
+        _mm512_storeu_si512(xp + t * ldp + c + 32 * k, _mm512_permutex2var_epi16(in[k & 3], idx[k >> 2], in[4 + (k & 3)]));
+      if (!xs) continue;
+      alignas(64) float s[16];
+      FT_UNROLL for (int i = 0; i < 8; ++i) {  // lanes 0..7: sub-block 2i, 8..15: 2i + 1
+        _mm512_store_ps(s, _mm512_dpbf16_ps(_mm512_setzero_ps(), ones, (__m512bh)in[i]));
+        float a = 0.f, b = 0.f;
+        for (int l = 0; l < 8; ++l) a += s[l], b += s[8 + l];
+        xs[t * lds + c / 16 + 2 * i] = a;
+        xs[t * lds + c / 16 + 2 * i + 1] = b;
+      }
+    }
+}
+
+template <class W, int NT, int PF>
+inline void word2_row(const uint8_t* q, int64_t nb, __m512i tab, const __m512i (&si)[4], const uint16_t* xp,
+                      int64_t ldp, const float* xs, int64_t lds, float* Y, int64_t ldy) {
+  __m512 a0[NT], a1[NT], mins[NT];
+  FT_UNROLL for (int t = 0; t < NT; ++t) a0[t] = a1[t] = mins[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = q + W::kBytes * b;
+    if (PF) FT_UNROLL for (int i = 0; i < W::kBytes + 63; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + PF + i, _MM_HINT_T0);
+    __m512 sm, nm = _mm512_setzero_ps();
+    W::scales(blk, sm, nm);
+    __m512bh w[8];
+    W::weights(blk, tab, w);
+    __m512 s[4];
+    FT_UNROLL for (int k = 0; k < 4; ++k) s[k] = _mm512_permutexvar_ps(si[k], sm);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      const uint16_t* x = xp + t * ldp + kQK * b;
+      FT_UNROLL for (int k = 0; k < 4; ++k) {
+        const __m512 d = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), w[k], (__m512bh)_mm512_loadu_si512(x + 32 * k)),
+                                          w[k + 4], (__m512bh)_mm512_loadu_si512(x + 32 * (k + 4)));
+        if (k & 1)
+          a1[t] = _mm512_fmadd_ps(d, s[k], a1[t]);
+        else
+          a0[t] = _mm512_fmadd_ps(d, s[k], a0[t]);
+      }
+      if (W::kMins) mins[t] = _mm512_fmadd_ps(nm, _mm512_loadu_ps(xs + t * lds + 16 * b), mins[t]);
+    }
+  }
+  FT_UNROLL for (int t = 0; t < NT; ++t) {
+    __m512 v = _mm512_add_ps(a0[t], a1[t]);
+    if (W::kMins) v = _mm512_add_ps(v, mins[t]);
+    Y[t * ldy] = _mm512_reduce_add_ps(v);
+  }
+}
+
+template <class W, int NT>
+inline void word2_block(const WeightMat& m, int64_t r0, int64_t r1, __m512i tab, const __m512i (&si)[4],
+                        const uint16_t* xp, int64_t ldp, const float* xs, int64_t lds, float* Y, int64_t ldy) {
+  constexpr int PF = NT == 1 ? avx512_nib::kAhead : 0;
+  const int64_t nb = m.cols / kQK;
+  for (int64_t r = r0; r < r1; ++r)
+    word2_row<W, NT, PF>(m.q + r * m.q_stride, nb, tab, si, xp, ldp, xs, lds, Y + (r - r0), ldy);
+}
+
+template <class W>
+inline void word2_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                       float* Y, int64_t ldy) {
+  const int64_t ldp = m.cols + 32, lds = m.cols / 16;  // + 32: no 4 KiB aliasing between the tokens' rows
+  thread_local FloatBuf xbuf, sbuf;
+  uint16_t* xp = u16_buf(xbuf, kTokBlock * ldp);
+  float* xs = W::kMins ? sbuf.get(kTokBlock * lds) : nullptr;
+  const __m512i tab = W::table();
+  __m512i si[4];
+  for (int k = 0; k < 4; ++k) {
+    alignas(64) int32_t v[16];
+    for (int i = 0; i < 16; ++i) v[i] = k2_scale_of(k, i);
+    si[k] = _mm512_load_si512(v);
+  }
+  for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t0));
+    prep2(X + t0 * ldx, ldx, nt, m.cols, xp, ldp, xs, lds);
+    float* Yt = Y + t0 * ldy;
+    switch (nt) {
+      case 4: word2_block<W, 4>(m, r0, r1, tab, si, xp, ldp, xs, lds, Yt, ldy); break;
+      case 3: word2_block<W, 3>(m, r0, r1, tab, si, xp, ldp, xs, lds, Yt, ldy); break;
+      case 2: word2_block<W, 2>(m, r0, r1, tab, si, xp, ldp, xs, lds, Yt, ldy); break;
+      default: word2_block<W, 1>(m, r0, r1, tab, si, xp, ldp, xs, lds, Yt, ldy); break;
+    }
+  }
+}
+
+// Decoders of the prefill kernel: codes in column order. Column 128n + 32j + l: field j of byte 32n + l of the
+// codes; Q3_K's high bit, bit 4n + j of hmask byte l, put at bit 2 of the index by one ternary-logic op.
+struct Q3KT {
+  static constexpr int kCols = kQK, kSub = 16;
+  static constexpr bool kMins = false;
+  static constexpr int kMin16 = 9, kMin8 = 7;
+  static void decode(const WeightMat& m, int64_t row, int64_t blk, uint16_t* codes, float* sm) {
+    const uint8_t* b = m.q + row * m.q_stride + blk * Q3KW2::kBytes;
+    _mm512_storeu_ps(sm, q3k_scale_vec(b));
+    const __m512i tab = Q3KW2::table(), two = _mm512_set1_epi16(0x0003);
+    const __m512i hm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    FT_UNROLL for (int n = 0; n < 2; ++n) {
+      const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + 32 * n)));
+      FT_UNROLL for (int j = 0; j < 4; ++j) {
+        const int s = 4 * n + j - 2;
+        const __m512i hb = s >= 0 ? _mm512_srli_epi16(hm, s) : _mm512_slli_epi16(hm, -s);
+        const __m512i idx = _mm512_ternarylogic_epi32(j ? _mm512_srli_epi16(v, 2 * j) : v, hb, two, 0xe4);
+        _mm512_storeu_si512(codes + 128 * n + 32 * j, _mm512_permutexvar_epi16(idx, tab));
+      }
+    }
+  }
+};
+
+// Q2_K: half blocks of 128 columns (8 scales and 8 mins fit sm's 16).
+struct Q2KT {
+  static constexpr int kCols = 128, kSub = 16;
+  static constexpr bool kMins = true;
+  static constexpr int kMin16 = 9, kMin8 = 7;
+  static void decode(const WeightMat& m, int64_t row, int64_t half, uint16_t* codes, float* sm) {
+    const uint8_t* b = m.q + row * m.q_stride + (half >> 1) * Q2KW2::kBytes;
+    const int n = static_cast<int>(half & 1);
+    __m512 sc, nm;
+    q2k_scale_vecs(b, sc, nm);
+    alignas(64) float s[16], z[16];
+    _mm512_store_ps(s, sc);
+    _mm512_store_ps(z, nm);
+    for (int i = 0; i < 8; ++i) sm[i] = s[8 * n + i], sm[8 + i] = z[8 * n + i];
+    const __m512i tab = Q2KW2::table();
+    const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * n)));
+    FT_UNROLL for (int j = 0; j < 4; ++j)
+      _mm512_storeu_si512(codes + 32 * j, _mm512_permutexvar_epi16(j ? _mm512_srli_epi16(v, 2 * j) : v, tab));
+  }
+};
+
+template <class T, class W>
+inline void bf16_rows2(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                       float* Y, int64_t ldy) {
+  avx512bf16_tokgemm::then_rows<T>(m, r0, r1, X, ntok, ldx, Y, ldy, [&](const uint16_t* Xr, int64_t nr, float* Yr) {
+    word2_rows<W>(m, r0, r1, Xr, nr, ldx, Yr, ldy);
+  });
+}
+
 }  // namespace
 
 void rows_bf16act_q4k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
@@ -279,6 +512,14 @@ void rows_bf16act_q5k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, con
 void rows_bf16act_q6k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                  int64_t ldx, float* Y, int64_t ldy) {
   bf16_rows<Q6KT, Q6KW>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+void rows_bf16act_q3k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                 int64_t ldx, float* Y, int64_t ldy) {
+  bf16_rows2<Q3KT, Q3KW2>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+void rows_bf16act_q2k_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                 int64_t ldx, float* Y, int64_t ldy) {
+  bf16_rows2<Q2KT, Q2KW2>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft
