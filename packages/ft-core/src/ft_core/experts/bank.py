@@ -20,8 +20,11 @@ kernel takes. Layout per format (N = flat ids, I = expert intermediate, H = hidd
 
 Mixed K-quant banks: llama.cpp's Q4_K_M / Q5_K_M / Q4_K_S / Q3_K_M / Q2_K files quantise ``ffn_down`` of
 some layers to a wider K-quant than the rest. Then ``layer_fmts`` gives each MoE layer's (w13, w2) format,
-any of the five K-quants (widest row: Q6_K's); a kind's rows are as wide as its widest layer's, narrower layers' rows padded at the end (the
-kernels read only a row's blocks), and ``fmt`` is layer 0's w13 format.
+any of the five K-quants (widest row: Q6_K's), ``fmt`` is layer 0's w13 format, and a kind's tensor is
+[N, rows, B] with B its widest layer's row bytes. Each layer's [E, rows, B] region holds its rows either
+padded at their ends (the kernels read only a row's blocks; FTW banks) or, when ``compact``, gapless at
+the region's start, its tail never written nor read (GGUF banks: a decode step reads no padding, and the
+tail's pages never become resident). ``layer_view`` gives a layer's rows either way.
 
 The 4-bit and fp8 layouts are ``ft_kernels.formats`` ones. Banks are built by the loader: from a
 Hugging Face checkpoint's expert tensors (``loader/hf_experts.py``) or pre-built from an FTW
@@ -68,6 +71,7 @@ class ExpertBank:
     global_scale: tuple[float, float] = (1.0, 1.0)  # nvfp4: (w13, w2) global scales
     # mixed K-quant banks: the (w13, w2) format of each MoE layer (empty: ``fmt`` throughout)
     layer_fmts: tuple[tuple[str, str], ...] = ()
+    compact: bool = False  # mixed banks: each layer's rows gapless at the start of its region
     _kernel_views: dict | None = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -104,7 +108,43 @@ class ExpertBank:
         }.get(self.fmt, "w13")
 
     def nbytes_per_id(self) -> int:
-        return sum(t[0].numel() * t.element_size() for t in self.tensors.values())
+        """Bytes of one expert's weights (mixed banks: averaged over the layers, padding excluded)."""
+        if not self.layer_fmts:
+            return sum(t[0].numel() * t.element_size() for t in self.tensors.values())
+        per_layer = [
+            sum(self.layer_view(w, m)[0].numel() for w in ("w13", "w2"))
+            for m in range(len(self.layer_fmts))
+        ]
+        other = sum(t[0].numel() * t.element_size() for k, t in self.tensors.items()
+                    if k not in ("w13_q", "w2_q"))  # fmt: skip
+        return other + sum(per_layer) // len(per_layer)
+
+    def layer_view(self, which: str, layer: int) -> torch.Tensor:
+        """A mixed bank's ``which`` ("w13" / "w2") K-quant rows of MoE layer ``layer`` as a uint8
+        [N, rows, row bytes] view of its tensor, valid for that layer's flat ids (padded rows come
+        whole: the kernels read only a row's blocks)."""
+        t = self.tensors[f"{which}_q"]
+        if not self.compact:
+            return t
+        cols = self.hidden if which == "w13" else self.inter
+        fmt = self.kind_fmt(which, layer).removesuffix("_x16")  # interleaving keeps the bytes
+        return compact_view(
+            t, layer, self.num_experts, cols // kquants.QK * kquants.BLOCK_BYTES[fmt]
+        )
+
+    def padded(self) -> ExpertBank:
+        """This bank with padded rows, the padding zero (a copy when ``compact``), as FTW stores it."""
+        if not self.compact:
+            return self
+        tensors = dict(self.tensors)
+        E = self.num_experts
+        for which in ("w13", "w2"):
+            out = torch.zeros_like(self.tensors[f"{which}_q"])
+            for m in range(len(self.layer_fmts)):
+                rows, view = slice(m * E, (m + 1) * E), self.layer_view(which, m)
+                out[rows, :, : view.shape[2]] = view[rows]
+            tensors[f"{which}_q"] = out
+        return dataclasses.replace(self, tensors=tensors, compact=False, _kernel_views=None)
 
     def dequant(self, ids: torch.Tensor, which: str) -> torch.Tensor:
         """Float32 weights of ``which`` ("w13" [n, 2I, H] or "w2" [n, H, I]) for flat ``ids`` [n]."""
@@ -142,10 +182,12 @@ class ExpertBank:
         ):
             if rows % 16 or cols % kquants.QK:
                 continue
-            q = self.tensors.get(f"{which}_q")
+            if f"{which}_q" not in self.tensors:
+                continue
             for m in range(n_layers):
-                if fmts[m][k] != "q4_k" or q is None:
+                if fmts[m][k] != "q4_k":
                     continue
+                q = self.layer_view(which, m) if self.layer_fmts else self.tensors[f"{which}_q"]
                 ids = (
                     range(m * self.num_experts, (m + 1) * self.num_experts)
                     if self.layer_fmts
@@ -188,9 +230,9 @@ class ExpertBank:
         for which, cols in (("w13", self.hidden), ("w2", self.inter)):
             bias = t.get(f"{which}_bias")
             fmt = self.kind_fmt(which, layer)
-            # padded rows (mixed banks) are passed whole: the kernel reads only the blocks
             if fmt in KQUANT_FORMATS:
-                out.append(ExpertWeights(fmt, t[f"{which}_q"], cols, group=256, bias=bias))
+                q = self.layer_view(which, layer) if self.layer_fmts else t[f"{which}_q"]
+                out.append(ExpertWeights(fmt, q, cols, group=256, bias=bias))
             elif self.fmt == "mxfp4":
                 blocks = t[f"{which}_blocks"]
                 q = blocks.view(blocks.shape[0], blocks.shape[1], -1)
@@ -224,3 +266,14 @@ class ExpertBank:
             else:
                 return None
         return tuple(out)
+
+
+def compact_view(t: torch.Tensor, layer: int, num_experts: int, row_bytes: int) -> torch.Tensor:
+    """The [N, rows, B] uint8 tensor ``t`` seen as [N, rows, row_bytes] (row_bytes <= B) such that
+    the flat ids of MoE layer ``layer`` (``num_experts`` a layer) address that layer's rows gapless
+    from the start of its [E, rows, B] region: the view starts ``layer * E * rows * (B - row_bytes)``
+    bytes in, and its last flat id still ends inside ``t``."""
+    N, rows, B = t.shape
+    skip = layer * num_experts * rows * (B - row_bytes)
+    size, stride = (N, rows, row_bytes), (rows * row_bytes, row_bytes, 1)
+    return t.as_strided(size, stride, t.storage_offset() + skip)

@@ -172,7 +172,7 @@ def _write_all(source: Source, fmt, writer: ShardWriter, bar: Progress, on_progr
         absmax = (max(m[0] for m in maxes), max(m[1] for m in maxes))
     E, meta = cfg.moe.num_experts, None
     for m, p in enumerate(prefixes):
-        bank = convert_bank(reader.expert_bank(cfg, [p]), fmt, absmax)
+        bank = convert_bank(reader.expert_bank(cfg, [p]), fmt, absmax).padded()  # FTW's rows
         for k, t in bank.tensors.items():
             writer.add_rows(f"experts.{k}", t, m * E)
         fmts = meta["layer_fmts"] if meta else []

@@ -12,7 +12,7 @@ one ExpertBank. Types the kernels read as they are stay in their bits, repacked 
 
 K-quant files mix types by layer (Q4_K_M: ffn_down of some layers in Q6_K, the rest Q4_K; Q3_K_M: Q3_K,
 Q4_K and Q5_K): such a bank records each layer's (w13, w2) format (``ExpertBank.layer_fmts``), each kind's
-rows as wide as its widest layer's. Every other type or mix (Q4_1, Q5_0, Q5_1, the IQ types, gate != up,
+tensor as wide as its widest layer's rows, each layer's rows gapless (``ExpertBank.compact``). Every other type or mix (Q4_1, Q5_0, Q5_1, the IQ types, gate != up,
 K-quants beside other types …) is dequantised with llama.cpp's own ``gguf.quants.dequantize`` into an f32
 bank: exact, but 2-8x the file's bytes -- said in a log line.
 """
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ft_core.errors import CheckpointError
-from ft_core.experts.bank import FLOAT_FORMATS, KQUANT_FORMATS, ExpertBank
+from ft_core.experts.bank import FLOAT_FORMATS, KQUANT_FORMATS, ExpertBank, compact_view
 from ft_core.loader.gguf_file import STORED, GGUFFile, GGUFTensor
 
 log = logging.getLogger("ft_core.loader")
@@ -153,15 +153,7 @@ def gguf_bank(
         for e0 in range(0, E, step):
             ex = slice(e0, min(E, e0 + step))
             parts = {k: _kind_tensors(t, f, k, ex) for k, t, f in zip(KINDS, files, kfmts)}
-            _place(
-                tensors,
-                parts,
-                m * E + e0,
-                len(layers) * E,
-                layer_fmts and model_fmts,
-                hidden,
-                inter,
-            )
+            _place(tensors, parts, m, e0, E, len(layers), layer_fmts and model_fmts, hidden, inter)
             for t in files:  # copied: these pages of the file leave the process
                 t.release(ex)
         for t in files:  # and those the kernel's fault-around mapped again behind a chunk
@@ -175,16 +167,19 @@ def gguf_bank(
         tensors["w2_bias"] = torch.cat(bias["down"])
     group = 32 if fmt in ("int4_sym", "int8_sym") else 0
     return ExpertBank(
-        fmt, num_experts, hidden, inter, act, tensors, fp8_block=group, layer_fmts=layer_fmts or ()
-    )
+        fmt, num_experts, hidden, inter, act, tensors, fp8_block=group,
+        layer_fmts=layer_fmts or (), compact=bool(layer_fmts),
+    )  # fmt: skip
 
 
 def _place(
-    tensors: dict, parts: dict, at: int, N: int, model_fmts, hidden: int, inter: int
+    tensors: dict, parts: dict, m: int, e0: int, E: int, L: int, model_fmts, hidden: int, inter: int
 ) -> None:
-    """Copy one chunk of a layer's experts (``parts``: kind -> name -> [n, rows, ...]) into the bank's
-    ``tensors`` at flat ids ``at`` .. ``at + n``, allocating them ([N, ...]) on first use. ``model_fmts``
-    (mixed K-quant banks): rows as wide as the widest layer's, zero padding after narrower ones."""
+    """Copy one chunk of MoE layer ``m``'s experts (``parts``: kind -> name -> [n, rows, ...], experts
+    ``e0`` .. ``e0 + n`` of ``E``) into the bank's ``tensors``, allocating them ([L * E, ...]) on first
+    use. ``model_fmts`` (mixed K-quant banks): tensors as wide as the widest layer's rows, each layer's
+    rows gapless at the start of its region (``ExpertBank.compact``; the rest is never touched)."""
+    at, N = m * E + e0, L * E
     for key, gate in parts["gate"].items():
         suffix = key[len("gate") :]
         up, down = parts["up"]["up" + suffix], parts["down"]["down" + suffix]
@@ -197,12 +192,11 @@ def _place(
             tensors["w13" + suffix] = torch.empty(w13_shape, dtype=gate.dtype)
             tensors["w2" + suffix] = torch.empty(w2_shape, dtype=down.dtype)
         rows = slice(at, at + gate.shape[0])
-        w13, w2 = tensors["w13" + suffix][rows], tensors["w2" + suffix][rows]
-        if model_fmts:  # [n, rows, row bytes]: this layer's bytes, then zeros to the widest
-            gw, dw = gate.shape[-1], down.shape[-1]
-            w13[..., gw:] = 0
-            w2[..., dw:] = 0
-            w13, w2 = w13[..., :gw], w2[..., :dw]
+        w13, w2 = tensors["w13" + suffix], tensors["w2" + suffix]
+        if model_fmts:  # [N, rows, this layer's row bytes] over flat ids
+            w13 = compact_view(w13, m, E, gate.shape[-1])
+            w2 = compact_view(w2, m, E, down.shape[-1])
+        w13, w2 = w13[rows], w2[rows]
         w13[:, : gate.shape[1]] = gate
         w13[:, gate.shape[1] :] = up
         w2[:] = down
