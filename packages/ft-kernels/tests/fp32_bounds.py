@@ -23,18 +23,22 @@ def gamma(n: int) -> float:
     return n * U / (1 - n * U)
 
 
-def kquant_terms(w) -> torch.Tensor:
+def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     """A bound [N, K] (float64) on the magnitudes of the terms a kernel sums for each weight of a K-quant matrix
     when it splits the value: d sc q and dmin m (Q4_K, Q5_K, Q2_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with
     the codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices, and Q3_K (whose kernels multiply its signed
-    codes, never split): |W|."""
+    codes, never split): |W|. ``q3k_offset``: Q3_K's int8-activation SIMD kernels split it too, into d (sc - 32)
+    times the codes 0..7 and the code offset 4 d (sc - 32): |W| + 8 |d (sc - 32)|."""
     W = R.dequantize(w)[0].double().abs()
     if w.fmt == "q4_k_x16":  # its Q4_K blocks
         w = dataclasses.replace(w, fmt="q4_k", q=kquants.from_x16(w.q, w.cols))
-    if w.fmt not in kquants.BLOCK_BYTES or w.fmt == "q3_k":
+    if w.fmt not in kquants.BLOCK_BYTES or (w.fmt == "q3_k" and not q3k_offset):
         return W
     N, K = W.shape
     b = w.q[0][:, : K // kquants.QK * kquants.BLOCK_BYTES[w.fmt]].reshape(N, K // kquants.QK, -1)
+    if w.fmt == "q3_k":
+        dsc = kquants._f16(b[..., 108:110])[..., None] * (kquants._q3k_scales(b[..., 96:108]).float() - 32)
+        return W + 8 * dsc.double().abs().repeat_interleave(16, -1).reshape(N, K)
     if w.fmt == "q6_k":
         dsc = kquants._f16(b[..., 208:210])[..., None] * b[..., 192:208].view(torch.int8).float()
         return W + 64 * dsc.double().abs().repeat_interleave(16, -1).reshape(N, K)
@@ -46,13 +50,15 @@ def kquant_terms(w) -> torch.Tensor:
     return W + 2 * dm.double().abs().repeat_interleave(32, -1).reshape(N, K)
 
 
-def linear_bound(x, w, bias=None, split_terms=False) -> tuple[torch.Tensor, torch.Tensor]:
+def linear_bound(
+    x, w, bias=None, split_terms=False, q3k_offset=False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``.
     ``split_terms``: the kernel sums a K-quant weight's parts separately (``kquant_terms``)."""
     W = w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double()
     xd = x.double()
     y = xd @ W.T
-    mag = xd.abs() @ (kquant_terms(w) if split_terms else W.abs()).T
+    mag = xd.abs() @ (kquant_terms(w, q3k_offset) if split_terms else W.abs()).T
     err = gamma(W.shape[1]) * mag + U * y.abs()  # the sum, then rounding to fp32
     if bias is not None:
         y = y + bias.double()

@@ -29,7 +29,7 @@ from ft_kernels import reference as R
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
-KQ = ["q4_k", "q5_k", "q6_k", "q4_k_x16"]  # q4_k_x16: rows in the lanes (16 rows interleaved)
+KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16"]  # q4_k_x16: rows in the lanes (16 rows interleaved)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
@@ -76,7 +76,7 @@ def check_kquant_int8(fmt, T, blocks=None):
         x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)
         y = fk.linear(x, w, act_int8=True)
         xhat = R.quantize_act_int8(x)
-        exact, bound = linear_bound(xhat, w, split_terms=True)
+        exact, bound = linear_bound(xhat, w, split_terms=True, q3k_offset=True)
         over = ((y.double() - exact).abs() - bound).max().item()
         assert over <= 0, f"{fmt} T={T} [{N}, {K}]: beyond the fp32 bound by {over:.3g}"
         W = R.dequantize(w)[0].double()

@@ -36,6 +36,8 @@ bool q8_supported(const WeightMat& w) {
     case Fmt::Q4_K:
     case Fmt::Q5_K:
     case Fmt::Q6_K:
+    case Fmt::Q3_K:
+    case Fmt::Q2_K:
     case Fmt::Q4_K_X16: return w.cols % kQK == 0;
     default: return false;
   }

@@ -26,7 +26,7 @@ struct Q8Act {
 };
 
 // Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d. W: MXFP4, NVFP4, INT4_*, Q4_K,
-// Q5_K, Q6_K (whose sub-blocks of 32 / 16 columns lie inside the activation blocks).
+// Q5_K, Q6_K, Q3_K, Q2_K (whose sub-blocks of 32 / 16 columns lie inside the activation blocks).
 using RowsQ8Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy);
 
 // Quantise one row of `cols` (a multiple of 32) fp32 values into q [cols], d [cols / 32], sd [cols / 16].

@@ -21,8 +21,24 @@ static inline void code_and_scale(const WeightMat& w, int64_t r, int64_t c, int&
 static inline float f16_at(const uint8_t* p) { return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
 // K-quants: the integer code of weight e (0..255) of super-block b, with its sub-block's scale and min, so that
-// W = code * sc - mn (Q4_K / Q5_K: code 0..31, sc = d * scale, mn = dmin * min; Q6_K: code -32..31, mn = 0).
+// W = code * sc - mn (Q4_K / Q5_K: code 0..31, sc = d * scale, mn = dmin * min; Q6_K: code -32..31, mn = 0;
+// Q3_K, Q2_K below).
+// Q3_K: code -4..3, sc = d (scale - 32), mn = 0; Q2_K: code 0..3, sc = d scale, mn = dmin min.
 static inline void kquant_code(Fmt f, const uint8_t* b, int e, int& code, float& sc, float& mn) {
+  if (f == Fmt::Q3_K) {
+    const int n = e / 128, j = (e % 128) / 32, l = e % 32;
+    code = ((b[32 + 32 * n + l] >> (2 * j)) & 3) + 4 * ((b[l] >> (4 * n + j)) & 1) - 4;
+    sc = f16_at(b + 108) * static_cast<float>(q3k_scale(b + 96, e / 16) - 32);
+    mn = 0.f;
+    return;
+  }
+  if (f == Fmt::Q2_K) {
+    const int n = e / 128, j = (e % 128) / 32, l = e % 32;
+    code = (b[16 + 32 * n + l] >> (2 * j)) & 3;
+    sc = f16_at(b + 80) * static_cast<float>(b[e / 16] & 0xf);
+    mn = f16_at(b + 82) * static_cast<float>(b[e / 16] >> 4);
+    return;
+  }
   if (f == Fmt::Q6_K) {
     const int n = e / 128, l = e % 32, quarter = (e % 128) / 32;
     const uint8_t lo = b[64 * n + l + 32 * (quarter & 1)] >> (4 * (quarter >> 1));
