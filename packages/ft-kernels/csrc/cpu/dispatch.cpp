@@ -27,8 +27,9 @@ FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT
 FT_DECL_BF16(q6k) FT_DECL_BF16(q3k) FT_DECL_BF16(q2k)
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
-FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2)
-FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni)
+FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2) FT_DECL_Q8(q3k, avx2) FT_DECL_Q8(q2k, avx2)
+FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni) FT_DECL_Q8(q3k, avx512vnni)
+FT_DECL_Q8(q2k, avx512vnni)
 FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
 void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 FT_DECL_ALL(avx2)
@@ -131,6 +132,8 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::Q4_K: FT_PICK_Q8(q4k)
     case Fmt::Q5_K: FT_PICK_Q8(q5k)
     case Fmt::Q6_K: FT_PICK_Q8(q6k)
+    case Fmt::Q3_K: FT_PICK_Q8(q3k)
+    case Fmt::Q2_K: FT_PICK_Q8(q2k)
     case Fmt::Q4_K_X16: FT_PICK_Q8(q4kx16)
     default: return rows_q8_scalar;
   }

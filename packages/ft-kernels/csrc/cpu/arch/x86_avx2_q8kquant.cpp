@@ -1,4 +1,4 @@
-// AVX2, int8 activations (cpu/q8.h) for GGUF's K-quants (Q4_K, Q5_K, Q6_K; layouts in cpu/formats.h):
+// AVX2, int8 activations (cpu/q8.h) for GGUF's K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; layouts in cpu/formats.h):
 // integer dot products per 32 columns on the blocks' own bytes (the path for CPUs without AVX-512 VNNI, where
 // the fp32 K-quant kernel is bound by its 8 products per FMA).
 //
@@ -137,6 +137,95 @@ inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
   FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(acc[t]) - 32.f * Avx2::hsum(off[t]);
 }
 
+// Q3_K / Q2_K (layouts in cpu/formats.h): the weight of a sub-block s of 16 columns is f_s u - o_s with unsigned
+// codes u (Q3_K: low + 4 high in 0..7, f = d (sc - 32), o = 4 f; Q2_K: 0..3, f = d sc, o = dmin m). The 6-bit
+// scales of Q3_K as 16 bytes 0..63 (q3k_scale's values; llama.cpp's unpacking).
+inline __m128i q3k_scales16(const uint8_t* b) {
+  uint32_t a[3], u[4];
+  std::memcpy(a, b + 96, 12);
+  const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+  u[0] = (a[0] & k2) | ((a[2] & k1) << 4);
+  u[1] = (a[1] & k2) | (((a[2] >> 2) & k1) << 4);
+  u[2] = ((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4);
+  u[3] = ((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4);
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+}
+
+struct Q3K {
+  static constexpr int kBytes = 110;
+  static void scales(const uint8_t* b, __m256 (&f)[2], __m256 (&o)[2]) {
+    const __m128i s = _mm_sub_epi8(q3k_scales16(b), _mm_set1_epi8(32));
+    const __m256 d = _mm256_set1_ps(f16_at(b + 108));
+    f[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s)), d);
+    f[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s, 8))), d);
+    o[0] = _mm256_mul_ps(f[0], _mm256_set1_ps(4.f));
+    o[1] = _mm256_mul_ps(f[1], _mm256_set1_ps(4.f));
+  }
+  // Half n (128 columns): c[j] the codes of columns 128n + 32j.. (low bits of byte 32 + 32n + l >> 2j, the
+  // high bit bit 4n + j of hmask byte l, moved to bit 2).
+  static void codes(const uint8_t* b, int n, __m256i (&c)[4]) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + 32 * n));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    FT_UNROLL for (int j = 0; j < 4; ++j) {
+      const int sh = 4 * n + j - 2;
+      const __m256i h = sh >= 0 ? _mm256_srli_epi16(hm, sh) : _mm256_slli_epi16(hm, -sh);
+      c[j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), _mm256_and_si256(h, m4));
+    }
+  }
+};
+
+struct Q2K {
+  static constexpr int kBytes = 84;
+  static void scales(const uint8_t* b, __m256 (&f)[2], __m256 (&o)[2]) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), m = _mm_set1_epi8(0x0f);
+    const __m128i sc = _mm_and_si128(v, m), mn = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    const __m256 d = _mm256_set1_ps(f16_at(b + 80)), dm = _mm256_set1_ps(f16_at(b + 82));
+    f[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d);
+    f[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8))), d);
+    o[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), dm);
+    o[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mn, 8))), dm);
+  }
+  static void codes(const uint8_t* b, int n, __m256i (&c)[4]) {  // (byte 16 + 32n + l >> 2j) & 3
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * n));
+    FT_UNROLL for (int j = 0; j < 4; ++j) c[j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+  }
+};
+
+// Per 32 columns (one activation block; sub-blocks 2k, 2k + 1 in lanes 0..3, 4..7 of the integer dot) one
+// conversion and one FMA with f x d_x; the offsets once per block and token: sum over sub-blocks of o d_x sum(q).
+template <class D, int NT>
+inline void tile_q23(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, const Q8Act& x, int64_t t0,
+                     float* Y, int64_t ldy) {
+  __m256 acc[NT], off[NT];
+  FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = row + D::kBytes * sb;
+    FT_UNROLL for (int i = 0; i < D::kBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + i, _MM_HINT_T0);
+    __m256 f[2], o[2];
+    D::scales(blk, f, o);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      const float* sd = x.sd + (t0 + t) * 2 * x.ldb + 16 * sb;
+      off[t] = _mm256_fmadd_ps(o[0], _mm256_loadu_ps(sd), off[t]);
+      off[t] = _mm256_fmadd_ps(o[1], _mm256_loadu_ps(sd + 8), off[t]);
+    }
+    FT_UNROLL for (int n = 0; n < 2; ++n) {
+      __m256i c[4];
+      D::codes(blk, n, c);
+      FT_UNROLL for (int k = 0; k < 4; ++k) {
+        const __m256 w = _mm256_permutevar8x32_ps(f[n], _mm256_add_epi32(pair, _mm256_set1_epi32(2 * k)));
+        FT_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* xp = xn + t * ldn + 256 * sb + 128 * n + 32 * k;
+          const __m256 dx = _mm256_broadcast_ss(x.d + (t0 + t) * x.ldb + 8 * sb + 4 * n + k);
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c[k], xp)), _mm256_mul_ps(w, dx), acc[t]);
+        }
+      }
+    }
+  }
+  FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(acc[t]) - Avx2::hsum(off[t]);
+}
+
 // Q8Act's blocks of 32 (even columns, then odd) back in natural order: xn [nt][cols]; m [nt][cols / 32]:
 // d * sum(q) per block (the mins' factor).
 inline void prep(const Q8Act& a, int64_t t0, int nt, int64_t cols, int8_t* xn, float* m) {
@@ -180,8 +269,27 @@ void rows_qnk(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float*
   });
 }
 
+template <class D>
+void rows_q23(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows(w, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, int64_t t0, int nt,
+                                 const float*, float* y, int64_t ldy_) {
+    switch (nt) {
+      case 4: tile_q23<D, 4>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 3: tile_q23<D, 3>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 2: tile_q23<D, 2>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      default: tile_q23<D, 1>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+    }
+  });
+}
+
 }  // namespace
 
+void rows_q8_q3k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows_q23<Q3K>(m, r0, r1, x, Y, ldy);
+}
+void rows_q8_q2k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows_q23<Q2K>(m, r0, r1, x, Y, ldy);
+}
 void rows_q8_q4k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   rows_qnk<QnK<false>>(m, r0, r1, x, Y, ldy);
 }
