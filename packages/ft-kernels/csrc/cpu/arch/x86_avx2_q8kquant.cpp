@@ -138,19 +138,8 @@ inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
 }
 
 // Q3_K / Q2_K (layouts in cpu/formats.h): the weight of a sub-block s of 16 columns is f_s u - o_s with unsigned
-// codes u (Q3_K: low + 4 high in 0..7, f = d (sc - 32), o = 4 f; Q2_K: 0..3, f = d sc, o = dmin m). The 6-bit
-// scales of Q3_K as 16 bytes 0..63 (q3k_scale's values; llama.cpp's unpacking).
-inline __m128i q3k_scales16(const uint8_t* b) {
-  uint32_t a[3], u[4];
-  std::memcpy(a, b + 96, 12);
-  const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-  u[0] = (a[0] & k2) | ((a[2] & k1) << 4);
-  u[1] = (a[1] & k2) | (((a[2] >> 2) & k1) << 4);
-  u[2] = ((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4);
-  u[3] = ((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4);
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
-}
-
+// codes u (Q3_K: low + 4 high in 0..7, f = d (sc - 32), o = 4 f; Q2_K: 0..3, f = d sc, o = dmin m). Q3_K's
+// 6-bit scales are unpacked by q3k_scales16 (x86_kq_fields.h).
 struct Q3K {
   static constexpr int kBytes = 110;
   static void scales(const uint8_t* b, __m256 (&f)[2], __m256 (&o)[2]) {

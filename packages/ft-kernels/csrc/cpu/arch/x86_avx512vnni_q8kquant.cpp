@@ -1,4 +1,5 @@
-// AVX-512 VNNI, int8 activations (cpu/q8.h) for GGUF's K-quants (Q4_K, Q5_K, Q6_K; layouts in cpu/formats.h):
+// AVX-512 VNNI, int8 activations (cpu/q8.h) for GGUF's K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; layouts in
+// cpu/formats.h):
 // `vpdpbusd` (unsigned codes x signed int8 x, 4 products summed into each int32 lane) on the blocks' own bytes.
 //
 // A super-block of 256 columns is two chunks of 128. One 64-byte load of a chunk's nibbles gives two vectors
@@ -21,6 +22,7 @@
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
 #include "cpu/arch/x86_avx512_kq_scales.h"
 #include "cpu/arch/x86_avx512_nib.h"  // kAhead
+#include "cpu/arch/x86_kq_fields.h"   // q3k_scales16
 #include "cpu/q8.h"
 
 namespace ft {
@@ -76,6 +78,7 @@ struct Q6K {  // half h: ql bytes 64h.. (low nibbles: columns 0..63 of the half,
     return _mm512_add_epi32(_mm512_set1_epi32(8 * h + 4 * v), _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
   }
   static __m512 scales(const uint8_t* b) { return q6k_scale_vec(b); }
+  static __m512 offv(const uint8_t*, __m512 sm) { return sm; }
   // qh byte l holds the 2 high bits of columns l, l + 32, l + 64, l + 96 (bits 0-1, 2-3, 4-5, 6-7): broadcast
   // and shifted right by 2 in the upper half, bits 0-1 serve u0 and bits 4-5 u1 in every byte.
   static void codes(const uint8_t* b, int h, __m512i& u0, __m512i& u1) {
@@ -84,6 +87,65 @@ struct Q6K {  // half h: ql bytes 64h.. (low nibbles: columns 0..63 of the half,
     qh = _mm512_and_si512(_mm512_mask_srli_epi16(qh, 0xffff0000u, qh, 2), _mm512_set1_epi8(0x33));
     u0 = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(qh, 4), lo4, 0xe4);  // low nibble ? v : high bits
     u1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), qh, lo4, 0xe4);
+  }
+};
+
+// Q3_K / Q2_K (layouts in cpu/formats.h): sub-blocks of 16 and codes in natural column order, as Q6_K's. Half h:
+// the 32 bytes of 2-bit codes broadcast to both halves of a vector and shifted right by 2 in the upper one give
+// u0 (columns 0..31: bits 0-1 of the lower half; 32..63: of the upper) and u1 (64..127: bits 4-5). The weight is
+// f u - o per sub-block: Q3_K u = low + 4 high in 0..7, f = d (sc - 32), o = 4 f (kOffset 4); Q2_K u in 0..3,
+// f = d sc, o = dmin m (offv, kOffset 1).
+struct Q23Base {
+  static constexpr bool kMins = false;
+  static void xorder(__m512i n0, __m512i n1, __m512i& x0, __m512i& x1) {
+    x0 = n0;
+    x1 = n1;
+  }
+  static constexpr int dsel[2][2] = {{0, 1}, {2, 3}};
+  static __m512i wsel(int h, int v) { return Q6K::wsel(h, v); }
+  static void low2(const uint8_t* p, __m512i& l0, __m512i& l1) {  // unmasked: the caller keeps bits 0-1
+    __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    l0 = _mm512_mask_srli_epi16(q, 0xffff0000u, q, 2);
+    l1 = _mm512_srli_epi16(l0, 4);
+  }
+};
+
+struct Q3K : Q23Base {
+  static constexpr int kBytes = 110, kOffset = 4;
+  static __m512 scales(const uint8_t* b) {
+    const __m128i s = _mm_sub_epi8(q3k_scales16(b), _mm_set1_epi8(32));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)), _mm512_set1_ps(_cvtsh_ss(static_cast<uint16_t>(b[108] | (b[109] << 8)))));
+  }
+  static __m512 offv(const uint8_t*, __m512 sm) { return sm; }
+  // High bit of column 128h + 32j + l: bit 4h + j of hmask byte l; shifted right by 1 in the upper half, bit
+  // 4h serves u0 and 4h + 2 u1 in every byte, moved to bit 2.
+  static void codes(const uint8_t* b, int h, __m512i& u0, __m512i& u1) {
+    __m512i l0, l1;
+    low2(b + 32 + 32 * h, l0, l1);
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    hm = _mm512_mask_srli_epi16(hm, 0xffff0000u, hm, 1);
+    const __m512i h0 = h ? _mm512_srli_epi16(hm, 2) : _mm512_slli_epi16(hm, 2), h1 = h ? _mm512_srli_epi16(hm, 4) : hm;
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4);
+    u0 = _mm512_ternarylogic_epi32(l0, _mm512_and_si512(h0, m4), m3, 0xec);  // (l & 3) | h
+    u1 = _mm512_ternarylogic_epi32(l1, _mm512_and_si512(h1, m4), m3, 0xec);
+  }
+};
+
+struct Q2K : Q23Base {
+  static constexpr int kBytes = 84, kOffset = 1;
+  static __m512 scales(const uint8_t* b) {
+    const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), _mm_set1_epi8(0x0f));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_set1_ps(_cvtsh_ss(static_cast<uint16_t>(b[80] | (b[81] << 8)))));
+  }
+  static __m512 offv(const uint8_t* b, __m512) {
+    const __m128i v = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 4), _mm_set1_epi8(0x0f));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_set1_ps(_cvtsh_ss(static_cast<uint16_t>(b[82] | (b[83] << 8)))));
+  }
+  static void codes(const uint8_t* b, int h, __m512i& u0, __m512i& u1) {
+    __m512i l0, l1;
+    low2(b + 16 + 32 * h, l0, l1);
+    u0 = _mm512_and_si512(l0, _mm512_set1_epi8(3));
+    u1 = _mm512_and_si512(l1, _mm512_set1_epi8(3));
   }
 };
 
@@ -154,8 +216,10 @@ inline void tile(const uint8_t* row, int64_t nsb, const __m512i (&ws)[2][2], con
       const __m256 nm = _mm512_extractf32x8_ps(sm, 1);
       FT_UNROLL for (int t = 0; t < NT; ++t) mins[t] = _mm256_fmadd_ps(nm, _mm256_loadu_ps(p.m + t * 4 * nch + 8 * sb), mins[t]);
     }
-    if (D::kOffset)  // sd: d_x * sum(q) over the block's 16 sub-blocks of 16
-      FT_UNROLL for (int t = 0; t < NT; ++t) off[t] = _mm512_fmadd_ps(sm, _mm512_loadu_ps(sd + t * ldsd + 16 * sb), off[t]);
+    if constexpr (D::kOffset != 0) {  // sd: d_x * sum(q) over the block's 16 sub-blocks of 16
+      const __m512 ov = D::offv(blk, sm);
+      FT_UNROLL for (int t = 0; t < NT; ++t) off[t] = _mm512_fmadd_ps(ov, _mm512_loadu_ps(sd + t * ldsd + 16 * sb), off[t]);
+    }
   }
   FT_UNROLL for (int t = 0; t < NT; ++t) {
     __m512 s = _mm512_add_ps(a0[t], a1[t]);
@@ -198,6 +262,12 @@ void rows_q8_q4k_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8
 }
 void rows_q8_q5k_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   rows<QnK<true>>(m, r0, r1, x, Y, ldy);
+}
+void rows_q8_q3k_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows<Q3K>(m, r0, r1, x, Y, ldy);
+}
+void rows_q8_q2k_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  rows<Q2K>(m, r0, r1, x, Y, ldy);
 }
 void rows_q8_q6k_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   rows<Q6K>(m, r0, r1, x, Y, ldy);

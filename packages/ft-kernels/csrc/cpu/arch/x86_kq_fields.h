@@ -1,9 +1,10 @@
-// x86 (SSSE3 and up): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes, shared by the AVX2 and
+// x86 (SSSE3 and up): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes (and Q3_K's scales), shared by the AVX2 and
 // AVX-512 K-quant kernels (x86_avx2_q8kquant.cpp, x86_avx512_kq_scales.h).
 #pragma once
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace ft {
 namespace {
@@ -21,6 +22,19 @@ inline __m128i kq_fields6(const uint8_t* b) {
       _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
       _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
   return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30)));
+}
+
+// Q3_K: the 16 6-bit scales (q3k_scale's values 0..63, before the - 32) of a block as 16 bytes (llama.cpp's
+// unpacking of its 12 scale bytes at b + 96).
+inline __m128i q3k_scales16(const uint8_t* b) {
+  uint32_t a[3], u[4];
+  std::memcpy(a, b + 96, 12);
+  const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+  u[0] = (a[0] & k2) | ((a[2] & k1) << 4);
+  u[1] = (a[1] & k2) | (((a[2] >> 2) & k1) << 4);
+  u[2] = ((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4);
+  u[3] = ((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4);
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
 }
 
 }  // namespace
