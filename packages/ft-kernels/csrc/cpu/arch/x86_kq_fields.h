@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 namespace ft {
 namespace {
@@ -24,17 +23,16 @@ inline __m128i kq_fields6(const uint8_t* b) {
   return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30)));
 }
 
-// Q3_K: the 16 6-bit scales (q3k_scale's values 0..63, before the - 32) of a block as 16 bytes (llama.cpp's
-// unpacking of its 12 scale bytes at b + 96).
+// Q3_K: the 16 6-bit scales (q3k_scale's values 0..63, before the - 32) of a block as 16 bytes: scale k's low
+// nibble is nibble k / 8 of byte 96 + k % 8, its high 2 bits bits 2 (k / 4) of byte 104 + k % 4. Reads the block's
+// bytes 94..109 (not past its end); needs AVX2 (vpsrlvd).
 inline __m128i q3k_scales16(const uint8_t* b) {
-  uint32_t a[3], u[4];
-  std::memcpy(a, b + 96, 12);
-  const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-  u[0] = (a[0] & k2) | ((a[2] & k1) << 4);
-  u[1] = (a[1] & k2) | (((a[2] >> 2) & k1) << 4);
-  u[2] = ((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4);
-  u[3] = ((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4);
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+  const __m128i s = _mm_srli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 94)), 2);  // bytes 96..
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(s, m4), _mm_and_si128(_mm_srli_epi16(s, 4), m4));
+  // dword i of the high bits: bytes 104..107 shifted right by 2i, so byte j of it holds scale 4i + j's bits
+  const __m128i h = _mm_srlv_epi32(_mm_shuffle_epi32(s, 0xaa), _mm_setr_epi32(0, 2, 4, 6));
+  return _mm_or_si128(lo, _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi8(3)), 4));
 }
 
 }  // namespace
