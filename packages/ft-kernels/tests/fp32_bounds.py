@@ -37,7 +37,9 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     N, K = W.shape
     b = w.q[0][:, : K // kquants.QK * kquants.BLOCK_BYTES[w.fmt]].reshape(N, K // kquants.QK, -1)
     if w.fmt == "q3_k":
-        dsc = kquants._f16(b[..., 108:110])[..., None] * (kquants._q3k_scales(b[..., 96:108]).float() - 32)
+        dsc = kquants._f16(b[..., 108:110])[..., None] * (
+            kquants._q3k_scales(b[..., 96:108]).float() - 32
+        )
         return W + 8 * dsc.double().abs().repeat_interleave(16, -1).reshape(N, K)
     if w.fmt == "q6_k":
         dsc = kquants._f16(b[..., 208:210])[..., None] * b[..., 192:208].view(torch.int8).float()

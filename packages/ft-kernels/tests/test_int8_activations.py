@@ -29,7 +29,14 @@ from ft_kernels import reference as R
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
-KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16"]  # q4_k_x16: rows in the lanes (16 rows interleaved)
+KQ = [
+    "q4_k",
+    "q5_k",
+    "q6_k",
+    "q3_k",
+    "q2_k",
+    "q4_k_x16",
+]  # q4_k_x16: rows in the lanes (16 rows interleaved)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
