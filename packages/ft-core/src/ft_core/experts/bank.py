@@ -120,9 +120,9 @@ class ExpertBank:
         return other + sum(per_layer) // len(per_layer)
 
     def layer_view(self, which: str, layer: int) -> torch.Tensor:
-        """A mixed bank's ``which`` ("w13" / "w2") K-quant rows of MoE layer ``layer`` as a uint8
-        [N, rows, row bytes] view of its tensor, valid for that layer's flat ids (padded rows come
-        whole: the kernels read only a row's blocks)."""
+        """A K-quant bank's ``which`` ("w13" / "w2") rows of MoE layer ``layer`` as a uint8
+        [N, rows, row bytes] view of its tensor, valid for that layer's flat ids (the tensor itself
+        unless ``compact``; padded rows come whole: the kernels read only a row's blocks)."""
         t = self.tensors[f"{which}_q"]
         if not self.compact:
             return t
@@ -187,7 +187,7 @@ class ExpertBank:
             for m in range(n_layers):
                 if fmts[m][k] != "q4_k":
                     continue
-                q = self.layer_view(which, m) if self.layer_fmts else self.tensors[f"{which}_q"]
+                q = self.layer_view(which, m)
                 ids = (
                     range(m * self.num_experts, (m + 1) * self.num_experts)
                     if self.layer_fmts
@@ -231,8 +231,9 @@ class ExpertBank:
             bias = t.get(f"{which}_bias")
             fmt = self.kind_fmt(which, layer)
             if fmt in KQUANT_FORMATS:
-                q = self.layer_view(which, layer) if self.layer_fmts else t[f"{which}_q"]
-                out.append(ExpertWeights(fmt, q, cols, group=256, bias=bias))
+                out.append(
+                    ExpertWeights(fmt, self.layer_view(which, layer), cols, group=256, bias=bias)
+                )
             elif self.fmt == "mxfp4":
                 blocks = t[f"{which}_blocks"]
                 q = blocks.view(blocks.shape[0], blocks.shape[1], -1)

@@ -87,18 +87,25 @@ class GGUFIndex:
         bits: a [shape] matrix in a type the kernels read (``native_raw`` would give it)."""
         if name not in self.map or name.split(".")[-2] not in SWAPPED:
             return False
-        t = self._tensor(name)
-        if t.type_name not in DENSE_TYPES or tuple(t.shape) != tuple(shape):
-            return False
-        return self._rows is None or self._rows(name) is not None
+        stored = self._stored_rows(name)
+        return stored is not None and tuple(stored[0].shape) == tuple(shape)
 
-    def native_raw(self, name: str) -> tuple[str, np.ndarray, int] | None:
-        """(GGML type, stored rows uint8 [R, row bytes] in Hugging Face's row order, columns) of a 2-D
-        tensor in a type the kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
+    def _stored_rows(self, name: str) -> tuple[GGUFTensor, slice | torch.Tensor] | None:
+        """(the tensor, which of its rows make the Hugging Face matrix) of a 2-D tensor in a type the
+        kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
         t = self._tensor(name)
         rows = self._rows(name) if self._rows is not None else slice(None)
         if t.type_name not in DENSE_TYPES or len(t.shape) != 2 or rows is None:
             return None
+        return t, rows
+
+    def native_raw(self, name: str) -> tuple[str, np.ndarray, int] | None:
+        """(GGML type, stored rows uint8 [R, row bytes] in Hugging Face's row order, columns) of a 2-D
+        tensor in a type the kernels read as stored (``gguf_experts.DENSE_TYPES``); else None."""
+        stored = self._stored_rows(name)
+        if stored is None:
+            return None
+        t, rows = stored
         raw = np.asarray(t.data).reshape(t.shape[0], -1)
         if not isinstance(rows, slice):  # whole rows of blocks move (Qwen3.5's value heads)
             raw = raw[rows.numpy()]
