@@ -45,13 +45,15 @@ def test_decoder_equals_llamacpp_python(fmt):
 @pytest.mark.parametrize("fmt", list(GGML))
 def test_kernel_on_arbitrary_blocks(fmt, xdtype, T):
     """The kernel reads any valid block (not only the quantiser's): every scale, min and code value. 9 rows: a
-    tile of 8 and a single one. x in bf16 takes the bf16-activation kernels, which sum the scaled codes and the
-    mins apart (the bound over the split terms, ``fp32_bounds.kquant_terms``): on AVX-512 BF16 row-wise at 5
-    tokens, tokens in the lanes at 8 (8 lanes), 20 (16, then 4 row-wise) and 29 (16, then 13 in 16 lanes)."""
+    tile of 8 and a single one (at 5 tokens the 4-token tiles, then one token: AVX2 / AVX-512's Q4_K and Q5_K
+    in tiles of 2 rows and one tail row). The SIMD kernels sum the scaled codes and the mins (Q6_K: the code
+    offset) apart, so the bound is over the split terms (``fp32_bounds.kquant_terms``): with x in fp32 on AVX2
+    and AVX-512 (kquant_nib.h), with x in bf16 on AVX-512 BF16 row-wise at 5 tokens, tokens in the lanes at 8
+    (8 lanes), 20 (16, then 4 row-wise) and 29 (16, then 13 in 16 lanes)."""
     b = random_blocks(fmt, 9 * 3, seed=7).reshape(9, 3 * kquants.BLOCK_BYTES[fmt])
     w = fk.ExpertWeights(fmt, b[None], 3 * kquants.QK, group=kquants.QK)
     x = torch.randn(T, 3 * kquants.QK, generator=torch.Generator().manual_seed(T)).to(xdtype)
-    exact, bound = linear_bound(x, w, split_terms=xdtype == torch.bfloat16)
+    exact, bound = linear_bound(x, w, split_terms=True)
     assert ((fk.linear(x, w).double() - exact).abs() <= bound).all()
 
 

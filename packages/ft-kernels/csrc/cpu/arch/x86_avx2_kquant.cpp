@@ -1,5 +1,7 @@
-// AVX2, GGUF K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K): kquant_rows.h with 8 int8 codes per vector,
-// sign-extended to 32 bits and converted to fp32 (exact).
+// AVX2, GGUF K-quant formats over fp32 activations: Q4_K, Q5_K and Q6_K through kquant_nib.h (codes used where
+// they lie, one scale product per sub-block); Q3_K and Q2_K through kquant_rows.h (a decode pass into int8
+// codes, then one FMA per weight for its value).
+#include "cpu/arch/kquant_nib.h"
 #include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx2.h"
 
@@ -11,19 +13,41 @@ struct I8Avx2 {
   }
   static float f16(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 };
+
+struct NibAvx2 {  // kquant_nib.h's traits
+  using V = __m256;
+  using Vi = __m256i;
+  static constexpr int L = 8;
+  static Vi u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static Vi band(Vi v, int k) { return _mm256_and_si256(v, _mm256_set1_epi32(k)); }
+  static Vi bor(Vi a, Vi b) { return _mm256_or_si256(a, b); }
+  template <int S>
+  static Vi shl(Vi v) {
+    if constexpr (S >= 0) return _mm256_slli_epi32(v, S);
+    else return _mm256_srli_epi32(v, -S);
+  }
+  static V cvt(Vi v) { return _mm256_cvtepi32_ps(v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V loadx(const float* p) { return _mm256_loadu_ps(p); }
+  static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V zero() { return _mm256_setzero_ps(); }
+  static float hsum(V v) { return Avx2::hsum(v); }
+  static V add8(V t, __m256 v) { return _mm256_add_ps(t, v); }
+};
 }  // namespace
 
 void rows_q4k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx2, I8Avx2, Q4K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx2, kq_nib::Q45<NibAvx2, false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q5k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx2, I8Avx2, Q5K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx2, kq_nib::Q45<NibAvx2, true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q6k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx2, I8Avx2, Q6K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx2, kq_nib::Q6<NibAvx2>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q3k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {

@@ -1,5 +1,7 @@
-// AVX-512, GGUF K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K): kquant_rows.h with 16 int8 codes per vector,
-// sign-extended to 32 bits and converted to fp32 (exact).
+// AVX-512, GGUF K-quant formats over fp32 activations: Q4_K, Q5_K and Q6_K through kquant_nib.h (codes used
+// where they lie, one scale product per sub-block); Q3_K and Q2_K through kquant_rows.h with 16 int8 codes per
+// vector, sign-extended to 32 bits and converted to fp32 (exact).
+#include "cpu/arch/kquant_nib.h"
 #include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx512.h"
 
@@ -11,19 +13,41 @@ struct I8Avx512 {
   }
   static float f16(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 };
+
+struct NibAvx512 {  // kquant_nib.h's traits
+  using V = __m512;
+  using Vi = __m512i;
+  static constexpr int L = 16;
+  static Vi u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static Vi band(Vi v, int k) { return _mm512_and_si512(v, _mm512_set1_epi32(k)); }
+  static Vi bor(Vi a, Vi b) { return _mm512_or_si512(a, b); }
+  template <int S>
+  static Vi shl(Vi v) {
+    if constexpr (S >= 0) return _mm512_slli_epi32(v, S);
+    else return _mm512_srli_epi32(v, -S);
+  }
+  static V cvt(Vi v) { return _mm512_cvtepi32_ps(v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V loadx(const float* p) { return _mm512_loadu_ps(p); }
+  static V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static V zero() { return _mm512_setzero_ps(); }
+  static float hsum(V v) { return Avx512::hsum(v); }
+  static V add8(V t, __m256 v) { return _mm512_add_ps(t, _mm512_insertf32x8(_mm512_setzero_ps(), v, 0)); }
+};
 }  // namespace
 
 void rows_q4k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx512, I8Avx512, Q4K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx512, kq_nib::Q45<NibAvx512, false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q5k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx512, I8Avx512, Q5K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx512, kq_nib::Q45<NibAvx512, true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q6k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx512, I8Avx512, Q6K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx512, kq_nib::Q6<NibAvx512>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q3k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
