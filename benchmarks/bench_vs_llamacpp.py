@@ -35,10 +35,13 @@ FTW directories. llama.cpp is ``--llama-cpp DIR`` (a source tree with ``build/bi
 missing. Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
 bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads), ft in a fresh process
 (``FT_NUM_THREADS`` = ``OMP_NUM_THREADS`` = N, ``torch.set_num_threads(N)``, ``Engine.from_pretrained(
-dtype="bfloat16", prefix_cache=False)``, one warm-up generation, then a prompt of each length with
-``max_tokens=1`` -- distinct random token ids -- and ``--decode`` tokens, batch 1, greedy, after a
-1-token prompt), then ``llama-bench -m X.gguf -p 128,512 -n 64 -t N -r 1 -o json`` (its tg test
-also starts from an empty context).
+dtype="bfloat16", prefix_cache=False)``, one warm-up generation, then per prompt length a warm-up
+prompt of that length and the timed one, each with ``max_tokens=1`` -- distinct random token ids --
+and ``--decode`` tokens, batch 1, greedy, after a 1-token prompt), then ``llama-bench -m X.gguf -p
+128,512 -n 64 -t N -r 1 -o json`` (which also runs a warm-up prompt of each length before the timed
+one; its tg test also starts from an empty context). The first prompt of a length costs ft more:
+torch's bf16 GEMMs (dense projections, prefill-sized expert routes) build a oneDNN kernel for each new
+row count.
 
 Columns: ``ppP`` prefill tok/s of a P-token prompt; ``decode`` tok/s; ``MB/tok`` weight bytes one
 decode token reads (ft: ``weight_bytes_per_token()``; llama.cpp: every GGUF tensor but the token
@@ -542,6 +545,7 @@ def child(args) -> None:
     eng.generate([ids(32, 1)], greedy(2))  # warm-up: one prefill and one decode step
     prefill = {}
     for i, P in enumerate(args.prompt):
+        eng.generate([ids(P, 200 + i)], greedy(1))  # as llama-bench: a warm-up prompt of this length
         prompt = ids(P, 100 + i)
         t = time.perf_counter()
         eng.generate([prompt], greedy(1))
