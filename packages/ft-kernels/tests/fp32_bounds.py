@@ -26,9 +26,10 @@ def gamma(n: int) -> float:
 def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     """A bound [N, K] (float64) on the magnitudes of the terms a kernel sums for each weight of a K-quant matrix
     when it splits the value: d sc q and dmin m (Q4_K, Q5_K, Q2_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with
-    the codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices, and Q3_K (whose kernels multiply its signed
-    codes, never split): |W|. ``q3k_offset``: Q3_K's int8-activation SIMD kernels split it too, into d (sc - 32)
-    times the codes 0..7 and the code offset 4 d (sc - 32): |W| + 8 |d (sc - 32)|."""
+    the codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices, and Q3_K (whose bf16 kernels multiply its signed
+    codes, never split): |W|. ``q3k_offset``: Q3_K's int8-activation SIMD kernels and its fp32 AVX2 / AVX-512
+    ones split it too, into d (sc - 32) times the codes 0..7 and the code offset 4 d (sc - 32): |W| + 8 |d (sc -
+    32)|."""
     W = R.dequantize(w)[0].double().abs()
     if w.fmt == "q4_k_x16":  # its Q4_K blocks
         w = dataclasses.replace(w, fmt="q4_k", q=kquants.from_x16(w.q, w.cols))

@@ -40,20 +40,20 @@ def test_decoder_equals_llamacpp_python(fmt):
     assert np.array_equal(ours.numpy(), theirs)
 
 
-@pytest.mark.parametrize("T", [5, 8, 20, 29])
+@pytest.mark.parametrize("T", [1, 2, 5, 8, 20, 29])
 @pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("fmt", list(GGML))
 def test_kernel_on_arbitrary_blocks(fmt, xdtype, T):
     """The kernel reads any valid block (not only the quantiser's): every scale, min and code value. 9 rows: a
-    tile of 8 and a single one (at 5 tokens the 4-token tiles, then one token: AVX2 / AVX-512's Q4_K and Q5_K
-    in tiles of 2 rows and one tail row). The SIMD kernels sum the scaled codes and the mins (Q6_K: the code
-    offset) apart, so the bound is over the split terms (``fp32_bounds.kquant_terms``): with x in fp32 on AVX2
+    tile of 8 and a single one (one token: AVX2 / AVX-512's Q4_K and Q5_K in tiles of 2 rows and one tail row;
+    AVX2's Q3_K from 3 tokens on its decode-pass kernel). The SIMD kernels sum the scaled codes and the mins
+    (Q6_K, Q3_K: the code offset) apart, so the bound is over the split terms (``fp32_bounds.kquant_terms``): with x in fp32 on AVX2
     and AVX-512 (kquant_nib.h), with x in bf16 on AVX-512 BF16 row-wise at 5 tokens, tokens in the lanes at 8
     (8 lanes), 20 (16, then 4 row-wise) and 29 (16, then 13 in 16 lanes)."""
     b = random_blocks(fmt, 9 * 3, seed=7).reshape(9, 3 * kquants.BLOCK_BYTES[fmt])
     w = fk.ExpertWeights(fmt, b[None], 3 * kquants.QK, group=kquants.QK)
     x = torch.randn(T, 3 * kquants.QK, generator=torch.Generator().manual_seed(T)).to(xdtype)
-    exact, bound = linear_bound(x, w, split_terms=True)
+    exact, bound = linear_bound(x, w, split_terms=True, q3k_offset=True)
     assert ((fk.linear(x, w).double() - exact).abs() <= bound).all()
 
 

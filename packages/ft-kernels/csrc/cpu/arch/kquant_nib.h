@@ -1,4 +1,4 @@
-// Row kernels of Q4_K, Q5_K and Q6_K over fp32 activations with the codes used where they lie (layouts in
+// Row kernels of Q4_K, Q5_K, Q6_K, Q3_K and Q2_K over fp32 activations with the codes used where they lie (layouts in
 // cpu/formats.h), shared by x86_avx2_kquant.cpp and x86_avx512_kquant.cpp (each compiles its own copy with its
 // ISA flags, as rows_common.h).
 //
@@ -14,11 +14,11 @@
 // so the result is within the split-term bound (tests/fp32_bounds.kquant_terms) of the exact one, not bit for
 // bit the scalar kernel's.
 //
-// Q6_K from 3 tokens a tile multiplies its codes by the scale once (4 partials a token would not fit the
-// registers) and adds them into the tokens' sums directly.
+// Q6_K from 3 tokens a tile, and Q3_K / Q2_K always, multiply their codes by the scale once (the partials
+// would not fit the registers) and add them into the tokens' sums directly.
 //
 // ISA traits N: V (fp32 vector), Vi (int32 vector), L (lanes); u8(p): L bytes zero-extended; band(Vi, int);
-// bor(Vi, Vi); shl<S>(Vi) (S < 0: right); cvt(Vi); fma(a, b, c); mul(a, b); loadx(p); bcast(const float*);
+// bor(Vi, Vi); shl<S>(Vi) (S < 0: right); cvt(Vi); fma(a, b, c); mul(a, b); add(a, b); loadx(p); bcast(const float*);
 // zero(); hsum(V); add8(V tot, __m256 v): tot plus v in 8 of its lanes.
 #pragma once
 #include <immintrin.h>
@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/x86_kq_fields.h"  // kq_fields6, q3k_scales16
 
 namespace ft {
 namespace {
@@ -36,26 +37,13 @@ constexpr int kAhead = 1024;  // software prefetch distance on each row's stream
 
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
-// The 6-bit (scale, min) fields of a Q4_K / Q5_K block's 12 scale bytes as 16 bytes: scales 0..7, mins 0..7
-// (bytes 0..7 carry the 2 high bits of sub-blocks 4..7 in bits 6-7).
-inline __m128i unpack6(const uint8_t* s) {
-  uint32_t w[3], o[4];
-  std::memcpy(w, s, 12);
-  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, hi2 = 0x30303030u;
-  o[0] = w[0] & lo6;
-  o[1] = (w[2] & lo4) | ((w[0] >> 2) & hi2);
-  o[2] = w[1] & lo6;
-  o[3] = ((w[2] >> 4) & lo4) | ((w[1] >> 2) & hi2);
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(o));
-}
-
 // Q4_K / Q5_K (kFive). scales(b, sc, nm): sc[s] = d sc_s (s even: low nibbles) or d sc_s / 16 (s odd: high
 // nibbles, read as 16 q); nm[0] = -(dmin m_s), s = 0..7.
 template <class N, bool kFive>
 struct Q45 {
   static constexpr int kBytes = kFive ? 176 : 144, kCodes = kFive ? 48 : 16, kSub = 32, kNm = 1;
   static void scales(const uint8_t* b, float* sc, __m256* nm) {
-    const __m128i v = unpack6(b + 4);
+    const __m128i v = kq_fields6(b);  // scales 0..7, mins 0..7
     const float d = f16_at(b), dmin = f16_at(b + 2);
     const __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
     _mm256_storeu_ps(sc, _mm256_mul_ps(s, _mm256_setr_ps(d, d / 16, d, d / 16, d, d / 16, d, d / 16)));
@@ -172,6 +160,92 @@ struct Q6 {
   }
 };
 
+// Q3_K (kThree) and Q2_K: per half n of a block, byte l of the 2-bit codes (Q3_K: 32 + 32n.., Q2_K: 16 + 32n..)
+// holds column 128n + 32j + l at bits 2j, 2j + 1, masked in place as 4^j q (sub-block (32j + l) / 16 + 8n).
+// Q3_K's high bit of that column, bit 4n + j of hmask byte l, is shifted to bit 2j + 2 (4^j times 4 hbit): the
+// code 0..7 stands for code - 4. scales: sc[s] = d (sc_s - 32) / 4^j (Q3_K) or d sc_s / 4^j (Q2_K), j the
+// field of sub-block s; nm[2] = -4 d (sc_s - 32) (Q3_K's code offset) or -(dmin m_s) (Q2_K's mins). The codes
+// are multiplied by their scale once and added into the tokens' sums (two 2-bit fields make too many
+// partials to keep); one token takes 4 chains, one per field.
+template <class N, bool kThree>
+struct Q23 {
+  static constexpr int kBytes = kThree ? 110 : 84, kCodes = kThree ? 32 : 16, kSub = 16, kNm = 2;
+  using V = typename N::V;
+  static void scales(const uint8_t* b, float* sc, __m256* nm) {
+    const __m256 f = _mm256_setr_ps(1.f, 1.f, 0.25f, 0.25f, 0.0625f, 0.0625f, 0.015625f, 0.015625f);  // 4^-j
+    __m256 s[2];
+    float d, dmin = 0.f;
+    if (kThree) {
+      const __m128i v = _mm_sub_epi8(q3k_scales16(b), _mm_set1_epi8(32));  // sc - 32 in -32..31
+      s[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+      s[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+      d = f16_at(b + 108);
+    } else {  // byte k: scale (low nibble) and min (high) of sub-block k
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+      const __m256i a0 = _mm256_cvtepu8_epi32(v), a1 = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+      const __m256i m15 = _mm256_set1_epi32(15);
+      s[0] = _mm256_cvtepi32_ps(_mm256_and_si256(a0, m15));
+      s[1] = _mm256_cvtepi32_ps(_mm256_and_si256(a1, m15));
+      d = f16_at(b + 80);
+      dmin = f16_at(b + 82);
+      nm[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a0, 4)), _mm256_set1_ps(-dmin));
+      nm[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a1, 4)), _mm256_set1_ps(-dmin));
+    }
+    const __m256 dv = _mm256_set1_ps(d);
+    _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_mul_ps(s[0], dv), f));
+    _mm256_storeu_ps(sc + 8, _mm256_mul_ps(_mm256_mul_ps(s[1], dv), f));
+    if (kThree) {
+      nm[0] = _mm256_mul_ps(s[0], _mm256_set1_ps(-4.f * d));
+      nm[1] = _mm256_mul_ps(s[1], _mm256_set1_ps(-4.f * d));
+    }
+  }
+  // 4^j x the code of columns 128n + 32j + L g.. (Q3_K: with its high bit as 4^j 4 hbit).
+  template <int n, int j>
+  static V code(typename N::Vi q, typename N::Vi h) {
+    typename N::Vi c = N::band(q, 3 << (2 * j));
+    if (kThree) c = N::bor(c, N::band(N::template shl<j + 2 - 4 * n>(h), 1 << (2 * j + 2)));
+    return N::cvt(c);
+  }
+  // Field j of row r's group g into the tokens' chains.
+  template <int n, int j, int NR, int NT>
+  static void field(typename N::Vi q, typename N::Vi h, const float* sc, const float* X, int64_t ldx, int g, int r,
+                    V (&acc)[4][NR][NT]) {
+    constexpr int U = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // chains a token
+    const V ws = N::mul(code<n, j>(q, h), N::bcast(&sc[8 * n + 2 * j + g / (16 / N::L)]));
+    FT_UNROLL for (int t = 0; t < NT; ++t)
+      acc[j % U][r][t] = N::fma(ws, N::loadx(X + t * ldx + 128 * n + 32 * j + N::L * g), acc[j % U][r][t]);
+  }
+  template <int n, int NR, int NT>
+  static void half(const uint8_t* const (&b)[NR], const float (&sc)[NR][16], const float* X, int64_t ldx,
+                   V (&acc)[4][NR][NT]) {
+    FT_UNROLL for (int g = 0; g < 32 / N::L; ++g) FT_UNROLL for (int r = 0; r < NR; ++r) {
+      const typename N::Vi q = N::u8(b[r] + kCodes + 32 * n + N::L * g);
+      const typename N::Vi h = kThree ? N::u8(b[r] + N::L * g) : q;
+      field<n, 0, NR, NT>(q, h, sc[r], X, ldx, g, r, acc);
+      field<n, 1, NR, NT>(q, h, sc[r], X, ldx, g, r, acc);
+      field<n, 2, NR, NT>(q, h, sc[r], X, ldx, g, r, acc);
+      field<n, 3, NR, NT>(q, h, sc[r], X, ldx, g, r, acc);
+    }
+  }
+  template <int NR, int NT>
+  static void block(const uint8_t* const (&b)[NR], const float (&sc)[NR][16], const float* X, int64_t ldx,
+                    V (&tot)[NR][NT]) {
+    constexpr int U = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+    V acc[4][NR][NT];
+    FT_UNROLL for (int r = 0; r < NR; ++r) FT_UNROLL for (int t = 0; t < NT; ++t) {
+      acc[0][r][t] = tot[r][t];
+      FT_UNROLL for (int u = 1; u < U; ++u) acc[u][r][t] = N::zero();
+    }
+    half<0, NR, NT>(b, sc, X, ldx, acc);
+    half<1, NR, NT>(b, sc, X, ldx, acc);
+    FT_UNROLL for (int r = 0; r < NR; ++r) FT_UNROLL for (int t = 0; t < NT; ++t) {
+      V v = acc[0][r][t];
+      FT_UNROLL for (int u = 1; u < U; ++u) v = N::add(v, acc[u][r][t]);
+      tot[r][t] = v;
+    }
+  }
+};
+
 // xs[t * lds + s] = sum of X[t, kSub s .. kSub s + kSub - 1] (fp32).
 template <int kSub>
 inline void sub_sums(const float* X, int64_t ntok, int64_t ldx, int64_t cols, float* xs, int64_t lds) {
@@ -220,7 +294,8 @@ inline void rows_block(const WeightMat& m, int64_t r0, int64_t r1, const float* 
   for (; r < r1; ++r) tile<N, D, 1, NT>(m, r, X, ldx, xs, lds, Y + (r - r0), ldy);
 }
 
-// The RowsFn of Q4_K (D = Q45<N, false>), Q5_K (Q45<N, true>) or Q6_K (Q6<N>); check_mat has made sure
+// The RowsFn of Q4_K (D = Q45<N, false>), Q5_K (Q45<N, true>), Q6_K (Q6<N>), Q3_K (Q23<N, true>) or Q2_K
+// (Q23<N, false>); check_mat has made sure
 // cols % 256 == 0.
 template <class N, class D>
 inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,

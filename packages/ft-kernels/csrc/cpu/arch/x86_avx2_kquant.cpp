@@ -1,13 +1,13 @@
-// AVX2, GGUF K-quant formats over fp32 activations: Q4_K, Q5_K and Q6_K through kquant_nib.h (codes used where
-// they lie, one scale product per sub-block); Q3_K and Q2_K through kquant_rows.h (a decode pass into int8
-// codes, then one FMA per weight for its value).
+// AVX2, GGUF K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) over fp32 activations: kquant_nib.h with 8 lanes;
+// Q3_K from 3 tokens a call through kquant_rows.h (its decode pass shared by the tile's tokens: 22.7 against 19.1
+// GMAC/s a core at 4 tokens, Q3_K's high bits costing kquant_nib.h 3 more instructions per vector).
 #include "cpu/arch/kquant_nib.h"
 #include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx2.h"
 
 namespace ft {
 namespace {
-struct I8Avx2 {
+struct I8Avx2 {  // kquant_rows.h's converter
   static __m256 i8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
@@ -28,6 +28,7 @@ struct NibAvx2 {  // kquant_nib.h's traits
   }
   static V cvt(Vi v) { return _mm256_cvtepi32_ps(v); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V loadx(const float* p) { return _mm256_loadu_ps(p); }
   static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
@@ -51,11 +52,12 @@ void rows_q6k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, i
 }
 void rows_q3k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx2, I8Avx2, Q3K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  if (ntok >= 3) return kq_rows<Avx2, I8Avx2, Q3K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx2, kq_nib::Q23<NibAvx2, true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q2k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx2, I8Avx2, Q2K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx2, kq_nib::Q23<NibAvx2, false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

@@ -1,19 +1,10 @@
-// AVX-512, GGUF K-quant formats over fp32 activations: Q4_K, Q5_K and Q6_K through kquant_nib.h (codes used
-// where they lie, one scale product per sub-block); Q3_K and Q2_K through kquant_rows.h with 16 int8 codes per
-// vector, sign-extended to 32 bits and converted to fp32 (exact).
+// AVX-512, GGUF K-quant formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) over fp32 activations: kquant_nib.h with 16
+// lanes.
 #include "cpu/arch/kquant_nib.h"
-#include "cpu/arch/kquant_rows.h"
 #include "cpu/arch/x86_avx512.h"
 
 namespace ft {
 namespace {
-struct I8Avx512 {
-  static __m512 i8(const int8_t* p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
-  }
-  static float f16(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
-};
-
 struct NibAvx512 {  // kquant_nib.h's traits
   using V = __m512;
   using Vi = __m512i;
@@ -28,6 +19,7 @@ struct NibAvx512 {  // kquant_nib.h's traits
   }
   static V cvt(Vi v) { return _mm512_cvtepi32_ps(v); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V loadx(const float* p) { return _mm512_loadu_ps(p); }
   static V bcast(const float* p) { return _mm512_set1_ps(*p); }
@@ -51,11 +43,11 @@ void rows_q6k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X,
 }
 void rows_q3k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx512, I8Avx512, Q3K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx512, kq_nib::Q23<NibAvx512, true>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 void rows_q2k_avx512(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  kq_rows<Avx512, I8Avx512, Q2K>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  kq_nib::rows<NibAvx512, kq_nib::Q23<NibAvx512, false>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft
