@@ -545,7 +545,9 @@ def child(args) -> None:
     eng.generate([ids(32, 1)], greedy(2))  # warm-up: one prefill and one decode step
     prefill = {}
     for i, P in enumerate(args.prompt):
-        eng.generate([ids(P, 200 + i)], greedy(1))  # as llama-bench: a warm-up prompt of this length
+        eng.generate(
+            [ids(P, 200 + i)], greedy(1)
+        )  # as llama-bench: a warm-up prompt of this length
         prompt = ids(P, 100 + i)
         t = time.perf_counter()
         eng.generate([prompt], greedy(1))

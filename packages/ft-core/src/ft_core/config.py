@@ -207,7 +207,7 @@ class EngineConfig:
         False,
         help="opt-in, not exact: int8 activations (q8_0, per 32 columns, scale max|x| / 127) into the integer "
         "dot products of 4-bit and K-quant (Q4_K, Q5_K, Q6_K) experts and dense projections, as llama.cpp's "
-        "CPU path does (2-5x faster K-quant products on CPUs without AVX-512 BF16; with AVX-512 VNNI, Q4_K "
+        "CPU path does (1.3-2x faster K-quant products on CPUs without AVX-512 BF16; with AVX-512 VNNI, Q4_K "
         "weights repacked at load for a rows-in-lanes kernel, ~1.4x; error ~0.5% of a product's size)",
     )
 

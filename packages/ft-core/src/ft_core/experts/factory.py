@@ -51,7 +51,7 @@ def cache_slots(bank: ExpertBank, engine: EngineConfig, free_bytes: int | None =
 
 def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
     """A hint, when the CPU kernels will multiply this bank's 4-bit / K-quant weights with exact fp32
-    products on an x86 CPU without AVX-512 BF16 (8 or 16 products an instruction: compute-bound, 2-5x below
+    products on an x86 CPU without AVX-512 BF16 (8 or 16 products an instruction: compute-bound, 1.3-2x below
     the integer path), that ``int8_activations`` is the fast path there; else None."""
     fmts = {bank.fmt} | {f for pair in bank.layer_fmts for f in pair}
     if engine.int8_activations or not fmts & set(INT8_FORMATS):
@@ -61,7 +61,7 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
     return (
         f"this CPU runs {'/'.join(sorted(fmts & set(INT8_FORMATS)))} experts with exact fp32 products "
         f"({ft_kernels.active_isa()}, no AVX-512 BF16), which is compute-bound; --int8-activations "
-        "(int8 activations, llama.cpp's CPU scheme, not exact) runs them 2-5x faster"
+        "(int8 activations, llama.cpp's CPU scheme, not exact) runs them up to ~2x faster"
     )
 
 
