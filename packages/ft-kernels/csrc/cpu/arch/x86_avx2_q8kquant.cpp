@@ -5,8 +5,10 @@
 // x is put once per call in natural column order. 32 bytes of a block's nibbles give two ymm of 32 unsigned
 // codes, each the 32 columns of one Q4_K / Q5_K sub-block (Q6_K: two sub-blocks of 16) and one activation
 // block; Q5_K's fifth bit and Q6_K's high bits are shifted in from the high-bit bytes. vpmaddubsw (codes x
-// signed int8 x, pairs summed in int16: |sum| <= 2 * 63 * 127, no saturation), vpmaddwd with ones (int32),
-// vcvtdq2ps, one FMA with (weight scale x activation scale): 4 instructions per 32 weights and token. Q4_K /
+// signed int8 x, pairs summed in int16: |sum| <= 2 * 63 * 127, no saturation), vpmaddwd with ones (int32); the
+// int32 dots of 4 sub-blocks are folded into one vector by two rounds of vphaddd (exact), then one conversion
+// and one FMA with (weight scale x activation scale) per 128 weights and token (one per 32 cost Q4_K ~45 % of
+// a core's time at one token: 25 -> 30 GMAC/s a Zen 4 core in AVX2 code). Q4_K /
 // Q5_K mins and Q6_K's code offset 32 come off once per block and token in fp32, from the activations'
 // sums d * sum(q) over each 32 (mins) or 16 (Q6_K) columns.
 #include <immintrin.h>
@@ -31,6 +33,18 @@ inline __m256i dot32(__m256i u, const int8_t* x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
                            _mm256_set1_epi16(1));
 }
+
+// The integer dots of 128 columns of codes c[k] (columns 32k..) with x at xp, folded to one vector before the
+// conversion: dot32's lanes 0..3 sum columns 32k..32k + 15 (sub-block 2k of 16), lanes 4..7 the next 16, and two
+// rounds of vphaddd leave lane i < 4 = sub-block 2i, lane 4 + i = sub-block 2i + 1 (sums of int32: exact).
+inline __m256 fold128(const __m256i (&c)[4], const int8_t* xp) {
+  return _mm256_cvtepi32_ps(_mm256_hadd_epi32(_mm256_hadd_epi32(dot32(c[0], xp), dot32(c[1], xp + 32)),
+                                              _mm256_hadd_epi32(dot32(c[2], xp + 64), dot32(c[3], xp + 96))));
+}
+// fold128's lane order of the 8 sub-blocks of 16 (as an index into their scales) ...
+inline __m256i fold_order() { return _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7); }
+// ... and the activation scales of its 4 blocks of 32 columns, d[0..3], in the same lanes.
+inline __m256 dx4(const float* d) { return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(d)); }
 
 // Q4_K / Q5_K: sub-block j of 32 columns; qs bytes 32 (j / 2).. hold it in their low (j even) or high nibbles.
 template <bool kFive>
@@ -69,18 +83,19 @@ inline void tile_qnk(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
     FT_UNROLL for (int i = 0; i < D::kBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + i, _MM_HINT_T0);
     __m256 sc, nm;
     D::scales(blk, sc, nm);
-    alignas(32) float f[NT][8];  // d * sc * d_x per sub-block and token
+    __m256 f[NT];  // d * sc * d_x per sub-block and token
     FT_UNROLL for (int t = 0; t < NT; ++t) {
-      _mm256_store_ps(f[t], _mm256_mul_ps(sc, _mm256_loadu_ps(x.d + (t0 + t) * x.ldb + 8 * sb)));
+      f[t] = _mm256_mul_ps(sc, _mm256_loadu_ps(x.d + (t0 + t) * x.ldb + 8 * sb));
       mins[t] = _mm256_fmadd_ps(nm, _mm256_loadu_ps(m + t * ldm + 8 * sb), mins[t]);
     }
-    FT_UNROLL for (int i = 0; i < 4; ++i) {
-      __m256i c0, c1;
-      D::codes(blk, i, c0, c1);
+    FT_UNROLL for (int g = 0; g < 2; ++g) {  // sub-blocks 4g..4g + 3: their integer dots folded to one vector
+      __m256i c[4];
+      D::codes(blk, 2 * g, c[0], c[1]);
+      D::codes(blk, 2 * g + 1, c[2], c[3]);
+      const __m256i idx = _mm256_setr_epi32(4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3, 4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
-        const int8_t* xp = xn + t * ldn + 256 * sb + 64 * i;
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c0, xp)), _mm256_broadcast_ss(&f[t][2 * i]), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c1, xp + 32)), _mm256_broadcast_ss(&f[t][2 * i + 1]), acc[t]);
+        // a sub-block is 32 columns here: fold128's lanes i and 4 + i both hold sub-block 4g + i
+        acc[t] = _mm256_fmadd_ps(fold128(c, xn + t * ldn + 256 * sb + 128 * g), _mm256_permutevar8x32_ps(f[t], idx), acc[t]);
       }
     }
   }
@@ -106,7 +121,6 @@ inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
                      float* Y, int64_t ldy) {
   __m256 acc[NT], off[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = off[t] = _mm256_setzero_ps();
-  const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);  // lanes 0..3: columns 0..15; 4..7: 16..31
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = row + 210 * sb;
     FT_UNROLL for (int i = 0; i < 256; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + i, _MM_HINT_T0);
@@ -122,16 +136,10 @@ inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
     FT_UNROLL for (int n = 0; n < 2; ++n) {
       __m256i c[4];
       q6k_codes(blk, n, c);
-      FT_UNROLL for (int k = 0; k < 4; ++k) {  // columns 128n + 32k..: sub-blocks 8n + 2k, 8n + 2k + 1
-        const int s = 8 * n + 2 * k;
-        const __m256 half = s < 8 ? sc0 : sc1;
-        const __m256 w = _mm256_permutevar8x32_ps(half, _mm256_add_epi32(pair, _mm256_set1_epi32(s % 8)));
-        FT_UNROLL for (int t = 0; t < NT; ++t) {
-          const int8_t* xp = xn + t * ldn + 256 * sb + 128 * n + 32 * k;
-          const __m256 dx = _mm256_broadcast_ss(x.d + (t0 + t) * x.ldb + 8 * sb + 4 * n + k);
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c[k], xp)), _mm256_mul_ps(w, dx), acc[t]);
-        }
-      }
+      const __m256 w = _mm256_permutevar8x32_ps(n ? sc1 : sc0, fold_order());
+      FT_UNROLL for (int t = 0; t < NT; ++t)
+        acc[t] = _mm256_fmadd_ps(fold128(c, xn + t * ldn + 256 * sb + 128 * n),
+                                 _mm256_mul_ps(w, dx4(x.d + (t0 + t) * x.ldb + 8 * sb + 4 * n)), acc[t]);
     }
   }
   FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(acc[t]) - 32.f * Avx2::hsum(off[t]);
@@ -188,7 +196,6 @@ inline void tile_q23(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
                      float* Y, int64_t ldy) {
   __m256 acc[NT], off[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = off[t] = _mm256_setzero_ps();
-  const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = row + D::kBytes * sb;
     FT_UNROLL for (int i = 0; i < D::kBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + i, _MM_HINT_T0);
@@ -202,14 +209,10 @@ inline void tile_q23(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t 
     FT_UNROLL for (int n = 0; n < 2; ++n) {
       __m256i c[4];
       D::codes(blk, n, c);
-      FT_UNROLL for (int k = 0; k < 4; ++k) {
-        const __m256 w = _mm256_permutevar8x32_ps(f[n], _mm256_add_epi32(pair, _mm256_set1_epi32(2 * k)));
-        FT_UNROLL for (int t = 0; t < NT; ++t) {
-          const int8_t* xp = xn + t * ldn + 256 * sb + 128 * n + 32 * k;
-          const __m256 dx = _mm256_broadcast_ss(x.d + (t0 + t) * x.ldb + 8 * sb + 4 * n + k);
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(c[k], xp)), _mm256_mul_ps(w, dx), acc[t]);
-        }
-      }
+      const __m256 w = _mm256_permutevar8x32_ps(f[n], fold_order());
+      FT_UNROLL for (int t = 0; t < NT; ++t)
+        acc[t] = _mm256_fmadd_ps(fold128(c, xn + t * ldn + 256 * sb + 128 * n),
+                                 _mm256_mul_ps(w, dx4(x.d + (t0 + t) * x.ldb + 8 * sb + 4 * n)), acc[t]);
     }
   }
   FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(acc[t]) - Avx2::hsum(off[t]);
