@@ -9,7 +9,7 @@
 // a half: columns l and l + 64, or l + 32 and l + 96), so x is read in its own order. Per sub-block and
 // token the fp32 partial sum of code * x is scaled once: d sc, or d sc / 16 for the high nibbles (exact: a
 // power of two); the mins (Q4_K, Q5_K: -(dmin m)) and Q6_K's code offset (-32 d sc) come in once per block as
-// one 8-lane FMA of their vector with x's sums over the sub-blocks (taken once per call). Q5_K's fifth bit
+// the 8-lane product of their vector with x's sums over the sub-blocks (taken once per call). Q5_K's fifth bit
 // and Q6_K's two high bits are shifted and masked into the same lanes. The weight's parts are summed apart,
 // so the result is within the split-term bound (tests/fp32_bounds.kquant_terms) of the exact one, not bit for
 // bit the scalar kernel's.
@@ -17,9 +17,9 @@
 // From 3 tokens a tile (Q3_K / Q2_K always; Q4_K / Q5_K on AVX-512, in tiles of 2 rows) the codes are multiplied
 // by their scale once and added into the tokens' sums directly: the partials would not fit the registers.
 //
-// ISA traits N: V (fp32 vector), Vi (int32 vector), L (lanes); u8(p): L bytes zero-extended; band(Vi, int);
-// bor(Vi, Vi); shl<S>(Vi) (S < 0: right); cvt(Vi); fma(a, b, c); mul(a, b); add(a, b); loadx(p); bcast(const float*);
-// zero(); hsum(V); add8(V tot, __m256 v): tot plus v in 8 of its lanes.
+// ISA traits N: rows_common.h's (V, L, zero, loadx, fma, add, hsum) plus Vi (int32 vector); u8(p): L bytes
+// zero-extended; band(Vi, int); bor(Vi, Vi); shl<S>(Vi) (S < 0: right); cvt(Vi); mul(a, b); bcast(const float*);
+// add8(V tot, __m256 v): tot plus v in 8 of its lanes.
 #pragma once
 #include <immintrin.h>
 
@@ -27,15 +27,13 @@
 #include <cstring>
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
-#include "cpu/arch/x86_kq_fields.h"  // kq_fields6, q3k_scales16
+#include "cpu/arch/x86_kq_fields.h"  // f16_at, kq_fields6, q3k_scales16
 
 namespace ft {
 namespace {
 namespace kq_nib {
 
 constexpr int kAhead = 1024;  // software prefetch distance on each row's stream (rows of 0.4-1.2 KiB)
-
-inline float f16_at(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
 // Q4_K / Q5_K from 3 tokens on AVX-512: codes scaled once and 2 rows a tile sharing the x loads (one Zen 4 core,
 // 4 tokens: Q4_K 28.6 -> 33.1 GMAC/s); on AVX2's 16 registers that tile spills (no gain), so the partials stay.
@@ -192,6 +190,8 @@ template <class N, bool kThree>
 struct Q23 {
   static constexpr int kBytes = kThree ? 110 : 84, kCodes = kThree ? 32 : 16, kSub = 16, kNm = 2;
   using V = typename N::V;
+  template <int NT>
+  static constexpr int kChains = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // FMA chains a token
   static void scales(const uint8_t* b, float* sc, __m256* nm) {
     const __m256 f = _mm256_setr_ps(1.f, 1.f, 0.25f, 0.25f, 0.0625f, 0.0625f, 0.015625f, 0.015625f);  // 4^-j
     __m256 s[2];
@@ -231,7 +231,7 @@ struct Q23 {
   template <int n, int j, int NR, int NT>
   static void field(typename N::Vi q, typename N::Vi h, const float* sc, const float* X, int64_t ldx, int g, int r,
                     V (&acc)[4][NR][NT]) {
-    constexpr int U = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // chains a token
+    constexpr int U = kChains<NT>;
     const V ws = N::mul(code<n, j>(q, h), N::bcast(&sc[8 * n + 2 * j + g / (16 / N::L)]));
     FT_UNROLL for (int t = 0; t < NT; ++t)
       acc[j % U][r][t] = N::fma(ws, N::loadx(X + t * ldx + 128 * n + 32 * j + N::L * g), acc[j % U][r][t]);
@@ -251,7 +251,7 @@ struct Q23 {
   template <int NR, int NT>
   static void block(const uint8_t* const (&b)[NR], const float (&sc)[NR][16], const float* X, int64_t ldx,
                     V (&tot)[NR][NT]) {
-    constexpr int U = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+    constexpr int U = kChains<NT>;
     V acc[4][NR][NT];
     FT_UNROLL for (int r = 0; r < NR; ++r) FT_UNROLL for (int t = 0; t < NT; ++t) {
       acc[0][r][t] = tot[r][t];
@@ -317,8 +317,7 @@ inline void rows_block(const WeightMat& m, int64_t r0, int64_t r1, const float* 
 }
 
 // The RowsFn of Q4_K (D = Q45<N, false>), Q5_K (Q45<N, true>), Q6_K (Q6<N>), Q3_K (Q23<N, true>) or Q2_K
-// (Q23<N, false>); check_mat has made sure
-// cols % 256 == 0.
+// (Q23<N, false>); check_mat has made sure cols % 256 == 0.
 template <class N, class D>
 inline void rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                  int64_t ldy) {

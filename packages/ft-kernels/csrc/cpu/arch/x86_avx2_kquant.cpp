@@ -14,10 +14,8 @@ struct I8Avx2 {  // kquant_rows.h's converter
   static float f16(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 };
 
-struct NibAvx2 {  // kquant_nib.h's traits
-  using V = __m256;
+struct NibAvx2 : Avx2 {  // kquant_nib.h's traits
   using Vi = __m256i;
-  static constexpr int L = 8;
   static Vi u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static Vi band(Vi v, int k) { return _mm256_and_si256(v, _mm256_set1_epi32(k)); }
   static Vi bor(Vi a, Vi b) { return _mm256_or_si256(a, b); }
@@ -27,13 +25,8 @@ struct NibAvx2 {  // kquant_nib.h's traits
     else return _mm256_srli_epi32(v, -S);
   }
   static V cvt(Vi v) { return _mm256_cvtepi32_ps(v); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V loadx(const float* p) { return _mm256_loadu_ps(p); }
   static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
-  static V zero() { return _mm256_setzero_ps(); }
-  static float hsum(V v) { return Avx2::hsum(v); }
   static V add8(V t, __m256 v) { return _mm256_add_ps(t, v); }
 };
 }  // namespace

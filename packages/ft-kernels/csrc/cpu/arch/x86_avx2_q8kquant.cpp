@@ -24,8 +24,6 @@
 namespace ft {
 namespace {
 
-inline float f16_at(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
-
 // Software prefetch distance on the weight stream (as x86_avx2_q8.cpp).
 constexpr int kPrefetch = 2048;
 

@@ -5,10 +5,8 @@
 
 namespace ft {
 namespace {
-struct NibAvx512 {  // kquant_nib.h's traits
-  using V = __m512;
+struct NibAvx512 : Avx512 {  // kquant_nib.h's traits
   using Vi = __m512i;
-  static constexpr int L = 16;
   static Vi u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static Vi band(Vi v, int k) { return _mm512_and_si512(v, _mm512_set1_epi32(k)); }
   static Vi bor(Vi a, Vi b) { return _mm512_or_si512(a, b); }
@@ -18,13 +16,8 @@ struct NibAvx512 {  // kquant_nib.h's traits
     else return _mm512_srli_epi32(v, -S);
   }
   static V cvt(Vi v) { return _mm512_cvtepi32_ps(v); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V loadx(const float* p) { return _mm512_loadu_ps(p); }
   static V bcast(const float* p) { return _mm512_set1_ps(*p); }
-  static V zero() { return _mm512_setzero_ps(); }
-  static float hsum(V v) { return Avx512::hsum(v); }
   static V add8(V t, __m256 v) { return _mm512_add_ps(t, _mm512_insertf32x8(_mm512_setzero_ps(), v, 0)); }
 };
 }  // namespace

@@ -1,4 +1,4 @@
-// x86 (SSSE3 and up): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes (and Q3_K's scales), shared by the AVX2 and
+// x86 (SSSE3 and up; F16C for f16_at): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes (and Q3_K's scales), shared by the AVX2 and
 // AVX-512 K-quant kernels (x86_avx2_q8kquant.cpp, x86_avx512_kq_scales.h).
 #pragma once
 #include <immintrin.h>
@@ -7,6 +7,9 @@
 
 namespace ft {
 namespace {
+
+// The little-endian f16 at p as fp32 (F16C: every includer is built with it).
+inline float f16_at(const uint8_t* p) { return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
 // Bytes 0..7: the scales of sub-blocks 0..7, bytes 8..15 their mins (kquant_scale_min's values). The fields are
 // cut in one xmm: bytes 0..3 of the 12 are scales 0..3 (low 6 bits) and the high 2 bits of scales 4..7, bytes
