@@ -430,19 +430,22 @@ def test_a_nan_scale_in_a_stored_matrix_is_refused_by_name(
     assert isinstance(getattr(Engine.from_pretrained(path).model, attr), QuantDense)
 
 
-@pytest.mark.parametrize("int8", [False, True])
-def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, int8):
+@pytest.mark.parametrize("dtype,int8", [("bfloat16", False), ("bfloat16", True)])
+def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
     """A Q4_K_M file (experts' ffn_down and attn_v in Q6_K in some layers): the decode plan runs GQA's q, k, v
-    as three matrices as the op-by-op path does, bit for bit; with int8 activations on AVX-512 VNNI the Q4_K
-    experts and dense projections are repacked 16 rows interleaved (q4_k_x16) in both engines."""
+    as three matrices as the op-by-op path does, bit for bit. The Q4_K experts and dense projections are
+    repacked 16 rows interleaved (q4_k_x16) in both engines where a rows-in-lanes kernel takes the engine's
+    activations: int8 on AVX-512 VNNI, bf16 on AMD's AVX-512 BF16 (fp32 activations: below)."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
     out = []
     for plans in (True, False):
-        eng = Engine.from_pretrained(
-            path, dtype="bfloat16", decode_plans=plans, int8_activations=int8
-        )
+        eng = Engine.from_pretrained(path, dtype=dtype, decode_plans=plans, int8_activations=int8)
         assert (sum(p is not None for p in eng.model.plans) > 0) == plans
-        x16 = int8 and ft_kernels.int8_simd("q4_k_x16")
+        x16 = (
+            ft_kernels.int8_simd("q4_k_x16")
+            if int8
+            else dtype == "bfloat16" and ft_kernels.bf16_simd("q4_k_x16")
+        )
         assert eng.model.bank.layer_fmts[0] == (("q4_k_x16",) * 2 if x16 else ("q4_k",) * 2)
         assert eng.model.bank.layer_fmts[-1] == ("q4_k_x16" if x16 else "q4_k", "q6_k")
         # the dense Q4_K projections too (q, k, o); v stays Q6_K
@@ -458,6 +461,15 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, int8):
     assert toks_p == toks_o and rows_p.keys() == rows_o.keys()
     for k in rows_p:
         assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())
+
+
+def test_fp32_engines_keep_q4_k_row_wise(hf, tmp_path):
+    """No rows-in-lanes kernel takes fp32 activations (the exact path): a float32 engine keeps Q4_K experts and
+    projections as stored, row after row, on every CPU."""
+    path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
+    eng = Engine.from_pretrained(path, dtype="float32")
+    assert eng.model.bank.layer_fmts[0] == ("q4_k", "q4_k")
+    assert eng.model.layers[0][1].wo.w.fmt == "q4_k"
 
 
 def test_interleaving_q4_k_experts_keeps_their_values(hf, tmp_path):

@@ -248,6 +248,14 @@ NB_MODULE(_C, m) {
     isa();  // a bad FT_CPU_ISA is a ValueError here too
     return ft::rows_q8_kernel(static_cast<ft::Fmt>(fmt_i)) != ft::rows_q8_scalar;
   }, nb::arg("fmt"), "Whether the int8-activation kernel of format code fmt is a SIMD one on the active ISA (not the scalar twin).");
+  m.def("bf16_simd", [](int fmt_i) {
+    expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
+    isa();
+    ft::WeightMat w{};
+    w.fmt = static_cast<ft::Fmt>(fmt_i);
+    w.group = 32;
+    return ft::rows_bf16_kernel(w) != nullptr;
+  }, nb::arg("fmt"), "Whether bf16 activations meet weights of format code fmt in a bf16-activation kernel on the active ISA (not widened to fp32).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),
         "Idle pool workers spin this many microseconds before sleeping (0: sleep at once; FT_SPIN_US overrides).");

@@ -29,9 +29,11 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     the codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices, and Q3_K (whose bf16 kernels multiply its signed
     codes, never split): |W|. ``q3k_offset``: Q3_K's int8-activation SIMD kernels and its fp32 AVX2 / AVX-512
     ones split it too, into d (sc - 32) times the codes 0..7 and the code offset 4 d (sc - 32): |W| + 8 |d (sc -
-    32)|."""
+    32)|. Q4_K_X16 (its bf16-activation kernel multiplies 128 + q, exact in bf16, and takes 128 d sc sum(x) off
+    with the min): |W| + 2 |dmin m| + 256 |d sc|."""
     W = R.dequantize(w)[0].double().abs()
-    if w.fmt == "q4_k_x16":  # its Q4_K blocks
+    x16 = w.fmt == "q4_k_x16"
+    if x16:  # its Q4_K blocks
         w = dataclasses.replace(w, fmt="q4_k", q=kquants.from_x16(w.q, w.cols))
     if w.fmt not in kquants.BLOCK_BYTES or (w.fmt == "q3_k" and not q3k_offset):
         return W
@@ -48,9 +50,13 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     if w.fmt == "q2_k":
         dm = kquants._f16(b[..., 82:84])[..., None] * (b[..., :16].long() >> 4).float()
         return W + 2 * dm.double().abs().repeat_interleave(16, -1).reshape(N, K)
-    _, mn = kquants._scale_min(b[..., 4:16])
+    sc, mn = kquants._scale_min(b[..., 4:16])
     dm = kquants._f16(b[..., 2:4])[..., None] * mn.float()
-    return W + 2 * dm.double().abs().repeat_interleave(32, -1).reshape(N, K)
+    terms = W + 2 * dm.double().abs().repeat_interleave(32, -1).reshape(N, K)
+    if x16:
+        dsc = kquants._f16(b[..., 0:2])[..., None] * sc.float()
+        terms = terms + 256 * dsc.double().abs().repeat_interleave(32, -1).reshape(N, K)
+    return terms
 
 
 def linear_bound(

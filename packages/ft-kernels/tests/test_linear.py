@@ -49,6 +49,27 @@ def test_matches_bound(fmt, T, xdtype):
         assert torch.allclose(fk.linear(x, w, b), R.linear(x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 13, 16, 21])
+@pytest.mark.parametrize("N,K", [(16, 2048), (64, 768), (48, 256)])
+def test_q4_k_x16_bf16(N, K, T):
+    """Q4_K_X16 with bf16 x: on AMD's AVX-512 BF16 the rows-in-lanes kernel (tiles of 8, 4, 3, 2 and 1 tokens; two
+    sub-blocks side by side), whose sums of (128 + q) x take 128 d sc sum(x) off with the min: bounded over
+    those split terms (``fp32_bounds.kquant_terms``) against float64, and within the sum of both bounds of
+    the row-wise Q4_K kernel on the same blocks."""
+    from ft_kernels import kquants
+
+    g = torch.Generator().manual_seed(N + K + T)
+    w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, "q4_k")
+    wx = fk.ExpertWeights("q4_k_x16", kquants.to_x16(w.q.clone(), K), K, group=256)
+    x = torch.randn(T, K, generator=g).bfloat16()
+    exact, bound = linear_bound(x, wx, split_terms=True)
+    y = fk.linear(x, wx)
+    over = ((y.double() - exact).abs() - bound).max().item()
+    assert over <= 0, f"error exceeds the fp32 bound by {over:.3g}"
+    _, bound_row = linear_bound(x, w, split_terms=True)
+    assert ((y.double() - fk.linear(x, w).double()).abs() <= bound + bound_row).all()
+
+
 @pytest.mark.parametrize("T", [7, 8, 12, 16, 23, 40])
 @pytest.mark.parametrize(
     "fmt,group",

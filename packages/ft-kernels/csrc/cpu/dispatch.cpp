@@ -24,14 +24,13 @@
 namespace ft {
 
 FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT_DECL_BF16(int4) FT_DECL_BF16(q4k) FT_DECL_BF16(q5k)
-FT_DECL_BF16(q6k) FT_DECL_BF16(q3k) FT_DECL_BF16(q2k)
+FT_DECL_BF16(q6k) FT_DECL_BF16(q3k) FT_DECL_BF16(q2k) FT_DECL_BF16(q4kx16)
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
 FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2) FT_DECL_Q8(q3k, avx2) FT_DECL_Q8(q2k, avx2)
 FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni) FT_DECL_Q8(q3k, avx512vnni)
 FT_DECL_Q8(q2k, avx512vnni)
 FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
-void rows_scalar(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
 FT_DECL_ALL(neon)
@@ -177,6 +176,7 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
     case Fmt::Q6_K: FT_PICK_BF16_NIB(q6k)
     case Fmt::Q3_K: FT_PICK_BF16_NIB(q3k)
     case Fmt::Q2_K: FT_PICK_BF16_NIB(q2k)
+    case Fmt::Q4_K_X16: FT_PICK_BF16_NIB(q4kx16)
     default: return nullptr;
   }
 }

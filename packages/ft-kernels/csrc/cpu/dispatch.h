@@ -15,6 +15,10 @@ const char* active_isa();
 // The fastest kernel for `fmt` on the active ISA (the scalar one where an ISA lacks that format).
 RowsFn rows_kernel(Fmt fmt);
 
+// The scalar fp32 kernel (cpu/arch/scalar.cpp): every format's ground truth.
+void rows_scalar(const WeightMat& w, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
+                 int64_t ldy);
+
 // The int8-activation kernel for a 4-bit `fmt` (cpu/q8.h) on the active ISA (scalar where it has none).
 RowsQ8Fn rows_q8_kernel(Fmt fmt);
 // The scalar int8-activation kernel (cpu/arch/scalar_q8.cpp): every q8 format's ground truth.

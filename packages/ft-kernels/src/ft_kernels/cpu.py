@@ -51,6 +51,13 @@ def int8_simd(fmt: str) -> bool:
     return bool(_C.int8_simd(FORMATS[fmt]))
 
 
+def bf16_simd(fmt: str) -> bool:
+    """Whether bfloat16 activations meet weights in ``fmt`` in a bf16-activation kernel on the active ISA (AVX-512
+    BF16 on AMD CPUs: ``dispatch.cpp``) rather than being widened to fp32 for the fp32 kernel. ``q4_k_x16``
+    has one there only (elsewhere it would run the scalar twin)."""
+    return bool(_C.bf16_simd(FORMATS[fmt]))
+
+
 def available_isas() -> list[str]:
     """The instruction sets FT_CPU_ISA may force on this machine: "scalar", then "avx2", "avx512" and
     "avx512bf16" where /proc/cpuinfo lists their flags (for tests that run each in a fresh process)."""

@@ -65,18 +65,23 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
     )
 
 
+def q4k_interleaved(engine: EngineConfig) -> bool:
+    """Whether ``engine``'s CPU kernels read Q4_K faster 16 rows interleaved (``q4_k_x16``, rows in the
+    lanes): int8 activations where AVX-512 VNNI has that kernel, bf16 activations where the bf16 kernels run
+    (AMD's AVX-512 BF16). Elsewhere (fp32 activations, AVX2, Intel's AVX-512 BF16) the row-wise layout stays."""
+    if engine.int8_activations:
+        return ft_kernels.int8_simd("q4_k_x16")
+    return engine.dtype == "bfloat16" and ft_kernels.bf16_simd("q4_k_x16")
+
+
 def build_backend(
     bank: ExpertBank, moe: MoEConfig, engine: EngineConfig, n_moe_layers: int
 ) -> ExpertBackend:
     """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
     if (hint := fp32_products_hint(bank, engine)) is not None:
         logging.getLogger("ft_core.engine").warning(hint)
-    if (
-        engine.int8_activations
-        and engine.expert_impl in ("auto", "kernel")
-        and ft_kernels.int8_simd("q4_k_x16")
-    ):
-        bank.interleave_q4k()  # Q4_K experts in the layout of the rows-in-lanes int8 kernel
+    if engine.expert_impl in ("auto", "kernel") and q4k_interleaved(engine):
+        bank.interleave_q4k()  # Q4_K experts in the layout of the rows-in-lanes kernels
     host = select_impl(
         engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations
     )

@@ -15,7 +15,7 @@ import torch
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.config import EngineConfig
 from ft_core.errors import FTError
-from ft_core.experts.factory import build_backend
+from ft_core.experts.factory import build_backend, q4k_interleaved
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
@@ -28,7 +28,7 @@ from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
 from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
-from ft_core.models.dense_quant import keep_native, native_matrix, quantize_dense
+from ft_core.models.dense_quant import interleave_dense, keep_native, native_matrix, quantize_dense
 from ft_core.models.placement import holds_nan, place_dense
 from ft_core.models.weight_source import WeightSource
 
@@ -115,6 +115,8 @@ class Decoder:
             )
         else:  # a quantised source's own bits where a kernel reads them (GGUF)
             self.dense_bytes_per_token -= native_saved
+        if engine.dense_device == "cpu" and q4k_interleaved(engine):
+            interleave_dense(self)  # Q4_K projections in the layout of the rows-in-lanes kernels
         if engine.dense_device != "cpu":  # before the expert cache takes the free device memory
             place_dense(self, torch.device(engine.dense_device))
         if self.bank is not None:

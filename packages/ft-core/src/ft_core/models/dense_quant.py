@@ -39,13 +39,45 @@ def _cols_multiple(fmt: str) -> int:
 
 
 def kernel_dense(ew, int8: bool) -> QuantDense:
-    """A projection's matrix ``ew`` (ExpertWeights [1, N, K]) as the QuantDense the kernels run. With int8
-    activations a Q4_K matrix of whole 16-row groups is repacked 16 rows interleaved (``q4_k_x16``) where this
-    CPU has that kernel (AVX-512 VNNI): the same values, rows in the int8 kernel's lanes."""
-    if int8 and ew.fmt == "q4_k" and ew.rows % 16 == 0 and fk.int8_simd("q4_k_x16"):
-        q = fk.q4k_to_x16_(ew.q.clone(memory_format=torch.contiguous_format), ew.cols)
-        ew = dataclasses.replace(ew, fmt="q4_k_x16", q=q)
+    """A projection's matrix ``ew`` (ExpertWeights [1, N, K]) as the QuantDense the kernels run."""
     return QuantDense(ew, int8)
+
+
+def _interleaved(d: QuantDense) -> QuantDense:
+    """``d`` with a Q4_K matrix of whole 16-row groups repacked 16 rows interleaved (``q4_k_x16``: the same
+    values, rows in the kernel's lanes); any other ``d`` as it is."""
+    ew = d.w
+    if ew.fmt != "q4_k" or ew.rows % 16:
+        return d
+    q = fk.q4k_to_x16_(ew.q.clone(memory_format=torch.contiguous_format), ew.cols)
+    return QuantDense(dataclasses.replace(ew, fmt="q4_k_x16", q=q), d.int8)
+
+
+def interleave_dense(model) -> int:
+    """Repack ``model``'s Q4_K dense projections (QuantDense, and the parts of fused ones) to ``q4_k_x16`` in
+    place, for engines whose kernels read that layout faster (``experts.factory.q4k_interleaved``); the LM
+    head too unless it is the embedding (whose looked-up rows read the row-wise blocks). Returns the number
+    of matrices repacked."""
+    done = 0
+
+    def swap(d):
+        nonlocal done
+        if isinstance(d, list):
+            return [swap(p) for p in d]
+        if not isinstance(d, QuantDense):
+            return d
+        new = _interleaved(d)
+        done += new is not d
+        return new
+
+    for _, attn, _, mlp in model.layers:
+        for obj in (attn, mlp, getattr(mlp, "shared", None)):
+            for a in _ATTRS if obj is not None else ():
+                if (w := getattr(obj, a, None)) is not None:
+                    setattr(obj, a, swap(w))
+    if model.lm_head is not model.embed:
+        model.lm_head = swap(model.lm_head)
+    return done
 
 
 def quantize_matrix(w: torch.Tensor, fmt: str, int8: bool) -> QuantDense:

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin
 #include "cpu/dispatch.h"             // rows_q8_scalar
 #include "cpu/q8.h"
 
@@ -46,18 +47,6 @@ inline void prep(const Q8Act& a, int64_t t0, int nt, int64_t cols, int8_t* xn, f
   }
 }
 
-// The 16 rows' (sc, m) of sub-blocks j and j + 4 from the 12 byte planes P (llama.cpp's 6-bit packing, per byte).
-inline void scale_min(const uint8_t* P, int j, __m512& sc0, __m512& mn0, __m512& sc1, __m512& mn1) {
-  auto ld = [&](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 16 * k)); };
-  const __m128i a = ld(j), b = ld(j + 4), c = ld(j + 8), m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15),
-                top = _mm_set1_epi8(static_cast<char>(0xc0));
-  auto f = [](__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); };
-  sc0 = f(_mm_and_si128(a, m63));
-  mn0 = f(_mm_and_si128(b, m63));
-  sc1 = f(_mm_or_si128(_mm_and_si128(c, m15), _mm_srli_epi16(_mm_and_si128(a, top), 2)));
-  mn1 = f(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 4), m15), _mm_srli_epi16(_mm_and_si128(b, top), 2)));
-}
-
 template <int NT>
 inline void group(const uint8_t* g, int64_t nsb, const int8_t* xn, int64_t cols, const float* dx, const float* sx,
                   float* Y, int64_t ldy) {
@@ -67,10 +56,9 @@ inline void group(const uint8_t* g, int64_t nsb, const int8_t* xn, int64_t cols,
   FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* tile = g + s * kX16Tile;
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 2240)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 2272)));
+    const __m512 d = x16_d(tile), dmin = x16_dmin(tile);
     __m512 sc[8], mn[8];
-    FT_UNROLL for (int j = 0; j < 4; ++j) scale_min(tile + 2048, j, sc[j], mn[j], sc[j + 4], mn[j + 4]);
+    FT_UNROLL for (int j = 0; j < 4; ++j) x16_scale_min(tile + 2048, j, sc[j], mn[j], sc[j + 4], mn[j + 4]);
     FT_UNROLL for (int j = 0; j < 8; ++j) {
       __m512i dot[NT];
       FT_UNROLL for (int t = 0; t < NT; ++t) dot[t] = _mm512_setzero_si512();
