@@ -5,16 +5,21 @@
 // loads 4 x vectors, and every lane mixes two sub-blocks, so 2 scale FMAs follow 4 dot products; then each row
 // ends in a horizontal sum. Here lane i is row i of the group. One 64-byte load is 8 columns of 16 rows; read as
 // 32 words, word 2i holds row i's columns 8p + {0, 4, 1, 5} (nibbles 0..3) and word 2i + 1 its columns
-// 8p + {2, 6, 3, 7}. `vpermw` of (word >> 4k) in a table of the codes 0..15 (as bf16, twice: it reads 5 index bits)
-// gives the weights of nibble k, and `vdpbf16ps` takes x's matching column pair (8p + {0, 4, 1, 5}[k],
-// + {2, 6, 3, 7}[k]) as one dword broadcast from memory: lane i += w(i, c) x(c) + w(i, c') x(c'). A sub-block of 32
-// columns is 4 loads; its sum in lane i is row i's dot over it, scaled once (d sc_i) with the min
-// -(dmin m_i) * sum(x over the sub-block) in one more FMA. The 16 rows' 6-bit scales are unpacked from their byte
-// planes once per super-block for all the tile's tokens.
+// 8p + {2, 6, 3, 7}. (word >> 4k) & 15 | 0x4300 (one ternary-logic op after the shift) is the bf16 of 128 + q:
+// exact, as is its product with a bf16 x. `vdpbf16ps` takes x's matching column pair (8p + {0, 4, 1, 5}[k],
+// + {2, 6, 3, 7}[k]) as one dword broadcast: lane i += w(i, c) x(c) + w(i, c') x(c'). A sub-block of 32 columns is
+// 4 loads; its sum in lane i is row i's dot over it with 128 + q, scaled once (d sc_i) with
+// -(128 d sc_i + dmin m_i) * sum(x over the sub-block) in one more FMA. The 16 rows' 6-bit scales are unpacked
+// from their byte planes once per super-block for all the tile's tokens. Two sub-blocks run side by side, so a
+// token has 8 (1 token), 4 (2) or 2 independent dot-product chains in flight.
 //
-// Per 512 weights and token: 16 `vdpbf16ps`, 2 scale FMAs, after 12 shifts and 16 lookups shared by up to 4 tokens,
-// and no horizontal sums. Codes and bf16 products are exact in fp32, so the result differs from the row-wise
-// kernel's (and the fp32 kernels' on the same bf16 x) only in fp32 rounding order.
+// Per 512 weights and token: 16 `vdpbf16ps`, 2 scale FMAs, after 12 shifts and 16 ternary-logic ops shared by the
+// tile's tokens, and no horizontal sums. Codes and bf16 products are exact in fp32; the sums of 128 + q reach
+// ~17x the magnitude of the sums of q, so the fp32 rounding bound covers those terms (fp32_bounds.kquant_terms).
+// The result differs from the row-wise kernel's only in fp32 rounding. From 4 tokens a tile the kernel is bound by
+// `vdpbf16ps` (Zen 4: one zmm a cycle), and it is as fast as the tokens-in-lanes prefill kernel at any token count
+// (one core, [1536, 2048] in cache: 4..8 tokens 80-87 GMAC/s, 16..64 tokens 92-97, against 46-55 and 87-93), so
+// it serves prefill too.
 #include <immintrin.h>
 
 #include <algorithm>
