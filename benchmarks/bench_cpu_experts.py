@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 import ft_kernels as fk
 from ft_core.experts.probe import read_bandwidth
-from ft_kernels.formats import ExpertWeights
+from ft_kernels.formats import REPACKED, ExpertWeights
 
 SHAPES = {"qwen3-30b-a3b": (2048, 768), "deepseek-v3": (7168, 2048)}
 TOPK = 8
@@ -172,7 +172,9 @@ def main() -> None:
         for fmt in formats:
             w13, w2 = (ref13, ref2) if fmt == "bf16" else make_bank(fmt, H, I)
             n, per = w13.num_experts, w13.nbytes_per_expert() + w2.nbytes_per_expert()
-            for q8 in (False, True) if fmt in fk.reference.INT8_FORMATS else (False,):
+            # int8 rows where a SIMD kernel takes them (q6_k_x16 has none: it stays q6_k under int8 engines)
+            int8 = fmt in fk.reference.INT8_FORMATS and (fk.int8_simd(fmt) or fmt not in REPACKED)
+            for q8 in (False, True) if int8 else (False,):
                 read = read_bandwidth(
                     buf, cores, reps=3
                 )  # this host's bandwidth drifts: measure next to each group

@@ -433,25 +433,26 @@ def test_a_nan_scale_in_a_stored_matrix_is_refused_by_name(
 @pytest.mark.parametrize("dtype,int8", [("bfloat16", False), ("bfloat16", True)])
 def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
     """A Q4_K_M file (experts' ffn_down and attn_v in Q6_K in some layers): the decode plan runs GQA's q, k, v
-    as three matrices as the op-by-op path does, bit for bit. The Q4_K experts and dense projections are
-    repacked 16 rows interleaved (q4_k_x16) in both engines where a rows-in-lanes kernel takes the engine's
-    activations: int8 on AVX-512 VNNI, bf16 on AMD's AVX-512 BF16 (fp32 activations: below)."""
+    as three matrices as the op-by-op path does, bit for bit. The Q4_K (and Q6_K) experts and dense projections
+    are repacked 16 rows interleaved (q4_k_x16, q6_k_x16) in both engines where a rows-in-lanes kernel takes
+    the engine's activations: int8 on AVX-512 VNNI (Q4_K only), bf16 on AMD's AVX-512 BF16 (fp32 activations:
+    below)."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
     out = []
     for plans in (True, False):
         eng = Engine.from_pretrained(path, dtype=dtype, decode_plans=plans, int8_activations=int8)
         assert (sum(p is not None for p in eng.model.plans) > 0) == plans
-        x16 = (
-            ft_kernels.int8_simd("q4_k_x16")
-            if int8
-            else dtype == "bfloat16" and ft_kernels.bf16_simd("q4_k_x16")
-        )
-        assert eng.model.bank.layer_fmts[0] == (("q4_k_x16",) * 2 if x16 else ("q4_k",) * 2)
-        assert eng.model.bank.layer_fmts[-1] == ("q4_k_x16" if x16 else "q4_k", "q6_k")
-        # the dense Q4_K projections too (q, k, o); v stays Q6_K
+
+        def x16(f):
+            simd = ft_kernels.int8_simd if int8 else ft_kernels.bf16_simd
+            return f"{f}_x16" if simd(f"{f}_x16") else f
+
+        assert eng.model.bank.layer_fmts[0] == (x16("q4_k"),) * 2
+        assert eng.model.bank.layer_fmts[-1] == (x16("q4_k"), x16("q6_k"))
+        # the dense projections too (q, k, o in Q4_K; v in Q6_K)
         fmts = [p.w.fmt for p in eng.model.layers[0][1].wqkv]
-        assert fmts == ["q4_k_x16"] * 2 + ["q6_k"] if x16 else ["q4_k"] * 2 + ["q6_k"]
-        assert eng.model.layers[0][1].wo.w.fmt == ("q4_k_x16" if x16 else "q4_k")
+        assert fmts == [x16("q4_k")] * 2 + [x16("q6_k")]
+        assert eng.model.layers[0][1].wo.w.fmt == x16("q4_k")
         rows = sampled_logits(eng)
         seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
         while not all(s.finished for s in seqs):
@@ -464,26 +465,31 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
 
 
 def test_fp32_engines_keep_q4_k_row_wise(hf, tmp_path):
-    """No rows-in-lanes kernel takes fp32 activations (the exact path): a float32 engine keeps Q4_K experts and
-    projections as stored, row after row, on every CPU."""
+    """No rows-in-lanes kernel takes fp32 activations (the exact path): a float32 engine keeps Q4_K and Q6_K
+    experts and projections as stored, row after row, on every CPU."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
     eng = Engine.from_pretrained(path, dtype="float32")
     assert eng.model.bank.layer_fmts[0] == ("q4_k", "q4_k")
+    assert eng.model.bank.layer_fmts[-1] == ("q4_k", "q6_k")
+    assert [p.w.fmt for p in eng.model.layers[0][1].wqkv] == ["q4_k"] * 2 + ["q6_k"]
     assert eng.model.layers[0][1].wo.w.fmt == "q4_k"
 
 
-def test_interleaving_q4_k_experts_keeps_their_values(hf, tmp_path):
-    """ExpertBank.interleave_q4k repacks the Q4_K kinds of a mixed bank in place (Q6_K left as stored): every
-    expert's weights dequantise to the same values after, and the kernels read the new layout (int8 x)."""
+def test_interleaving_k_quant_experts_keeps_their_values(hf, tmp_path):
+    """ExpertBank.interleave repacks the Q4_K and Q6_K kinds of a mixed bank in place (Q4_K alone first, Q6_K left
+    as stored; then Q6_K): every expert's weights dequantise to the same values after, and the kernels read the
+    new layouts (int8 x, bf16 x)."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q8_0")
     bank = Engine.from_pretrained(path).model.bank
     ids = torch.arange(bank.num_ids)
     before = {w: bank.dequant(ids, w) for w in ("w13", "w2")}
     fmts = bank.layer_fmts
-    assert bank.interleave_q4k() == sum(f == "q4_k" for pair in fmts for f in pair) > 0
+    assert bank.interleave(("q4_k",)) == sum(f == "q4_k" for pair in fmts for f in pair) > 0
     assert bank.layer_fmts == tuple(
         tuple("q4_k_x16" if f == "q4_k" else f for f in p) for p in fmts
     )
+    assert bank.interleave(("q4_k", "q6_k")) == sum(f == "q6_k" for pair in fmts for f in pair) > 0
+    assert bank.layer_fmts == tuple(tuple(f"{f}_x16" for f in p) for p in fmts)
     for w in ("w13", "w2"):
         assert torch.equal(bank.dequant(ids, w), before[w])
     x = torch.randn(3, bank.hidden)
@@ -492,6 +498,16 @@ def test_interleaving_q4_k_experts_keeps_their_values(hf, tmp_path):
     want = ft_kernels.reference.linear(x, dataclasses.replace(w13, q=w13.q[:1]), act_int8=True)
     got = ft_kernels.linear(x, dataclasses.replace(w13, q=w13.q[:1]), act_int8=True)
     assert torch.allclose(got, want.float(), rtol=1e-4, atol=1e-4)
+    m = next(m for m, p in enumerate(fmts) if p[1] == "q6_k")
+    w2 = bank.kernel_weights(m)[1]  # flat ids: layer m's experts from m * E
+    w2 = dataclasses.replace(w2, q=w2.q[m * bank.num_experts :][:1])
+    assert w2.fmt == "q6_k_x16"
+    h = torch.randn(3, bank.inter).bfloat16()
+    W = ft_kernels.reference.dequantize(w2)[0].double()
+    exact = h.double() @ W.T
+    # fp32 sums of bank.inter exact products, then one rounding: gamma(K) |h| |W| + u |y|
+    bound = bank.inter * 2.0**-24 * (h.double().abs() @ W.abs().T) + 2.0**-24 * exact.abs()
+    assert ((ft_kernels.linear(h, w2).double() - exact).abs() <= bound).all()
 
 
 @pytest.mark.parametrize("arch", ["qwen3_moe", "qwen2_moe"])

@@ -233,16 +233,22 @@ NB_MODULE(_C, m) {
     return names;
   }, "The weight formats' names in the order of their codes (cpu/formats.h: Fmt); ft_kernels.FORMATS is built from it.");
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
-  m.def("q4k_to_x16", [](Arr q, int64_t cols) {
+  m.def("to_x16", [](Arr q, int64_t cols, int fmt_i) {
+    expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT) && ft::is_x16(static_cast<ft::Fmt>(fmt_i)),
+           "format code " + std::to_string(fmt_i) + " is not an X16 format (q4_k_x16, q6_k_x16)");
+    const ft::Fmt f = static_cast<ft::Fmt>(fmt_i);
+    const std::string name = ft::fmt_name(f);
+    const int64_t bb = ft::kquant_block_bytes(f);
     expect(q.ndim() == 3 && is_dtype(q, nb::dlpack::dtype_code::UInt, 8), "q must be uint8 [N, rows, row bytes], got " + shape_of(q));
     const int64_t n = q.shape(0), rows = q.shape(1), rb = q.shape(2);
-    expect(rows % 16 == 0 && cols > 0 && cols % ft::kQK == 0 && rb >= cols / ft::kQK * 144,
-           "q4_k_x16 needs rows % 16 == 0 and whole super-blocks of 256 columns in rows of >= cols / 256 * 144 bytes, got " +
-               shape_of(q) + " for " + std::to_string(cols) + " columns");
+    expect(rows % 16 == 0 && cols > 0 && cols % ft::kQK == 0 && rb >= cols / ft::kQK * bb,
+           name + " needs rows % 16 == 0 and whole super-blocks of 256 columns in rows of >= cols / 256 * " +
+               std::to_string(bb) + " bytes, got " + shape_of(q) + " for " + std::to_string(cols) + " columns");
     uint8_t* p = static_cast<uint8_t*>(q.data());
     nb::gil_scoped_release release;
-    ft::q4k_to_x16(p, n, rows, cols, rb);
-  }, nb::arg("q"), nb::arg("cols"), "Q4_K blocks q [N, rows, row bytes] -> Q4_K_X16 in place (cpu/formats.h), on the pool. GIL released.");
+    ft::to_x16(f, p, n, rows, cols, rb);
+  }, nb::arg("q"), nb::arg("cols"), nb::arg("fmt"),
+        "Q4_K / Q6_K blocks q [N, rows, row bytes] -> the X16 format of code fmt in place (cpu/formats.h), on the pool. GIL released.");
   m.def("int8_simd", [](int fmt_i) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
     isa();  // a bad FT_CPU_ISA is a ValueError here too

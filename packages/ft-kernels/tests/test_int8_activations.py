@@ -36,7 +36,8 @@ KQ = [
     "q3_k",
     "q2_k",
     "q4_k_x16",
-]  # q4_k_x16: rows in the lanes (16 rows interleaved)
+    "q6_k_x16",
+]  # q4_k_x16, q6_k_x16: rows in the lanes (16 rows interleaved; q6_k_x16 by the scalar twin)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
@@ -71,14 +72,15 @@ def check_kquant_int8(fmt, T, blocks=None):
     """``ft_kernels.linear`` with int8 activations on a K-quant matrix: within the fp32 bound of (W, quantised
     x) and within half a quantisation step per element of the exact product. ``blocks``: arbitrary valid
     blocks (every scale, min and code value) instead of the quantiser's."""
-    x16 = fmt == "q4_k_x16"  # whole groups of 16 rows
+    x16 = fmt.endswith("_x16")  # whole groups of 16 rows
+    base = fmt.removesuffix("_x16")
     for N, K in ((48, 256), (16, 768), (32, 512)) if x16 else ((37, 256), (9, 768), (21, 512)):
         g = torch.Generator().manual_seed(N + K + T)
         if blocks is None:
             w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt)
         else:
-            b = blocks("q4_k" if x16 else fmt, N * K // 256, seed=N + T).reshape(N, -1)
-            w = fk.ExpertWeights(fmt, kquants.to_x16(b, K) if x16 else b, K, group=256)
+            b = blocks(base, N * K // 256, seed=N + T).reshape(N, -1)
+            w = fk.ExpertWeights(fmt, kquants.to_x16(b, K, base) if x16 else b, K, group=256)
             w = dataclasses.replace(w, q=w.q[None])
         x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)
         y = fk.linear(x, w, act_int8=True)
@@ -123,16 +125,23 @@ def test_x16_rows_padded_as_in_mixed_banks():
             )
 
 
-@pytest.mark.parametrize("pad", [0, 3 * 210 - 3 * 144])
-def test_x16_repack_in_place_equals_its_twin(pad):
-    """ft_kernels.q4k_to_x16_ (C++, in place, on the pool) writes exactly the bytes of kquants.to_x16 (torch),
-    rows padded or not, on blocks of every scale, min and code value; bad shapes are refused by name."""
-    b = random_blocks("q4_k", 5 * 48 * 3, seed=11).reshape(5, 48, 3 * 144)
+@pytest.mark.parametrize(
+    "fmt,pad", [("q4_k", 0), ("q4_k", 3 * 210 - 3 * 144), ("q6_k", 0), ("q6_k", 7)]
+)
+def test_x16_repack_in_place_equals_its_twin(fmt, pad):
+    """ft_kernels.to_x16_ (C++, in place, on the pool) writes exactly the bytes of kquants.to_x16 (torch), rows
+    padded or not, on blocks of every scale, min and code value, and from_x16 gives the blocks back; bad shapes
+    and formats are refused by name."""
+    bb = kquants.BLOCK_BYTES[fmt]
+    b = random_blocks(fmt, 5 * 48 * 3, seed=11).reshape(5, 48, 3 * bb)
     q = torch.nn.functional.pad(b, (0, pad)).contiguous()
-    want = kquants.to_x16(q, 768)
-    assert torch.equal(fk.q4k_to_x16_(q, 768), want)
+    want = kquants.to_x16(q, 768, fmt)
+    assert torch.equal(kquants.from_x16(want, 768, fmt), q)
+    assert torch.equal(fk.to_x16_(q, 768, fmt), want)
     with pytest.raises(ValueError, match="rows % 16"):
-        fk.q4k_to_x16_(torch.zeros(1, 40, 432, dtype=torch.uint8), 768)
+        fk.to_x16_(torch.zeros(1, 40, 3 * bb, dtype=torch.uint8), 768, fmt)
+    with pytest.raises(ValueError, match="q4_k or q6_k"):
+        fk.to_x16_(torch.zeros(1, 48, 3 * bb, dtype=torch.uint8), 768, "q5_k")
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])

@@ -21,7 +21,9 @@ SHAPES = {
     "nvfp4": [(37, 80), (70, 48), (21, 272)],
     # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows
     **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k")},
-    "q4_k_x16": [(48, 256), (16, 768), (32, 512)],  # whole groups of 16 rows
+    **{
+        k: [(48, 256), (16, 768), (32, 512)] for k in ("q4_k_x16", "q6_k_x16")
+    },  # whole 16-row groups
 }
 
 
@@ -51,16 +53,17 @@ def test_matches_bound(fmt, T, xdtype):
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 13, 16, 21])
 @pytest.mark.parametrize("N,K", [(16, 2048), (64, 768), (48, 256)])
-def test_q4_k_x16_bf16(N, K, T):
-    """Q4_K_X16 with bf16 x: on AMD's AVX-512 BF16 the rows-in-lanes kernel (tiles of 8, 4, 3, 2 and 1 tokens; two
-    sub-blocks side by side), whose sums of (128 + q) x take 128 d sc sum(x) off with the min: bounded over
-    those split terms (``fp32_bounds.kquant_terms``) against float64, and within the sum of both bounds of
-    the row-wise Q4_K kernel on the same blocks."""
+@pytest.mark.parametrize("base", ["q4_k", "q6_k"])
+def test_x16_bf16(base, N, K, T):
+    """Q4_K_X16 / Q6_K_X16 with bf16 x: on AMD's AVX-512 BF16 the rows-in-lanes kernels (tiles of 8, 4, 3, 2 and 1
+    tokens; two sub-blocks side by side). Q4_K_X16's sums of (128 + q) x take 128 d sc sum(x) off with the min,
+    Q6_K_X16's multiply q - 32 from a table: bounded over the terms each sums (``fp32_bounds.kquant_terms``)
+    against float64, and within the sum of both bounds of the row-wise kernel on the same blocks."""
     from ft_kernels import kquants
 
     g = torch.Generator().manual_seed(N + K + T)
-    w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, "q4_k")
-    wx = fk.ExpertWeights("q4_k_x16", kquants.to_x16(w.q.clone(), K), K, group=256)
+    w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, base)
+    wx = fk.ExpertWeights(f"{base}_x16", kquants.to_x16(w.q.clone(), K, base), K, group=256)
     x = torch.randn(T, K, generator=g).bfloat16()
     exact, bound = linear_bound(x, wx, split_terms=True)
     y = fk.linear(x, wx)
@@ -208,8 +211,8 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
-    kq = fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16")  # whole super-blocks of 256 columns
-    N = 48 if fmt == "q4_k_x16" else 45  # whole groups of 16 rows
+    kq = fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q6_k_x16")  # whole super-blocks of 256 columns
+    N = 48 if fmt.endswith("_x16") else 45  # whole groups of 16 rows
     for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
                             (20, 288, 128, torch.bfloat16)):
         K = 256 * (K // 96) if kq else K

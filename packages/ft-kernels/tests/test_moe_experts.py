@@ -30,7 +30,7 @@ SHAPES = {
     # K-quants: H and I in whole super-blocks of 256 columns
     **{
         k: [(256, 256), (512, 256), (256, 768)]
-        for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16")
+        for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q6_k_x16")
     },
 }
 
@@ -132,6 +132,7 @@ BOUNDS = {
     "q5_k": 0.05,
     "q6_k": 0.03,
     "q4_k_x16": 0.1,  # q4_k's bits
+    "q6_k_x16": 0.03,  # q6_k's bits
     # q3_k: a sub-block's largest |w| at code -4 (step |w| / 4), the other sign clamped at 3: up to a step, plus
     # the 6-bit scale's rounding (4 codes x half of max step / 31); q2_k: half a step of (max - min) / 3 (<= 2 max
     # / 6), plus 4-bit scale and min rounding (3 codes x max step / 30, max min / 30)
@@ -142,7 +143,7 @@ BOUNDS = {
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantisation_error(fmt):
-    cols = 256 if fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16") else 96
+    cols = 256 if fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q6_k_x16") else 96
     w = torch.randn(3, 64, cols, generator=torch.Generator().manual_seed(1))
     q = fk.quantize(w, fmt, group=32)
     err = (R.dequantize(q) - w).abs().max() / w.abs().max()
@@ -201,7 +202,7 @@ assert fk.active_isa() == {isa!r}, fk.active_isa()
 for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40)), ("mxfp4", (96, 64)),
                     ("nvfp4", (80, 48)), ("int4_sym", (130, 34)), ("int4_asym", (72, 40)), ("int8_sym", (72, 40)),
                     ("q4_k", (256, 256)), ("q5_k", (512, 256)), ("q6_k", (256, 512)), ("q4_k_x16", (256, 256)),
-                    ("q3_k", (256, 512)), ("q2_k", (512, 256))]:
+                    ("q3_k", (256, 512)), ("q2_k", (512, 256)), ("q6_k_x16", (256, 512))]:
     for T in (1, 3, 8, 70):
         g = torch.Generator().manual_seed(T)
         x = torch.randn(T, H, generator=g); R_ = 2 * T + 1

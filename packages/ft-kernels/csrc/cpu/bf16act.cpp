@@ -14,4 +14,6 @@ void f32_to_bf16_n(const float* src, int64_t n, uint16_t* dst, float* dst_f) {
   }
 }
 
+int x16_prefetch_bytes() { return 8192; }
+
 }  // namespace ft

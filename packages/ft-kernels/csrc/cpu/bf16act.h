@@ -24,4 +24,8 @@ void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst);
 // Round n fp32 values to bf16, to nearest even (NaN stays NaN); dst_f (optional) gets the rounded values as fp32.
 void f32_to_bf16_n(const float* src, int64_t n, uint16_t* dst, float* dst_f);
 
+// The prefetch distance, in bytes, of the rows-in-lanes bf16 kernels of the X16 formats (cpu/arch/
+// x86_avx512bf16_x16.h; defined out of their files on purpose, see there).
+int x16_prefetch_bytes();
+
 }  // namespace ft

@@ -34,13 +34,25 @@
 //                [2048, 2240)  byte 16k + i: byte k of row i's 12 packed (scale, min) bytes
 //                [2240, 2272)  f16 d of row i at 2i;  [2272, 2304) f16 dmin of row i at 2i
 //              W as Q4_K.
+//   Q6_K_X16   Q6_K's blocks with 16 rows interleaved (ft_kernels.kquants.to_x16, made at load for the bf16-activation
+//              kernel with rows in the lanes), under the same conditions (rows of >= cols/256 * 210 bytes). Tile of
+//              kX16Q6Tile bytes per super-block s of rows 16g..16g+15, at kX16Q6Tile (g cols/256 + s); column
+//              8p + o (p < 32, o < 8) of row i:
+//                [0, 2048)     its code's low 4 bits: as Q4_K_X16's nibbles (byte 64p + 4i + o % 4, nibble o / 4)
+//                [2048, 3072)  its code's high 2 bits: in the 16-bit word at 2048 + 64 (p / 2) + 4i + 2 h, bits
+//                              4k + 4 + 2 (p % 2) for k < 3, 2 (p % 2) for k = 3 (h = (o / 2) % 2, k = 2 (o % 2) + o / 4:
+//                              nibble k of the low bits' word h is the same column)
+//                [3072, 3328)  byte 16j + i: row i's int8 scale j (columns 16j..16j+15)
+//                [3328, 3360)  f16 d of row i at 2i
+//              W as Q6_K.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 namespace ft {
 
-enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K, COUNT };
+enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K,
+                      Q6_K_X16, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -105,26 +117,68 @@ constexpr int kQK = 256;
 inline int64_t kquant_block_bytes(Fmt f) {
   return f == Fmt::Q4_K || f == Fmt::Q4_K_X16 ? 144
          : f == Fmt::Q5_K                      ? 176
-         : f == Fmt::Q6_K                      ? 210
+         : f == Fmt::Q6_K || f == Fmt::Q6_K_X16 ? 210
          : f == Fmt::Q3_K                      ? 110
          : f == Fmt::Q2_K                      ? 84
                                                : 0;
 }
-constexpr int64_t kX16Tile = 2304;  // Q4_K_X16: one super-block of 16 rows
-// Q4_K_X16 with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).
-inline const uint8_t* x16_tile(const uint8_t* q, int64_t cols, int64_t r, int64_t s) {
-  return q + ((r / 16) * (cols / kQK) + s) * kX16Tile;
+constexpr int64_t kX16Tile = 2304, kX16Q6Tile = 3360;  // Q4_K_X16 / Q6_K_X16: one super-block of 16 rows
+// The formats with 16 rows interleaved, and the row-wise format each was made from.
+inline bool is_x16(Fmt f) { return f == Fmt::Q4_K_X16 || f == Fmt::Q6_K_X16; }
+inline Fmt x16_base(Fmt f) { return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q6_K_X16 ? Fmt::Q6_K : f; }
+// An X16 format with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).
+inline const uint8_t* x16_tile(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s) {
+  return q + ((r / 16) * (cols / kQK) + s) * 16 * kquant_block_bytes(f);
 }
-// Q4_K_X16: row r's super-block s back as the Q4_K block it was made from (144 B): the scalar kernels' view.
-inline void x16_block(const uint8_t* q, int64_t cols, int64_t r, int64_t s, uint8_t* out) {
-  const uint8_t* t = x16_tile(q, cols, r, s);
+// Q4_K's and Q6_K's code of column e (0..255) in block b (Q4_K 0..15, Q6_K 0..63), and the same code or-ed into a
+// zeroed block.
+inline int q4k_code(const uint8_t* b, int e) { return (b[16 + 32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xf; }
+inline void q4k_put(uint8_t* b, int e, int code) {
+  b[16 + 32 * (e / 64) + e % 32] |= static_cast<uint8_t>(code << (4 * ((e % 64) / 32)));
+}
+inline int q6k_code(const uint8_t* b, int e) {
+  const int n = e / 128, l = e % 32, qu = (e % 128) / 32;
+  return ((b[64 * n + l + 32 * (qu & 1)] >> (4 * (qu >> 1))) & 0xf) | (((b[128 + 32 * n + l] >> (2 * qu)) & 3) << 4);
+}
+inline void q6k_put(uint8_t* b, int e, int code) {
+  const int n = e / 128, l = e % 32, qu = (e % 128) / 32;
+  b[64 * n + l + 32 * (qu & 1)] |= static_cast<uint8_t>((code & 0xf) << (4 * (qu >> 1)));
+  b[128 + 32 * n + l] |= static_cast<uint8_t>((code >> 4) << (2 * qu));
+}
+// Where column c (0..255) of tile row i keeps its low nibble (byte, shift) and, in Q6_K_X16, its high 2 bits.
+inline void x16_nibble_at(int64_t c, int i, int64_t& byte, int& shift) {
+  byte = 64 * (c / 8) + 4 * i + c % 4, shift = 4 * ((c % 8) / 4);
+}
+inline void x16_high_at(int64_t c, int i, int64_t& byte, int& shift) {
+  const int64_t p = c / 8;
+  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 2 * (o % 2) + o / 4;
+  const int bit = (k < 3 ? 4 * k + 4 : 0) + 2 * static_cast<int>(p % 2);
+  byte = 2048 + 64 * (p / 2) + 4 * i + 2 * h + bit / 8, shift = bit % 8;
+}
+// An X16 format: row r's super-block s back as the block of its base format it was made from (144 or 210 B):
+// the scalar kernels' view.
+inline void x16_block(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s, uint8_t* out) {
+  const uint8_t* t = x16_tile(f, q, cols, r, s);
   const int i = static_cast<int>(r % 16);
-  out[0] = t[2240 + 2 * i], out[1] = t[2241 + 2 * i], out[2] = t[2272 + 2 * i], out[3] = t[2273 + 2 * i];
-  for (int k = 0; k < 12; ++k) out[4 + k] = t[2048 + 16 * k + i];
-  std::memset(out + 16, 0, 128);
+  std::memset(out, 0, kquant_block_bytes(f));
   for (int c = 0; c < kQK; ++c) {
-    const int code = (t[64 * (c / 8) + 4 * i + c % 4] >> (4 * ((c % 8) / 4))) & 0xf, l = c % 64;
-    out[16 + 32 * (c / 64) + l % 32] |= static_cast<uint8_t>(code << (4 * (l / 32)));
+    int64_t at;
+    int sh;
+    x16_nibble_at(c, i, at, sh);
+    const int lo = (t[at] >> sh) & 0xf;
+    if (f == Fmt::Q4_K_X16) {
+      q4k_put(out, c, lo);
+      continue;
+    }
+    x16_high_at(c, i, at, sh);
+    q6k_put(out, c, lo | (((t[at] >> sh) & 3) << 4));
+  }
+  if (f == Fmt::Q4_K_X16) {
+    out[0] = t[2240 + 2 * i], out[1] = t[2241 + 2 * i], out[2] = t[2272 + 2 * i], out[3] = t[2273 + 2 * i];
+    for (int k = 0; k < 12; ++k) out[4 + k] = t[2048 + 16 * k + i];
+  } else {
+    for (int j = 0; j < 16; ++j) out[192 + j] = t[3072 + 16 * j + i];
+    out[208] = t[3328 + 2 * i], out[209] = t[3329 + 2 * i];
   }
 }
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from a block's 12 scale bytes (llama.cpp's packing).

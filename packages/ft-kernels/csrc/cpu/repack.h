@@ -2,12 +2,14 @@
 #pragma once
 #include <cstdint>
 
+#include "cpu/formats.h"
+
 namespace ft {
 
-// Q4_K -> Q4_K_X16 (cpu/formats.h), in place, for n matrices of [rows, cols] whose rows are row_bytes apart
-// (>= cols / 256 * 144: rows may be padded, as in mixed banks) and which lie matrix_bytes = rows * row_bytes
-// apart from q. rows % 16 == 0, cols % 256 == 0. The matrices are spread over the kernel pool.
+// Q4_K -> Q4_K_X16 or Q6_K -> Q6_K_X16 (f, cpu/formats.h), in place, for n matrices of [rows, cols] whose rows are
+// row_bytes apart (>= cols / 256 * block bytes: rows may be padded, as in mixed banks) and which lie
+// rows * row_bytes apart from q. rows % 16 == 0, cols % 256 == 0. The matrices are spread over the kernel pool.
 // Twin: ft_kernels.kquants.to_x16.
-void q4k_to_x16(uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes);
+void to_x16(Fmt f, uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes);
 
 }  // namespace ft

@@ -11,7 +11,6 @@ from ft_kernels.cpu import (
     linear,
     moe_experts,
     moe_swiglu,
-    q4k_to_x16_,
     num_threads,
     rms_norm,
     rope,
@@ -20,6 +19,7 @@ from ft_kernels.cpu import (
     set_spin_us,
     sigmoid_mul,
     silu_mul,
+    to_x16_,
 )
 from ft_kernels.decode_layer import DecodeLayer
 from ft_kernels.formats import FORMATS, ExpertWeights, quantize
@@ -35,7 +35,6 @@ __all__ = [
     "linear",
     "moe_experts",
     "moe_swiglu",
-    "q4k_to_x16_",
     "num_threads",
     "rms_norm",
     "rope",
@@ -44,6 +43,7 @@ __all__ = [
     "set_spin_us",
     "sigmoid_mul",
     "silu_mul",
+    "to_x16_",
     "reference",
     "FORMATS",
     "ExpertWeights",

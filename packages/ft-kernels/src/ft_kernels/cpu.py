@@ -36,25 +36,29 @@ def active_isa() -> str:
     return _C.active_isa()
 
 
-def q4k_to_x16_(q: torch.Tensor, cols: int) -> torch.Tensor:
-    """Q4_K blocks ``q`` uint8 [N, rows, row bytes] (contiguous; rows % 16 == 0, may be padded) repacked in place
-    to ``q4_k_x16`` on the kernel pool; returns ``q``. Twin: ``kquants.to_x16``. ValueError on a bad shape."""
+def to_x16_(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
+    """Q4_K or Q6_K (``fmt``) blocks ``q`` uint8 [N, rows, row bytes] (contiguous; rows % 16 == 0, may be padded)
+    repacked in place to ``fmt + "_x16"`` on the kernel pool; returns ``q``. Twin: ``kquants.to_x16``. ValueError
+    on a bad shape or format."""
     if not q.is_contiguous():
         raise ValueError("q must be contiguous")
-    _C.q4k_to_x16(_a(q), cols)
+    if fmt not in ("q4_k", "q6_k"):
+        raise ValueError(f"fmt must be q4_k or q6_k, got {fmt!r}")
+    _C.to_x16(_a(q), cols, FORMATS[fmt + "_x16"])
     return q
 
 
 def int8_simd(fmt: str) -> bool:
     """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
-    scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only."""
+    scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only,
+    ``q6_k_x16`` none."""
     return bool(_C.int8_simd(FORMATS[fmt]))
 
 
 def bf16_simd(fmt: str) -> bool:
     """Whether bfloat16 activations meet weights in ``fmt`` in a bf16-activation kernel on the active ISA (AVX-512
     BF16 on AMD CPUs: ``dispatch.cpp``) rather than being widened to fp32 for the fp32 kernel. ``q4_k_x16``
-    has one there only (elsewhere it would run the scalar twin)."""
+    and ``q6_k_x16`` have one there only (elsewhere they would run the scalar twin)."""
     return bool(_C.bf16_simd(FORMATS[fmt]))
 
 

@@ -17,6 +17,7 @@ int8_sym   [N, rows, cols] uint8 (int8)  fp32, one per ``group`` columns       i
 q4_k/q5_k  [N, rows, cols/256 * 144/176]  in the blocks (``kquants.py``)        d sc q - dmin m
 q6_k       [N, rows, cols/256 * 210]     in the blocks                         d sc (q - 32)
 q4_k_x16   [N, rows, cols/256 * 144]     q4_k, 16 rows interleaved (``kquants.to_x16``)  as q4_k
+q6_k_x16   [N, rows, cols/256 * 210]     q6_k, 16 rows interleaved (``kquants.to_x16``)  as q6_k
 q3_k       [N, rows, cols/256 * 110]     in the blocks                         d (sc - 32) (q - 4)
 q2_k       [N, rows, cols/256 * 84]      in the blocks                         d sc q - dmin m
 =========  ============================  ====================================  ===========================
@@ -35,11 +36,11 @@ from ft_kernels import _C, kquants
 
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
-# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k".
+# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
-# Layouts made at load for a faster kernel (int8 activations on AVX-512 VNNI), never stored nor offered as a
-# format to convert or re-quantise to.
-REPACKED = ("q4_k_x16",)
+# Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, int8 ones on
+# AVX-512 VNNI), never stored nor offered as a format to convert or re-quantise to.
+REPACKED = ("q4_k_x16", "q6_k_x16")
 DEFAULT_GROUP = {
     "fp8_e4m3": 128,
     "mxfp4": 32,
@@ -51,6 +52,7 @@ DEFAULT_GROUP = {
     "q5_k": 256,
     "q6_k": 256,
     "q4_k_x16": 256,
+    "q6_k_x16": 256,
     "q3_k": 256,
     "q2_k": 256,
 }
@@ -121,8 +123,9 @@ def quantize(
         return ExpertWeights(fmt, w.half().contiguous(), C, bias=b)
     if fmt in kquants.BLOCK_BYTES:
         return ExpertWeights(fmt, kquants.quantize(w, fmt), C, group=kquants.QK, bias=b)
-    if fmt == "q4_k_x16":
-        q = kquants.to_x16(kquants.quantize(w, "q4_k"), C)
+    if fmt in REPACKED:
+        base = fmt.removesuffix("_x16")
+        q = kquants.to_x16(kquants.quantize(w, base), C, base)
         return ExpertWeights(fmt, q, C, group=kquants.QK, bias=b)
     g = group or DEFAULT_GROUP[fmt]
     if fmt == "mxfp4":

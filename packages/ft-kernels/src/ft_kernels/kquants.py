@@ -25,7 +25,6 @@ import torch
 
 QK = 256
 BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q3_k": 110, "q2_k": 84}
-X16_TILE = 2304  # q4_k_x16: one super-block of 16 rows (16 x 144 bytes)
 
 
 # byte offsets of each block's f16 fields: (d, dmin) or (d,)
@@ -84,19 +83,9 @@ def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
             w = d.repeat_interleave(16, -1) * low.float() - dm.repeat_interleave(16, -1)
         return w.reshape(*lead, cols)
     if fmt == "q6_k":
-        ql, qh = b[..., :128].long(), b[..., 128:192].long()
         sc = b[..., 192:208].view(torch.int8).float()
         d = _f16(b[..., 208:210])[..., None] * sc  # [..., nb, 16]
-        parts = []
-        for n in range(2):
-            lo, hi = ql[..., 64 * n : 64 * n + 64], qh[..., 32 * n : 32 * n + 32]
-            parts += [
-                (lo[..., :32] & 15) | ((hi & 3) << 4),
-                (lo[..., 32:] & 15) | (((hi >> 2) & 3) << 4),
-                (lo[..., :32] >> 4) | (((hi >> 4) & 3) << 4),
-                (lo[..., 32:] >> 4) | (((hi >> 6) & 3) << 4),
-            ]
-        codes = torch.cat(parts, -1) - 32  # [..., nb, 256]
+        codes = _q6k_codes(b[..., :192]) - 32  # [..., nb, 256]
         w = d.repeat_interleave(16, -1) * codes.float()
         return w.reshape(*lead, cols)
     sc, mn = _scale_min(b[..., 4:16])
@@ -156,19 +145,8 @@ def quantize(w: torch.Tensor, fmt: str) -> torch.Tensor:
         step = dsafe[..., None] * sc
         step = torch.where(step > 0, step, torch.ones_like(step))
         codes = (torch.round(sub / step[..., None]).clamp(-32, 31) + 32).long().flatten(-2)
-        out = []
-        for n in range(2):
-            c = codes[..., 128 * n : 128 * n + 128]
-            out.append((c[..., 0:32] & 15) | ((c[..., 64:96] & 15) << 4))
-            out.append((c[..., 32:64] & 15) | ((c[..., 96:128] & 15) << 4))
-        qh = [
-            (c[..., 0:32] >> 4)
-            | ((c[..., 32:64] >> 4) << 2)
-            | ((c[..., 64:96] >> 4) << 4)
-            | ((c[..., 96:128] >> 4) << 6)
-            for c in (codes[..., :128], codes[..., 128:])
-        ]
-        blk = torch.cat([*out, *qh, sc.to(torch.int8).view(torch.uint8).long(), _f16_bytes(d)], -1)
+        sc8 = sc.to(torch.int8).view(torch.uint8).long()
+        blk = torch.cat([_pack_q6k_codes(codes), sc8, _f16_bytes(d)], -1)
         return blk.to(torch.uint8).reshape(*lead, -1)
     top = 15 if fmt == "q4_k" else 31
     sub = x.unflatten(-1, (8, 32))
@@ -233,62 +211,152 @@ def _pack_codes2(codes: torch.Tensor) -> torch.Tensor:
     return sum(c[..., j, :] << (2 * j) for j in range(4)).flatten(-2)
 
 
+def _q6k_codes(b: torch.Tensor) -> torch.Tensor:
+    """Q6_K's 128 low-nibble and 64 high-pair bytes [..., 192] -> their codes 0..63 [..., 256] int64 in column
+    order (column 128n + 32m + l: nibble m // 2 of byte 64n + 32 (m % 2) + l, bits 2m of byte 128 + 32n + l)."""
+    ql, qh = b[..., :128].long(), b[..., 128:192].long()
+    parts = []
+    for n in range(2):
+        lo, hi = ql[..., 64 * n : 64 * n + 64], qh[..., 32 * n : 32 * n + 32]
+        parts += [
+            (lo[..., :32] & 15) | ((hi & 3) << 4),
+            (lo[..., 32:] & 15) | (((hi >> 2) & 3) << 4),
+            (lo[..., :32] >> 4) | (((hi >> 4) & 3) << 4),
+            (lo[..., 32:] >> 4) | (((hi >> 6) & 3) << 4),
+        ]
+    return torch.cat(parts, -1)
+
+
+def _pack_q6k_codes(codes: torch.Tensor) -> torch.Tensor:
+    """Codes 0..63 [..., 256] in column order -> Q6_K's 192 code bytes [..., 192] int64 (inverse of
+    ``_q6k_codes``)."""
+    out = []
+    for n in range(2):
+        c = codes[..., 128 * n : 128 * n + 128]
+        out.append((c[..., 0:32] & 15) | ((c[..., 64:96] & 15) << 4))
+        out.append((c[..., 32:64] & 15) | ((c[..., 96:128] & 15) << 4))
+    qh = [
+        (c[..., 0:32] >> 4)
+        | ((c[..., 32:64] >> 4) << 2)
+        | ((c[..., 64:96] >> 4) << 4)
+        | ((c[..., 96:128] >> 4) << 6)
+        for c in (codes[..., :128], codes[..., 128:])
+    ]
+    return torch.cat([*out, *qh], -1)
+
+
 def _q4k_codes(qs: torch.Tensor) -> torch.Tensor:
     """Q4_K's 128 nibble bytes [..., 128] -> their codes [..., 256] (same dtype) in column order."""
     qs = qs.unflatten(-1, (4, 32))
     return torch.stack([qs & 15, qs >> 4], -2).flatten(-3)
 
 
-def to_x16(q: torch.Tensor, cols: int) -> torch.Tensor:
-    """Q4_K blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be padded at the end) -> the same
-    bytes as ``q4_k_x16`` (``csrc/cpu/formats.h``): per 16 rows and super-block one tile of 2304 bytes --
-    16 x 4 nibble bytes per 8 columns (low nibble column 8p + b, high 8p + 4 + b), the 12 scale bytes as byte
-    planes over the rows, then the rows' f16 d and dmin -- the tiles of all groups back to back, any row padding
-    (zeros) after them. A new tensor of ``q``'s shape."""
+# q6_k_x16: the column offset o (0..7 in a group of 8) of high-bit word h's nibble k, and the bit of its field in the
+# word for an even (e = 0) or odd group: (h, k, o, bit) for e = 0; e = 1 adds 2 to the bit.
+_X16_HIGH = [
+    (h, k, (0, 4, 1, 5)[k] + 2 * h, 4 * k + 4 if k < 3 else 0) for h in range(2) for k in range(4)
+]
+
+
+def _x16_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """Codes [..., 16 rows, 256] -> their low nibbles as X16 tiles' first 2048 bytes [..., 2048]: byte 64p + 4i + b
+    of row i, low nibble column 8p + b, high 8p + 4 + b."""
+    c = (codes & 15).unflatten(-1, (32, 2, 4))  # [.., 16, 32 p, lo/hi, 4 b]
+    return (c[..., 0, :] | (c[..., 1, :] << 4)).transpose(-3, -2).flatten(-3)
+
+
+def _x16_codes(t: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_x16_nibbles``: [..., 2048] -> low nibbles [..., 16 rows, 256] (int64)."""
+    nib = t.long().unflatten(-1, (32, 16, 4)).transpose(-3, -2)  # [.., 16, 32 p, 4 b]
+    return torch.stack([nib & 15, nib >> 4], -2).flatten(-3)
+
+
+def _x16_high(codes: torch.Tensor) -> torch.Tensor:
+    """q6_k codes [..., 16 rows, 256] -> their high 2 bits as the tile's 1024 bytes [..., 1024] (16-bit word h of
+    row i and column pair P at 64P + 4i + 2h: ``csrc/cpu/formats.h``)."""
+    hi = (codes >> 4).unflatten(-1, (16, 2, 8))  # [.., 16 i, P, e, o]
+    words = torch.zeros(*hi.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, h]
+    for h, _, o, bit in _X16_HIGH:
+        for e in range(2):
+            words[..., h] |= hi[..., e, o] << (bit + 2 * e)
+    b = torch.stack([words & 255, words >> 8], -1)  # [.., i, P, h, 2]
+    return b.transpose(-4, -3).flatten(-4)
+
+
+def _x16_high_codes(t: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_x16_high``: [..., 1024] -> high 2 bits [..., 16 rows, 256] (int64)."""
+    b = t.long().unflatten(-1, (16, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, h, 2]
+    words = b[..., 0] | (b[..., 1] << 8)
+    hi = torch.zeros(*words.shape[:-1], 2, 8, dtype=torch.int64)  # [.., i, P, e, o]
+    for h, _, o, bit in _X16_HIGH:
+        for e in range(2):
+            hi[..., e, o] = (words[..., h] >> (bit + 2 * e)) & 3
+    return hi.flatten(-3)
+
+
+def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
+    """Q4_K or Q6_K (``fmt``) blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be padded at the
+    end) -> the same bytes as ``fmt + "_x16"`` (``csrc/cpu/formats.h``): per 16 rows and super-block one tile
+    of 16 blocks' bytes -- the codes' low nibbles, 16 x 4 bytes per 8 columns (low nibble column 8p + b, high
+    8p + 4 + b), q6_k's high 2 bits in 16-bit words, the scale bytes as byte planes over the rows, then the
+    rows' f16 d (and dmin) -- the tiles of all groups back to back, any row padding (zeros) after them. A new
+    tensor of ``q``'s shape."""
     *lead, rows, rb = q.shape
-    nsb = cols // QK
-    if rows % 16 or cols % QK or rb < nsb * 144:
+    nsb, bb = cols // QK, BLOCK_BYTES[fmt]
+    if fmt not in ("q4_k", "q6_k") or rows % 16 or cols % QK or rb < nsb * bb:
         raise ValueError(
-            f"q4_k_x16 needs rows % 16 == 0 and whole super-blocks, got [{rows}, {cols}] in {rb} B rows"
+            f"{fmt}_x16 needs q4_k or q6_k with rows % 16 == 0 and whole super-blocks, got [{rows}, {cols}] "
+            f"in {rb} B rows"
         )
-    # [.., G, nsb, 16, 144]
-    b = q[..., : nsb * 144].reshape(*lead, rows // 16, 16, nsb, 144).transpose(-3, -2)
-    codes = _q4k_codes(b[..., 16:]).unflatten(-1, (32, 2, 4))  # [.., G, nsb, 16, 32 p, lo/hi, 4 b]
-    nib = (codes[..., 0, :] | (codes[..., 1, :] << 4)).transpose(-3, -2)  # [.., G, nsb, 32, 16, 4]
-    tile = torch.cat(
-        [
-            nib.flatten(-3),
+    # [.., G, nsb, 16, bb]
+    b = q[..., : nsb * bb].reshape(*lead, rows // 16, 16, nsb, bb).transpose(-3, -2)
+    if fmt == "q4_k":
+        parts = [
+            _x16_nibbles(_q4k_codes(b[..., 16:])),
             b[..., 4:16].transpose(-2, -1).flatten(-2),  # byte plane k over the rows
             b[..., 0:2].flatten(-2),
             b[..., 2:4].flatten(-2),
-        ],
-        -1,
-    )  # [.., G, nsb, 2304]
+        ]
+    else:
+        codes = _q6k_codes(b[..., :192])
+        parts = [
+            _x16_nibbles(codes),
+            _x16_high(codes),
+            b[..., 192:208].transpose(-2, -1).flatten(-2),
+            b[..., 208:210].flatten(-2),
+        ]
+    tile = torch.cat([t.to(torch.uint8) for t in parts], -1)  # [.., G, nsb, 16 bb]
     out = torch.zeros_like(q).reshape(*lead, rows * rb)
-    out[..., : rows * nsb * 144] = tile.flatten(-3)
+    out[..., : rows * nsb * bb] = tile.flatten(-3)
     return out.reshape(q.shape)
 
 
-def from_x16(q: torch.Tensor, cols: int) -> torch.Tensor:
-    """The inverse of ``to_x16``: ``q4_k_x16`` bytes [..., rows, row bytes] -> Q4_K blocks of the same shape."""
+def from_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
+    """The inverse of ``to_x16``: ``fmt + "_x16"`` bytes [..., rows, row bytes] -> ``fmt`` blocks of the same
+    shape."""
     *lead, rows, rb = q.shape
-    nsb = cols // QK
-    t = q.reshape(*lead, rows * rb)[..., : rows * nsb * 144].unflatten(
-        -1, (rows // 16, nsb, X16_TILE)
+    nsb, bb = cols // QK, BLOCK_BYTES[fmt]
+    t = q.reshape(*lead, rows * rb)[..., : rows * nsb * bb].unflatten(
+        -1, (rows // 16, nsb, 16 * bb)
     )
-    nib = t[..., :2048].unflatten(-1, (32, 16, 4)).transpose(-3, -2)  # [.., G, nsb, 16, 32 p, 4 b]
-    codes = torch.stack([nib & 15, nib >> 4], -2).flatten(-3)  # [.., G, nsb, 16, 256] column order
-    c = codes.unflatten(-1, (4, 2, 32))  # column 64m + 32h + l
-    qs = (c[..., 0, :] | (c[..., 1, :] << 4)).flatten(-2)
-    blk = torch.cat(
-        [
+    codes = _x16_codes(t[..., :2048])  # [.., G, nsb, 16, 256] column order
+    if fmt == "q4_k":
+        c = codes.unflatten(-1, (4, 2, 32))  # column 64m + 32h + l
+        qs = (c[..., 0, :] | (c[..., 1, :] << 4)).flatten(-2)
+        parts = [
             t[..., 2240:2272].unflatten(-1, (16, 2)),
             t[..., 2272:2304].unflatten(-1, (16, 2)),
             t[..., 2048:2240].unflatten(-1, (12, 16)).transpose(-2, -1),
             qs,
-        ],
-        -1,
-    )  # [.., G, nsb, 16, 144]
+        ]
+    else:
+        codes = codes | (_x16_high_codes(t[..., 2048:3072]) << 4)
+        parts = [
+            _pack_q6k_codes(codes),
+            t[..., 3072:3328].unflatten(-1, (16, 16)).transpose(-2, -1),
+            t[..., 3328:3360].unflatten(-1, (16, 2)),
+        ]
+    blk = torch.cat([p.to(torch.uint8) for p in parts], -1)  # [.., G, nsb, 16, bb]
     out = torch.zeros_like(q)
-    out[..., : nsb * 144] = blk.transpose(-3, -2).reshape(*lead, rows, nsb * 144)
+    out[..., : nsb * bb] = blk.transpose(-3, -2).reshape(*lead, rows, nsb * bb)
     return out

@@ -34,8 +34,9 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return w.q.view(torch.int8).float() * _per_col(w.scale, g, C)
     if w.fmt in kquants.BLOCK_BYTES:
         return kquants.dequantize(w.q, w.fmt, C)
-    if w.fmt == "q4_k_x16":
-        return kquants.dequantize(kquants.from_x16(w.q, C), "q4_k", C)
+    if w.fmt in ("q4_k_x16", "q6_k_x16"):
+        base = w.fmt.removesuffix("_x16")
+        return kquants.dequantize(kquants.from_x16(w.q, C, base), base, C)
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":
         return torch.ldexp(
@@ -63,6 +64,7 @@ INT8_FORMATS = (
     "q3_k",
     "q2_k",
     "q4_k_x16",
+    "q6_k_x16",
 )
 
 

@@ -41,8 +41,8 @@ import torch
 from ft_kernels import kquants
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
-# "q4_k", "q5_k", "q6_k", "q3_k", "q2_k" as GGUF stores them, and q4_k with 16 rows interleaved (``interleave_q4k``)
-KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16")
+# "q4_k", "q5_k", "q6_k", "q3_k", "q2_k" as GGUF stores them, and q4_k / q6_k with 16 rows interleaved (``interleave``)
+KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16", "q6_k_x16")
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
 _LEGACY = {"fp8": "fp8_e4m3"}
@@ -167,13 +167,14 @@ class ExpertBank:
         scale, zero = (None if t is None else t[ids] for t in (w.scale, w.zero))
         return dequantize(dataclasses.replace(w, q=w.q[ids], scale=scale, zero=zero, bias=None))
 
-    def interleave_q4k(self) -> int:
-        """Repack, in place, every ``q4_k`` matrix kind (per MoE layer in mixed banks) whose rows come in whole
-        groups of 16 into ``q4_k_x16`` (``ft_kernels.q4k_to_x16_``: the same bytes, 16 rows interleaved),
-        the layout of the int8-activation kernel with rows in the lanes; the formats say so from then on.
-        Returns the number of (layer, kind) matrices repacked. The values do not change (``dequant``)."""
+    def interleave(self, fmts: tuple[str, ...]) -> int:
+        """Repack, in place, every matrix kind (per MoE layer in mixed banks) in one of ``fmts`` ("q4_k",
+        "q6_k") whose rows come in whole groups of 16 into that format's ``_x16`` layout (``ft_kernels.to_x16_``:
+        the same bytes, 16 rows interleaved), the layout of the kernels with rows in the lanes; the formats say so
+        from then on. Returns the number of (layer, kind) matrices repacked. The values do not change
+        (``dequant``)."""
         n_layers = max(1, len(self.layer_fmts))
-        fmts = [
+        fmts_at = [
             list(self.layer_fmts[m]) if self.layer_fmts else [self.fmt] * 2 for m in range(n_layers)
         ]
         done = 0
@@ -185,7 +186,8 @@ class ExpertBank:
             if f"{which}_q" not in self.tensors:
                 continue
             for m in range(n_layers):
-                if fmts[m][k] != "q4_k":
+                base = fmts_at[m][k]
+                if base not in fmts:
                     continue
                 q = self.layer_view(which, m)
                 ids = (
@@ -193,18 +195,20 @@ class ExpertBank:
                     if self.layer_fmts
                     else range(q.shape[0])
                 )
-                ft_kernels.q4k_to_x16_(q[ids.start : ids.stop], cols)  # in place, a matrix a thread
-                fmts[m][k] = "q4_k_x16"
+                ft_kernels.to_x16_(
+                    q[ids.start : ids.stop], cols, base
+                )  # in place, a matrix a thread
+                fmts_at[m][k] = f"{base}_x16"
                 done += 1
         if done:
             if self.layer_fmts:
-                self.layer_fmts = tuple(tuple(p) for p in fmts)
+                self.layer_fmts = tuple(tuple(p) for p in fmts_at)
             # one kind repacked: the bank becomes mixed (its formats per layer)
-            elif fmts[0][0] != fmts[0][1]:
+            elif fmts_at[0][0] != fmts_at[0][1]:
                 self.layer_fmts = tuple(
-                    tuple(fmts[0]) for _ in range(self.num_ids // self.num_experts)
+                    tuple(fmts_at[0]) for _ in range(self.num_ids // self.num_experts)
                 )
-            self.fmt = fmts[0][0]
+            self.fmt = fmts_at[0][0]
             self._kernel_views = None
         return done
 

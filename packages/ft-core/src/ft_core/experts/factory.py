@@ -65,13 +65,16 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
     )
 
 
-def q4k_interleaved(engine: EngineConfig) -> bool:
-    """Whether ``engine``'s CPU kernels read Q4_K faster 16 rows interleaved (``q4_k_x16``, rows in the
-    lanes): int8 activations where AVX-512 VNNI has that kernel, bf16 activations where the bf16 kernels run
-    (AMD's AVX-512 BF16). Elsewhere (fp32 activations, AVX2, Intel's AVX-512 BF16) the row-wise layout stays."""
+def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
+    """The K-quant formats ("q4_k", "q6_k") that ``engine``'s CPU kernels read faster 16 rows interleaved
+    (``q4_k_x16``, ``q6_k_x16``: rows in the lanes): with int8 activations those AVX-512 VNNI has that kernel
+    for (q4_k), with bf16 ones those the bf16 kernels run (AMD's AVX-512 BF16: both). Elsewhere (fp32
+    activations, AVX2, Intel's AVX-512 BF16) none: the row-wise layout stays."""
     if engine.int8_activations:
-        return ft_kernels.int8_simd("q4_k_x16")
-    return engine.dtype == "bfloat16" and ft_kernels.bf16_simd("q4_k_x16")
+        return tuple(f for f in ("q4_k", "q6_k") if ft_kernels.int8_simd(f"{f}_x16"))
+    if engine.dtype != "bfloat16":
+        return ()
+    return tuple(f for f in ("q4_k", "q6_k") if ft_kernels.bf16_simd(f"{f}_x16"))
 
 
 def build_backend(
@@ -80,8 +83,8 @@ def build_backend(
     """The backend for ``bank`` (every MoE layer's experts, flat ids) under ``engine``'s policy."""
     if (hint := fp32_products_hint(bank, engine)) is not None:
         logging.getLogger("ft_core.engine").warning(hint)
-    if engine.expert_impl in ("auto", "kernel") and q4k_interleaved(engine):
-        bank.interleave_q4k()  # Q4_K experts in the layout of the rows-in-lanes kernels
+    if engine.expert_impl in ("auto", "kernel") and (fmts := x16_formats(engine)):
+        bank.interleave(fmts)  # Q4_K / Q6_K experts in the layout of the rows-in-lanes kernels
     host = select_impl(
         engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations
     )

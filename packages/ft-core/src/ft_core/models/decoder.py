@@ -15,7 +15,7 @@ import torch
 from ft_core.cache.kv_cache import KVLayout, PagedKVCache
 from ft_core.config import EngineConfig
 from ft_core.errors import FTError
-from ft_core.experts.factory import build_backend, q4k_interleaved
+from ft_core.experts.factory import build_backend, x16_formats
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
@@ -115,8 +115,10 @@ class Decoder:
             )
         else:  # a quantised source's own bits where a kernel reads them (GGUF)
             self.dense_bytes_per_token -= native_saved
-        if engine.dense_device == "cpu" and q4k_interleaved(engine):
-            interleave_dense(self)  # Q4_K projections in the layout of the rows-in-lanes kernels
+        if engine.dense_device == "cpu" and (fmts := x16_formats(engine)):
+            interleave_dense(
+                self, fmts
+            )  # Q4_K / Q6_K projections in the rows-in-lanes kernels' layout
         if engine.dense_device != "cpu":  # before the expert cache takes the free device memory
             place_dense(self, torch.device(engine.dense_device))
         if self.bank is not None:

@@ -43,21 +43,22 @@ def kernel_dense(ew, int8: bool) -> QuantDense:
     return QuantDense(ew, int8)
 
 
-def _interleaved(d: QuantDense) -> QuantDense:
-    """``d`` with a Q4_K matrix of whole 16-row groups repacked 16 rows interleaved (``q4_k_x16``: the same
-    values, rows in the kernel's lanes); any other ``d`` as it is."""
+def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
+    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k") of whole 16-row groups repacked 16 rows
+    interleaved (``q4_k_x16`` / ``q6_k_x16``: the same values, rows in the kernel's lanes); any other ``d`` as
+    it is."""
     ew = d.w
-    if ew.fmt != "q4_k" or ew.rows % 16:
+    if ew.fmt not in fmts or ew.rows % 16:
         return d
-    q = fk.q4k_to_x16_(ew.q.clone(memory_format=torch.contiguous_format), ew.cols)
-    return QuantDense(dataclasses.replace(ew, fmt="q4_k_x16", q=q), d.int8)
+    q = fk.to_x16_(ew.q.clone(memory_format=torch.contiguous_format), ew.cols, ew.fmt)
+    return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q), d.int8)
 
 
-def interleave_dense(model) -> int:
-    """Repack ``model``'s Q4_K dense projections (QuantDense, and the parts of fused ones) to ``q4_k_x16`` in
-    place, for engines whose kernels read that layout faster (``experts.factory.q4k_interleaved``); the LM
-    head too unless it is the embedding (whose looked-up rows read the row-wise blocks). Returns the number
-    of matrices repacked."""
+def interleave_dense(model, fmts: tuple[str, ...]) -> int:
+    """Repack ``model``'s dense projections in ``fmts`` (QuantDense, and the parts of fused ones) to their
+    ``_x16`` layouts in place, for engines whose kernels read those faster (``experts.factory.x16_formats``);
+    the LM head too unless it is the embedding (whose looked-up rows read the row-wise blocks). Returns the
+    number of matrices repacked."""
     done = 0
 
     def swap(d):
@@ -66,7 +67,7 @@ def interleave_dense(model) -> int:
             return [swap(p) for p in d]
         if not isinstance(d, QuantDense):
             return d
-        new = _interleaved(d)
+        new = _interleaved(d, fmts)
         done += new is not d
         return new
 

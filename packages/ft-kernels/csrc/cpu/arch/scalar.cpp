@@ -71,10 +71,11 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
     case Fmt::Q6_K:
     case Fmt::Q3_K:
     case Fmt::Q2_K: return kquant_at(w.fmt, q + (c / kQK) * kquant_block_bytes(w.fmt), static_cast<int>(c % kQK));
-    case Fmt::Q4_K_X16: {
-      uint8_t b[144];
-      x16_block(w.q, w.cols, r, c / kQK, b);
-      return kquant_at(Fmt::Q4_K, b, static_cast<int>(c % kQK));
+    case Fmt::Q4_K_X16:
+    case Fmt::Q6_K_X16: {
+      uint8_t b[210];
+      x16_block(w.fmt, w.q, w.cols, r, c / kQK, b);
+      return kquant_at(x16_base(w.fmt), b, static_cast<int>(c % kQK));
     }
     default: return 0.f;
   }
@@ -85,11 +86,11 @@ void rows_scalar(const WeightMat& w, int64_t r0, int64_t r1, const float* X, int
   thread_local std::vector<float> row;
   row.resize(w.cols);
   for (int64_t r = r0; r < r1; ++r) {
-    if (w.fmt == Fmt::Q4_K_X16) {  // a block at a time
-      uint8_t b[144];
+    if (is_x16(w.fmt)) {  // a block at a time
+      uint8_t b[210];
       for (int64_t sb = 0; sb < w.cols / kQK; ++sb) {
-        x16_block(w.q, w.cols, r, sb, b);
-        for (int e = 0; e < kQK; ++e) row[sb * kQK + e] = kquant_at(Fmt::Q4_K, b, e);
+        x16_block(w.fmt, w.q, w.cols, r, sb, b);
+        for (int e = 0; e < kQK; ++e) row[sb * kQK + e] = kquant_at(x16_base(w.fmt), b, e);
       }
     } else {
       for (int64_t c = 0; c < w.cols; ++c) row[c] = weight_at(w, r, c);

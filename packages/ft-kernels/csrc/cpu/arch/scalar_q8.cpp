@@ -61,16 +61,16 @@ static inline void kquant_code(Fmt f, const uint8_t* b, int e, int& code, float&
 // Y += d_x * (sc * sum(code * q) - mn * sum(q)) per half block of 16 columns (one Q6_K sub-block; half a Q4_K one).
 static void rows_q8_kquant(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   const int64_t bb = kquant_block_bytes(w.fmt);
-  const bool x16 = w.fmt == Fmt::Q4_K_X16;  // its blocks put back in Q4_K's layout
-  const Fmt f = x16 ? Fmt::Q4_K : w.fmt;
-  uint8_t back[144];
+  const bool x16 = is_x16(w.fmt);  // its blocks put back in their base format's layout
+  const Fmt f = x16_base(w.fmt);
+  uint8_t back[210];
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t t = 0; t < x.ntok; ++t) {
       const int8_t* q = x.q + t * x.ldq;
       float acc = 0.f;
       for (int64_t b = 0; b < w.cols / 32; ++b) {
         const uint8_t* blk = w.q + r * w.q_stride + (b / 8) * bb;
-        if (x16 && b % 8 == 0) x16_block(w.q, w.cols, r, b / 8, back);
+        if (x16 && b % 8 == 0) x16_block(w.fmt, w.q, w.cols, r, b / 8, back);
         if (x16) blk = back;
         for (int h = 0; h < 2; ++h) {
           int dot = 0, sum = 0;

@@ -22,120 +22,73 @@
 // it serves prefill too.
 #include <immintrin.h>
 
-#include <algorithm>
-
-#include "cpu/arch/rows_common.h"        // FT_UNROLL, FloatBuf, u16_buf, kTokBlock
+#include "cpu/arch/rows_common.h"        // FT_UNROLL
 #include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin
-#include "cpu/bf16act.h"
-#include "cpu/dispatch.h"  // rows_scalar
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, kX16Ahead
 
 namespace ft {
 namespace {
 
-constexpr int kTile = 8;  // tokens a tile at most (then 4, 3, 2, 1)
-// Software prefetch of the (single, sequential) tile stream: kAhead bytes ahead, into L2 (prefetcht1). One Zen 4
-// core, T = 1, Q4_K experts of Qwen3-30B-A3B shape from DRAM: 4096 ahead into L1 13-14 GB/s, into L2 13; 8192 into
-// L2 19, 16384 20, 24576 21 (but 12288 and 32768 11: keep to the measured ones).
-constexpr int kAhead = 8192;
+struct Q4kX16 {
+  static constexpr bool kSums = true;
 
-// x of nt tokens in the kernel's order, xo[t * ldo + 8 g + u] = X[t, 8 g + {0, 2, 4, 6, 1, 3, 5, 7}[u]] (dword k of
-// a group of 8: the column pair of nibble k), and xs[t * nsub + j] = the fp32 sum of X[t] over sub-block j of 32
-// (`vdpbf16ps` against ones: exact products).
-inline void prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t* xo, int64_t ldo, float* xs) {
-  alignas(64) uint16_t v[32];
-  for (int w = 0; w < 32; ++w) v[w] = static_cast<uint16_t>(8 * (w / 8) + (w % 4) * 2 + (w % 8) / 4);
-  const __m512i perm = _mm512_load_si512(v);
-  const __m512bh ones = (__m512bh)_mm512_set1_epi16(0x3f80);  // bf16 1.0
-  for (int t = 0; t < nt; ++t)
-    for (int64_t c = 0; c < cols; c += 32) {
-      const __m512i x = _mm512_loadu_si512(X + t * ldx + c);
-      _mm512_storeu_si512(xo + t * ldo + c, _mm512_permutexvar_epi16(perm, x));
-      xs[t * (cols / 32) + c / 32] = _mm512_reduce_add_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), ones, (__m512bh)x));
-    }
-}
-
-// Rows of one group of 16 (its tiles g, one per super-block) against NT tokens: Y[t * ldy + i] = row i . token t.
-template <int NT>
-inline void group(const uint8_t* g, int64_t nsb, __m512i tab, const uint16_t* xo, int64_t ldo, const float* xs,
-                  int64_t nsub, float* Y, int64_t ldy) {
-  constexpr int C = NT == 1 ? 8 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
-  constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 8 chains, within the 32 registers
-  const __m512i nib = _mm512_set1_epi16(0x000f);
-  __m512 y[NT];
-  FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
-  for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* tile = g + s * kX16Tile;
-    const __m512 d = x16_d(tile), dmin = x16_dmin(tile);
-    FT_UNROLL for (int jj = 0; jj < 4; ++jj) {
-      __m512 sc[2], mn[2];
-      x16_scale_min(tile + 2048, jj, sc[0], mn[0], sc[1], mn[1]);
-      FT_UNROLL for (int hb = 0; hb < 2; hb += H) {  // sub-blocks jj + 4 (hb .. hb + H - 1), side by side
-        __m512 acc[H][NT][C];
-        FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
-            acc[h][t][c] = _mm512_setzero_ps();
-        FT_UNROLL for (int u = 0; u < 4; ++u) FT_UNROLL for (int h = 0; h < H; ++h) {
-          const int p = 4 * (jj + 4 * (hb + h)) + u;  // columns 8p..8p+7 of the super-block
-          const uint8_t* q = tile + 64 * p;
-          _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead, _MM_HINT_T1);
-          const __m512i v = _mm512_loadu_si512(q);
-          FT_UNROLL for (int k = 0; k < 4; ++k) {
-            const __m512i e = k ? _mm512_srli_epi16(v, 4 * k) : v;
-            const __m512bh w = (__m512bh)(k == 3 ? _mm512_or_si512(e, tab) : _mm512_ternarylogic_epi32(e, nib, tab, 0xea));
-            FT_UNROLL for (int t = 0; t < NT; ++t) {
-              const __m512bh x = (__m512bh)_mm512_set1_epi32(
-                  *reinterpret_cast<const int32_t*>(xo + t * ldo + kQK * s + 8 * p + 2 * k));
-              acc[h][t][(4 * u + k) % C] = _mm512_dpbf16_ps(acc[h][t][(4 * u + k) % C], w, x);
+  // Rows of one group of 16 (its tiles g, one per super-block) against NT tokens: Y[t * ldy + i] = row i . token t.
+  template <int NT>
+  static void group(const uint8_t* g, int64_t nsb, const uint16_t* xo, int64_t ldo, const float* xs, int64_t nsub,
+                    float* Y, int64_t ldy) {
+    constexpr int C = NT == 1 ? 8 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
+    constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 8 chains, within the 32 registers
+    const __m512i nib = _mm512_set1_epi16(0x000f), tab = _mm512_set1_epi16(0x4300);  // bf16 128: | q gives 128 + q
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* tile = g + s * kX16Tile;
+      const __m512 d = x16_d(tile), dmin = x16_dmin(tile);
+      FT_UNROLL for (int jj = 0; jj < 4; ++jj) {
+        __m512 sc[2], mn[2];
+        x16_scale_min(tile + 2048, jj, sc[0], mn[0], sc[1], mn[1]);
+        FT_UNROLL for (int hb = 0; hb < 2; hb += H) {  // sub-blocks jj + 4 (hb .. hb + H - 1), side by side
+          __m512 acc[H][NT][C];
+          FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
+              acc[h][t][c] = _mm512_setzero_ps();
+          FT_UNROLL for (int u = 0; u < 4; ++u) FT_UNROLL for (int h = 0; h < H; ++h) {
+            const int p = 4 * (jj + 4 * (hb + h)) + u;  // columns 8p..8p+7 of the super-block
+            const uint8_t* q = tile + 64 * p;
+            _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
+            const __m512i v = _mm512_loadu_si512(q);
+            FT_UNROLL for (int k = 0; k < 4; ++k) {
+              const __m512i e = k ? _mm512_srli_epi16(v, 4 * k) : v;
+              const __m512bh w = (__m512bh)(k == 3 ? _mm512_or_si512(e, tab) : _mm512_ternarylogic_epi32(e, nib, tab, 0xea));
+              FT_UNROLL for (int t = 0; t < NT; ++t) {
+                const __m512bh x = (__m512bh)_mm512_set1_epi32(
+                    *reinterpret_cast<const int32_t*>(xo + t * ldo + kQK * s + 8 * p + 2 * k));
+                acc[h][t][(4 * u + k) % C] = _mm512_dpbf16_ps(acc[h][t][(4 * u + k) % C], w, x);
+              }
             }
           }
-        }
-        FT_UNROLL for (int h = 0; h < H; ++h) {
-          const int j = jj + 4 * (hb + h);  // sub-block
-          const __m512 dsc = _mm512_mul_ps(d, sc[hb + h]);
-          const __m512 dmn = _mm512_fmadd_ps(dsc, _mm512_set1_ps(128.f), _mm512_mul_ps(dmin, mn[hb + h]));
-          FT_UNROLL for (int t = 0; t < NT; ++t) {
-            __m512 a = acc[h][t][0];
-            FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[h][t][c]);
-            y[t] = _mm512_fmadd_ps(a, dsc, y[t]);
-            y[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(xs[t * nsub + 8 * s + j]), y[t]);
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            const int j = jj + 4 * (hb + h);  // sub-block
+            const __m512 dsc = _mm512_mul_ps(d, sc[hb + h]);
+            const __m512 dmn = _mm512_fmadd_ps(dsc, _mm512_set1_ps(128.f), _mm512_mul_ps(dmin, mn[hb + h]));
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              __m512 a = acc[h][t][0];
+              FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[h][t][c]);
+              y[t] = _mm512_fmadd_ps(a, dsc, y[t]);
+              y[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(xs[t * nsub + 8 * s + j]), y[t]);
+            }
           }
         }
       }
     }
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
-  FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
-}
+};
 
 }  // namespace
 
 void rows_bf16act_q4kx16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                     int64_t ldx, float* Y, int64_t ldy) {
-  const int64_t cols = m.cols, nsb = cols / kQK, nsub = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing
-  thread_local FloatBuf bx, bs;
-  if (r0 % 16 || r1 % 16) {  // callers split rows in 16s (linear.cpp, moe_ffn.cpp); else the scalar twin, exactly
-    float* xf = bs.get(ntok * cols);
-    for (int64_t t = 0; t < ntok; ++t) bf16_to_f32_n(X + t * ldx, cols, xf + t * cols);
-    return rows_scalar(m, r0, r1, xf, ntok, cols, Y, ldy);
-  }
-  uint16_t* xo = u16_buf(bx, kTile * ldo);
-  float* xs = bs.get(kTile * nsub);
-  const __m512i tab = _mm512_set1_epi16(0x4300);  // bf16 128: | q gives 128 + q
-  for (int64_t t0 = 0; t0 < ntok;) {
-    const int64_t left = ntok - t0;
-    const int nt = static_cast<int>(left >= kTile ? kTile : left > 4 ? 4 : left);
-    prep(X + t0 * ldx, ldx, nt, cols, xo, ldo, xs);
-    for (int64_t r = r0; r < r1; r += 16) {
-      const uint8_t* g = x16_tile(m.q, cols, r, 0);
-      float* Yr = Y + t0 * ldy + (r - r0);
-      switch (nt) {
-        case 8: group<8>(g, nsb, tab, xo, ldo, xs, nsub, Yr, ldy); break;
-        case 4: group<4>(g, nsb, tab, xo, ldo, xs, nsub, Yr, ldy); break;
-        case 3: group<3>(g, nsb, tab, xo, ldo, xs, nsub, Yr, ldy); break;
-        case 2: group<2>(g, nsb, tab, xo, ldo, xs, nsub, Yr, ldy); break;
-        default: group<1>(g, nsb, tab, xo, ldo, xs, nsub, Yr, ldy); break;
-      }
-    }
-    t0 += nt;
-  }
+  x16_rows<Q4kX16>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

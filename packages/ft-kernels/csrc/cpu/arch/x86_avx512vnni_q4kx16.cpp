@@ -99,7 +99,7 @@ void rows_q8_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, x.ntok - t0));
     prep(x, t0, nt, cols, xn, dx, sx);
     for (int64_t r = r0; r < r1; r += 16) {
-      const uint8_t* g = x16_tile(m.q, cols, r, 0);
+      const uint8_t* g = x16_tile(Fmt::Q4_K_X16, m.q, cols, r, 0);
       float* Yr = Y + t0 * ldy + (r - r0);
       switch (nt) {
         case 4: group<4>(g, nsb, xn, cols, dx, sx, Yr, ldy); break;

@@ -1,0 +1,76 @@
+// AVX-512 BF16: what the rows-in-lanes bf16-activation kernels of the X16 formats (cpu/formats.h; Q4_K_X16 in
+// x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp) share: x put in their column order, and the
+// loop over tiles of tokens and groups of 16 rows. Included by files compiled with AVX-512 F/BW/VL/DQ/BF16 and F16C.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/arch/rows_common.h"  // FloatBuf, u16_buf
+#include "cpu/bf16act.h"
+#include "cpu/dispatch.h"  // rows_scalar
+
+namespace ft {
+namespace {
+
+constexpr int kX16Tokens = 8;  // tokens a tile at most (then 4, 3, 2, 1)
+// Software prefetch of the (single, sequential) tile stream: kX16Ahead bytes ahead, into L2 (prefetcht1). One Zen 4
+// core, T = 1, Q4_K experts of Qwen3-30B-A3B shape from DRAM: 4096 ahead into L1 13-14 GB/s, into L2 13; 8192 into
+// L2 19, 16384 20, 24576 21 (but 12288 and 32768 11: keep to the measured ones). The distance comes from another
+// file (bf16act.cpp: x16_prefetch_bytes) at load: built in as a constant, or passed down as an argument, the
+// Q4_K_X16 kernel ran at 8-10 GB/s instead of 19-23 on a Zen 4 VM (the Q6_K_X16 one at 23-25 either way), in
+// repeated interleaved runs, for a reason not found in the generated code.
+static const int kX16Ahead = x16_prefetch_bytes();
+
+// x of nt tokens in the kernels' order, xo[t * ldo + 8 g + u] = X[t, 8 g + {0, 2, 4, 6, 1, 3, 5, 7}[u]] (dword k of
+// a group of 8: the column pair of nibble k in the tiles' words), and, where xs is given, xs[t * cols / 32 + j] =
+// the fp32 sum of X[t] over columns 32j..32j+31 (`vdpbf16ps` against ones: exact products).
+inline void x16_prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint16_t* xo, int64_t ldo, float* xs) {
+  alignas(64) uint16_t v[32];
+  for (int w = 0; w < 32; ++w) v[w] = static_cast<uint16_t>(8 * (w / 8) + (w % 4) * 2 + (w % 8) / 4);
+  const __m512i perm = _mm512_load_si512(v);
+  const __m512bh ones = (__m512bh)_mm512_set1_epi16(0x3f80);  // bf16 1.0
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < cols; c += 32) {
+      const __m512i x = _mm512_loadu_si512(X + t * ldx + c);
+      _mm512_storeu_si512(xo + t * ldo + c, _mm512_permutexvar_epi16(perm, x));
+      if (xs) xs[t * (cols / 32) + c / 32] = _mm512_reduce_add_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), ones, (__m512bh)x));
+    }
+}
+
+// Rows [r0, r1) of an X16 matrix m against ntok tokens: tiles of 8, 4, 3, 2, 1 tokens, each over every group of 16
+// rows by K::group<NT>(tiles of the group, super-blocks, xo, ldo, xs, cols / 32, Y, ldy), which writes
+// Y[t * ldy + i] = row i . token t. K::kSums: whether it needs xs. Rows not in whole 16s: the scalar twin, exactly.
+template <class K>
+inline void x16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx, float* Y,
+                     int64_t ldy) {
+  const int64_t cols = m.cols, nsb = cols / kQK, nsub = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing
+  thread_local FloatBuf bx, bs;
+  if (r0 % 16 || r1 % 16) {  // callers split rows in 16s (linear.cpp, moe_ffn.cpp)
+    float* xf = bs.get(ntok * cols);
+    for (int64_t t = 0; t < ntok; ++t) bf16_to_f32_n(X + t * ldx, cols, xf + t * cols);
+    return rows_scalar(m, r0, r1, xf, ntok, cols, Y, ldy);
+  }
+  uint16_t* xo = u16_buf(bx, kX16Tokens * ldo);
+  float* xs = K::kSums ? bs.get(kX16Tokens * nsub) : nullptr;
+  for (int64_t t0 = 0; t0 < ntok;) {
+    const int64_t left = ntok - t0;
+    const int nt = static_cast<int>(left >= kX16Tokens ? kX16Tokens : left > 4 ? 4 : left);
+    x16_prep(X + t0 * ldx, ldx, nt, cols, xo, ldo, xs);
+    for (int64_t r = r0; r < r1; r += 16) {
+      const uint8_t* g = x16_tile(m.fmt, m.q, cols, r, 0);
+      float* Yr = Y + t0 * ldy + (r - r0);
+      switch (nt) {
+        case 8: K::template group<8>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
+        case 4: K::template group<4>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
+        case 3: K::template group<3>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
+        case 2: K::template group<2>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
+        default: K::template group<1>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
+      }
+    }
+    t0 += nt;
+  }
+}
+
+}  // namespace
+}  // namespace ft
