@@ -130,15 +130,26 @@ inline Fmt x16_base(Fmt f) { return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q
 inline const uint8_t* x16_tile(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s) {
   return q + ((r / 16) * (cols / kQK) + s) * 16 * kquant_block_bytes(f);
 }
-// Q4_K's and Q6_K's code of column e (0..255) in block b (Q4_K 0..15, Q6_K 0..63), and the same code or-ed into a
-// zeroed block.
-inline int q4k_code(const uint8_t* b, int e) { return (b[16 + 32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0xf; }
+// Q4_K's (0..15) and Q6_K's (0..63) codes of block b's 256 columns, in column order, and one column's code or-ed
+// into a zeroed block.
+inline void q4k_codes(const uint8_t* b, uint8_t* code) {
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t v = b[16 + 32 * j + l];
+      code[64 * j + l] = v & 0xf, code[64 * j + 32 + l] = v >> 4;
+    }
+}
+inline void q6k_codes(const uint8_t* b, uint8_t* code) {
+  for (int n = 0; n < 2; ++n)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t lo0 = b[64 * n + l], lo1 = b[64 * n + 32 + l], hi = b[128 + 32 * n + l];
+      uint8_t* c = code + 128 * n + l;
+      c[0] = (lo0 & 0xf) | (hi & 3) << 4, c[32] = (lo1 & 0xf) | ((hi >> 2) & 3) << 4;
+      c[64] = (lo0 >> 4) | ((hi >> 4) & 3) << 4, c[96] = (lo1 >> 4) | (hi >> 6) << 4;
+    }
+}
 inline void q4k_put(uint8_t* b, int e, int code) {
   b[16 + 32 * (e / 64) + e % 32] |= static_cast<uint8_t>(code << (4 * ((e % 64) / 32)));
-}
-inline int q6k_code(const uint8_t* b, int e) {
-  const int n = e / 128, l = e % 32, qu = (e % 128) / 32;
-  return ((b[64 * n + l + 32 * (qu & 1)] >> (4 * (qu >> 1))) & 0xf) | (((b[128 + 32 * n + l] >> (2 * qu)) & 3) << 4);
 }
 inline void q6k_put(uint8_t* b, int e, int code) {
   const int n = e / 128, l = e % 32, qu = (e % 128) / 32;

@@ -10,35 +10,54 @@ namespace ft {
 
 namespace {
 
-// One matrix: its rows (blocks of x16_base(f)) copied aside, then written back as tiles from the matrix's start.
+// Q6_K_X16's high 2 bits of columns 16P + c (c < 16) of a tile row: in its 16-bit word word[c], at bit bit[c]
+// (formats.h's x16_high_at, the same for every P and row).
+struct HighPlaces {
+  uint8_t word[16], bit[16];
+  HighPlaces() {
+    for (int c = 0; c < 16; ++c) {
+      int64_t at;
+      int sh;
+      x16_high_at(c, 0, at, sh);
+      word[c] = static_cast<uint8_t>((at - 2048) / 2), bit[c] = static_cast<uint8_t>(8 * ((at - 2048) % 2) + sh);
+    }
+  }
+};
+
+// One matrix: its rows (blocks of x16_base(f)) copied aside, then written back as tiles from the matrix's start,
+// each tile byte once, from the row's codes.
 void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
-  const int64_t nsb = cols / kQK, bb = kquant_block_bytes(f);
+  static const HighPlaces hp;
+  const int64_t nsb = cols / kQK, bb = kquant_block_bytes(f), used = rows * nsb * bb;
+  const bool q6 = f == Fmt::Q6_K_X16;
   thread_local std::vector<uint8_t> src;
   src.assign(m, m + rows * row_bytes);
-  std::memset(m, 0, rows * row_bytes);
+  std::memset(m + used, 0, rows * row_bytes - used);
   for (int64_t g = 0; g < rows / 16; ++g)
     for (int64_t s = 0; s < nsb; ++s) {
       uint8_t* t = m + (g * nsb + s) * 16 * bb;
       for (int i = 0; i < 16; ++i) {
         const uint8_t* b = src.data() + (16 * g + i) * row_bytes + s * bb;
-        for (int c = 0; c < kQK; ++c) {
-          const int code = f == Fmt::Q4_K_X16 ? q4k_code(b, c) : q6k_code(b, c);
-          int64_t at;
-          int sh;
-          x16_nibble_at(c, i, at, sh);
-          t[at] |= static_cast<uint8_t>((code & 0xf) << sh);
-          if (f == Fmt::Q6_K_X16) {
-            x16_high_at(c, i, at, sh);
-            t[at] |= static_cast<uint8_t>((code >> 4) << sh);
+        uint8_t code[kQK];
+        q6 ? q6k_codes(b, code) : q4k_codes(b, code);
+        for (int p = 0; p < 32; ++p)  // x16_nibble_at: column 8p + o in byte 64p + 4i + o % 4, nibble o / 4
+          for (int o = 0; o < 4; ++o)
+            t[64 * p + 4 * i + o] = static_cast<uint8_t>((code[8 * p + o] & 0xf) | (code[8 * p + 4 + o] & 0xf) << 4);
+        if (q6) {
+          for (int P = 0; P < 16; ++P) {
+            unsigned w[2] = {0, 0};
+            for (int c = 0; c < 16; ++c) w[hp.word[c]] |= static_cast<unsigned>(code[16 * P + c] >> 4) << hp.bit[c];
+            for (int h = 0; h < 2; ++h) {
+              t[2048 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h]);
+              t[2049 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h] >> 8);
+            }
           }
-        }
-        if (f == Fmt::Q4_K_X16) {
+          for (int j = 0; j < 16; ++j) t[3072 + 16 * j + i] = b[192 + j];
+          std::memcpy(t + 3328 + 2 * i, b + 208, 2);
+        } else {
           std::memcpy(t + 2240 + 2 * i, b, 2);
           std::memcpy(t + 2272 + 2 * i, b + 2, 2);
           for (int k = 0; k < 12; ++k) t[2048 + 16 * k + i] = b[4 + k];
-        } else {
-          for (int j = 0; j < 16; ++j) t[3072 + 16 * j + i] = b[192 + j];
-          std::memcpy(t + 3328 + 2 * i, b + 208, 2);
         }
       }
     }

@@ -195,9 +195,8 @@ class ExpertBank:
                     if self.layer_fmts
                     else range(q.shape[0])
                 )
-                ft_kernels.to_x16_(
-                    q[ids.start : ids.stop], cols, base
-                )  # in place, a matrix a thread
+                # in place, a matrix a thread
+                ft_kernels.to_x16_(q[ids.start : ids.stop], cols, base)
                 fmts_at[m][k] = f"{base}_x16"
                 done += 1
         if done:

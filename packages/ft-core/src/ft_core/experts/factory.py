@@ -8,6 +8,7 @@ import logging
 
 import ft_kernels
 from ft_kernels import FORMATS
+from ft_kernels.formats import REPACKED
 from ft_kernels.reference import INT8_FORMATS
 
 from ft_core.config import EngineConfig
@@ -71,10 +72,12 @@ def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
     for (q4_k), with bf16 ones those the bf16 kernels run (AMD's AVX-512 BF16: both). Elsewhere (fp32
     activations, AVX2, Intel's AVX-512 BF16) none: the row-wise layout stays."""
     if engine.int8_activations:
-        return tuple(f for f in ("q4_k", "q6_k") if ft_kernels.int8_simd(f"{f}_x16"))
-    if engine.dtype != "bfloat16":
+        simd = ft_kernels.int8_simd
+    elif engine.dtype == "bfloat16":
+        simd = ft_kernels.bf16_simd
+    else:
         return ()
-    return tuple(f for f in ("q4_k", "q6_k") if ft_kernels.bf16_simd(f"{f}_x16"))
+    return tuple(f.removesuffix("_x16") for f in REPACKED if simd(f))
 
 
 def build_backend(
