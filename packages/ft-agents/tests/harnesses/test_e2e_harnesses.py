@@ -224,25 +224,58 @@ def _workspace(tmp_path: Path, attempt: int) -> tuple[Path, dict]:
 
 
 def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tuple[int, str, str]:
-    p = subprocess.Popen(
-        argv,
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = p.communicate(timeout=TIME_BOUND_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        pytest.fail(
-            f"{name} ran past {TIME_BOUND_S} s\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}"
+    """Run one launch to its exit (at most TIME_BOUND_S) and return (exit code, stdout, stderr).
+
+    Output goes to files, not pipes: a process the harness leaves behind in a session of its own would hold
+    a pipe open, and reading to end-of-file would wait for it forever (a CI run hung so). Every process
+    still carrying this run's marker in its environment afterwards is killed."""
+    marker = uuid.uuid4().hex
+    out_path, err_path = work.parent / f"{marker}.out", work.parent / f"{marker}.err"
+    with open(out_path, "w") as out_f, open(err_path, "w") as err_f:
+        p = subprocess.Popen(
+            argv,
+            cwd=work,
+            env={**env, _MARKER: marker},
+            stdin=subprocess.DEVNULL,
+            stdout=out_f,
+            stderr=err_f,
+            text=True,
+            start_new_session=True,
         )
+        try:
+            p.wait(timeout=TIME_BOUND_S)
+            late = None
+        except subprocess.TimeoutExpired:
+            late = f"{name} ran past {TIME_BOUND_S} s"
+        finally:
+            _reap(p.pid, marker)
+            p.wait(timeout=60)
+    out = out_path.read_text(errors="replace")
+    err = err_path.read_text(errors="replace")
+    out_path.unlink()
+    err_path.unlink()
+    if late:
+        pytest.fail(f"{late}\nrequests:\n{rec.summary()}\nstderr:\n{err[-3000:]}")
     return p.returncode, out, err
+
+
+_MARKER = "FT_AGENTS_E2E_RUN"
+
+
+def _reap(pgid: int, marker: str) -> None:
+    """Kill the run's process group and every process whose environment carries ``marker`` (detached
+    helpers a harness started in sessions of their own)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    tag = f"{_MARKER}={marker}".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if tag in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 def _launch_dirs(stderr: str) -> list[str]:
