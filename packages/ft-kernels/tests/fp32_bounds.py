@@ -12,6 +12,7 @@ import itertools
 
 import dataclasses
 
+import ft_kernels as fk
 import torch
 from ft_kernels import kquants
 from ft_kernels import reference as R
@@ -61,13 +62,35 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     return terms
 
 
+def kernel_x(x: torch.Tensor, w) -> torch.Tensor:
+    """The activations a kernel multiplies ``w`` by: bf16 x meets K-quant weights as 16-bit blocks on ISAs without
+    a bf16 dot product (``fk.bf16_i16``: ``R.quantize_act_i16``, float64); otherwise x itself."""
+    if x.dtype == torch.bfloat16 and hasattr(w, "fmt") and fk.bf16_i16(w.fmt, x.shape[-1]):
+        return R.quantize_act_i16(x)
+    return x
+
+
+def i16_round(h: torch.Tensor, e_h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``R.quantize_act_i16`` applied to an h [..., 32 k] known to within e_h (the kernel quantises its own h):
+    (the twin's value of h, bound on |kernel's - twin's|). Where a block's h is exact both are equal; a block
+    with any error may get another scale: each value then errs by its e_h plus half of either block's step,
+    together at most 2^(floor(log2(max|h| + max e_h)) - 14)."""
+    hq = R.quantize_act_i16(h)
+    b, eb = h.reshape(*h.shape[:-1], -1, 32), e_h.reshape(*h.shape[:-1], -1, 32)
+    top = (b.abs() + eb).amax(-1, keepdim=True).clamp_min(1e-300)
+    step = torch.pow(2.0, (torch.frexp(top)[1] - 1 - 14).double())
+    extra = torch.where((eb > 0).any(-1, keepdim=True), eb + step, torch.zeros_like(eb))
+    return hq, extra.reshape(h.shape)
+
+
 def linear_bound(
     x, w, bias=None, split_terms=False, q3k_offset=False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``.
-    ``split_terms``: the kernel sums a K-quant weight's parts separately (``kquant_terms``)."""
+    ``split_terms``: the kernel sums a K-quant weight's parts separately (``kquant_terms``). Bf16 x: as the
+    kernel sees it (``kernel_x``)."""
     W = w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double()
-    xd = x.double()
+    xd = kernel_x(x, w).double()
     y = xd @ W.T
     mag = xd.abs() @ (kquant_terms(w, q3k_offset) if split_terms else W.abs()).T
     err = gamma(W.shape[1]) * mag + U * y.abs()  # the sum, then rounding to fp32
@@ -103,9 +126,11 @@ def moe_bound(
     gu's error box plus 8 ulps for the fp32 exp/division (x in bf16: h then rounded to bf16, ``bf16_round``);
     o = W2 h (+ b2); y = sum of gate * o over routes."""
     h_bf16 = x.dtype == torch.bfloat16
-    xd = x.double()
+    H, I = x.shape[1], w2.cols
+    # 16-bit activations (``kernel_x``) where both banks take them: x, and h after its bf16 rounding
+    i16 = h_bf16 and fk.bf16_i16(w13.fmt, H) and fk.bf16_i16(w2.fmt, I)
+    xd = R.quantize_act_i16(x) if i16 else x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
-    H, I = xd.shape[1], W2.shape[2]
     y = torch.zeros(xd.shape, dtype=torch.float64)
     err, mag = torch.zeros_like(y), torch.zeros_like(y)
     routes = [0] * xd.shape[0]
@@ -126,6 +151,8 @@ def moe_bound(
         e_h = e_h + 8 * U * h.abs()
         if h_bf16:
             h, e_h = bf16_round(h, e_h)
+        if i16:
+            h, e_h = i16_round(h, e_h)
         o = W2[e] @ h
         e_o = W2[e].abs() @ e_h + gamma(I) * (W2[e].abs() @ (h.abs() + e_h)) + U * o.abs()
         if w2.bias is not None:

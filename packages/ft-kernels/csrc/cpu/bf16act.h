@@ -15,8 +15,10 @@ using RowsBf16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const ui
                             float* Y, int64_t ldy);
 
 // Where a bf16-activation kernel takes a matrix (dispatch.h: rows_bf16_kernel; BF16 weights on AVX-512 BF16, and
-// the 4-bit formats where that is faster) it runs; elsewhere x is widened to fp32, exactly, and the fp32 kernels
-// run on the same values.
+// the 4-bit formats where that is faster) it runs. Else, for the K-quants on ISAs without a bf16 dot product
+// (AVX2, AVX-512 without BF16), x becomes 16-bit blocks (cpu/q8.h: Q16Act; exact within 2^7 of each block's max,
+// else within max|x| 2^-15) for integer dot products; elsewhere x is widened to fp32, exactly, and the fp32
+// kernels run on the same values.
 
 // Widen n bf16 values to fp32 (exact).
 void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst);

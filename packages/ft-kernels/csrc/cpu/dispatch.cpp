@@ -31,6 +31,10 @@ FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2) FT_DECL_Q8(q3k
 FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni) FT_DECL_Q8(q3k, avx512vnni)
 FT_DECL_Q8(q2k, avx512vnni)
 FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
+#define FT_DECL_Q16(fmt) \
+  void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
+void quantize_q16_avx2(const uint16_t*, int64_t, int16_t*, float*, float*) __attribute__((weak));
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
 FT_DECL_ALL(neon)
@@ -181,6 +185,37 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
     default: return nullptr;
   }
 }
+
+// 16-bit activations (cpu/q8.h: Q16Act) for a bf16 engine's K-quant products where the ISA has no bf16 dot
+// product (avx2, avx512): one core of Zen 4 in AVX2 code, Q4_K of [73728, 2048] from DRAM at one token, ~2x the
+// fp32 kernel's rate. FT_BF16_I16=0 keeps fp32 products (exact) there; 1 (the default) or unset: 16-bit.
+static bool bf16_i16_on() {
+  const char* forced = std::getenv("FT_BF16_I16");
+  if (forced && *forced) {
+    const std::string f(forced);
+    if (f != "0" && f != "1") throw std::invalid_argument("FT_BF16_I16=" + f + " is not 0 or 1");
+    return f == "1";
+  }
+  return true;
+}
+
+#define FT_PICK_Q16(fmt) return rows_q16_##fmt##_avx2;
+
+RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
+  const std::string isa = active_isa();
+  static const bool on = bf16_i16_on();
+  if (!on || (isa != "avx2" && isa != "avx512") || !quantize_q16_avx2 || w.cols % kQK) return nullptr;
+  switch (w.fmt) {
+    case Fmt::Q4_K: FT_PICK_Q16(q4k)
+    case Fmt::Q5_K: FT_PICK_Q16(q5k)
+    case Fmt::Q6_K: FT_PICK_Q16(q6k)
+    case Fmt::Q3_K: FT_PICK_Q16(q3k)
+    case Fmt::Q2_K: FT_PICK_Q16(q2k)
+    default: return nullptr;
+  }
+}
+
+QuantizeQ16Fn quantize_q16_fn() { return quantize_q16_avx2; }
 
 AttnSpanFn attn_span_kernel() {
   const std::string isa = active_isa();

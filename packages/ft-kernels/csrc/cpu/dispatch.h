@@ -29,6 +29,12 @@ void rows_q8_scalar(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, 
 // fp32 products).
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w);
 
+// The 16-bit-activation kernel for `w` (cpu/q8.h: Q16Act) where a bf16 engine's x would otherwise be widened to
+// fp32 (no bf16 kernel for it: AVX2, AVX-512 without BF16) and the format has one; else nullptr.
+RowsQ16Fn rows_q16_kernel(const WeightMat& w);
+// The quantiser of bf16 rows into Q16Act's blocks (built for AVX2; only called where rows_q16_kernel gave a kernel).
+QuantizeQ16Fn quantize_q16_fn();
+
 // The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
 AttnSpanFn attn_span_kernel();
 

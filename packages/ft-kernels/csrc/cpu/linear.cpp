@@ -20,9 +20,14 @@ void linear(const LinearArgs& a) {
   const RowsQ8Fn kq = q8 ? rows_q8_kernel(a.w.fmt) : nullptr;
   Q8Rows xq;  // read by the pool's tasks: not thread_local
   const RowsBf16Fn kb = a.x_bf16 && !q8 ? rows_bf16_kernel(a.w) : nullptr;
+  // bf16 x without a bf16 kernel: 16-bit blocks where the format has such a kernel, else widened to fp32
+  const RowsQ16Fn k16 = a.x_bf16 && !q8 && !kb ? rows_q16_kernel(a.w) : nullptr;
+  Q16Rows x16;
   std::vector<float> xf;
   const float* X = static_cast<const float*>(a.x);
-  if (a.x_bf16 && !kb) {
+  if (k16) {
+    x16.set(static_cast<const uint16_t*>(a.x), T, K, K);
+  } else if (a.x_bf16 && !kb) {
     xf.resize(T * K);
     bf16_to_f32_n(static_cast<const uint16_t*>(a.x), T * K, xf.data());
     X = xf.data();
@@ -50,6 +55,8 @@ void linear(const LinearArgs& a) {
       kb(a.w, r0, r1, static_cast<const uint16_t*>(a.x), T, K, Y, ldy);
     else if (q8)
       kq(a.w, r0, r1, xq.view, Y, ldy);
+    else if (k16)
+      k16(a.w, r0, r1, x16.view, Y, ldy);
     else
       k(a.w, r0, r1, X, T, K, Y, ldy);
     if (a.bias)

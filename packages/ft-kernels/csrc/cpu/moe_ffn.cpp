@@ -100,7 +100,13 @@ void moe_experts(const MoeArgs& a) {
   const bool xb = a.x_bf16;
   const RowsBf16Fn k13b = xb && !q8 ? rows_bf16_kernel(a.w13.mat) : nullptr;
   const RowsBf16Fn k2b = xb && !q8 ? rows_bf16_kernel(a.w2.mat) : nullptr;
+  // bf16 x without bf16 kernels: 16-bit blocks (cpu/q8.h: Q16Act) where both banks' formats have such kernels
+  RowsQ16Fn k13w = xb && !q8 && !k13b && !k2b ? rows_q16_kernel(a.w13.mat) : nullptr;
+  RowsQ16Fn k2w = k13w ? rows_q16_kernel(a.w2.mat) : nullptr;
+  if (!k2w) k13w = nullptr;
+  const bool q16 = k13w != nullptr;
   Q8Rows xq, hq;  // read by the pool's tasks: not thread_local
+  Q16Rows xw, hw;
   ThreadPool& pool = ThreadPool::get();
 
   // Routes sorted by expert (stable: duplicates keep their order); x gathered in that order.
@@ -129,15 +135,15 @@ void moe_experts(const MoeArgs& a) {
     }
   };
   thread_local Scratch scratch;
-  float* xs = scratch.get<float>(0, k13b ? 0 : R * H);
+  float* xs = scratch.get<float>(0, k13b || q16 ? 0 : R * H);
   float* gu = scratch.get<float>(1, R * 2 * I);
   float* h = scratch.get<float>(2, R * I);
   float* out = scratch.get<float>(3, R * H);
-  uint16_t* xsb = scratch.get<uint16_t>(4, k13b ? R * H : 0);
+  uint16_t* xsb = scratch.get<uint16_t>(4, k13b || q16 ? R * H : 0);
   uint16_t* hb = scratch.get<uint16_t>(5, xb ? R * I : 0);
   for (int64_t j = 0; j < R; ++j) {
     int64_t t = a.tok[order[j]];
-    if (k13b) {
+    if (k13b || q16) {
       std::memcpy(&xsb[j * H], static_cast<const uint16_t*>(a.x) + t * H, sizeof(uint16_t) * H);
     } else if (xb) {
       bf16_to_f32_n(static_cast<const uint16_t*>(a.x) + t * H, H, &xs[j * H]);
@@ -147,6 +153,7 @@ void moe_experts(const MoeArgs& a) {
   }
 
   if (q8) xq.set(xs, R, H, H);
+  if (q16) xw.set(xsb, R, H, H);
 
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
@@ -165,6 +172,10 @@ void moe_experts(const MoeArgs& a) {
         const Q8Act xg8 = xq.view.rows(g.start, g.k);
         k13q(m, i0, i1, xg8, gug + i0, 2 * I);
         k13q(m, I + i0, I + i1, xg8, gug + I + i0, 2 * I);
+      } else if (q16) {
+        const Q16Act xg16 = xw.view.rows(g.start, g.k);
+        k13w(m, i0, i1, xg16, gug + i0, 2 * I);
+        k13w(m, I + i0, I + i1, xg16, gug + I + i0, 2 * I);
       } else {
         const float* xg = &xs[g.start * H];
         k13(m, i0, i1, xg, g.k, H, gug + i0, 2 * I);              // gate rows
@@ -190,6 +201,7 @@ void moe_experts(const MoeArgs& a) {
   }
 
   if (q8) hq.set(h, R, I, I);
+  if (q16) hw.set(hb, R, I, I);
 
   // Phase 2. Decode: tasks = (group, block of H), each streaming one expert's contiguous W2 rows into that
   // group's rows of out; then the gate-weighted sum into y on the calling thread (R x H adds).
@@ -201,6 +213,8 @@ void moe_experts(const MoeArgs& a) {
       k2b(a.w2.expert(g.e), c0, c1, &hb[g.start * I], g.k, I, og + c0, H);
     else if (q8)
       k2q(a.w2.expert(g.e), c0, c1, hq.view.rows(g.start, g.k), og + c0, H);
+    else if (q16)
+      k2w(a.w2.expert(g.e), c0, c1, hw.view.rows(g.start, g.k), og + c0, H);
     else
       k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
   };

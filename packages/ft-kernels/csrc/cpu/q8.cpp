@@ -1,5 +1,7 @@
 #include "cpu/q8.h"
 
+#include "cpu/dispatch.h"  // quantize_q16_fn
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -63,6 +65,30 @@ const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols
 }
 
 Q8Rows::~Q8Rows() {
+  std::free(q);
+  std::free(f);
+}
+
+const Q16Act& Q16Rows::set(const uint16_t* X, int64_t ntok, int64_t ldx, int64_t cols) {
+  const int64_t nb = cols / 32;
+  if (ntok * cols > cap_q) {
+    std::free(q);
+    q = static_cast<int16_t*>(std::malloc(sizeof(int16_t) * std::max<int64_t>(ntok * cols, 1)));
+    cap_q = q ? ntok * cols : 0;
+  }
+  if (ntok * nb * 3 > cap_f) {
+    std::free(f);
+    f = static_cast<float*>(std::malloc(sizeof(float) * std::max<int64_t>(ntok * nb * 3, 1)));
+    cap_f = f ? ntok * nb * 3 : 0;
+  }
+  if (!q || !f) throw std::bad_alloc();
+  const QuantizeQ16Fn quantize = quantize_q16_fn();
+  for (int64_t t = 0; t < ntok; ++t) quantize(X + t * ldx, cols, q + t * cols, f + t * nb, f + ntok * nb + t * 2 * nb);
+  view = Q16Act{q, f, f + ntok * nb, ntok, cols, nb};
+  return view;
+}
+
+Q16Rows::~Q16Rows() {
   std::free(q);
   std::free(f);
 }

@@ -14,16 +14,18 @@
 
 namespace ft {
 
-struct Q8Act {
-  const int8_t* q = nullptr;   // [ntok, ldq] bytes; blocks of 32 in the order above
+template <class E>
+struct QAct {  // E = int8_t: Q8Act; int16_t: Q16Act (below)
+  const E* q = nullptr;        // [ntok, ldq] codes; blocks of 32 in the order above (Q16Act: its own order)
   const float* d = nullptr;    // [ntok, ldb] block scales
   const float* sd = nullptr;   // [ntok, 2 * ldb]: d * sum(q) over each half (16 columns) of a block
   int64_t ntok = 0, ldq = 0, ldb = 0;
 
-  Q8Act rows(int64_t start, int64_t n) const {  // tokens [start, start + n)
-    return Q8Act{q + start * ldq, d + start * ldb, sd + start * 2 * ldb, n, ldq, ldb};
+  QAct rows(int64_t start, int64_t n) const {  // tokens [start, start + n)
+    return QAct{q + start * ldq, d + start * ldb, sd + start * 2 * ldb, n, ldq, ldb};
   }
 };
+using Q8Act = QAct<int8_t>;
 
 // Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d. W: MXFP4, NVFP4, INT4_*, Q4_K,
 // Q5_K, Q6_K, Q3_K, Q2_K (whose sub-blocks of 32 / 16 columns lie inside the activation blocks).
@@ -46,5 +48,36 @@ struct Q8Rows {
   const Q8Act& set(const float* X, int64_t ntok, int64_t ldx, int64_t cols);
   ~Q8Rows();
 };
+
+}  // namespace ft
+
+namespace ft {
+
+// 16-bit activations: what a bfloat16 engine's x becomes on CPUs without a bf16 dot product (AVX2; AVX-512
+// without BF16), in place of fp32 products. Per block of 32 columns, d = 2^(E - 14) with E = floor(log2 max|x|)
+// (clamped to >= -100) and q = round-half-even(x / d), |q| < 2^15: a power-of-two scale, so every bf16 value
+// within 2^7 of its block's max (8 significant bits) is exact, and any other is off by at most d / 2 <= max|x| 2^-15.
+// A block holding an Inf or NaN gets d = sd = NaN (the result is NaN, as with fp32 products).
+// Layout: block b's 32 codes as columns 0-7, 16-23, 8-15, 24-31 of the block (the lanes of a byte vector
+// zero-extended by vpunpcklbw / vpunpckhbw); sd: the halves [0, 16) and [16, 32) in natural column order.
+using Q16Act = QAct<int16_t>;
+
+// Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d: the K-quants (Q4_K, Q5_K, Q6_K,
+// Q3_K, Q2_K) on AVX2.
+using RowsQ16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
+
+// Owns the 16-bit rows of ntok bf16 tokens (a grow-only buffer, reused between calls); `quantize`: the
+// active ISA's quantiser (dispatch.h: quantize_q16_fn).
+struct Q16Rows {
+  int16_t* q = nullptr;
+  float* f = nullptr;
+  int64_t cap_q = 0, cap_f = 0;
+  Q16Act view;
+  const Q16Act& set(const uint16_t* X, int64_t ntok, int64_t ldx, int64_t cols);
+  ~Q16Rows();
+};
+
+// One row of `cols` (a multiple of 32) bf16 values into q [cols], d [cols / 32], sd [cols / 16] (Q16Act's layout).
+using QuantizeQ16Fn = void (*)(const uint16_t* x, int64_t cols, int16_t* q, float* d, float* sd);
 
 }  // namespace ft

@@ -62,6 +62,13 @@ def bf16_simd(fmt: str) -> bool:
     return bool(_C.bf16_simd(FORMATS[fmt]))
 
 
+def bf16_i16(fmt: str, cols: int) -> bool:
+    """Whether bfloat16 activations meet weights in ``fmt`` with ``cols`` columns as 16-bit blocks (``cpu/q8.h``:
+    Q16Act; twin ``reference.quantize_act_i16``) on the active ISA: the K-quants where there is no bf16 kernel
+    (AVX2, AVX-512 without BF16), unless FT_BF16_I16=0."""
+    return bool(_C.bf16_i16(FORMATS[fmt], int(cols)))
+
+
 def available_isas() -> list[str]:
     """The instruction sets FT_CPU_ISA may force on this machine: "scalar", then "avx2", "avx512" and
     "avx512bf16" where /proc/cpuinfo lists their flags (for tests that run each in a fresh process)."""

@@ -89,6 +89,21 @@ def quantize_act_int8(x: torch.Tensor) -> torch.Tensor:
     return (q.double() * (amax / 127.0).double()).reshape(xf.shape)
 
 
+def quantize_act_i16(x: torch.Tensor) -> torch.Tensor:
+    """The kernels' 16-bit activations (``cpu/q8.h``: Q16Act), as float64 values: per block of 32 columns,
+    d = 2^(E - 14) with E = floor(log2 max|x|) clamped to >= -100, q = round-half-even(x / d); a block holding
+    an Inf or NaN is NaN. Bf16 values within 2^7 of their block's max come back exactly."""
+    xf = x.double()
+    b = xf.reshape(*xf.shape[:-1], -1, 32)
+    amax = b.abs().amax(-1, keepdim=True)
+    e = torch.frexp(amax)[1] - 1  # floor(log2 amax) for amax > 0
+    e = torch.where(amax > 0, e, torch.full_like(e, -100)).clamp(min=-100)
+    d = torch.pow(2.0, (e - 14).double())
+    q = torch.round(b / d) * d
+    q = torch.where(torch.isfinite(amax), q, torch.full_like(q, float("nan")))
+    return q.reshape(xf.shape)
+
+
 def linear(
     x: torch.Tensor, w, bias: torch.Tensor | None = None, act_int8: bool = False
 ) -> torch.Tensor:

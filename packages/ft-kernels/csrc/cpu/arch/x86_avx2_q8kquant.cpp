@@ -1,6 +1,8 @@
-// AVX2, int8 activations (cpu/q8.h) for GGUF's K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; layouts in cpu/formats.h):
-// integer dot products per 32 columns on the blocks' own bytes (the path for CPUs without AVX-512 VNNI, where
-// the fp32 K-quant kernel is bound by its 8 products per FMA).
+// AVX2, int8 activations (cpu/q8.h: Q8Act) for GGUF's K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; layouts in
+// cpu/formats.h): integer dot products per 32 columns on the blocks' own bytes (the path for CPUs without AVX-512
+// VNNI, where the fp32 K-quant kernel is bound by its 8 products per FMA). The same kernels over 16-bit
+// activations (Q16Act: a bf16 engine's x where there is no bf16 dot product) differ only in dot32: the codes
+// zero-extended to 16 bits, two vpmaddwd.
 //
 // x is put once per call in natural column order. 32 bytes of a block's nibbles give two ymm of 32 unsigned
 // codes, each the 32 columns of one Q4_K / Q5_K sub-block (Q6_K: two sub-blocks of 16) and one activation
@@ -27,15 +29,26 @@ namespace {
 // Software prefetch distance on the weight stream (as x86_avx2_q8.cpp).
 constexpr int kPrefetch = 2048;
 
+// The integer dot of 32 unsigned codes u (one activation block) with x: int32 lanes 0..3 sum columns 0..15 of the
+// block, lanes 4..7 columns 16..31. Int8 x (natural order): vpmaddubsw, then vpmaddwd with ones. Int16 x (Q16Act's
+// order: columns 0-7, 16-23, then 8-15, 24-31): the codes zero-extended to 16 bits by unpacking with zero (the
+// unpacks are the same for every token of a tile), two vpmaddwd (|sum| <= 32 * 63 * 2^15 < 2^31).
 inline __m256i dot32(__m256i u, const int8_t* x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
                            _mm256_set1_epi16(1));
+}
+inline __m256i dot32(__m256i u, const int16_t* x) {
+  const __m256i z = _mm256_setzero_si256();
+  return _mm256_add_epi32(
+      _mm256_madd_epi16(_mm256_unpacklo_epi8(u, z), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+      _mm256_madd_epi16(_mm256_unpackhi_epi8(u, z), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16))));
 }
 
 // The integer dots of 128 columns of codes c[k] (columns 32k..) with x at xp, folded to one vector before the
 // conversion: dot32's lanes 0..3 sum columns 32k..32k + 15 (sub-block 2k of 16), lanes 4..7 the next 16, and two
 // rounds of vphaddd leave lane i < 4 = sub-block 2i, lane 4 + i = sub-block 2i + 1 (sums of int32: exact).
-inline __m256 fold128(const __m256i (&c)[4], const int8_t* xp) {
+template <class E>
+inline __m256 fold128(const __m256i (&c)[4], const E* xp) {
   return _mm256_cvtepi32_ps(_mm256_hadd_epi32(_mm256_hadd_epi32(dot32(c[0], xp), dot32(c[1], xp + 32)),
                                               _mm256_hadd_epi32(dot32(c[2], xp + 64), dot32(c[3], xp + 96))));
 }
@@ -71,8 +84,8 @@ struct QnK {
   }
 };
 
-template <class D, int NT>
-inline void tile_qnk(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, const Q8Act& x, int64_t t0,
+template <class D, int NT, class E>
+inline void tile_qnk(const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, const QAct<E>& x, int64_t t0,
                      const float* m, int64_t ldm, float* Y, int64_t ldy) {
   __m256 acc[NT], mins[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
@@ -114,8 +127,8 @@ inline void q6k_codes(const uint8_t* b, int n, __m256i (&c)[4]) {
   c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), lo4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), h2));
 }
 
-template <int NT>
-inline void tile_q6k(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, const Q8Act& x, int64_t t0,
+template <int NT, class E>
+inline void tile_q6k(const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, const QAct<E>& x, int64_t t0,
                      float* Y, int64_t ldy) {
   __m256 acc[NT], off[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = off[t] = _mm256_setzero_ps();
@@ -189,8 +202,8 @@ struct Q2K {
 
 // Per 32 columns (one activation block; sub-blocks 2k, 2k + 1 in lanes 0..3, 4..7 of the integer dot) one
 // conversion and one FMA with f x d_x; the offsets once per block and token: sum over sub-blocks of o d_x sum(q).
-template <class D, int NT>
-inline void tile_q23(const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, const Q8Act& x, int64_t t0,
+template <class D, int NT, class E>
+inline void tile_q23(const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, const QAct<E>& x, int64_t t0,
                      float* Y, int64_t ldy) {
   __m256 acc[NT], off[NT];
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = off[t] = _mm256_setzero_ps();
@@ -232,42 +245,71 @@ inline void prep(const Q8Act& a, int64_t t0, int nt, int64_t cols, int8_t* xn, f
   }
 }
 
-template <class Tile>
-void rows(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy, Tile tile) {
-  const int64_t cols = w.cols, nsb = cols / kQK;
-  thread_local FloatBuf bx, bm;
-  int8_t* xn = reinterpret_cast<int8_t*>(bx.get(kTokBlock * cols / 4));
-  float* m = bm.get(kTokBlock * cols / 32);
-  for (int64_t t0 = 0; t0 < x.ntok; t0 += kTokBlock) {
-    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, x.ntok - t0));
-    prep(x, t0, nt, cols, xn, m);
-    for (int64_t r = r0; r < r1; ++r) tile(w.q + r * w.q_stride, nsb, xn, cols, t0, nt, m, Y + t0 * ldy + (r - r0), ldy);
+// The mins' factor of Q16Act's tokens (already in the kernels' order): m [nt][cols / 32] = d * sum(q) per block.
+inline void sums(const Q16Act& a, int64_t t0, int nt, int64_t cols, float* m) {
+  for (int t = 0; t < nt; ++t) {
+    const float* sd = a.sd + (t0 + t) * 2 * a.ldb;
+    for (int64_t b = 0; b < cols / 32; ++b) m[t * (cols / 32) + b] = sd[2 * b] + sd[2 * b + 1];
   }
 }
 
-template <class D>
-void rows_qnk(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
-  rows(w, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, int64_t t0, int nt,
+template <class E, class Tile>
+void rows(const WeightMat& w, int64_t r0, int64_t r1, const QAct<E>& x, float* Y, int64_t ldy, Tile tile) {
+  const int64_t cols = w.cols, nsb = cols / kQK;
+  thread_local FloatBuf bx, bm;
+  float* m = bm.get(kTokBlock * cols / 32);
+  for (int64_t t0 = 0; t0 < x.ntok; t0 += kTokBlock) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, x.ntok - t0));
+    const E* xn;
+    int64_t ldn;
+    if constexpr (sizeof(E) == 1) {  // int8: blocks put back in natural order
+      int8_t* buf = reinterpret_cast<int8_t*>(bx.get(kTokBlock * cols / 4));
+      prep(x, t0, nt, cols, buf, m);
+      xn = buf, ldn = cols;
+    } else {
+      sums(x, t0, nt, cols, m);
+      xn = x.q + t0 * x.ldq, ldn = x.ldq;
+    }
+    for (int64_t r = r0; r < r1; ++r) tile(w.q + r * w.q_stride, nsb, xn, ldn, t0, nt, m, Y + t0 * ldy + (r - r0), ldy);
+  }
+}
+
+template <class D, class E>
+void rows_qnk(const WeightMat& w, int64_t r0, int64_t r1, const QAct<E>& x, float* Y, int64_t ldy) {
+  rows(w, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, int64_t t0, int nt,
                                  const float* m, float* y, int64_t ldy_) {
-    const int64_t ldm = ldn / 32;
+    const int64_t ldm = nsb * (kQK / 32);
     switch (nt) {
-      case 4: tile_qnk<D, 4>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
-      case 3: tile_qnk<D, 3>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
-      case 2: tile_qnk<D, 2>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
-      default: tile_qnk<D, 1>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      case 4: tile_qnk<D, 4, E>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      case 3: tile_qnk<D, 3, E>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      case 2: tile_qnk<D, 2, E>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
+      default: tile_qnk<D, 1, E>(row, nsb, xn, ldn, x, t0, m, ldm, y, ldy_); break;
     }
   });
 }
 
-template <class D>
-void rows_q23(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
-  rows(w, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, int64_t t0, int nt,
+template <class D, class E>
+void rows_q23(const WeightMat& w, int64_t r0, int64_t r1, const QAct<E>& x, float* Y, int64_t ldy) {
+  rows(w, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, int64_t t0, int nt,
                                  const float*, float* y, int64_t ldy_) {
     switch (nt) {
-      case 4: tile_q23<D, 4>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-      case 3: tile_q23<D, 3>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-      case 2: tile_q23<D, 2>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-      default: tile_q23<D, 1>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 4: tile_q23<D, 4, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 3: tile_q23<D, 3, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 2: tile_q23<D, 2, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      default: tile_q23<D, 1, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+    }
+  });
+}
+
+template <class E>
+void rows_q6k(const WeightMat& m, int64_t r0, int64_t r1, const QAct<E>& x, float* Y, int64_t ldy) {
+  rows(m, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, int64_t t0, int nt,
+                                 const float*, float* y, int64_t ldy_) {
+    switch (nt) {
+      case 4: tile_q6k<4, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 3: tile_q6k<3, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      case 2: tile_q6k<2, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
+      default: tile_q6k<1, E>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
     }
   });
 }
@@ -287,15 +329,22 @@ void rows_q8_q5k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x
   rows_qnk<QnK<true>>(m, r0, r1, x, Y, ldy);
 }
 void rows_q8_q6k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
-  rows(m, r0, r1, x, Y, ldy, [&](const uint8_t* row, int64_t nsb, const int8_t* xn, int64_t ldn, int64_t t0, int nt,
-                                 const float*, float* y, int64_t ldy_) {
-    switch (nt) {
-      case 4: tile_q6k<4>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-      case 3: tile_q6k<3>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-      case 2: tile_q6k<2>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-      default: tile_q6k<1>(row, nsb, xn, ldn, x, t0, y, ldy_); break;
-    }
-  });
+  rows_q6k(m, r0, r1, x, Y, ldy);
+}
+void rows_q16_q3k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  rows_q23<Q3K>(m, r0, r1, x, Y, ldy);
+}
+void rows_q16_q2k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  rows_q23<Q2K>(m, r0, r1, x, Y, ldy);
+}
+void rows_q16_q4k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  rows_qnk<QnK<false>>(m, r0, r1, x, Y, ldy);
+}
+void rows_q16_q5k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  rows_qnk<QnK<true>>(m, r0, r1, x, Y, ldy);
+}
+void rows_q16_q6k_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  rows_q6k(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft

@@ -1,0 +1,71 @@
+// AVX2: bf16 activations into Q16Act's 16-bit blocks (cpu/q8.h: a power-of-two scale per block of 32 columns,
+// codes rounded half to even) for the 16-bit K-quant kernels of x86_avx2_q8kquant.cpp. Twin:
+// ft_kernels.reference.quantize_act_i16.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "cpu/q8.h"
+
+namespace ft {
+
+namespace {
+
+// 8 bf16 (as the low or high 128 bits of v) widened to fp32, exactly.
+inline __m256 widen(__m128i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)); }
+
+inline int hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float pow2(int e) {  // 2^e for -126 <= e <= 127
+  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+void quantize_q16_avx2(const uint16_t* x, int64_t cols, int16_t* q, float* d, float* sd) {
+  const __m256i mag = _mm256_set1_epi16(0x7fff);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b));       // columns 0..15
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b + 16));  // 16..31
+    // max |x| as bf16 bits: for non-negative bf16 (and Inf, NaN above them) integer order is value order
+    const __m256i a = _mm256_max_epu16(_mm256_and_si256(v0, mag), _mm256_and_si256(v1, mag));
+    __m128i m = _mm_max_epu16(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    m = _mm_max_epu16(m, _mm_srli_si128(m, 8));
+    m = _mm_max_epu16(m, _mm_srli_si128(m, 4));
+    m = _mm_max_epu16(m, _mm_srli_si128(m, 2));
+    const int field = (_mm_cvtsi128_si32(m) & 0x7fff) >> 7;  // the biased exponent of max |x|
+    int16_t* qb = q + 32 * b;
+    if (field == 255) {  // Inf or NaN: the block's products are NaN
+      for (int i = 0; i < 32; ++i) qb[i] = 0;
+      d[b] = sd[2 * b] = sd[2 * b + 1] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    const int E = field - 127 < -100 ? -100 : field - 127;  // zero and tiny blocks: clamped (codes round to 0)
+    const __m256 inv = _mm256_set1_ps(pow2(14 - E));
+    // x / d exactly (a power of two), rounded half to even (MXCSR's default) to int32
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_castsi256_si128(v0)), inv));       // 0..7
+    const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_extracti128_si256(v0, 1)), inv));  // 8..15
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_castsi256_si128(v1)), inv));       // 16..23
+    const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_extracti128_si256(v1, 1)), inv));  // 24..31
+    // vpackssdw packs per 128-bit lane: [0..3 | 16..19] with [4..7 | 20..23] -> columns 0..7 | 16..23
+    const __m256i y0 = _mm256_packs_epi32(_mm256_permute2x128_si256(i0, i2, 0x20), _mm256_permute2x128_si256(i0, i2, 0x31));
+    const __m256i y1 = _mm256_packs_epi32(_mm256_permute2x128_si256(i1, i3, 0x20), _mm256_permute2x128_si256(i1, i3, 0x31));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), y0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 16), y1);
+    const float db = pow2(E - 14);
+    d[b] = db;
+    sd[2 * b] = db * static_cast<float>(hsum(_mm256_add_epi32(i0, i1)));  // |sum| < 2^20: exact
+    sd[2 * b + 1] = db * static_cast<float>(hsum(_mm256_add_epi32(i2, i3)));
+  }
+}
+
+}  // namespace ft

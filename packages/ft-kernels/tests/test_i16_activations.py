@@ -1,0 +1,144 @@
+"""16-bit activations: a bfloat16 engine's x against K-quant weights on ISAs without a bf16 dot product (AVX2,
+AVX-512 without BF16), where x was widened to fp32 before (``cpu/q8.h``: Q16Act; twin
+``reference.quantize_act_i16``).
+
+The twin's own properties come from the arithmetic: per block of 32 columns the step is d = 2^(E - 14),
+E = floor(log2 max|x|), so a bf16 value (8 significant bits) within 2^7 of its block's max is a whole number of
+steps (exact), and any other is within d / 2 <= max|x| 2^-15 of x.
+The kernels against the twin: their integer dots are exact, so ``ft_kernels.linear`` / ``moe_experts`` differ from
+float64 over (W, quantised x) by the fp32 bound alone (``fp32_bounds.linear_bound`` / ``moe_bound``, which take
+x as ``kernel_x`` gives it). Activations here are heavy-tailed (many binades in one block) so that the rounded
+elements are many; a block holding 1024 rounds its other elements to 1/16, and the result must then lie far nearer the
+twin's than the exact x's (the 16-bit path is the one tested). Each ISA runs in a fresh process (FT_CPU_ISA is read once per process)."""
+
+import os
+import subprocess
+import sys
+
+import ft_kernels as fk
+import pytest
+import torch
+from ft_kernels import reference as R
+
+KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
+ISAS = [i for i in ("avx2", "avx512") if i in fk.available_isas()]
+
+
+def _heavy(T: int, K: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(T, K, generator=g) * torch.exp(2 * torch.randn(T, K, generator=g))
+    ).bfloat16()
+
+
+def test_twin_is_exact_near_the_max_and_within_half_a_step_elsewhere():
+    x = _heavy(64, 512, 0)
+    x[3, :32] = 0  # an all-zero block
+    x[5, 40] = 2.0**-130  # a subnormal
+    x[6, 64:96] = torch.tensor(3.0e38).bfloat16()  # the largest magnitudes: no overflow of the step
+    q = R.quantize_act_i16(x)
+    xd = x.double().reshape(64, -1, 32)
+    amax = xd.abs().amax(-1, keepdim=True)
+    E = (torch.frexp(amax)[1] - 1).clamp(min=-100)
+    d = torch.pow(2.0, (E - 14).double())
+    codes = q.reshape(xd.shape) / d
+    assert torch.equal(codes, codes.round()) and codes.abs().max() < 2**15
+    err = (q.reshape(xd.shape) - xd).abs()
+    assert (err <= d / 2).all() and (err <= amax * 2.0**-15).all()
+    near = xd.abs() * 2**7 >= amax
+    assert (err[near] == 0).all()
+    assert (err > 0).any()  # heavy tails: some elements are rounded
+    assert (q[3, :32] == 0).all() and q[5, 40] == 0
+
+
+def test_twin_propagates_inf_and_nan_per_block():
+    x = torch.randn(2, 64).bfloat16()
+    x[0, 3], x[1, 40] = float("inf"), float("nan")
+    q = R.quantize_act_i16(x)
+    assert q[0, :32].isnan().all() and not q[0, 32:].isnan().any()
+    assert q[1, 32:].isnan().all() and not q[1, :32].isnan().any()
+
+
+_CODE = """
+import sys, torch, ft_kernels as fk
+sys.path.insert(0, {here!r})
+from fp32_bounds import linear_bound, moe_bound
+from ft_kernels import reference as R
+from test_i16_activations import KQ, _heavy
+assert fk.active_isa() == {isa!r}
+on = {on}
+for fmt in KQ:
+    for N, K in ((37, 256), (21, 768), (9, 2048)):
+        assert fk.bf16_i16(fmt, K) == on, fmt
+        for T in (1, 2, 3, 4, 5, 9):
+            g = torch.Generator().manual_seed(N + K + T)
+            w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=32)
+            x = _heavy(T, K, N + T)
+            y = fk.linear(x, w)
+            xin = R.quantize_act_i16(x) if on else x
+            exact, bound = linear_bound(xin, w, split_terms=True, q3k_offset=True)
+            assert ((y.double() - exact).abs() <= bound).all(), (fmt, N, K, T)
+            if on:  # one 1024 a block: the others' steps are 1/16; the result is the twin's, not the exact x's
+                xc = torch.randn(T, K, generator=g).bfloat16()
+                xc[:, ::32] = 1024
+                W = R.dequantize(w)[0].double()
+                yc = fk.linear(xc, w).double()
+                off_exact = (yc - xc.double() @ W.T).abs().max()
+                off_twin = (yc - R.quantize_act_i16(xc) @ W.T).abs().max()
+                assert off_exact > 10 * off_twin, (fmt, N, K, T, off_exact, off_twin)
+            x[0, 7] = float("nan")
+            y = fk.linear(x, w)
+            assert y[0].isnan().all() and not y[1:].isnan().any(), (fmt, T)
+    H, I = 512, 256
+    for T in (1, 3, 8):
+        g = torch.Generator().manual_seed(T)
+        x = _heavy(T, H, T)
+        R_ = 2 * T + 1
+        tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
+        eid = torch.randint(0, 4, (R_,), generator=g, dtype=torch.int32)
+        gate = torch.rand(R_, generator=g)
+        w13 = fk.quantize(torch.randn(4, 2 * I, H, generator=g) * 0.1, fmt, group=32)
+        w2 = fk.quantize(torch.randn(4, H, I, generator=g) * 0.1, fmt, group=32)
+        y = fk.moe_experts(x, tok, eid, gate, w13, w2)
+        exact, bound = moe_bound(x, tok, eid, gate, w13, w2)
+        assert ((y.double() - exact).abs() <= bound).all(), (fmt, T, ((y.double() - exact).abs() - bound).max().item())
+"""
+
+
+@pytest.mark.parametrize("on", ["1", "0"])
+@pytest.mark.parametrize("isa", ISAS)
+def test_kernels_match_the_twin(isa, on):
+    """Each K-quant format, T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
+    within it of the exact x; a NaN in x makes that token's outputs NaN and no other's; the MoE call
+    (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead."""
+    code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_I16": on},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_not_on_avx512_bf16_or_for_other_formats():
+    """Where bf16 kernels exist (AVX-512 BF16) x stays bf16; formats without a 16-bit kernel widen to fp32."""
+    if fk.active_isa() == "avx512bf16":
+        assert not any(fk.bf16_i16(f, 256) for f in KQ)
+    for fmt in ("bf16", "fp8_e4m3", "mxfp4", "int4_sym", "q4_k_x16"):
+        assert not fk.bf16_i16(fmt, 256)
+
+
+def test_bad_switch_value_is_refused():
+    code = "import ft_kernels as fk, torch; fk.linear(torch.ones(1, 256).bfloat16(), fk.quantize(torch.ones(1, 8, 256), 'q4_k'))"
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_CPU_ISA": ISAS[0] if ISAS else "scalar", "FT_BF16_I16": "yes"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if not ISAS:
+        pytest.skip("no AVX2 on this CPU")
+    assert res.returncode != 0 and "FT_BF16_I16=yes is not 0 or 1" in res.stderr
