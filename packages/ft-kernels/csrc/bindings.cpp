@@ -262,15 +262,15 @@ NB_MODULE(_C, m) {
     w.group = 32;
     return ft::rows_bf16_kernel(w) != nullptr;
   }, nb::arg("fmt"), "Whether bf16 activations meet weights of format code fmt in a bf16-activation kernel on the active ISA (not widened to fp32).");
-  m.def("bf16_i16", [](int fmt_i, int64_t cols) {
+  m.def("bf16_i16", [](int fmt_i, int64_t cols, int64_t group) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
     isa();
     ft::WeightMat w{};
     w.fmt = static_cast<ft::Fmt>(fmt_i);
-    w.group = 32;
+    w.group = group;
     w.cols = cols;
     return ft::rows_bf16_kernel(w) == nullptr && ft::rows_q16_kernel(w) != nullptr;
-  }, nb::arg("fmt"), nb::arg("cols"), "Whether bf16 activations meet weights of format code fmt ([N, cols]) as 16-bit blocks (cpu/q8.h: Q16Act) on the active ISA.");
+  }, nb::arg("fmt"), nb::arg("cols"), nb::arg("group"), "Whether bf16 activations meet weights of format code fmt ([N, cols], INT4 groups of group columns) as 16-bit blocks (cpu/q8.h: Q16Act) on the active ISA.");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),
         "Idle pool workers spin this many microseconds before sleeping (0: sleep at once; FT_SPIN_US overrides).");

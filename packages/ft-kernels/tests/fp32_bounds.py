@@ -65,7 +65,7 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
 def kernel_x(x: torch.Tensor, w) -> torch.Tensor:
     """The activations a kernel multiplies ``w`` by: bf16 x meets K-quant weights as 16-bit blocks on ISAs without
     a bf16 dot product (``fk.bf16_i16``: ``R.quantize_act_i16``, float64); otherwise x itself."""
-    if x.dtype == torch.bfloat16 and hasattr(w, "fmt") and fk.bf16_i16(w.fmt, x.shape[-1]):
+    if x.dtype == torch.bfloat16 and hasattr(w, "fmt") and fk.bf16_i16(w.fmt, x.shape[-1], w.group):
         return R.quantize_act_i16(x)
     return x
 
@@ -128,7 +128,7 @@ def moe_bound(
     h_bf16 = x.dtype == torch.bfloat16
     H, I = x.shape[1], w2.cols
     # 16-bit activations (``kernel_x``) where both banks take them: x, and h after its bf16 rounding
-    i16 = h_bf16 and fk.bf16_i16(w13.fmt, H) and fk.bf16_i16(w2.fmt, I)
+    i16 = h_bf16 and fk.bf16_i16(w13.fmt, H, w13.group) and fk.bf16_i16(w2.fmt, I, w2.group)
     xd = R.quantize_act_i16(x) if i16 else x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
     y = torch.zeros(xd.shape, dtype=torch.float64)

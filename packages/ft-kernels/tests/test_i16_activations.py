@@ -1,5 +1,5 @@
-"""16-bit activations: a bfloat16 engine's x against K-quant weights on ISAs without a bf16 dot product (AVX2,
-AVX-512 without BF16), where x was widened to fp32 before (``cpu/q8.h``: Q16Act; twin
+"""16-bit activations: a bfloat16 engine's x against K-quant and INT4 weights on ISAs without a bf16
+dot product (AVX2, AVX-512 without BF16), where x was widened to fp32 before (``cpu/q8.h``: Q16Act; twin
 ``reference.quantize_act_i16``).
 
 The twin's own properties come from the arithmetic: per block of 32 columns the step is d = 2^(E - 14),
@@ -21,6 +21,11 @@ import torch
 from ft_kernels import reference as R
 
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
+FMTS = KQ + ["int4_sym", "int4_asym"]
+GROUP = {
+    "int4_sym": 64,
+    "int4_asym": 128,
+}  # INT4 groups other than the activation block (32 elsewhere)
 ISAS = [i for i in ("avx2", "avx512") if i in fk.available_isas()]
 
 
@@ -64,15 +69,16 @@ import sys, torch, ft_kernels as fk
 sys.path.insert(0, {here!r})
 from fp32_bounds import linear_bound, moe_bound
 from ft_kernels import reference as R
-from test_i16_activations import KQ, _heavy
+from test_i16_activations import FMTS, GROUP, _heavy
 assert fk.active_isa() == {isa!r}
 on = {on}
-for fmt in KQ:
+for fmt in FMTS:
+    gr = GROUP.get(fmt, 32)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        assert fk.bf16_i16(fmt, K) == on, fmt
+        assert fk.bf16_i16(fmt, K, gr) == on, fmt
         for T in (1, 2, 3, 4, 5, 9):
             g = torch.Generator().manual_seed(N + K + T)
-            w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=32)
+            w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=gr)
             x = _heavy(T, K, N + T)
             y = fk.linear(x, w)
             xin = R.quantize_act_i16(x) if on else x
@@ -97,8 +103,8 @@ for fmt in KQ:
         tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
         eid = torch.randint(0, 4, (R_,), generator=g, dtype=torch.int32)
         gate = torch.rand(R_, generator=g)
-        w13 = fk.quantize(torch.randn(4, 2 * I, H, generator=g) * 0.1, fmt, group=32)
-        w2 = fk.quantize(torch.randn(4, H, I, generator=g) * 0.1, fmt, group=32)
+        w13 = fk.quantize(torch.randn(4, 2 * I, H, generator=g) * 0.1, fmt, group=gr)
+        w2 = fk.quantize(torch.randn(4, H, I, generator=g) * 0.1, fmt, group=gr)
         y = fk.moe_experts(x, tok, eid, gate, w13, w2)
         exact, bound = moe_bound(x, tok, eid, gate, w13, w2)
         assert ((y.double() - exact).abs() <= bound).all(), (fmt, T, ((y.double() - exact).abs() - bound).max().item())
@@ -108,7 +114,7 @@ for fmt in KQ:
 @pytest.mark.parametrize("on", ["1", "0"])
 @pytest.mark.parametrize("isa", ISAS)
 def test_kernels_match_the_twin(isa, on):
-    """Each K-quant format, T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
+    """Each K-quant format and INT4 (groups of 64 and 128), T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
     within it of the exact x; a NaN in x makes that token's outputs NaN and no other's; the MoE call
     (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead."""
     code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")
@@ -123,11 +129,21 @@ def test_kernels_match_the_twin(isa, on):
 
 
 def test_not_on_avx512_bf16_or_for_other_formats():
-    """Where bf16 kernels exist (AVX-512 BF16) x stays bf16; formats without a 16-bit kernel widen to fp32."""
+    """Where bf16 kernels exist (AVX-512 BF16) x stays bf16 for the K-quants; formats without a 16-bit kernel, and
+    INT4 groups or columns not in 32s, widen to fp32."""
     if fk.active_isa() == "avx512bf16":
         assert not any(fk.bf16_i16(f, 256) for f in KQ)
-    for fmt in ("bf16", "fp8_e4m3", "mxfp4", "int4_sym", "q4_k_x16"):
-        assert not fk.bf16_i16(fmt, 256)
+    for fmt, cols, group in (
+        ("bf16", 256, 32),
+        ("fp8_e4m3", 256, 32),
+        ("int8_sym", 256, 32),
+        ("q4_k_x16", 256, 32),
+        ("mxfp4", 256, 32),
+        ("nvfp4", 256, 32),
+        ("int4_sym", 256, 16),
+        ("int4_asym", 80, 16),
+    ):
+        assert not fk.bf16_i16(fmt, cols, group), fmt
 
 
 def test_bad_switch_value_is_refused():

@@ -34,6 +34,7 @@ FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
 #define FT_DECL_Q16(fmt) \
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
+FT_DECL_Q16(int4)
 void quantize_q16_avx2(const uint16_t*, int64_t, int16_t*, float*, float*) __attribute__((weak));
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -186,8 +187,8 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   }
 }
 
-// 16-bit activations (cpu/q8.h: Q16Act) for a bf16 engine's K-quant products where the ISA has no bf16 dot
-// product (avx2, avx512): one core of Zen 4 in AVX2 code, Q4_K of [73728, 2048] from DRAM at one token, ~2x the
+// 16-bit activations (cpu/q8.h: Q16Act) for a bf16 engine's K-quant and INT4 products where the ISA has no bf16
+// dot product (avx2, avx512; MXFP4 / NVFP4 keep their fp32 kernels, faster at 4 tokens: x86_avx2_q8.cpp): one core of Zen 4 in AVX2 code, Q4_K of [73728, 2048] from DRAM at one token, ~2x the
 // fp32 kernel's rate. FT_BF16_I16=0 keeps fp32 products (exact) there; 1 (the default) or unset: 16-bit.
 static bool bf16_i16_on() {
   const char* forced = std::getenv("FT_BF16_I16");
@@ -204,8 +205,10 @@ static bool bf16_i16_on() {
 RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const bool on = bf16_i16_on();
-  if (!on || (isa != "avx2" && isa != "avx512") || !quantize_q16_avx2 || w.cols % kQK) return nullptr;
+  if (!on || (isa != "avx2" && isa != "avx512") || !quantize_q16_avx2 || !q8_supported(w)) return nullptr;
   switch (w.fmt) {
+    case Fmt::INT4_SYM:
+    case Fmt::INT4_ASYM: FT_PICK_Q16(int4)
     case Fmt::Q4_K: FT_PICK_Q16(q4k)
     case Fmt::Q5_K: FT_PICK_Q16(q5k)
     case Fmt::Q6_K: FT_PICK_Q16(q6k)

@@ -16,7 +16,7 @@ namespace ft {
 
 template <class E>
 struct QAct {  // E = int8_t: Q8Act; int16_t: Q16Act (below)
-  const E* q = nullptr;        // [ntok, ldq] codes; blocks of 32 in the order above (Q16Act: its own order)
+  const E* q = nullptr;        // [ntok, ldq] codes; blocks of 32 in the order above
   const float* d = nullptr;    // [ntok, ldb] block scales
   const float* sd = nullptr;   // [ntok, 2 * ldb]: d * sum(q) over each half (16 columns) of a block
   int64_t ntok = 0, ldq = 0, ldb = 0;
@@ -58,12 +58,12 @@ namespace ft {
 // (clamped to >= -100) and q = round-half-even(x / d), |q| < 2^15: a power-of-two scale, so every bf16 value
 // within 2^7 of its block's max (8 significant bits) is exact, and any other is off by at most d / 2 <= max|x| 2^-15.
 // A block holding an Inf or NaN gets d = sd = NaN (the result is NaN, as with fp32 products).
-// Layout: block b's 32 codes as columns 0-7, 16-23, 8-15, 24-31 of the block (the lanes of a byte vector
-// zero-extended by vpunpcklbw / vpunpckhbw); sd: the halves [0, 16) and [16, 32) in natural column order.
+// Layout: Q8Act's (each block's 16 even columns, then its 16 odd ones; sd over its halves in natural order), so a
+// kernel takes a 16-bit word's low and high byte as an even and an odd column.
 using Q16Act = QAct<int16_t>;
 
 // Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d: the K-quants (Q4_K, Q5_K, Q6_K,
-// Q3_K, Q2_K) on AVX2.
+// Q3_K, Q2_K) and INT4 on AVX2 (where q8_supported).
 using RowsQ16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
 
 // Owns the 16-bit rows of ntok bf16 tokens (a grow-only buffer, reused between calls); `quantize`: the

@@ -62,11 +62,12 @@ def bf16_simd(fmt: str) -> bool:
     return bool(_C.bf16_simd(FORMATS[fmt]))
 
 
-def bf16_i16(fmt: str, cols: int) -> bool:
-    """Whether bfloat16 activations meet weights in ``fmt`` with ``cols`` columns as 16-bit blocks (``cpu/q8.h``:
-    Q16Act; twin ``reference.quantize_act_i16``) on the active ISA: the K-quants where there is no bf16 kernel
-    (AVX2, AVX-512 without BF16), unless FT_BF16_I16=0."""
-    return bool(_C.bf16_i16(FORMATS[fmt], int(cols)))
+def bf16_i16(fmt: str, cols: int, group: int = 32) -> bool:
+    """Whether bfloat16 activations meet weights in ``fmt`` with ``cols`` columns (INT4: groups of ``group``) as
+    16-bit blocks (``cpu/q8.h``: Q16Act; twin ``reference.quantize_act_i16``) on the active ISA: the K-quants
+    and INT4 (cols and groups in 32s) where there is no bf16 kernel (AVX2, AVX-512 without BF16), unless
+    FT_BF16_I16=0."""
+    return bool(_C.bf16_i16(FORMATS[fmt], int(cols), int(group)))
 
 
 def available_isas() -> list[str]:

@@ -1,5 +1,5 @@
 // AVX2: bf16 activations into Q16Act's 16-bit blocks (cpu/q8.h: a power-of-two scale per block of 32 columns,
-// codes rounded half to even) for the 16-bit K-quant kernels of x86_avx2_q8kquant.cpp. Twin:
+// codes rounded half to even, each block's even columns then its odd ones) for the 16-bit K-quant kernels of x86_avx2_q8kquant.cpp. Twin:
 // ft_kernels.reference.quantize_act_i16.
 #include <immintrin.h>
 
@@ -11,9 +11,6 @@
 namespace ft {
 
 namespace {
-
-// 8 bf16 (as the low or high 128 bits of v) widened to fp32, exactly.
-inline __m256 widen(__m128i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)); }
 
 inline int hsum(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -51,20 +48,19 @@ void quantize_q16_avx2(const uint16_t* x, int64_t cols, int16_t* q, float* d, fl
     }
     const int E = field - 127 < -100 ? -100 : field - 127;  // zero and tiny blocks: clamped (codes round to 0)
     const __m256 inv = _mm256_set1_ps(pow2(14 - E));
-    // x / d exactly (a power of two), rounded half to even (MXCSR's default) to int32
-    const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_castsi256_si128(v0)), inv));       // 0..7
-    const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_extracti128_si256(v0, 1)), inv));  // 8..15
-    const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_castsi256_si128(v1)), inv));       // 16..23
-    const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(widen(_mm256_extracti128_si256(v1, 1)), inv));  // 24..31
-    // vpackssdw packs per 128-bit lane: [0..3 | 16..19] with [4..7 | 20..23] -> columns 0..7 | 16..23
-    const __m256i y0 = _mm256_packs_epi32(_mm256_permute2x128_si256(i0, i2, 0x20), _mm256_permute2x128_si256(i0, i2, 0x31));
-    const __m256i y1 = _mm256_packs_epi32(_mm256_permute2x128_si256(i1, i3, 0x20), _mm256_permute2x128_si256(i1, i3, 0x31));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), y0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 16), y1);
+    // dword j of v holds columns 2j (low half) and 2j + 1 (high half): each as fp32 by a shift or a mask; x / d
+    // exactly (a power of two), rounded half to even (MXCSR's default) to int32
+    const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    auto code = [&](__m256i f) { return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(f), inv)); };
+    const __m256i e0 = code(_mm256_slli_epi32(v0, 16)), o0 = code(_mm256_and_si256(v0, hi));  // columns 0..15
+    const __m256i e1 = code(_mm256_slli_epi32(v1, 16)), o1 = code(_mm256_and_si256(v1, hi));  // 16..31
+    // vpackssdw packs per 128-bit lane ([e0 0..3, e1 0..3 | e0 4..7, e1 4..7]); vpermq puts the quarters in order
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_permute4x64_epi64(_mm256_packs_epi32(e0, e1), 0xd8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(o0, o1), 0xd8));
     const float db = pow2(E - 14);
     d[b] = db;
-    sd[2 * b] = db * static_cast<float>(hsum(_mm256_add_epi32(i0, i1)));  // |sum| < 2^20: exact
-    sd[2 * b + 1] = db * static_cast<float>(hsum(_mm256_add_epi32(i2, i3)));
+    sd[2 * b] = db * static_cast<float>(hsum(_mm256_add_epi32(e0, o0)));  // |sum| < 2^20: exact
+    sd[2 * b + 1] = db * static_cast<float>(hsum(_mm256_add_epi32(e1, o1)));
   }
 }
 

@@ -1,8 +1,8 @@
 // AVX2, int8 activations (cpu/q8.h: Q8Act) for GGUF's K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; layouts in
 // cpu/formats.h): integer dot products per 32 columns on the blocks' own bytes (the path for CPUs without AVX-512
 // VNNI, where the fp32 K-quant kernel is bound by its 8 products per FMA). The same kernels over 16-bit
-// activations (Q16Act: a bf16 engine's x where there is no bf16 dot product) differ only in dot32: the codes
-// zero-extended to 16 bits, two vpmaddwd.
+// activations (Q16Act: a bf16 engine's x where there is no bf16 dot product) differ only in dot32: a code word's
+// even and odd column apart by a mask and a shift, two vpmaddwd.
 //
 // x is put once per call in natural column order. 32 bytes of a block's nibbles give two ymm of 32 unsigned
 // codes, each the 32 columns of one Q4_K / Q5_K sub-block (Q6_K: two sub-blocks of 16) and one activation
@@ -29,21 +29,20 @@ namespace {
 // Software prefetch distance on the weight stream (as x86_avx2_q8.cpp).
 constexpr int kPrefetch = 2048;
 
-// The integer dot of 32 unsigned codes u (one activation block) with x: int32 lanes 0..3 sum columns 0..15 of the
-// block, lanes 4..7 columns 16..31. Int8 x (natural order): vpmaddubsw, then vpmaddwd with ones. Int16 x (Q16Act's
-// order: columns 0-7, 16-23, then 8-15, 24-31): the codes zero-extended to 16 bits by unpacking with zero (the
-// unpacks are the same for every token of a tile), two vpmaddwd (|sum| <= 32 * 63 * 2^15 < 2^31).
+// The integer dot of 32 unsigned codes u (one activation block, natural order) with x: int32 lanes 0..3 sum columns
+// 0..15 of the block, lanes 4..7 columns 16..31. Int8 x (put in natural order): vpmaddubsw, then vpmaddwd with ones.
+// Int16 x (Q16Act's order: the block's even columns, then its odd ones): each 16-bit word of u holds an even and an
+// odd column's code, split by a mask and a shift (the same for every token of a tile), two vpmaddwd (|sum| <= 32 *
+// 63 * 2^15 < 2^31).
 inline __m256i dot32(__m256i u, const int8_t* x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
                            _mm256_set1_epi16(1));
 }
 inline __m256i dot32(__m256i u, const int16_t* x) {
-  const __m256i z = _mm256_setzero_si256();
   return _mm256_add_epi32(
-      _mm256_madd_epi16(_mm256_unpacklo_epi8(u, z), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
-      _mm256_madd_epi16(_mm256_unpackhi_epi8(u, z), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16))));
+      _mm256_madd_epi16(_mm256_and_si256(u, _mm256_set1_epi16(0xff)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+      _mm256_madd_epi16(_mm256_srli_epi16(u, 8), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16))));
 }
-
 // The integer dots of 128 columns of codes c[k] (columns 32k..) with x at xp, folded to one vector before the
 // conversion: dot32's lanes 0..3 sum columns 32k..32k + 15 (sub-block 2k of 16), lanes 4..7 the next 16, and two
 // rounds of vphaddd leave lane i < 4 = sub-block 2i, lane 4 + i = sub-block 2i + 1 (sums of int32: exact).
