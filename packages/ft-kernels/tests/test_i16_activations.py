@@ -22,10 +22,6 @@ from ft_kernels import reference as R
 
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
 FMTS = KQ + ["int4_sym", "int4_asym"]
-GROUP = {
-    "int4_sym": 64,
-    "int4_asym": 128,
-}  # INT4 groups other than the activation block (32 elsewhere)
 ISAS = [i for i in ("avx2", "avx512") if i in fk.available_isas()]
 
 
@@ -69,11 +65,11 @@ import sys, torch, ft_kernels as fk
 sys.path.insert(0, {here!r})
 from fp32_bounds import linear_bound, moe_bound
 from ft_kernels import reference as R
-from test_i16_activations import FMTS, GROUP, _heavy
+from test_i16_activations import FMTS, _heavy
 assert fk.active_isa() == {isa!r}
 on = {on}
 for fmt in FMTS:
-    gr = GROUP.get(fmt, 32)
+    gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
         assert fk.bf16_i16(fmt, K, gr) == on, fmt
         for T in (1, 2, 3, 4, 5, 9):
@@ -114,7 +110,7 @@ for fmt in FMTS:
 @pytest.mark.parametrize("on", ["1", "0"])
 @pytest.mark.parametrize("isa", ISAS)
 def test_kernels_match_the_twin(isa, on):
-    """Each K-quant format and INT4 (groups of 64 and 128), T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
+    """Each K-quant format and INT4 (groups of 32), T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
     within it of the exact x; a NaN in x makes that token's outputs NaN and no other's; the MoE call
     (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead."""
     code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")
@@ -140,7 +136,7 @@ def test_not_on_avx512_bf16_or_for_other_formats():
         ("q4_k_x16", 256, 32),
         ("mxfp4", 256, 32),
         ("nvfp4", 256, 32),
-        ("int4_sym", 256, 16),
+        ("int4_sym", 256, 128),
         ("int4_asym", 80, 16),
     ):
         assert not fk.bf16_i16(fmt, cols, group), fmt

@@ -8,9 +8,10 @@
 // o of the codes (12, 8 or the INT4 zero point) comes off once per block: - o * w_scale * d * sum(q).
 // The same kernel over 16-bit activations (Q16Act: a bf16 engine's x where there is no bf16 dot product): the
 // even and the odd columns' codes zero-extended to 16 bits (3 instructions shared by the tile's tokens), two
-// vpmaddwd (|sum| <= 32 * 24 * 2^15 < 2^31). Built for INT4 only: one Zen 4 core in AVX2 code, [73728, 2048]
-// from DRAM, T = 1 / 4, GMAC/s against widening x to fp32: INT4 11.6 / 15.9 -> 16.8 / 26.1, but MXFP4 14.8 / 29.1
-// -> 16.5 / 25.0 and NVFP4 13.5 / 22-27 -> 13.3 / 19.0 (their fp32 kernel is the better one at 4 tokens).
+// vpmaddwd (|sum| <= 32 * 24 * 2^15 < 2^31). Built for INT4 in groups of 32 only: one Zen 4 core in AVX2 code,
+// [73728, 2048] from DRAM, T = 1 / 4, GMAC/s against widening x to fp32: INT4 (groups of 32) 11.6 / 15.9 -> 16.8 /
+// 26.1; but INT4 in groups of 128 18.3 / 19.8 -> 15.0 / 26.8, MXFP4 14.8 / 29.1 -> 16.5 / 25.0 and NVFP4 13.5 /
+// 22-27 -> 13.3 / 19.0 (their fp32 kernels are the better ones at one token or at four).
 #include <immintrin.h>
 
 #include <algorithm>
