@@ -46,11 +46,12 @@ bool q8_supported(const WeightMat& w) {
   }
 }
 
-const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols) {
+template <class E>
+QAct<E> QRowsBuf<E>::reserve(int64_t ntok, int64_t cols) {
   const int64_t nb = cols / 32;
   if (ntok * cols > cap_q) {
     std::free(q);
-    q = static_cast<int8_t*>(std::malloc(std::max<int64_t>(ntok * cols, 1)));
+    q = static_cast<E*>(std::malloc(sizeof(E) * std::max<int64_t>(ntok * cols, 1)));
     cap_q = q ? ntok * cols : 0;
   }
   if (ntok * nb * 3 > cap_f) {
@@ -59,38 +60,31 @@ const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols
     cap_f = f ? ntok * nb * 3 : 0;
   }
   if (!q || !f) throw std::bad_alloc();
-  for (int64_t t = 0; t < ntok; ++t) quantize_q8(X + t * ldx, cols, q + t * cols, f + t * nb, f + ntok * nb + t * 2 * nb);
-  view = Q8Act{q, f, f + ntok * nb, ntok, cols, nb};
-  return view;
+  return QAct<E>{q, f, f + ntok * nb, ntok, cols, nb};
 }
 
-Q8Rows::~Q8Rows() {
+template <class E>
+QRowsBuf<E>::~QRowsBuf() {
   std::free(q);
   std::free(f);
+}
+
+template struct QRowsBuf<int8_t>;
+template struct QRowsBuf<int16_t>;
+
+const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols) {
+  view = reserve(ntok, cols);
+  for (int64_t t = 0; t < ntok; ++t)
+    quantize_q8(X + t * ldx, cols, q + t * cols, f + t * view.ldb, f + (ntok + 2 * t) * view.ldb);
+  return view;
 }
 
 const Q16Act& Q16Rows::set(const uint16_t* X, int64_t ntok, int64_t ldx, int64_t cols) {
-  const int64_t nb = cols / 32;
-  if (ntok * cols > cap_q) {
-    std::free(q);
-    q = static_cast<int16_t*>(std::malloc(sizeof(int16_t) * std::max<int64_t>(ntok * cols, 1)));
-    cap_q = q ? ntok * cols : 0;
-  }
-  if (ntok * nb * 3 > cap_f) {
-    std::free(f);
-    f = static_cast<float*>(std::malloc(sizeof(float) * std::max<int64_t>(ntok * nb * 3, 1)));
-    cap_f = f ? ntok * nb * 3 : 0;
-  }
-  if (!q || !f) throw std::bad_alloc();
+  view = reserve(ntok, cols);
   const QuantizeQ16Fn quantize = quantize_q16_fn();
-  for (int64_t t = 0; t < ntok; ++t) quantize(X + t * ldx, cols, q + t * cols, f + t * nb, f + ntok * nb + t * 2 * nb);
-  view = Q16Act{q, f, f + ntok * nb, ntok, cols, nb};
+  for (int64_t t = 0; t < ntok; ++t)
+    quantize(X + t * ldx, cols, q + t * cols, f + t * view.ldb, f + (ntok + 2 * t) * view.ldb);
   return view;
-}
-
-Q16Rows::~Q16Rows() {
-  std::free(q);
-  std::free(f);
 }
 
 }  // namespace ft

@@ -38,15 +38,25 @@ void quantize_q8(const float* x, int64_t cols, int8_t* q, float* d, float* sd);
 // K-quant (whole super-blocks).
 bool q8_supported(const WeightMat& w);
 
-// Owns the quantised rows of ntok tokens (a grow-only buffer, reused between calls).
-struct Q8Rows {
-  int8_t* q = nullptr;
+// Grow-only buffers of ntok tokens' quantised rows (reused between calls): the view's codes, then its d and sd.
+template <class E>
+struct QRowsBuf {
+  E* q = nullptr;
   float* f = nullptr;
   int64_t cap_q = 0, cap_f = 0;
-  Q8Act view;
+  QAct<E> view;
+  // Room for ntok rows of cols columns; returns the view's layout over it (not yet filled).
+  QAct<E> reserve(int64_t ntok, int64_t cols);
+  QRowsBuf() = default;
+  QRowsBuf(const QRowsBuf&) = delete;
+  QRowsBuf& operator=(const QRowsBuf&) = delete;
+  ~QRowsBuf();
+};
+
+// Owns the quantised rows of ntok tokens.
+struct Q8Rows : QRowsBuf<int8_t> {
   // Quantise X [ntok, ldx] (cols columns of each row) into this buffer; returns the view.
   const Q8Act& set(const float* X, int64_t ntok, int64_t ldx, int64_t cols);
-  ~Q8Rows();
 };
 
 }  // namespace ft
@@ -66,15 +76,9 @@ using Q16Act = QAct<int16_t>;
 // Q3_K, Q2_K) and INT4 on AVX2 (where q8_supported).
 using RowsQ16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
 
-// Owns the 16-bit rows of ntok bf16 tokens (a grow-only buffer, reused between calls); `quantize`: the
-// active ISA's quantiser (dispatch.h: quantize_q16_fn).
-struct Q16Rows {
-  int16_t* q = nullptr;
-  float* f = nullptr;
-  int64_t cap_q = 0, cap_f = 0;
-  Q16Act view;
+// Owns the 16-bit rows of ntok bf16 tokens, quantised by the active ISA's quantiser (dispatch.h: quantize_q16_fn).
+struct Q16Rows : QRowsBuf<int16_t> {
   const Q16Act& set(const uint16_t* X, int64_t ntok, int64_t ldx, int64_t cols);
-  ~Q16Rows();
 };
 
 // One row of `cols` (a multiple of 32) bf16 values into q [cols], d [cols / 32], sd [cols / 16] (Q16Act's layout).
