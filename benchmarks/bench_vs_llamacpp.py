@@ -3,7 +3,7 @@
     uv run python benchmarks/bench_vs_llamacpp.py [--shape mid|deep] [--formats bf16,mxfp4,int4]
         [--threads 1,2] [--rounds 3] [--prompt 128,512] [--decode 64] [--model DIR] [--llama-cpp DIR]
         [--work DIR] [--vocab gpt-2|qwen2] [--ft-dense-format FMT] [--ft-int8] [--ft-gguf]
-        [--gguf FILE] [--json FILE]
+        [--gguf FILE] [--isa native|avx2] [--json FILE]
 
 What: one random bf16 ``qwen3_moe`` checkpoint (Hugging Face safetensors, ``random_ckpt.py``), run by
 both engines in three weight formats: ``bf16`` (ft: the HF directory; llama.cpp: BF16 GGUF),
@@ -32,7 +32,8 @@ bf16``, run with this interpreter and llama.cpp's bundled ``gguf-py``; then ``ll
 FTW directories. llama.cpp is ``--llama-cpp DIR`` (a source tree with ``build/bin/llama-bench`` and
 ``llama-quantize``), else the one vendored in the ``llama-cpp-python==0.3.36`` sdist under
 ``~/.cache/ft/llamacpp``, built there once (``-DGGML_NATIVE=ON``, Release) when its binaries are
-missing. Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
+missing (``--isa avx2``: built for AVX2 only in ``build-avx2``, and ft run with ``FT_CPU_ISA=avx2``).
+Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
 bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads), ft in a fresh process
 (``FT_NUM_THREADS`` = ``OMP_NUM_THREADS`` = N, ``torch.set_num_threads(N)``, ``Engine.from_pretrained(
 dtype="bfloat16", prefix_cache=False)``, one warm-up generation, then per prompt length a warm-up
@@ -113,8 +114,27 @@ def default_llama_dir() -> Path:
     )
 
 
+# --isa: llama.cpp's build folder (in its source tree) and CMake flags for ft's instruction set of that name
+LLAMA_BUILDS = {
+    "native": ("build", ["-DGGML_NATIVE=ON"]),
+    "avx2": (
+        "build-avx2",
+        [
+            "-DGGML_NATIVE=OFF",
+            "-DGGML_AVX=ON",
+            "-DGGML_AVX2=ON",
+            "-DGGML_FMA=ON",
+            "-DGGML_F16C=ON",
+            "-DGGML_AVX512=OFF",
+        ],
+    ),
+}
+_llama_build = "native"  # set once by main from --isa
+
+
 def llama_bins(d: Path) -> tuple[Path, Path]:
-    return d / "build" / "bin" / "llama-bench", d / "build" / "bin" / "llama-quantize"
+    b = d / LLAMA_BUILDS[_llama_build][0] / "bin"
+    return b / "llama-bench", b / "llama-quantize"
 
 
 @contextmanager
@@ -176,8 +196,9 @@ def ensure_llama_cpp(arg: str | None) -> Path:
             with tarfile.open(sdist) as tf:
                 tf.extractall(root.parent, filter="data")
         build_log = root.parent / "build.log"
+        build, flags = LLAMA_BUILDS[_llama_build]
         log(
-            f"building llama-bench and llama-quantize in {d} (~10-15 min on 2 cores; log {build_log})"
+            f"building llama-bench and llama-quantize in {d / build} (~10-15 min on 2 cores; log {build_log})"
         )
         t0 = time.perf_counter()
         jobs = str(os.cpu_count() or 2)
@@ -186,8 +207,8 @@ def ensure_llama_cpp(arg: str | None) -> Path:
                 [
                     "cmake",
                     "-B",
-                    "build",
-                    "-DGGML_NATIVE=ON",
+                    build,
+                    *flags,
                     "-DLLAMA_CURL=OFF",
                     "-DLLAMA_OPENSSL=OFF",
                     "-DCMAKE_BUILD_TYPE=Release",
@@ -195,7 +216,7 @@ def ensure_llama_cpp(arg: str | None) -> Path:
                 [
                     "cmake",
                     "--build",
-                    "build",
+                    build,
                     "--target",
                     "llama-bench",
                     "llama-quantize",
@@ -695,7 +716,14 @@ def main() -> None:
     ap.add_argument(
         "--llama-cpp",
         default=None,
-        help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize)",
+        help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize; with --isa avx2: build-avx2/bin)",
+    )
+    ap.add_argument(
+        "--isa",
+        default="native",
+        choices=sorted(LLAMA_BUILDS),
+        help="avx2: ft with FT_CPU_ISA=avx2 against llama.cpp built for AVX2 only (its own build folder, "
+        "build-avx2): the Zen 2/3 and Intel desktop paths measured on an AVX-512 machine (default native)",
     )
     ap.add_argument(
         "--work", default=None, help="where the generated files go (default: ft's cache dir)"
@@ -758,6 +786,10 @@ def main() -> None:
         work = cache_dir() / "bench_vs_llamacpp" / f"{args.shape}-{args.vocab}"
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
+    global _llama_build
+    _llama_build = args.isa
+    if args.isa != "native":
+        os.environ["FT_CPU_ISA"] = args.isa  # ft's children inherit it
     llama_dir = ensure_llama_cpp(args.llama_cpp)
     log(f"llama.cpp: {llama_dir}; work dir: {work}")
     if args.gguf:
