@@ -63,8 +63,8 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
 
 
 def kernel_x(x: torch.Tensor, w) -> torch.Tensor:
-    """The activations a kernel multiplies ``w`` by: bf16 x meets K-quant weights as 16-bit blocks on ISAs without
-    a bf16 dot product (``fk.bf16_i16``: ``R.quantize_act_i16``, float64); otherwise x itself."""
+    """The activations a kernel multiplies ``w`` by: bf16 x meets K-quant and INT4 (groups of 32) weights as 16-bit
+    blocks on ISAs without a bf16 dot product (``fk.bf16_i16``: ``R.quantize_act_i16``, float64); otherwise x."""
     if x.dtype == torch.bfloat16 and hasattr(w, "fmt") and fk.bf16_i16(w.fmt, x.shape[-1], w.group):
         return R.quantize_act_i16(x)
     return x

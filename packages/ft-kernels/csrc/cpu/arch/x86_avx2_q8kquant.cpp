@@ -228,24 +228,22 @@ inline void tile_q23(const uint8_t* row, int64_t nsb, const E* xn, int64_t ldn, 
   FT_UNROLL for (int t = 0; t < NT; ++t) Y[t * ldy] = Avx2::hsum(acc[t]) - Avx2::hsum(off[t]);
 }
 
-// Q8Act's blocks of 32 (even columns, then odd) back in natural order: xn [nt][cols]; m [nt][cols / 32]:
-// d * sum(q) per block (the mins' factor).
-inline void prep(const Q8Act& a, int64_t t0, int nt, int64_t cols, int8_t* xn, float* m) {
+// Q8Act's blocks of 32 (even columns, then odd) back in natural order: xn [nt][cols].
+inline void prep(const Q8Act& a, int64_t t0, int nt, int64_t cols, int8_t* xn) {
   for (int t = 0; t < nt; ++t) {
     const int8_t* q = a.q + (t0 + t) * a.ldq;
-    const float* sd = a.sd + (t0 + t) * 2 * a.ldb;
     for (int64_t b = 0; b < cols / 32; ++b) {
       const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b));
       const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(xn + t * cols + 32 * b), _mm_unpacklo_epi8(e, o));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(xn + t * cols + 32 * b + 16), _mm_unpackhi_epi8(e, o));
-      m[t * (cols / 32) + b] = sd[2 * b] + sd[2 * b + 1];
     }
   }
 }
 
-// The mins' factor of Q16Act's tokens (already in the kernels' order): m [nt][cols / 32] = d * sum(q) per block.
-inline void sums(const Q16Act& a, int64_t t0, int nt, int64_t cols, float* m) {
+// The mins' factor of the tokens: m [nt][cols / 32] = d * sum(q) per block.
+template <class E>
+inline void sums(const QAct<E>& a, int64_t t0, int nt, int64_t cols, float* m) {
   for (int t = 0; t < nt; ++t) {
     const float* sd = a.sd + (t0 + t) * 2 * a.ldb;
     for (int64_t b = 0; b < cols / 32; ++b) m[t * (cols / 32) + b] = sd[2 * b] + sd[2 * b + 1];
@@ -259,15 +257,13 @@ void rows(const WeightMat& w, int64_t r0, int64_t r1, const QAct<E>& x, float* Y
   float* m = bm.get(kTokBlock * cols / 32);
   for (int64_t t0 = 0; t0 < x.ntok; t0 += kTokBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, x.ntok - t0));
-    const E* xn;
-    int64_t ldn;
+    sums(x, t0, nt, cols, m);
+    const E* xn = x.q + t0 * x.ldq;  // int16: read where it lies
+    int64_t ldn = x.ldq;
     if constexpr (sizeof(E) == 1) {  // int8: blocks put back in natural order
       int8_t* buf = reinterpret_cast<int8_t*>(bx.get(kTokBlock * cols / 4));
-      prep(x, t0, nt, cols, buf, m);
+      prep(x, t0, nt, cols, buf);
       xn = buf, ldn = cols;
-    } else {
-      sums(x, t0, nt, cols, m);
-      xn = x.q + t0 * x.ldq, ldn = x.ldq;
     }
     for (int64_t r = r0; r < r1; ++r) tile(w.q + r * w.q_stride, nsb, xn, ldn, t0, nt, m, Y + t0 * ldy + (r - r0), ldy);
   }
