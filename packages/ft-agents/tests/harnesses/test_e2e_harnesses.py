@@ -227,8 +227,9 @@ def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tu
     """Run one launch to its exit (at most TIME_BOUND_S) and return (exit code, stdout, stderr).
 
     Output goes to files, not pipes: a process the harness leaves behind in a session of its own would hold
-    a pipe open, and reading to end-of-file would wait for it forever (a CI run hung so). Every process
-    still carrying this run's marker in its environment afterwards is killed."""
+    a pipe open, and reading to end-of-file would wait for it forever (a CI run hung so). What the launch
+    leaves running (its process group, and any process carrying this run's marker in its environment) gets
+    SETTLE_S to end by itself -- a harness's child may still be writing its session -- and is then killed."""
     marker = uuid.uuid4().hex
     out_path, err_path = work.parent / f"{marker}.out", work.parent / f"{marker}.err"
     with open(out_path, "w") as out_f, open(err_path, "w") as err_f:
@@ -248,8 +249,7 @@ def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tu
         except subprocess.TimeoutExpired:
             late = f"{name} ran past {TIME_BOUND_S} s"
         finally:
-            _reap(p.pid, marker)
-            p.wait(timeout=60)
+            _reap(p, marker, 0 if late else SETTLE_S)
     out = out_path.read_text(errors="replace")
     err = err_path.read_text(errors="replace")
     out_path.unlink()
@@ -260,22 +260,37 @@ def _run(name: str, argv: list[str], work: Path, env: dict, rec: Recorder) -> tu
 
 
 _MARKER = "FT_AGENTS_E2E_RUN"
+SETTLE_S = 30
 
 
-def _reap(pgid: int, marker: str) -> None:
-    """Kill the run's process group and every process whose environment carries ``marker`` (detached
-    helpers a harness started in sessions of their own)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    tag = f"{_MARKER}={marker}".encode()
+def _left(pgid: int, tag: bytes) -> list[int]:
+    """Live (not zombie) processes in process group ``pgid`` or with ``tag`` in their environment."""
+    pids = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if tag in (proc / "environ").read_bytes().split(b"\0"):
-                os.kill(int(proc.name), signal.SIGKILL)
-        except (OSError, ValueError):
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+            if fields[0] != "Z" and (
+                int(fields[2]) == pgid or tag in (proc / "environ").read_bytes().split(b"\0")
+            ):
+                pids.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
             pass
+    return pids
+
+
+def _reap(p: subprocess.Popen, marker: str, grace: float) -> None:
+    """Wait up to ``grace`` s for what the launch ``p`` left running (its process group, and detached
+    helpers carrying ``marker`` in their environment) to end, then kill what is left and reap ``p``."""
+    tag = f"{_MARKER}={marker}".encode()
+    end = time.monotonic() + grace
+    while time.monotonic() < end and _left(p.pid, tag):
+        time.sleep(0.1)
+    for pid in _left(p.pid, tag):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    p.wait(timeout=60)
 
 
 def _launch_dirs(stderr: str) -> list[str]:
