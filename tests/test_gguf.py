@@ -464,6 +464,46 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
         assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())
 
 
+def test_interleaving_mxfp4_experts_keeps_their_values(hf, tmp_path):
+    """ExpertBank.interleave repacks an MXFP4 bank whole (codes and scales of both kinds) in place to mxfp4_x16:
+    every expert dequantises to the same values, and the kernels read the new layout (bf16 x: the rows-in-lanes
+    kernel on AMD's AVX-512 BF16, the scalar twin elsewhere) within the fp32 bound. A bfloat16 engine on a CPU
+    with that kernel repacks its experts itself (GPT-OSS: biased experts), and its decode plans and the op-by-op
+    path give the same tokens and logits bit for bit."""
+    path, _ = write_gguf(hf("gpt_oss"), tmp_path / "m.gguf", "MXFP4", "Q8_0")
+    bank = Engine.from_pretrained(path).model.bank  # float32: as stored
+    assert bank.fmt == "mxfp4"
+    ids = torch.arange(bank.num_ids)
+    before = {w: bank.dequant(ids, w) for w in ("w13", "w2")}
+    assert bank.interleave(("q4_k",)) == 0 and bank.fmt == "mxfp4"
+    assert bank.interleave(("mxfp4",)) == 2 and bank.fmt == "mxfp4_x16"
+    for w in ("w13", "w2"):
+        assert torch.equal(bank.dequant(ids, w), before[w])
+    w13, w2 = bank.kernel_weights()
+    assert w13.fmt == w2.fmt == "mxfp4_x16"
+    one = dataclasses.replace(w13, q=w13.q[1:2], scale=w13.scale[1:2], bias=None)
+    h = torch.randn(3, bank.hidden).bfloat16()
+    W = ft_kernels.reference.dequantize(one)[0].double()
+    exact = h.double() @ W.T
+    # fp32 sums of bank.hidden exact products, then one rounding: gamma(K) |h| |W| + u |y|
+    bound = bank.hidden * 2.0**-24 * (h.double().abs() @ W.abs().T) + 2.0**-24 * exact.abs()
+    assert ((ft_kernels.linear(h, one).double() - exact).abs() <= bound).all()
+    fmt = "mxfp4_x16" if ft_kernels.bf16_simd("mxfp4_x16") else "mxfp4"
+    out = []
+    for plans in (True, False):
+        eng = Engine.from_pretrained(path, dtype="bfloat16", decode_plans=plans)
+        assert eng.model.bank.fmt == fmt
+        rows = sampled_logits(eng)
+        seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
+        while not all(s.finished for s in seqs):
+            eng.step()
+        out.append(([s.output_ids for s in seqs], {k: torch.stack(v) for k, v in rows.items()}))
+    (toks_p, rows_p), (toks_o, rows_o) = out
+    assert toks_p == toks_o and rows_p.keys() == rows_o.keys()
+    for k in rows_p:
+        assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())
+
+
 def test_fp32_engines_keep_q4_k_row_wise(hf, tmp_path):
     """No rows-in-lanes kernel takes fp32 activations (the exact path): a float32 engine keeps Q4_K and Q6_K
     experts and projections as stored, row after row, on every CPU."""

@@ -75,7 +75,7 @@ inline ft::ExpertBankRef bank(const std::string& name, int fmt_i, const Arr& q, 
   m.scale = nullptr;
   m.zero = nullptr;
   m.scale_stride = 0;
-  m.group = fmt == ft::Fmt::MXFP4 ? 32 : fmt == ft::Fmt::NVFP4 ? 16 : group;
+  m.group = fmt == ft::Fmt::MXFP4 || fmt == ft::Fmt::MXFP4_X16 ? 32 : fmt == ft::Fmt::NVFP4 ? 16 : group;
   m.global_scale = gscale;
   // The K-quant blocks carry their own scales.
   bool needs_scale = fmt != ft::Fmt::BF16 && fmt != ft::Fmt::F16 && ft::kquant_block_bytes(fmt) == 0;
@@ -84,7 +84,7 @@ inline ft::ExpertBankRef bank(const std::string& name, int fmt_i, const Arr& q, 
     expect(m.group > 0, name + "_group must be > 0 for " + std::string(ft::fmt_name(fmt)));
     const Arr& s = *scale;
     int64_t ns = (cols + m.group - 1) / m.group;
-    bool byte_scale = fmt == ft::Fmt::MXFP4 || fmt == ft::Fmt::NVFP4;
+    bool byte_scale = fmt == ft::Fmt::MXFP4 || fmt == ft::Fmt::MXFP4_X16 || fmt == ft::Fmt::NVFP4;
     expect(s.ndim() == 3 && int64_t(s.shape(0)) == N && int64_t(s.shape(1)) == rows && int64_t(s.shape(2)) == ns &&
                (byte_scale ? is_dtype(s, nb::dlpack::dtype_code::UInt, 8) : s.dtype() == nb::dtype<float>()),
            name + "_scale must be " + (byte_scale ? "uint8" : "float32") + " [" + std::to_string(N) + ", " +

@@ -38,7 +38,7 @@ void linear(const LinearArgs& a) {
   // thread: every task packs x for its kernel (the tokens-in-lanes kernels transpose it), so small blocks
   // would pack it once per few rows.
   // X16 blocks are whole groups of 16 rows.
-  const int64_t row_bytes = std::max<int64_t>(a.w.q_stride, 1), u = is_x16(a.w.fmt) ? 16 : 8;
+  const int64_t row_bytes = std::max<int64_t>(a.w.q_stride, 1), u = rows_in_16s(a.w.fmt) ? 16 : 8;
   int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / u * u, u, 512);
   if (T >= 16)
     rb = std::clamp<int64_t>(std::min<int64_t>((512 << 10) / row_bytes, N / (4 * ThreadPool::get().size())) / u * u,

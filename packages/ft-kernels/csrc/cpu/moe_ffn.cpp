@@ -61,7 +61,7 @@ class Scratch {
 // pay that once per few rows. Decode (every expert's routes fit one register tile): long runs of contiguous
 // rows (~256 KiB) for the prefetchers.
 // Multiples of 8 rows; of 32 for the X16 formats (whole groups of 16, also for W13's halved blocks).
-int64_t row_unit(const WeightMat& m) { return is_x16(m.fmt) ? 32 : 8; }
+int64_t row_unit(const WeightMat& m) { return rows_in_16s(m.fmt) ? 32 : 8; }
 int64_t row_block(const WeightMat& m, bool decode) {
   const int64_t row_bytes = std::max<int64_t>(m.q_stride, 1), u = row_unit(m);
   return decode ? std::clamp<int64_t>((256 << 10) / row_bytes / u * u, u, 1024)

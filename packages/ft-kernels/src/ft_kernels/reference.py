@@ -5,10 +5,12 @@ Legend: T = tokens, H = hidden, I = expert intermediate, R = routes, N = experts
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 
-from ft_kernels import kquants
+from ft_kernels import formats, kquants
 from ft_kernels.formats import E2M1, ExpertWeights
 
 _E2M1_SIGNED = torch.cat([E2M1, -E2M1])
@@ -37,6 +39,9 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     if w.fmt in ("q4_k_x16", "q6_k_x16"):
         base = w.fmt.removesuffix("_x16")
         return kquants.dequantize(kquants.from_x16(w.q, C, base), base, C)
+    if w.fmt == "mxfp4_x16":
+        q, scale = formats.mxfp4_from_x16(w.q), formats.mxfp4_from_x16(w.scale, scales=True)
+        return dequantize(dataclasses.replace(w, fmt="mxfp4", q=q, scale=scale))
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":
         return torch.ldexp(

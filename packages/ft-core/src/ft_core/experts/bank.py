@@ -100,6 +100,7 @@ class ExpertBank:
     def _main(self) -> str:
         return {
             "mxfp4": "w13_blocks",
+            "mxfp4_x16": "w13_blocks",
             "nvfp4": "w13_q",
             "int4_sym": "w13_q",
             "int4_asym": "w13_q",
@@ -169,10 +170,13 @@ class ExpertBank:
 
     def interleave(self, fmts: tuple[str, ...]) -> int:
         """Repack, in place, every matrix kind (per MoE layer in mixed banks) in one of ``fmts`` ("q4_k",
-        "q6_k") whose rows come in whole groups of 16 into that format's ``_x16`` layout (``ft_kernels.to_x16_``:
-        the same bytes, 16 rows interleaved), the layout of the kernels with rows in the lanes; the formats say so
-        from then on. Returns the number of (layer, kind) matrices repacked. The values do not change
+        "q6_k", "mxfp4") whose rows come in whole groups of 16 into that format's ``_x16`` layout
+        (``ft_kernels.to_x16_``: the same bytes, 16 rows interleaved), the layout of the kernels with rows in the
+        lanes; the formats say so from then on. An mxfp4 bank is repacked whole (codes and scales of both kinds)
+        or not at all. Returns the number of (layer, kind) matrices repacked. The values do not change
         (``dequant``)."""
+        if self.fmt == "mxfp4":
+            return self._interleave_mxfp4() if "mxfp4" in fmts else 0
         n_layers = max(1, len(self.layer_fmts))
         fmts_at = [
             list(self.layer_fmts[m]) if self.layer_fmts else [self.fmt] * 2 for m in range(n_layers)
@@ -211,6 +215,16 @@ class ExpertBank:
             self._kernel_views = None
         return done
 
+    def _interleave_mxfp4(self) -> int:
+        kinds = (("w13", 2 * self.inter, self.hidden), ("w2", self.hidden, self.inter))
+        if any(rows % 16 or cols % 32 for _, rows, cols in kinds):
+            return 0
+        for which, rows, cols in kinds:
+            b, s = self.tensors[f"{which}_blocks"], self.tensors[f"{which}_scales"]
+            ft_kernels.to_x16_(b.view(b.shape[0], rows, cols // 2), cols, "mxfp4", s)  # in place
+        self.fmt, self._kernel_views = "mxfp4_x16", None
+        return 2
+
     def bias(self, which: str) -> torch.Tensor | None:
         return self.tensors.get(f"{which}_bias")
 
@@ -237,11 +251,11 @@ class ExpertBank:
                 out.append(
                     ExpertWeights(fmt, self.layer_view(which, layer), cols, group=256, bias=bias)
                 )
-            elif self.fmt == "mxfp4":
+            elif self.fmt in ("mxfp4", "mxfp4_x16"):
                 blocks = t[f"{which}_blocks"]
                 q = blocks.view(blocks.shape[0], blocks.shape[1], -1)
                 out.append(
-                    ExpertWeights("mxfp4", q, cols, t[f"{which}_scales"], group=32, bias=bias)
+                    ExpertWeights(self.fmt, q, cols, t[f"{which}_scales"], group=32, bias=bias)
                 )
             elif self.fmt == "fp8_e4m3":
                 q = t[which].view(torch.uint8)

@@ -44,14 +44,16 @@ def kernel_dense(ew, int8: bool) -> QuantDense:
 
 
 def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
-    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k") of whole 16-row groups repacked 16 rows
-    interleaved (``q4_k_x16`` / ``q6_k_x16``: the same values, rows in the kernel's lanes); any other ``d`` as
-    it is."""
+    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k", "mxfp4") of whole 16-row groups repacked 16 rows
+    interleaved (``q4_k_x16`` / ``q6_k_x16`` / ``mxfp4_x16``: the same values, rows in the kernel's lanes); any
+    other ``d`` as it is."""
     ew = d.w
-    if ew.fmt not in fmts or ew.rows % 16:
+    if ew.fmt not in fmts or ew.rows % 16 or (ew.fmt == "mxfp4" and ew.cols % 32):
         return d
-    q = fk.to_x16_(ew.q.clone(memory_format=torch.contiguous_format), ew.cols, ew.fmt)
-    return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q), d.int8)
+    q = ew.q.clone(memory_format=torch.contiguous_format)
+    scale = ew.scale.clone(memory_format=torch.contiguous_format) if ew.fmt == "mxfp4" else ew.scale
+    fk.to_x16_(q, ew.cols, ew.fmt, scale if ew.fmt == "mxfp4" else None)
+    return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q, scale=scale), d.int8)
 
 
 def interleave_dense(model, fmts: tuple[str, ...]) -> int:

@@ -32,10 +32,13 @@ namespace {
 struct Q4kX16 {
   static constexpr bool kSums = true;
 
-  // Rows of one group of 16 (its tiles g, one per super-block) against NT tokens: Y[t * ldy + i] = row i . token t.
+  // Rows r..r+15 of m (one group of 16: its tiles, one per super-block) against NT tokens: Y[t * ldy + i] = row
+  // r + i . token t.
   template <int NT>
-  static void group(const uint8_t* g, int64_t nsb, const uint16_t* xo, int64_t ldo, const float* xs, int64_t nsub,
-                    float* Y, int64_t ldy) {
+  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float* xs, float* Y,
+                    int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK, nsub = m.cols / 32;
     constexpr int C = NT == 1 ? 8 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
     constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 8 chains, within the 32 registers
     const __m512i nib = _mm512_set1_epi16(0x000f), tab = _mm512_set1_epi16(0x4300);  // bf16 128: | q gives 128 + q

@@ -27,10 +27,12 @@ namespace {
 struct Q6kX16 {
   static constexpr bool kSums = false;
 
-  // Rows of one group of 16 (its tiles g, one per super-block) against NT tokens: Y[t * ldy + i] = row i . token t.
+  // Rows r..r+15 of m (one group of 16: its tiles, one per super-block) against NT tokens: Y[t * ldy + i] = row
+  // r + i . token t.
   template <int NT>
-  static void group(const uint8_t* g, int64_t nsb, const uint16_t* xo, int64_t ldo, const float*, int64_t, float* Y,
-                    int64_t ldy) {
+  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK;
     constexpr int C = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
     constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 6 chains, within the 32 registers
     // vpermi2w's tables: entry q (0..63; bit 5 picks the table) is bf16(q - 32)

@@ -1,5 +1,5 @@
 // AVX-512 BF16: what the rows-in-lanes bf16-activation kernels of the X16 formats (cpu/formats.h; Q4_K_X16 in
-// x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp) share: x put in their column order, and the
+// x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp, MXFP4_X16 in x86_avx512bf16_mxfp4x16.cpp) share: x put in their column order, and the
 // loop over tiles of tokens and groups of 16 rows. Included by files compiled with AVX-512 F/BW/VL/DQ/BF16 and F16C.
 #pragma once
 #include <immintrin.h>
@@ -39,12 +39,12 @@ inline void x16_prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint1
 }
 
 // Rows [r0, r1) of an X16 matrix m against ntok tokens: tiles of 8, 4, 3, 2, 1 tokens, each over every group of 16
-// rows by K::group<NT>(tiles of the group, super-blocks, xo, ldo, xs, cols / 32, Y, ldy), which writes
-// Y[t * ldy + i] = row i . token t. K::kSums: whether it needs xs. Rows not in whole 16s: the scalar twin, exactly.
+// rows r by K::group<NT>(m, r, xo, ldo, xs, Y, ldy), which writes Y[t * ldy + i] = row r + i . token t. K::kSums:
+// whether it needs xs (cols / 32 sums a token). Rows not in whole 16s: the scalar twin, exactly.
 template <class K>
 inline void x16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx, float* Y,
                      int64_t ldy) {
-  const int64_t cols = m.cols, nsb = cols / kQK, nsub = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing
+  const int64_t cols = m.cols, nsub = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing
   thread_local FloatBuf bx, bs;
   if (r0 % 16 || r1 % 16) {  // callers split rows in 16s (linear.cpp, moe_ffn.cpp)
     float* xf = bs.get(ntok * cols);
@@ -58,14 +58,13 @@ inline void x16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t*
     const int nt = static_cast<int>(left >= kX16Tokens ? kX16Tokens : left > 4 ? 4 : left);
     x16_prep(X + t0 * ldx, ldx, nt, cols, xo, ldo, xs);
     for (int64_t r = r0; r < r1; r += 16) {
-      const uint8_t* g = x16_tile(m.fmt, m.q, cols, r, 0);
       float* Yr = Y + t0 * ldy + (r - r0);
       switch (nt) {
-        case 8: K::template group<8>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
-        case 4: K::template group<4>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
-        case 3: K::template group<3>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
-        case 2: K::template group<2>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
-        default: K::template group<1>(g, nsb, xo, ldo, xs, nsub, Yr, ldy); break;
+        case 8: K::template group<8>(m, r, xo, ldo, xs, Yr, ldy); break;
+        case 4: K::template group<4>(m, r, xo, ldo, xs, Yr, ldy); break;
+        case 3: K::template group<3>(m, r, xo, ldo, xs, Yr, ldy); break;
+        case 2: K::template group<2>(m, r, xo, ldo, xs, Yr, ldy); break;
+        default: K::template group<1>(m, r, xo, ldo, xs, Yr, ldy); break;
       }
     }
     t0 += nt;
