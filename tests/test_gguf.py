@@ -464,23 +464,28 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
         assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())
 
 
-def test_interleaving_mxfp4_experts_keeps_their_values(hf, tmp_path):
-    """ExpertBank.interleave repacks an MXFP4 bank whole (codes and scales of both kinds) in place to mxfp4_x16:
-    every expert dequantises to the same values, and the kernels read the new layout (bf16 x: the rows-in-lanes
-    kernel on AMD's AVX-512 BF16, the scalar twin elsewhere) within the fp32 bound. A bfloat16 engine on a CPU
-    with that kernel repacks its experts itself (GPT-OSS: biased experts), and its decode plans and the op-by-op
-    path give the same tokens and logits bit for bit."""
-    path, _ = write_gguf(hf("gpt_oss"), tmp_path / "m.gguf", "MXFP4", "Q8_0")
+@pytest.mark.parametrize(
+    "arch,experts,dense,fmt",
+    [("gpt_oss", "MXFP4", "Q8_0", "mxfp4"), ("qwen3_moe", "Q4_0", "Q4_0", "int4_sym")],
+)
+def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, experts, dense, fmt):
+    """ExpertBank.interleave repacks an MXFP4 or INT4 (GGUF Q4_0) bank whole (codes and scales of both kinds) in
+    place to mxfp4_x16 / int4_sym_x16: every expert dequantises to the same values, and the kernels read the new
+    layout (bf16 x: the rows-in-lanes kernel on AMD's AVX-512 BF16, the scalar twin elsewhere) within the fp32
+    bound. A bfloat16 engine on a CPU with that kernel repacks its experts (GPT-OSS: biased ones) and Q4_0
+    projections itself, and its decode plans and the op-by-op path give the same tokens and logits bit for
+    bit."""
+    path, _ = write_gguf(hf(arch), tmp_path / "m.gguf", experts, dense)
     bank = Engine.from_pretrained(path).model.bank  # float32: as stored
-    assert bank.fmt == "mxfp4"
+    assert bank.fmt == fmt
     ids = torch.arange(bank.num_ids)
     before = {w: bank.dequant(ids, w) for w in ("w13", "w2")}
-    assert bank.interleave(("q4_k",)) == 0 and bank.fmt == "mxfp4"
-    assert bank.interleave(("mxfp4",)) == 2 and bank.fmt == "mxfp4_x16"
+    assert bank.interleave(("q4_k",)) == 0 and bank.fmt == fmt
+    assert bank.interleave((fmt,)) == 2 and bank.fmt == f"{fmt}_x16"
     for w in ("w13", "w2"):
         assert torch.equal(bank.dequant(ids, w), before[w])
     w13, w2 = bank.kernel_weights()
-    assert w13.fmt == w2.fmt == "mxfp4_x16"
+    assert w13.fmt == w2.fmt == f"{fmt}_x16"
     one = dataclasses.replace(w13, q=w13.q[1:2], scale=w13.scale[1:2], bias=None)
     h = torch.randn(3, bank.hidden).bfloat16()
     W = ft_kernels.reference.dequantize(one)[0].double()
@@ -488,11 +493,13 @@ def test_interleaving_mxfp4_experts_keeps_their_values(hf, tmp_path):
     # fp32 sums of bank.hidden exact products, then one rounding: gamma(K) |h| |W| + u |y|
     bound = bank.hidden * 2.0**-24 * (h.double().abs() @ W.abs().T) + 2.0**-24 * exact.abs()
     assert ((ft_kernels.linear(h, one).double() - exact).abs() <= bound).all()
-    fmt = "mxfp4_x16" if ft_kernels.bf16_simd("mxfp4_x16") else "mxfp4"
+    fmt = f"{fmt}_x16" if ft_kernels.bf16_simd(f"{fmt}_x16") else fmt
     out = []
     for plans in (True, False):
         eng = Engine.from_pretrained(path, dtype="bfloat16", decode_plans=plans)
         assert eng.model.bank.fmt == fmt
+        if dense == "Q4_0":
+            assert eng.model.layers[0][1].wo.w.fmt == fmt
         rows = sampled_logits(eng)
         seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
         while not all(s.finished for s in seqs):

@@ -249,22 +249,23 @@ NB_MODULE(_C, m) {
     ft::to_x16(f, p, n, rows, cols, rb);
   }, nb::arg("q"), nb::arg("cols"), nb::arg("fmt"),
         "Q4_K / Q6_K blocks q [N, rows, row bytes] -> the X16 format of code fmt in place (cpu/formats.h), on the pool. GIL released.");
-  m.def("mxfp4_to_x16", [](Arr q, Arr scale, int64_t cols) {
+  m.def("nib_to_x16", [](Arr q, Arr scale, int64_t cols) {
+    const bool f32 = scale.dtype() == nb::dtype<float>();
     expect(q.ndim() == 3 && is_dtype(q, nb::dlpack::dtype_code::UInt, 8) && scale.ndim() == 3 &&
-               is_dtype(scale, nb::dlpack::dtype_code::UInt, 8),
-           "q and scale must be uint8 [N, rows, cols / 2] and [N, rows, cols / 32], got " + shape_of(q) + " and " +
-               shape_of(scale));
-    const int64_t n = q.shape(0), rows = q.shape(1);
-    expect(rows % 16 == 0 && cols > 0 && cols % 32 == 0 && int64_t(q.shape(2)) == cols / 2 &&
-               int64_t(scale.shape(0)) == n && int64_t(scale.shape(1)) == rows && int64_t(scale.shape(2)) == cols / 32,
-           "mxfp4_x16 needs rows % 16 == 0, cols % 32 == 0, q [N, rows, cols / 2] and scale [N, rows, cols / 32], got " +
-               shape_of(q) + " and " + shape_of(scale) + " for " + std::to_string(cols) + " columns");
+               (f32 || is_dtype(scale, nb::dlpack::dtype_code::UInt, 8)),
+           "q must be uint8 [N, rows, cols / 2] and scale uint8 or float32 [N, rows, groups], got " + shape_of(q) +
+               " and " + shape_of(scale));
+    const int64_t n = q.shape(0), rows = q.shape(1), ns = scale.shape(2);
+    expect(rows % 16 == 0 && cols > 0 && cols % 32 == 0 && int64_t(q.shape(2)) == cols / 2 && ns > 0 &&
+               int64_t(scale.shape(0)) == n && int64_t(scale.shape(1)) == rows,
+           "the X16 4-bit formats need rows % 16 == 0, cols % 32 == 0, q [N, rows, cols / 2] and scale [N, rows, "
+           "groups], got " + shape_of(q) + " and " + shape_of(scale) + " for " + std::to_string(cols) + " columns");
     uint8_t* p = static_cast<uint8_t*>(q.data());
     uint8_t* s = static_cast<uint8_t*>(scale.data());
     nb::gil_scoped_release release;
-    ft::mxfp4_to_x16(p, s, n, rows, cols);
+    ft::nib_to_x16(p, s, n, rows, cols, ns, f32 ? 4 : 1);
   }, nb::arg("q"), nb::arg("scale"), nb::arg("cols"),
-        "MXFP4 codes q [N, rows, cols / 2] and e8m0 scales [N, rows, cols / 32] (contiguous) -> MXFP4_X16 in place (cpu/formats.h), on the pool. GIL released.");
+        "MXFP4 / INT4_SYM codes q [N, rows, cols / 2] and their scales [N, rows, groups] (uint8 e8m0 or float32; contiguous) -> MXFP4_X16 / INT4_SYM_X16 in place (cpu/formats.h), on the pool. GIL released.");
   m.def("int8_simd", [](int fmt_i) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
     isa();  // a bad FT_CPU_ISA is a ValueError here too

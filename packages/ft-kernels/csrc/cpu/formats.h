@@ -45,13 +45,16 @@
 //                [3072, 3328)  byte 16j + i: row i's int8 scale j (columns 16j..16j+15)
 //                [3328, 3360)  f16 d of row i at 2i
 //              W as Q6_K.
-//   MXFP4_X16  MXFP4 with 16 rows interleaved (ft_kernels.formats.mxfp4_to_x16, made at load for the bf16-activation
+//   MXFP4_X16  MXFP4 with 16 rows interleaved (ft_kernels.formats.nib_to_x16, made at load for the bf16-activation
 //              kernel with rows in the lanes): rows % 16 == 0, cols % 32 == 0, rows unpadded (q_stride cols/2,
 //              scale_stride cols/32), repacked in place. Block j (columns 32j..32j+31) of rows 16g..16g+15:
 //                q      256 bytes at 256 (g cols/32 + j): byte 64p + 4i + b (p < 4, b < 4) of row i: low nibble column
 //                       32j + 8p + b, high 32j + 8p + 4 + b (Q4_K_X16's nibble order)
 //                scale  16 bytes at 16 (g cols/32 + j): byte i row i's e8m0
 //              W as MXFP4.
+//   INT4_SYM_X16  INT4_SYM with 16 rows interleaved, the same way (ft_kernels.formats.nib_to_x16; group % 32 == 0):
+//              q as MXFP4_X16's; scale: fp32, the 16 rows' scales of group k (columns group k ..) of rows 16g..16g+15
+//              at 16 (g ceil(cols/group) + k) floats, row i's at + i. W as INT4_SYM.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -59,7 +62,7 @@
 namespace ft {
 
 enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K,
-                      Q6_K_X16, MXFP4_X16, COUNT };
+                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -133,15 +136,16 @@ constexpr int64_t kX16Tile = 2304, kX16Q6Tile = 3360;  // Q4_K_X16 / Q6_K_X16: o
 // The formats with 16 rows interleaved, and the row-wise format each was made from.
 inline bool is_x16(Fmt f) { return f == Fmt::Q4_K_X16 || f == Fmt::Q6_K_X16; }
 inline Fmt x16_base(Fmt f) { return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q6_K_X16 ? Fmt::Q6_K : f; }
-// The formats whose kernels take rows in whole groups of 16 (the K-quant X16 formats and MXFP4_X16).
-inline bool rows_in_16s(Fmt f) { return is_x16(f) || f == Fmt::MXFP4_X16; }
-// MXFP4_X16: the code (nibble) and e8m0 scale of row r, column c.
-inline void mxfp4_x16_at(const uint8_t* q, const uint8_t* scale, int64_t cols, int64_t r, int64_t c, uint8_t& code,
-                         uint8_t& e) {
-  const int64_t g = r / 16, i = r % 16;
-  code = (q[g * 8 * cols + 64 * (c / 8) + 4 * i + c % 4] >> (4 * ((c % 8) / 4))) & 0xf;
-  e = scale[g * (cols / 2) + 16 * (c / 32) + i];
+// The 4-bit formats with 16 rows interleaved (MXFP4_X16, INT4_SYM_X16), and those whose kernels take rows in whole
+// groups of 16 (these and the K-quant X16 formats).
+inline bool is_nib_x16(Fmt f) { return f == Fmt::MXFP4_X16 || f == Fmt::INT4_SYM_X16; }
+inline bool rows_in_16s(Fmt f) { return is_x16(f) || is_nib_x16(f); }
+// A 4-bit X16 format: the code (nibble) of row r, column c, and the index of its scale (the scale of group k of row r
+// in a matrix with ns scales a row).
+inline uint8_t nib_x16_code(const uint8_t* q, int64_t cols, int64_t r, int64_t c) {
+  return (q[(r / 16) * 8 * cols + 64 * (c / 8) + 4 * (r % 16) + c % 4] >> (4 * ((c % 8) / 4))) & 0xf;
 }
+inline int64_t nib_x16_scale_at(int64_t ns, int64_t r, int64_t k) { return ((r / 16) * ns + k) * 16 + r % 16; }
 // An X16 format with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).
 inline const uint8_t* x16_tile(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s) {
   return q + ((r / 16) * (cols / kQK) + s) * 16 * kquant_block_bytes(f);

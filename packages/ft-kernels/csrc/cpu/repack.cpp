@@ -63,30 +63,33 @@ void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
     }
 }
 
-// One MXFP4 matrix: codes and scales copied aside, then written back block by block (formats.h: MXFP4_X16).
-void one_mxfp4(uint8_t* q, uint8_t* scale, int64_t rows, int64_t cols) {
+// One 4-bit matrix: codes and scales copied aside, then written back block by block (formats.h: MXFP4_X16).
+void one_nib(uint8_t* q, uint8_t* scale, int64_t rows, int64_t cols, int64_t ns, int sb) {
   const int64_t half = cols / 2, nb = cols / 32;
   thread_local std::vector<uint8_t> src, ssrc;
   src.assign(q, q + rows * half);
-  ssrc.assign(scale, scale + rows * nb);
+  ssrc.assign(scale, scale + rows * ns * sb);
   for (int64_t g = 0; g < rows / 16; ++g)
     for (int64_t j = 0; j < nb; ++j) {
       uint8_t* t = q + (g * nb + j) * 256;
       for (int i = 0; i < 16; ++i) {
         const uint8_t* row = src.data() + (16 * g + i) * half + 16 * j;  // the block's 32 codes, 2 a byte
         auto code = [&](int c) { return (row[c / 2] >> (4 * (c & 1))) & 0xf; };
-        for (int p = 0; p < 4; ++p)  // column 8p + b in byte 64p + 4i + b % 4, nibble b / 4
+        for (int p = 0; p < 4; ++p)  // columns 8p + b and 8p + 4 + b: byte 64p + 4i + b, low and high nibble
           for (int b = 0; b < 4; ++b)
             t[64 * p + 4 * i + b] = static_cast<uint8_t>(code(8 * p + b) | code(8 * p + 4 + b) << 4);
-        scale[(g * nb + j) * 16 + i] = ssrc[(16 * g + i) * nb + j];
       }
     }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < ns; ++k) std::memcpy(scale + nib_x16_scale_at(ns, r, k) * sb, &ssrc[(r * ns + k) * sb], sb);
 }
 
 }  // namespace
 
-void mxfp4_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t cols) {
-  ThreadPool::get().run(n, [&](int64_t e) { one_mxfp4(q + e * rows * (cols / 2), scale + e * rows * (cols / 32), rows, cols); });
+void nib_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns, int scale_bytes) {
+  ThreadPool::get().run(n, [&](int64_t e) {
+    one_nib(q + e * rows * (cols / 2), scale + e * rows * ns * scale_bytes, rows, cols, ns, scale_bytes);
+  });
 }
 
 void to_x16(Fmt f, uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes) {

@@ -12,9 +12,9 @@ namespace ft {
 // Twin: ft_kernels.kquants.to_x16.
 void to_x16(Fmt f, uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes);
 
-// MXFP4 -> MXFP4_X16 (cpu/formats.h), in place, for n matrices of [rows, cols] (rows % 16 == 0, cols % 32 == 0):
-// codes q (rows * cols / 2 bytes a matrix, back to back) and e8m0 scales (rows * cols / 32 a matrix). The matrices
-// are spread over the kernel pool. Twin: ft_kernels.formats.mxfp4_to_x16.
-void mxfp4_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t cols);
+// MXFP4 -> MXFP4_X16 or INT4_SYM -> INT4_SYM_X16 (cpu/formats.h), in place, for n matrices of [rows, cols] (rows %
+// 16 == 0, cols % 32 == 0): codes q (rows * cols / 2 bytes a matrix, back to back) and scales (rows * ns elements of
+// scale_bytes a matrix). The matrices are spread over the kernel pool. Twin: ft_kernels.formats.nib_to_x16.
+void nib_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns, int scale_bytes);
 
 }  // namespace ft

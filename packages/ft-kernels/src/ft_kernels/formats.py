@@ -19,7 +19,9 @@ q6_k       [N, rows, cols/256 * 210]     in the blocks                         d
 q4_k_x16   [N, rows, cols/256 * 144]     q4_k, 16 rows interleaved (``kquants.to_x16``)  as q4_k
 q6_k_x16   [N, rows, cols/256 * 210]     q6_k, 16 rows interleaved (``kquants.to_x16``)  as q6_k
 mxfp4_x16  [N, rows, cols/2] uint8       as mxfp4, both 16 rows interleaved    as mxfp4
-                                         (``mxfp4_to_x16``)
+                                         (``nib_to_x16``)
+int4_sym_  as int4_sym                   as int4_sym, both 16 rows interleaved  as int4_sym
+x16                                      (``nib_to_x16``; group % 32 == 0)
 q3_k       [N, rows, cols/256 * 110]     in the blocks                         d (sc - 32) (q - 4)
 q2_k       [N, rows, cols/256 * 84]      in the blocks                         d sc q - dmin m
 =========  ============================  ====================================  ===========================
@@ -39,11 +41,11 @@ from ft_kernels import _C, kquants
 
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
-# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16".
+# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 # Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, int8 ones on
 # AVX-512 VNNI), never stored nor offered as a format to convert or re-quantise to.
-REPACKED = ("q4_k_x16", "q6_k_x16", "mxfp4_x16")
+REPACKED = ("q4_k_x16", "q6_k_x16", "mxfp4_x16", "int4_sym_x16")
 DEFAULT_GROUP = {
     "fp8_e4m3": 128,
     "mxfp4": 32,
@@ -57,6 +59,7 @@ DEFAULT_GROUP = {
     "q4_k_x16": 256,
     "q6_k_x16": 256,
     "mxfp4_x16": 32,
+    "int4_sym_x16": 128,
     "q3_k": 256,
     "q2_k": 256,
 }
@@ -106,15 +109,15 @@ def _pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
     return (c[..., 0::2] | (c[..., 1::2] << 4)).contiguous()
 
 
-def mxfp4_to_x16(t: torch.Tensor, scales: bool = False) -> torch.Tensor:
-    """MXFP4 codes ``q`` uint8 [..., rows, cols/2], or e8m0 scales [..., rows, cols/32] where ``scales`` (rows % 16 ==
-    0) -> the same
-    bytes as ``mxfp4_x16`` (``csrc/cpu/formats.h``), a new tensor of the same shape: per 16 rows and block of 32
-    columns, 256 code bytes (byte 64p + 4i + b of row i: low nibble column 8p + b, high 8p + 4 + b) or 16 scale
-    bytes (byte i: row i's), the blocks of each 16 rows in column order, the groups of 16 rows back to back."""
+def nib_to_x16(t: torch.Tensor, scales: bool = False) -> torch.Tensor:
+    """MXFP4 or INT4_SYM codes ``q`` uint8 [..., rows, cols/2], or their scales [..., rows, groups] (e8m0 bytes,
+    fp32) where ``scales`` (rows % 16 == 0) -> the same as ``mxfp4_x16`` / ``int4_sym_x16``
+    (``csrc/cpu/formats.h``), a new tensor of the same shape: per 16 rows and block of 32 columns, 256 code bytes
+    (byte 64p + 4i + b of row i: low nibble column 8p + b, high 8p + 4 + b), per 16 rows and group 16 scales
+    (row i's at i), the blocks and groups of each 16 rows in column order, the groups of 16 rows back to back."""
     *lead, rows, n = t.shape
     if rows % 16:
-        raise ValueError(f"mxfp4_x16 needs rows % 16 == 0, got {rows}")
+        raise ValueError(f"the 4-bit X16 formats need rows % 16 == 0, got {rows}")
     g = t.unflatten(-2, (rows // 16, 16))  # [.., G, 16 i, n]
     if scales:  # [.., G, i, nb] -> [.., G, nb, i]
         return g.transpose(-2, -1).reshape(t.shape).contiguous()
@@ -123,8 +126,8 @@ def mxfp4_to_x16(t: torch.Tensor, scales: bool = False) -> torch.Tensor:
     return (c[..., 0, :] | (c[..., 1, :] << 4)).movedim(-4, -2).reshape(t.shape).contiguous()
 
 
-def mxfp4_from_x16(t: torch.Tensor, scales: bool = False) -> torch.Tensor:
-    """The inverse of ``mxfp4_to_x16`` for codes, or for scales where ``scales``."""
+def nib_from_x16(t: torch.Tensor, scales: bool = False) -> torch.Tensor:
+    """The inverse of ``nib_to_x16`` for codes, or for scales where ``scales``."""
     *lead, rows, n = t.shape
     if scales:  # [.., G, nb, i] -> [.., G, i, nb]
         return t.reshape(*lead, rows // 16, n, 16).transpose(-2, -1).reshape(t.shape).contiguous()
@@ -154,10 +157,10 @@ def quantize(
         return ExpertWeights(fmt, w.half().contiguous(), C, bias=b)
     if fmt in kquants.BLOCK_BYTES:
         return ExpertWeights(fmt, kquants.quantize(w, fmt), C, group=kquants.QK, bias=b)
-    if fmt == "mxfp4_x16":
-        m = quantize(w, "mxfp4", bias=bias)
+    if fmt in ("mxfp4_x16", "int4_sym_x16"):
+        m = quantize(w, fmt.removesuffix("_x16"), group, bias)
         return dataclasses.replace(
-            m, fmt=fmt, q=mxfp4_to_x16(m.q), scale=mxfp4_to_x16(m.scale, scales=True)
+            m, fmt=fmt, q=nib_to_x16(m.q), scale=nib_to_x16(m.scale, scales=True)
         )
     if fmt in REPACKED:
         base = fmt.removesuffix("_x16")

@@ -44,15 +44,16 @@ def kernel_dense(ew, int8: bool) -> QuantDense:
 
 
 def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
-    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k", "mxfp4") of whole 16-row groups repacked 16 rows
-    interleaved (``q4_k_x16`` / ``q6_k_x16`` / ``mxfp4_x16``: the same values, rows in the kernel's lanes); any
-    other ``d`` as it is."""
+    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k", "mxfp4", "int4_sym") of whole 16-row groups
+    repacked 16 rows interleaved (``q4_k_x16`` / ``q6_k_x16`` / ``mxfp4_x16`` / ``int4_sym_x16``: the same
+    values, rows in the kernel's lanes); any other ``d`` as it is."""
     ew = d.w
-    if ew.fmt not in fmts or ew.rows % 16 or (ew.fmt == "mxfp4" and ew.cols % 32):
+    nib = ew.fmt in ("mxfp4", "int4_sym")
+    if ew.fmt not in fmts or ew.rows % 16 or (nib and (ew.cols % 32 or ew.group % 32)):
         return d
     q = ew.q.clone(memory_format=torch.contiguous_format)
-    scale = ew.scale.clone(memory_format=torch.contiguous_format) if ew.fmt == "mxfp4" else ew.scale
-    fk.to_x16_(q, ew.cols, ew.fmt, scale if ew.fmt == "mxfp4" else None)
+    scale = ew.scale.clone(memory_format=torch.contiguous_format) if nib else ew.scale
+    fk.to_x16_(q, ew.cols, ew.fmt, scale if nib else None)
     return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q, scale=scale), d.int8)
 
 

@@ -71,11 +71,12 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
     case Fmt::Q6_K:
     case Fmt::Q3_K:
     case Fmt::Q2_K: return kquant_at(w.fmt, q + (c / kQK) * kquant_block_bytes(w.fmt), static_cast<int>(c % kQK));
-    case Fmt::MXFP4_X16: {
-      uint8_t code, e;
-      mxfp4_x16_at(w.q, static_cast<const uint8_t*>(w.scale), w.cols, r, c, code, e);
-      return e2m1_to_f32(code) * e8m0_to_f32(e);
-    }
+    case Fmt::MXFP4_X16:
+      return e2m1_to_f32(nib_x16_code(w.q, w.cols, r, c)) *
+             e8m0_to_f32(static_cast<const uint8_t*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / 32)]);
+    case Fmt::INT4_SYM_X16:
+      return (static_cast<float>(nib_x16_code(w.q, w.cols, r, c)) - 8.f) *
+             static_cast<const float*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / w.group)];
     case Fmt::Q4_K_X16:
     case Fmt::Q6_K_X16: {
       uint8_t b[210];

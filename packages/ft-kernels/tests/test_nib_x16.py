@@ -1,0 +1,124 @@
+"""The 4-bit X16 formats (MXFP4_X16, INT4_SYM_X16: 16 rows interleaved, ``csrc/cpu/formats.h``): the load-time repack
+(C++, in place) against its torch twin ``formats.nib_to_x16``, the twin's inverse, and the rows-in-lanes
+bf16-activation kernel (AMD's AVX-512 BF16; elsewhere the scalar twin reads the layout) against the fp32 bound and
+the row-wise kernel. Bound: ``fp32_bounds.linear_bound`` (every code value exact in bf16, bf16 products exact in
+fp32)."""
+
+import dataclasses
+
+import ft_kernels as fk
+import pytest
+import torch
+from fp32_bounds import linear_bound
+from ft_kernels import formats
+from ft_kernels import reference as R
+
+# (format, group): MXFP4's blocks of 32; INT4 in GGUF Q4_0's groups of 32 and ft convert's 128
+CASES = [("mxfp4", 32), ("int4_sym", 32), ("int4_sym", 128)]
+
+
+def _weights(fmt, group, N, rows, cols, seed, top=True):
+    """Every code, and for MXFP4 a spread of scales (2^-127 .. 2^12, and 2^127 where ``top``: e8m0 0 and 254) at
+    random places; INT4: random positive and negative fp32 scales, ceil(cols / group) a row."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 256, (N, rows, cols // 2), generator=g, dtype=torch.uint8)
+    if fmt == "int4_sym":
+        s = torch.randn(N, rows, -(-cols // group), generator=g) * 0.01
+        return fk.ExpertWeights(fmt, q, cols, s, group=group)
+    s = torch.randint(100, 140, (N, rows, cols // 32), generator=g, dtype=torch.uint8)
+    s.view(-1)[::7] = 0
+    if top:
+        s.view(-1)[3::11] = 254
+    return fk.ExpertWeights(fmt, q, cols, s, group=32)
+
+
+def _x16(w):
+    """``w`` in its X16 format, by the twin."""
+    return dataclasses.replace(
+        w,
+        fmt=f"{w.fmt}_x16",
+        q=formats.nib_to_x16(w.q),
+        scale=formats.nib_to_x16(w.scale, scales=True),
+    )
+
+
+@pytest.mark.parametrize("fmt,group", CASES)
+@pytest.mark.parametrize("rows,cols", [(16, 32), (48, 96), (32, 2880), (16, 512)])
+def test_repack_in_place_equals_its_twin(fmt, group, rows, cols):
+    """``fk.to_x16_(q, cols, fmt, scale)`` writes exactly the twin's bytes, codes and scales (16 scales a row
+    included: not mistaken for codes; INT4 groups of 128 over 2880 columns: a partial last group), and the twin's
+    inverse gives the matrix back: the same values (``R.dequantize``)."""
+    w = _weights(fmt, group, 3, rows, cols, rows + cols)
+    x = _x16(w)
+    assert torch.equal(formats.nib_from_x16(x.q), w.q)
+    assert torch.equal(formats.nib_from_x16(x.scale, scales=True), w.scale)
+    qc, sc = w.q.clone(), w.scale.clone()
+    assert fk.to_x16_(qc, cols, fmt, sc) is qc
+    assert torch.equal(qc, x.q) and torch.equal(sc, x.scale)
+    assert torch.equal(R.dequantize(x), R.dequantize(w))
+    # the layout itself, one weight: row 16 + 5, column 32 + 8 + 4 + 2 (block 1, p 1, high nibble of b 2)
+    if rows >= 32 and cols >= 64:
+        r, c = 21, 46
+        byte = x.q[0, 16:32].flatten()[256 + 64 + 4 * 5 + 2]
+        assert int(byte >> 4) == int((w.q[0, r, c // 2] >> (4 * (c % 2))) & 15)
+        k = c // group
+        assert x.scale[0, 16:32].flatten()[16 * k + 5] == w.scale[0, r, k]
+
+
+def test_repack_refuses_bad_shapes():
+    z = torch.zeros
+    with pytest.raises(ValueError, match="rows % 16"):
+        fk.to_x16_(z(1, 40, 48, dtype=torch.uint8), 96, "mxfp4", z(1, 40, 3, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="scale"):
+        fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "mxfp4")
+    with pytest.raises(ValueError, match="cols / 2"):
+        fk.to_x16_(z(1, 48, 40, dtype=torch.uint8), 96, "int4_sym", z(1, 48, 1))
+    with pytest.raises(ValueError, match="mxfp4 or int4_sym"):
+        fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "nvfp4", z(1, 48, 6, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="rows % 16"):
+        formats.nib_to_x16(z(1, 40, 48, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 13, 16, 21])
+@pytest.mark.parametrize("N,K", [(16, 2880), (64, 96), (48, 512), (32, 2048)])
+@pytest.mark.parametrize("fmt,group", CASES)
+def test_linear_bf16(fmt, group, N, K, T):
+    """bf16 x against the X16 format: on AMD's AVX-512 BF16 the rows-in-lanes kernel (tiles of 8, 4, 3, 2 and 1
+    tokens; 4, 2 or 1 blocks side by side and their tails; INT4 groups spanning blocks), elsewhere the scalar
+    twin. Within the fp32 bound of the exact product, and within both bounds of the row-wise kernel on the same
+    weights."""
+    w = _weights(fmt, group, 1, N, K, N + K + T, top=False)  # no overflow of the fp32 sums
+    wx = _x16(w)
+    g = torch.Generator().manual_seed(T)
+    x = torch.randn(T, K, generator=g).bfloat16()
+    exact, bound = linear_bound(x, wx)
+    y = fk.linear(x, wx)
+    assert y.shape == (T, N) and y.dtype == torch.float32
+    over = (y.double() - exact).abs() - bound
+    assert over.max().item() <= 0, f"error exceeds the fp32 bound by {over.max().item():.3g}"
+    _, bound_row = linear_bound(x, w)
+    assert ((y.double() - fk.linear(x, w).double()).abs() <= bound + bound_row).all()
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16"])
+def test_nan_in_x_stays_in_its_token(fmt):
+    """A NaN in one token's x makes that token's outputs NaN and no other's (the tiles share weights, not sums)."""
+    g = torch.Generator().manual_seed(3)
+    w = fk.quantize(torch.randn(1, 32, 256, generator=g), fmt, group=32)
+    x = torch.randn(5, 256, generator=g).bfloat16()
+    x[2, 77] = float("nan")
+    y = fk.linear(x, w)
+    assert torch.isnan(y[2]).all() and not torch.isnan(y[[0, 1, 3, 4]]).any()
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16"])
+def test_rows_not_in_16s_and_odd_groups_are_refused(fmt):
+    w = fk.quantize(torch.randn(1, 32, 64), fmt, group=32)
+    bad = dataclasses.replace(w, q=w.q[:, :24].contiguous(), scale=w.scale[:, :24].contiguous())
+    with pytest.raises(ValueError, match=f"{fmt} needs"):
+        fk.linear(torch.randn(1, 64), bad)
+    if fmt == "int4_sym_x16":
+        w16 = fk.quantize(torch.randn(1, 32, 64), "int4_sym", group=16)
+        bad = dataclasses.replace(_x16(w16), fmt=fmt)
+        with pytest.raises(ValueError, match="group % 32"):
+            fk.linear(torch.randn(1, 64), bad)
