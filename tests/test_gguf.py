@@ -466,14 +466,18 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
 
 @pytest.mark.parametrize(
     "arch,experts,dense,fmt",
-    [("gpt_oss", "MXFP4", "Q8_0", "mxfp4"), ("qwen3_moe", "Q4_0", "Q4_0", "int4_sym")],
+    [
+        ("gpt_oss", "MXFP4", "Q8_0", "mxfp4"),
+        ("qwen3_moe", "Q4_0", "Q4_0", "int4_sym"),
+        ("qwen2_moe", "Q8_0", "Q8_0", "int8_sym"),
+    ],
 )
 def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, experts, dense, fmt):
-    """ExpertBank.interleave repacks an MXFP4 or INT4 (GGUF Q4_0) bank whole (codes and scales of both kinds) in
-    place to mxfp4_x16 / int4_sym_x16: every expert dequantises to the same values, and the kernels read the new
+    """ExpertBank.interleave repacks an MXFP4, INT4 (GGUF Q4_0) or INT8 (Q8_0) bank whole (codes and scales of both
+    kinds) in place to its X16 format: every expert dequantises to the same values, and the kernels read the new
     layout (bf16 x: the rows-in-lanes kernel on AMD's AVX-512 BF16, the scalar twin elsewhere) within the fp32
-    bound. A bfloat16 engine on a CPU with that kernel repacks its experts (GPT-OSS: biased ones) and Q4_0
-    projections itself, and its decode plans and the op-by-op path give the same tokens and logits bit for
+    bound. A bfloat16 engine on a CPU with that kernel repacks its experts (GPT-OSS: biased ones; Qwen2-MoE: a
+    shared expert too) and projections (Q8_0, Q4_0) itself, and its decode plans and the op-by-op path give the same tokens and logits bit for
     bit."""
     path, _ = write_gguf(hf(arch), tmp_path / "m.gguf", experts, dense)
     bank = Engine.from_pretrained(path).model.bank  # float32: as stored
@@ -498,8 +502,10 @@ def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, exper
     for plans in (True, False):
         eng = Engine.from_pretrained(path, dtype="bfloat16", decode_plans=plans)
         assert eng.model.bank.fmt == fmt
-        if dense == "Q4_0":
-            assert eng.model.layers[0][1].wo.w.fmt == fmt
+        dense_fmt = {"Q4_0": "int4_sym", "Q8_0": "int8_sym"}[dense]
+        if ft_kernels.bf16_simd(f"{dense_fmt}_x16"):
+            dense_fmt += "_x16"
+        assert eng.model.layers[0][1].wo.w.fmt == dense_fmt
         rows = sampled_logits(eng)
         seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
         while not all(s.finished for s in seqs):

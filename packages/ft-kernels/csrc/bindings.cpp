@@ -266,6 +266,22 @@ NB_MODULE(_C, m) {
     ft::nib_to_x16(p, s, n, rows, cols, ns, f32 ? 4 : 1);
   }, nb::arg("q"), nb::arg("scale"), nb::arg("cols"),
         "MXFP4 / INT4_SYM codes q [N, rows, cols / 2] and their scales [N, rows, groups] (uint8 e8m0 or float32; contiguous) -> MXFP4_X16 / INT4_SYM_X16 in place (cpu/formats.h), on the pool. GIL released.");
+  m.def("int8_to_x16", [](Arr q, Arr scale, int64_t cols) {
+    expect(q.ndim() == 3 && is_dtype(q, nb::dlpack::dtype_code::UInt, 8) && scale.ndim() == 3 &&
+               scale.dtype() == nb::dtype<float>(),
+           "q must be uint8 [N, rows, cols] and scale float32 [N, rows, groups], got " + shape_of(q) + " and " +
+               shape_of(scale));
+    const int64_t n = q.shape(0), rows = q.shape(1), ns = scale.shape(2);
+    expect(rows % 16 == 0 && cols > 0 && cols % 32 == 0 && int64_t(q.shape(2)) == cols && ns > 0 &&
+               int64_t(scale.shape(0)) == n && int64_t(scale.shape(1)) == rows,
+           "int8_sym_x16 needs rows % 16 == 0, cols % 32 == 0, q [N, rows, cols] and scale [N, rows, groups], got " +
+               shape_of(q) + " and " + shape_of(scale) + " for " + std::to_string(cols) + " columns");
+    uint8_t* p = static_cast<uint8_t*>(q.data());
+    float* s = static_cast<float*>(scale.data());
+    nb::gil_scoped_release release;
+    ft::int8_to_x16(p, s, n, rows, cols, ns);
+  }, nb::arg("q"), nb::arg("scale"), nb::arg("cols"),
+        "INT8_SYM codes q [N, rows, cols] and float32 scales [N, rows, groups] (contiguous) -> INT8_SYM_X16 in place (cpu/formats.h), on the pool. GIL released.");
   m.def("int8_simd", [](int fmt_i) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
     isa();  // a bad FT_CPU_ISA is a ValueError here too

@@ -14,6 +14,7 @@ import dataclasses
 
 import ft_kernels as fk
 import torch
+from ft_kernels import formats as fk_formats
 from ft_kernels import kquants
 from ft_kernels import reference as R
 
@@ -24,6 +25,17 @@ def gamma(n: int) -> float:
     return n * U / (1 - n * U)
 
 
+def int8_x16_terms(w) -> torch.Tensor:
+    """[N, rows, cols] float64: the magnitudes of the terms INT8_SYM_X16's bf16-activation kernel sums for each
+    weight, its two exact parts 128 + l and -128 - 128 h (q = l - 128 h, l its low 7 bits, h its sign bit), times
+    |scale|: (256 + l + 128 h) |scale| (at most 512 |scale|, never below |W|)."""
+    q = fk_formats.int8_from_x16(w.q).view(torch.int8).long()
+    s = fk_formats.nib_from_x16(w.scale, scales=True).double().abs()
+    return (256 + (q & 127) + 128 * (q < 0)).double() * s.repeat_interleave(w.group, -1)[
+        ..., : w.cols
+    ]
+
+
 def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     """A bound [N, K] (float64) on the magnitudes of the terms a kernel sums for each weight of a K-quant matrix
     when it splits the value: d sc q and dmin m (Q4_K, Q5_K, Q2_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with
@@ -32,6 +44,8 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     ones split it too, into d (sc - 32) times the codes 0..7 and the code offset 4 d (sc - 32): |W| + 8 |d (sc -
     32)|. Q4_K_X16 (its bf16-activation kernel multiplies 128 + q, exact in bf16, and takes 128 d sc sum(x) off
     with the min): |W| + 2 |dmin m| + 256 |d sc|. Q6_K_X16 (its kernel takes q - 32 from a table: no split): |W|."""
+    if w.fmt == "int8_sym_x16":
+        return int8_x16_terms(w)[0]
     W = R.dequantize(w)[0].double().abs()
     if w.fmt == "q6_k_x16":
         return W
@@ -88,8 +102,9 @@ def linear_bound(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact y [T, N] in float64, elementwise bound on |kernel - exact|) for ``ft_kernels.linear``.
     ``split_terms``: the kernel sums a K-quant weight's parts separately (``kquant_terms``). Bf16 x: as the
-    kernel sees it (``kernel_x``)."""
+    kernel sees it (``kernel_x``). INT8_SYM_X16 always counts its kernel's split terms (``int8_x16_terms``)."""
     W = w.double() if isinstance(w, torch.Tensor) else R.dequantize(w)[0].double()
+    split_terms = split_terms or getattr(w, "fmt", None) == "int8_sym_x16"
     xd = kernel_x(x, w).double()
     y = xd @ W.T
     mag = xd.abs() @ (kquant_terms(w, q3k_offset) if split_terms else W.abs()).T
@@ -131,13 +146,17 @@ def moe_bound(
     i16 = h_bf16 and fk.bf16_i16(w13.fmt, H, w13.group) and fk.bf16_i16(w2.fmt, I, w2.group)
     xd = R.quantize_act_i16(x) if i16 else x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
+    # the magnitudes the kernels sum (INT8_SYM_X16: its split terms)
+    M13, M2 = (
+        int8_x16_terms(w) if w.fmt == "int8_sym_x16" else M.abs() for w, M in ((w13, W13), (w2, W2))
+    )
     y = torch.zeros(xd.shape, dtype=torch.float64)
     err, mag = torch.zeros_like(y), torch.zeros_like(y)
     routes = [0] * xd.shape[0]
     for t, e, g in zip(tok.tolist(), eid.tolist(), gate.tolist()):
         routes[t] += 1
         gu = W13[e] @ xd[t]
-        e_gu = gamma(H) * (W13[e].abs() @ xd[t].abs()) + U * gu.abs()
+        e_gu = gamma(H) * (M13[e] @ xd[t].abs()) + U * gu.abs()
         if w13.bias is not None:
             gu = gu + w13.bias[e].double()
             e_gu = e_gu + U * (gu.abs() + e_gu)
@@ -154,7 +173,7 @@ def moe_bound(
         if i16:
             h, e_h = i16_round(h, e_h)
         o = W2[e] @ h
-        e_o = W2[e].abs() @ e_h + gamma(I) * (W2[e].abs() @ (h.abs() + e_h)) + U * o.abs()
+        e_o = W2[e].abs() @ e_h + gamma(I) * (M2[e] @ (h.abs() + e_h)) + U * o.abs()
         if w2.bias is not None:
             o = o + w2.bias[e].double()
             e_o = e_o + U * (o.abs() + e_o)

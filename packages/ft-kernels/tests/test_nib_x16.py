@@ -1,7 +1,8 @@
-"""The 4-bit X16 formats (MXFP4_X16, INT4_SYM_X16: 16 rows interleaved, ``csrc/cpu/formats.h``): the load-time repack
-(C++, in place) against its torch twin ``formats.nib_to_x16``, the twin's inverse, and the rows-in-lanes
-bf16-activation kernel (AMD's AVX-512 BF16; elsewhere the scalar twin reads the layout) against the fp32 bound and
-the row-wise kernel. Bound: ``fp32_bounds.linear_bound`` (every code value exact in bf16, bf16 products exact in
+"""The X16 formats with scales of their own (MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16: 16 rows interleaved,
+``csrc/cpu/formats.h``): the load-time repack (C++, in place) against its torch twins ``formats.nib_to_x16`` /
+``formats.int8_to_x16``, the twins' inverses, and the rows-in-lanes bf16-activation kernels (AMD's AVX-512 BF16;
+elsewhere the scalar twin reads the layout) against the fp32 bound and the row-wise kernel. Bound:
+``fp32_bounds.linear_bound`` (every code value, or INT8's two parts of it, exact in bf16; bf16 products exact in
 fp32)."""
 
 import dataclasses
@@ -13,16 +14,19 @@ from fp32_bounds import linear_bound
 from ft_kernels import formats
 from ft_kernels import reference as R
 
-# (format, group): MXFP4's blocks of 32; INT4 in GGUF Q4_0's groups of 32 and ft convert's 128
-CASES = [("mxfp4", 32), ("int4_sym", 32), ("int4_sym", 128)]
+# (format, group): MXFP4's blocks of 32; INT4 in GGUF Q4_0's groups of 32 and ft convert's 128; INT8 in Q8_0's 32
+# and in 64
+CASES = [("mxfp4", 32), ("int4_sym", 32), ("int4_sym", 128), ("int8_sym", 32), ("int8_sym", 64)]
 
 
 def _weights(fmt, group, N, rows, cols, seed, top=True):
     """Every code, and for MXFP4 a spread of scales (2^-127 .. 2^12, and 2^127 where ``top``: e8m0 0 and 254) at
-    random places; INT4: random positive and negative fp32 scales, ceil(cols / group) a row."""
+    random places; INT4 and INT8 (every byte: -128 too): random positive and negative fp32 scales, ceil(cols /
+    group) a row."""
     g = torch.Generator().manual_seed(seed)
-    q = torch.randint(0, 256, (N, rows, cols // 2), generator=g, dtype=torch.uint8)
-    if fmt == "int4_sym":
+    width = cols if fmt == "int8_sym" else cols // 2
+    q = torch.randint(0, 256, (N, rows, width), generator=g, dtype=torch.uint8)
+    if fmt != "mxfp4":
         s = torch.randn(N, rows, -(-cols // group), generator=g) * 0.01
         return fk.ExpertWeights(fmt, q, cols, s, group=group)
     s = torch.randint(100, 140, (N, rows, cols // 32), generator=g, dtype=torch.uint8)
@@ -33,12 +37,10 @@ def _weights(fmt, group, N, rows, cols, seed, top=True):
 
 
 def _x16(w):
-    """``w`` in its X16 format, by the twin."""
+    """``w`` in its X16 format, by the twins."""
+    q = formats.int8_to_x16(w.q) if w.fmt == "int8_sym" else formats.nib_to_x16(w.q)
     return dataclasses.replace(
-        w,
-        fmt=f"{w.fmt}_x16",
-        q=formats.nib_to_x16(w.q),
-        scale=formats.nib_to_x16(w.scale, scales=True),
+        w, fmt=f"{w.fmt}_x16", q=q, scale=formats.nib_to_x16(w.scale, scales=True)
     )
 
 
@@ -50,17 +52,22 @@ def test_repack_in_place_equals_its_twin(fmt, group, rows, cols):
     inverse gives the matrix back: the same values (``R.dequantize``)."""
     w = _weights(fmt, group, 3, rows, cols, rows + cols)
     x = _x16(w)
-    assert torch.equal(formats.nib_from_x16(x.q), w.q)
+    back = formats.int8_from_x16 if fmt == "int8_sym" else formats.nib_from_x16
+    assert torch.equal(back(x.q), w.q)
     assert torch.equal(formats.nib_from_x16(x.scale, scales=True), w.scale)
     qc, sc = w.q.clone(), w.scale.clone()
     assert fk.to_x16_(qc, cols, fmt, sc) is qc
     assert torch.equal(qc, x.q) and torch.equal(sc, x.scale)
     assert torch.equal(R.dequantize(x), R.dequantize(w))
-    # the layout itself, one weight: row 16 + 5, column 32 + 8 + 4 + 2 (block 1, p 1, high nibble of b 2)
+    # the layout itself, one weight: row 16 + 5, column 32 + 8 + 4 + 2 (4-bit: block 1, p 1, high nibble of b 2;
+    # int8: 4-column piece 11, byte 2)
     if rows >= 32 and cols >= 64:
         r, c = 21, 46
-        byte = x.q[0, 16:32].flatten()[256 + 64 + 4 * 5 + 2]
-        assert int(byte >> 4) == int((w.q[0, r, c // 2] >> (4 * (c % 2))) & 15)
+        if fmt == "int8_sym":
+            assert x.q[0, 16:32].flatten()[64 * 11 + 4 * 5 + 2] == w.q[0, r, c]
+        else:
+            byte = x.q[0, 16:32].flatten()[256 + 64 + 4 * 5 + 2]
+            assert int(byte >> 4) == int((w.q[0, r, c // 2] >> (4 * (c % 2))) & 15)
         k = c // group
         assert x.scale[0, 16:32].flatten()[16 * k + 5] == w.scale[0, r, k]
 
@@ -73,7 +80,11 @@ def test_repack_refuses_bad_shapes():
         fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "mxfp4")
     with pytest.raises(ValueError, match="cols / 2"):
         fk.to_x16_(z(1, 48, 40, dtype=torch.uint8), 96, "int4_sym", z(1, 48, 1))
-    with pytest.raises(ValueError, match="mxfp4 or int4_sym"):
+    with pytest.raises(ValueError, match=r"q \[N, rows, cols\] and scale"):
+        fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "int8_sym", z(1, 48, 3))
+    with pytest.raises(ValueError, match="float32"):
+        fk.to_x16_(z(1, 48, 96, dtype=torch.uint8), 96, "int8_sym", z(1, 48, 3, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="int4_sym or int8_sym"):
         fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "nvfp4", z(1, 48, 6, dtype=torch.uint8))
     with pytest.raises(ValueError, match="rows % 16"):
         formats.nib_to_x16(z(1, 40, 48, dtype=torch.uint8))
@@ -84,8 +95,8 @@ def test_repack_refuses_bad_shapes():
 @pytest.mark.parametrize("fmt,group", CASES)
 def test_linear_bf16(fmt, group, N, K, T):
     """bf16 x against the X16 format: on AMD's AVX-512 BF16 the rows-in-lanes kernel (tiles of 8, 4, 3, 2 and 1
-    tokens; 4, 2 or 1 blocks side by side and their tails; INT4 groups spanning blocks), elsewhere the scalar
-    twin. Within the fp32 bound of the exact product, and within both bounds of the row-wise kernel on the same
+    tokens; 4, 2 or 1 blocks side by side and their tails; groups spanning blocks; INT8 from 12 tokens the
+    tokens-in-lanes kernel on the rows put back, then the tail), elsewhere the scalar twin. Within the fp32 bound of the exact product, and within both bounds of the row-wise kernel on the same
     weights."""
     w = _weights(fmt, group, 1, N, K, N + K + T, top=False)  # no overflow of the fp32 sums
     wx = _x16(w)
@@ -100,7 +111,7 @@ def test_linear_bf16(fmt, group, N, K, T):
     assert ((y.double() - fk.linear(x, w).double()).abs() <= bound + bound_row).all()
 
 
-@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16"])
+@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16", "int8_sym_x16"])
 def test_nan_in_x_stays_in_its_token(fmt):
     """A NaN in one token's x makes that token's outputs NaN and no other's (the tiles share weights, not sums)."""
     g = torch.Generator().manual_seed(3)
@@ -111,14 +122,14 @@ def test_nan_in_x_stays_in_its_token(fmt):
     assert torch.isnan(y[2]).all() and not torch.isnan(y[[0, 1, 3, 4]]).any()
 
 
-@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16"])
+@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16", "int8_sym_x16"])
 def test_rows_not_in_16s_and_odd_groups_are_refused(fmt):
     w = fk.quantize(torch.randn(1, 32, 64), fmt, group=32)
     bad = dataclasses.replace(w, q=w.q[:, :24].contiguous(), scale=w.scale[:, :24].contiguous())
     with pytest.raises(ValueError, match=f"{fmt} needs"):
         fk.linear(torch.randn(1, 64), bad)
-    if fmt == "int4_sym_x16":
-        w16 = fk.quantize(torch.randn(1, 32, 64), "int4_sym", group=16)
+    if fmt != "mxfp4_x16":
+        w16 = fk.quantize(torch.randn(1, 32, 64), fmt.removesuffix("_x16"), group=16)
         bad = dataclasses.replace(_x16(w16), fmt=fmt)
         with pytest.raises(ValueError, match="group % 32"):
             fk.linear(torch.randn(1, 64), bad)

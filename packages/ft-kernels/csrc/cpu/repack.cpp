@@ -63,6 +63,12 @@ void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
     }
 }
 
+// The scales of a matrix (rows * ns elements of sb bytes at src, row-major) written 16 rows interleaved to dst.
+void x16_scales(uint8_t* dst, const uint8_t* src, int64_t rows, int64_t ns, int sb) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < ns; ++k) std::memcpy(dst + nib_x16_scale_at(ns, r, k) * sb, src + (r * ns + k) * sb, sb);
+}
+
 // One 4-bit matrix: codes and scales copied aside, then written back block by block (formats.h: MXFP4_X16).
 void one_nib(uint8_t* q, uint8_t* scale, int64_t rows, int64_t cols, int64_t ns, int sb) {
   const int64_t half = cols / 2, nb = cols / 32;
@@ -80,8 +86,17 @@ void one_nib(uint8_t* q, uint8_t* scale, int64_t rows, int64_t cols, int64_t ns,
             t[64 * p + 4 * i + b] = static_cast<uint8_t>(code(8 * p + b) | code(8 * p + 4 + b) << 4);
       }
     }
+  x16_scales(scale, ssrc.data(), rows, ns, sb);
+}
+
+// One INT8 matrix (formats.h: INT8_SYM_X16).
+void one_int8(uint8_t* q, float* scale, int64_t rows, int64_t cols, int64_t ns) {
+  thread_local std::vector<uint8_t> src, ssrc;
+  src.assign(q, q + rows * cols);
+  ssrc.assign(reinterpret_cast<uint8_t*>(scale), reinterpret_cast<uint8_t*>(scale + rows * ns));
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < ns; ++k) std::memcpy(scale + nib_x16_scale_at(ns, r, k) * sb, &ssrc[(r * ns + k) * sb], sb);
+    for (int64_t c = 0; c < cols; ++c) q[i8_x16_at(cols, r, c)] = src[r * cols + c];
+  x16_scales(reinterpret_cast<uint8_t*>(scale), ssrc.data(), rows, ns, 4);
 }
 
 }  // namespace
@@ -90,6 +105,10 @@ void nib_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t col
   ThreadPool::get().run(n, [&](int64_t e) {
     one_nib(q + e * rows * (cols / 2), scale + e * rows * ns * scale_bytes, rows, cols, ns, scale_bytes);
   });
+}
+
+void int8_to_x16(uint8_t* q, float* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns) {
+  ThreadPool::get().run(n, [&](int64_t e) { one_int8(q + e * rows * cols, scale + e * rows * ns, rows, cols, ns); });
 }
 
 void to_x16(Fmt f, uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes) {

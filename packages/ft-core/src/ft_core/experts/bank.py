@@ -102,6 +102,7 @@ class ExpertBank:
             "mxfp4": "w13_blocks",
             "mxfp4_x16": "w13_blocks",
             "int4_sym_x16": "w13_q",
+            "int8_sym_x16": "w13_q",
             "nvfp4": "w13_q",
             "int4_sym": "w13_q",
             "int4_asym": "w13_q",
@@ -171,13 +172,13 @@ class ExpertBank:
 
     def interleave(self, fmts: tuple[str, ...]) -> int:
         """Repack, in place, every matrix kind (per MoE layer in mixed banks) in one of ``fmts`` ("q4_k",
-        "q6_k", "mxfp4", "int4_sym") whose rows come in whole groups of 16 into that format's ``_x16`` layout
-        (``ft_kernels.to_x16_``: the same bytes, 16 rows interleaved), the layout of the kernels with rows in the
-        lanes; the formats say so from then on. An mxfp4 or int4_sym bank is repacked whole (codes and scales of
-        both kinds) or not at all. Returns the number of (layer, kind) matrices repacked. The values do not
+        "q6_k", "mxfp4", "int4_sym", "int8_sym") whose rows come in whole groups of 16 into that format's
+        ``_x16`` layout (``ft_kernels.to_x16_``: the same bytes, 16 rows interleaved), the layout of the kernels
+        with rows in the lanes; the formats say so from then on. An mxfp4, int4_sym or int8_sym bank is repacked
+        whole (codes and scales of both kinds) or not at all. Returns the number of (layer, kind) matrices repacked. The values do not
         change (``dequant``)."""
-        if self.fmt in ("mxfp4", "int4_sym"):
-            return self._interleave_nibbles() if self.fmt in fmts else 0
+        if self.fmt in ("mxfp4", "int4_sym", "int8_sym"):
+            return self._interleave_scaled() if self.fmt in fmts else 0
         n_layers = max(1, len(self.layer_fmts))
         fmts_at = [
             list(self.layer_fmts[m]) if self.layer_fmts else [self.fmt] * 2 for m in range(n_layers)
@@ -216,19 +217,18 @@ class ExpertBank:
             self._kernel_views = None
         return done
 
-    def _interleave_nibbles(self) -> int:
+    def _interleave_scaled(self) -> int:
         kinds = (("w13", 2 * self.inter, self.hidden), ("w2", self.hidden, self.inter))
         if any(rows % 16 or cols % 32 for _, rows, cols in kinds):
             return 0
-        if (
-            self.fmt == "int4_sym" and self.fp8_block % 32
-        ):  # the kernel's blocks of 32 columns share a scale
-            return 0
         mx = self.fmt == "mxfp4"
+        if not mx and self.fp8_block % 32:  # the kernel's blocks of 32 columns share one scale
+            return 0
         for which, rows, cols in kinds:
             q = self.tensors[f"{which}_blocks" if mx else f"{which}_q"]
             s = self.tensors[f"{which}_scales" if mx else f"{which}_scale"]
-            ft_kernels.to_x16_(q.view(q.shape[0], rows, cols // 2), cols, self.fmt, s)  # in place
+            row_bytes = cols if self.fmt == "int8_sym" else cols // 2
+            ft_kernels.to_x16_(q.view(q.shape[0], rows, row_bytes), cols, self.fmt, s)  # in place
         self.fmt, self._kernel_views = f"{self.fmt}_x16", None
         return 2
 
@@ -271,7 +271,14 @@ class ExpertBank:
                         "fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias
                     )
                 )
-            elif self.fmt in ("nvfp4", "int4_sym", "int4_asym", "int8_sym", "int4_sym_x16"):
+            elif self.fmt in (
+                "nvfp4",
+                "int4_sym",
+                "int4_asym",
+                "int8_sym",
+                "int4_sym_x16",
+                "int8_sym_x16",
+            ):
                 group = 16 if self.fmt == "nvfp4" else self.fp8_block
                 gs = self.global_scale[0 if which == "w13" else 1]
                 out.append(

@@ -30,6 +30,11 @@ struct Int8T {
 
 }  // namespace
 
+int64_t tok_rows_bf16act_int8_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                         int64_t ldx, float* Y, int64_t ldy) {
+  return m.group % 32 ? 0 : avx512bf16_tokgemm::rows<Int8T>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+
 void rows_bf16act_int8_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                   int64_t ldx, float* Y, int64_t ldy) {
   auto widened = [&](const uint16_t* Xr, int64_t nr, float* Yr) {

@@ -1,0 +1,151 @@
+// AVX-512 BF16, bf16 activations (cpu/bf16act.h) for INT8_SYM_X16 (INT8 with 16 rows interleaved, cpu/formats.h; GGUF
+// Q8_0: groups of 32): rows in the lanes.
+//
+// Without this, bf16 x met INT8 weights in the fp32 kernel at decode (each byte sign-extended, converted and
+// multiplied in fp32: 3 ops per 16 weights). Here one 64-byte load is 4 columns of 16 rows (dword i: row i's
+// columns 4p..4p+3). An int8 q is l - 128 h (l its low 7 bits, h its sign bit), and both parts become exact bf16
+// by one ternary-logic op on a 16-bit word: (word & 0x7f) | 0x4300 is bf16(128 + l), (word & 0x80) | 0xc300 is
+// bf16(-128 - 128 h); their sum is q. Words hold columns (4p, 4p + 1) and (4p + 2, 4p + 3), so the word itself gives
+// columns 4p and 4p + 2 of the lane's pair, the word >> 8 columns 4p + 1 and 4p + 3, each met by x's matching pair
+// (x16_prep's order) in `vdpbf16ps`. Per 64 weights and token: 4 `vdpbf16ps`, after 1 shift and 4 ternary-logic
+// ops shared by the tile's tokens; one scale FMA per 32 columns of 16 rows; no horizontal sums, no sums of x.
+//
+// Both parts and their products with bf16 x are exact in fp32, so the result differs from the row-wise kernel's
+// only in fp32 rounding: the parts sum terms up to (256 + |q|) |x|, not |q| |x| (fp32_bounds.kquant_terms).
+//
+// Two `vdpbf16ps` a column pair bound it at ~50 GMAC/s a Zen 4 core from 8 tokens, half the tokens-in-lanes
+// prefill kernel's ~90 (x86_avx512bf16_tokgemm.h) on INT8: from 12 tokens that kernel runs on the call's rows put
+// back in row order (16 x 16 dword transposes; a decoder gathering each row's dwords from the tiles ran at 30-60).
+// One Zen 4 core, [73728, 2048] from DRAM, bf16 x, GMAC/s at T = 1 / 2 / 4 / 8, row-wise (fp32 kernel) -> this one:
+// 11-12 / 18.5 / 17 / 18 -> 19-20 / 38.5 / 40 / 45.
+#include <immintrin.h>
+
+#include "cpu/arch/rows_common.h"         // FT_UNROLL, FloatBuf
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, kX16Ahead
+
+namespace ft {
+namespace {
+
+struct Int8X16 {
+  static constexpr bool kSums = false;
+
+  // B blocks from block j of rows r..r+15 (bytes at q, x per token t at xo + t * ldo), C chains each and token,
+  // into y.
+  template <int NT, int B, int C>
+  static void blocks(const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo, int64_t ldo,
+                     __m512 (&y)[NT]) {
+    const __m512i low = _mm512_set1_epi16(0x007f), sign = _mm512_set1_epi16(0x0080), pos = _mm512_set1_epi16(0x4300),
+                  neg = _mm512_set1_epi16(static_cast<short>(0xc300));  // bf16 128 and -128
+    __m512 acc[B][NT][C];
+    FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
+        acc[b][t][c] = _mm512_setzero_ps();
+    FT_UNROLL for (int p = 0; p < 8; ++p) FT_UNROLL for (int b = 0; b < B; ++b) {
+      const uint8_t* v0 = q + 512 * b + 64 * p;  // columns 32 b + 4p .. + 3 of the 16 rows
+      _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+      const __m512i v = _mm512_loadu_si512(v0), v8 = _mm512_srli_epi16(v, 8);
+      const __m512bh w[4] = {(__m512bh)_mm512_ternarylogic_epi32(v, low, pos, 0xea),
+                             (__m512bh)_mm512_ternarylogic_epi32(v, sign, neg, 0xea),
+                             (__m512bh)_mm512_ternarylogic_epi32(v8, low, pos, 0xea),
+                             (__m512bh)_mm512_ternarylogic_epi32(v8, sign, neg, 0xea)};
+      FT_UNROLL for (int k = 0; k < 4; ++k) {
+        // x's pair (4p, 4p + 2) or (4p + 1, 4p + 3): dword p % 2 or p % 2 + 2 of its group of 8 columns
+        const int64_t at = 32 * b + 8 * (p / 2) + 2 * (p % 2 + 2 * (k / 2));
+        FT_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m512bh x = (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + at));
+          acc[b][t][(2 * p + k) % C] = _mm512_dpbf16_ps(acc[b][t][(2 * p + k) % C], w[k], x);
+        }
+      }
+    }
+    FT_UNROLL for (int b = 0; b < B; ++b) {
+      const __m512 sc =
+          _mm512_loadu_ps(static_cast<const float*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, 32 * (j + b) / m.group));
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        __m512 a = acc[b][t][0];
+        FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[b][t][c]);
+        y[t] = _mm512_fmadd_ps(a, sc, y[t]);
+      }
+    }
+  }
+
+  // Rows r..r+15 of m against NT tokens: Y[t * ldy + i] = row r + i . token t.
+  template <int NT>
+  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
+    constexpr int B = NT <= 2 ? 2 : 1;  // blocks side by side
+    constexpr int C = NT == 1 ? 4 : NT <= 4 ? 2 : 1;  // chains a block and token: 6-8 in flight
+    const int64_t nb = m.cols / 32;
+    const uint8_t* q = m.q + r * m.cols;  // the group's blocks, 512 B each
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + B <= nb; j += B) blocks<NT, B, C>(m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
+    for (; j < nb; ++j) blocks<NT, 1, C>(m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
+// v[k] dword i -> v[i] dword k (a 16 x 16 transpose of dwords).
+inline void transpose16(__m512i (&v)[16]) {
+  __m512i t[16], u[16];
+  FT_UNROLL for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  FT_UNROLL for (int i = 0; i < 4; ++i) {  // u[4i + j], 128-bit lane L: v[4i..4i+3]'s dword 4L + j
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  FT_UNROLL for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), b = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44),
+                  c = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+    v[j] = _mm512_shuffle_i32x4(a, b, 0x88), v[4 + j] = _mm512_shuffle_i32x4(a, b, 0xdd);
+    v[8 + j] = _mm512_shuffle_i32x4(c, d, 0x88), v[12 + j] = _mm512_shuffle_i32x4(c, d, 0xdd);
+  }
+}
+
+// Rows [r0, r1) (whole groups of 16) of an INT8_SYM_X16 matrix m back as INT8_SYM rows in q [r1 - r0, cols] and s
+// [r1 - r0, scale_stride]: 64 bytes of 16 rows (4 columns each) at a time, transposed as dwords.
+inline void rows_back(const WeightMat& m, int64_t r0, int64_t r1, int8_t* q, float* s) {
+  const int64_t cols = m.cols, ns = m.scale_stride;
+  for (int64_t r = r0; r < r1; r += 16) {
+    const uint8_t* g = m.q + r * cols;
+    int8_t* o = q + (r - r0) * cols;
+    int64_t c = 0;
+    for (; c + 64 <= cols; c += 64) {
+      __m512i v[16];
+      FT_UNROLL for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_si512(g + 16 * c + 64 * k);  // columns c + 4k..
+      transpose16(v);
+      FT_UNROLL for (int i = 0; i < 16; ++i) _mm512_storeu_si512(o + i * cols + c, v[i]);
+    }
+    for (; c < cols; ++c)
+      for (int i = 0; i < 16; ++i) o[i * cols + c] = static_cast<int8_t>(m.q[i8_x16_at(cols, r + i, c)]);
+    for (int i = 0; i < 16; ++i)
+      for (int64_t k = 0; k < ns; ++k)
+        s[(r - r0 + i) * ns + k] = static_cast<const float*>(m.scale)[nib_x16_scale_at(ns, r + i, k)];
+  }
+}
+
+}  // namespace
+
+// x86_avx512bf16_int8.cpp: the tokens-in-lanes prefill kernel on INT8_SYM rows; returns the tokens done.
+int64_t tok_rows_bf16act_int8_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                         int64_t ldx, float* Y, int64_t ldy);
+
+void rows_bf16act_int8x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                     int64_t ldx, float* Y, int64_t ldy) {
+  int64_t done = 0;
+  if (ntok >= 12 && r0 % 16 == 0 && r1 % 16 == 0) {  // prefill: the rows put back, for the tokens-in-lanes kernel
+    thread_local FloatBuf qb, sb;
+    const int64_t n = r1 - r0;
+    int8_t* q = reinterpret_cast<int8_t*>(qb.get((n * m.cols + 3) / 4));
+    float* s = sb.get(n * m.scale_stride);
+    rows_back(m, r0, r1, q, s);
+    WeightMat w = m;
+    w.fmt = Fmt::INT8_SYM, w.rows = n, w.q = reinterpret_cast<const uint8_t*>(q), w.q_stride = m.cols, w.scale = s;
+    done = tok_rows_bf16act_int8_avx512bf16(w, 0, n, X, ntok, ldx, Y, ldy);
+  }
+  if (done < ntok) x16_rows<Int8X16>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
+}
+
+}  // namespace ft
