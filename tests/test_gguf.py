@@ -438,21 +438,30 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
     the engine's activations: int8 on AVX-512 VNNI (Q4_K only), bf16 on AMD's AVX-512 BF16 (fp32 activations:
     below)."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
-    out = []
-    for plans in (True, False):
-        eng = Engine.from_pretrained(path, dtype=dtype, decode_plans=plans, int8_activations=int8)
-        assert (sum(p is not None for p in eng.model.plans) > 0) == plans
 
-        def x16(f):
-            simd = ft_kernels.int8_simd if int8 else ft_kernels.bf16_simd
-            return f"{f}_x16" if simd(f"{f}_x16") else f
+    def x16(f):
+        simd = ft_kernels.int8_simd if int8 else ft_kernels.bf16_simd
+        return f"{f}_x16" if simd(f"{f}_x16") else f
 
+    def formats(eng):
         assert eng.model.bank.layer_fmts[0] == (x16("q4_k"),) * 2
         assert eng.model.bank.layer_fmts[-1] == (x16("q4_k"), x16("q6_k"))
         # the dense projections too (q, k, o in Q4_K; v in Q6_K)
         fmts = [p.w.fmt for p in eng.model.layers[0][1].wqkv]
         assert fmts == [x16("q4_k")] * 2 + [x16("q6_k")]
         assert eng.model.layers[0][1].wo.w.fmt == x16("q4_k")
+
+    _plans_equal_op_by_op(path, formats, dtype=dtype, int8_activations=int8)
+
+
+def _plans_equal_op_by_op(path, check, **options) -> None:
+    """Engines on ``path`` (``options``) with decode plans and without (each passed to ``check`` first) give the
+    same greedy tokens and sampled logits, bit for bit."""
+    out = []
+    for plans in (True, False):
+        eng = Engine.from_pretrained(path, decode_plans=plans, **options)
+        assert (sum(p is not None for p in eng.model.plans) > 0) == plans
+        check(eng)
         rows = sampled_logits(eng)
         seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
         while not all(s.finished for s in seqs):
@@ -497,24 +506,16 @@ def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, exper
     # fp32 sums of bank.hidden exact products, then one rounding: gamma(K) |h| |W| + u |y|
     bound = bank.hidden * 2.0**-24 * (h.double().abs() @ W.abs().T) + 2.0**-24 * exact.abs()
     assert ((ft_kernels.linear(h, one).double() - exact).abs() <= bound).all()
-    fmt = f"{fmt}_x16" if ft_kernels.bf16_simd(f"{fmt}_x16") else fmt
-    out = []
-    for plans in (True, False):
-        eng = Engine.from_pretrained(path, dtype="bfloat16", decode_plans=plans)
+    dense_fmt = {"Q4_0": "int4_sym", "Q8_0": "int8_sym"}[dense]
+    fmt, dense_fmt = (
+        f"{f}_x16" if ft_kernels.bf16_simd(f"{f}_x16") else f for f in (fmt, dense_fmt)
+    )
+
+    def formats(eng):
         assert eng.model.bank.fmt == fmt
-        dense_fmt = {"Q4_0": "int4_sym", "Q8_0": "int8_sym"}[dense]
-        if ft_kernels.bf16_simd(f"{dense_fmt}_x16"):
-            dense_fmt += "_x16"
         assert eng.model.layers[0][1].wo.w.fmt == dense_fmt
-        rows = sampled_logits(eng)
-        seqs = [eng.add_request(p, GREEDY) for p in (IDS[:9], IDS[9:12])]
-        while not all(s.finished for s in seqs):
-            eng.step()
-        out.append(([s.output_ids for s in seqs], {k: torch.stack(v) for k, v in rows.items()}))
-    (toks_p, rows_p), (toks_o, rows_o) = out
-    assert toks_p == toks_o and rows_p.keys() == rows_o.keys()
-    for k in rows_p:
-        assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())
+
+    _plans_equal_op_by_op(path, formats, dtype="bfloat16")
 
 
 def test_fp32_engines_keep_q4_k_row_wise(hf, tmp_path):

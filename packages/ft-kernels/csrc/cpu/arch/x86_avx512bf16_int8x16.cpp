@@ -21,7 +21,7 @@
 #include <immintrin.h>
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL, FloatBuf
-#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, kX16Ahead
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, x16_fold, kX16Ahead
 
 namespace ft {
 namespace {
@@ -56,15 +56,9 @@ struct Int8X16 {
         }
       }
     }
-    FT_UNROLL for (int b = 0; b < B; ++b) {
-      const __m512 sc =
-          _mm512_loadu_ps(static_cast<const float*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, 32 * (j + b) / m.group));
-      FT_UNROLL for (int t = 0; t < NT; ++t) {
-        __m512 a = acc[b][t][0];
-        FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[b][t][c]);
-        y[t] = _mm512_fmadd_ps(a, sc, y[t]);
-      }
-    }
+    x16_fold(acc, [&](int b) {
+      return _mm512_loadu_ps(static_cast<const float*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, 32 * (j + b) / m.group));
+    }, y);
   }
 
   // Rows r..r+15 of m against NT tokens: Y[t * ldy + i] = row r + i . token t.

@@ -19,7 +19,7 @@
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL
 #include "cpu/arch/x86_avx512_nib.h"      // e2m1_lut
-#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, kX16Ahead
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, x16_fold, kX16Ahead
 
 namespace ft {
 namespace {
@@ -67,14 +67,7 @@ struct NibX16 {
         }
       }
     }
-    FT_UNROLL for (int b = 0; b < B; ++b) {
-      const __m512 sc = F::scales(m, r, j + b);
-      FT_UNROLL for (int t = 0; t < NT; ++t) {
-        __m512 a = acc[b][t][0];
-        FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[b][t][c]);
-        y[t] = _mm512_fmadd_ps(a, sc, y[t]);
-      }
-    }
+    x16_fold(acc, [&](int b) { return F::scales(m, r, j + b); }, y);
   }
 
   // Rows r..r+15 of m against NT tokens: Y[t * ldy + i] = row r + i . token t.

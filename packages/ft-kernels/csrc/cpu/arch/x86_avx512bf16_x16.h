@@ -38,6 +38,20 @@ inline void x16_prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint1
     }
 }
 
+// The rows-in-lanes kernels' block end (MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16): for each of B blocks side by side,
+// its C dot-product chains of each token summed and scaled once by the 16 rows' scales sc(b), into y.
+template <int NT, int B, int C, class S>
+inline void x16_fold(__m512 (&acc)[B][NT][C], S&& sc, __m512 (&y)[NT]) {
+  FT_UNROLL for (int b = 0; b < B; ++b) {
+    const __m512 s = sc(b);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      __m512 a = acc[b][t][0];
+      FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[b][t][c]);
+      y[t] = _mm512_fmadd_ps(a, s, y[t]);
+    }
+  }
+}
+
 // Rows [r0, r1) of an X16 matrix m against ntok tokens: tiles of 8, 4, 3, 2, 1 tokens, each over every group of 16
 // rows r by K::group<NT>(m, r, xo, ldo, xs, Y, ldy), which writes Y[t * ldy + i] = row r + i . token t. K::kSums:
 // whether it needs xs (cols / 32 sums a token). Rows not in whole 16s: the scalar twin, exactly.
