@@ -107,3 +107,27 @@ def test_planned_gated_deltanet_layers_take_decode_checkpoints(tiny_ckpt):
         a_p == a_o and b_p == b_o and c_p == c_o == (len(PROMPTS[0]) + 7) // 4 * 4 > len(PROMPTS[0])
     )
     assert r_p.keys() == r_o.keys() and all(torch.equal(r_p[k], r_o[k]) for k in r_p)
+
+
+def test_fp8_experts_in_whole_blocks_take_the_rows_in_lanes_layout(tmp_path, monkeypatch):
+    """An FP8 checkpoint in blocks and sizes the 16-row layout takes (block columns and sizes in 32s): a bfloat16
+    engine on AMD's AVX-512 BF16 repacks its experts to fp8_e4m3_x16 (elsewhere they stay fp8_e4m3), with the same
+    values as a float32 engine's bank, and its decode plans equal the op-by-op path bit for bit."""
+    import ft_kernels
+
+    monkeypatch.setattr(tiny_checkpoints, "FP8_BLOCK", (32, 32))
+    sizes = dict(hidden_size=64, moe_intermediate_size=64, intermediate_size=64)
+    path = tiny_checkpoints.make_checkpoint("qwen3_moe", tmp_path / "fp8", "fp8", overrides=sizes)
+    stored = Engine.from_pretrained(path).model.bank  # float32: as stored
+    assert stored.fmt == "fp8_e4m3" and stored.fp8_block == 32
+    planned, toks_p, rows_p, _ = _run(path, tmp_path, "plans", True, None)
+    plain, toks_o, rows_o, _ = _run(path, tmp_path, "ops", False, None)
+    x16 = ft_kernels.bf16_simd("fp8_e4m3_x16")
+    ids = torch.arange(stored.num_ids)
+    for eng in (planned, plain):
+        assert eng.model.bank.fmt == ("fp8_e4m3_x16" if x16 else "fp8_e4m3")
+        for w in ("w13", "w2"):
+            assert torch.equal(eng.model.bank.dequant(ids, w), stored.dequant(ids, w))
+    assert toks_p == toks_o and rows_p.keys() == rows_o.keys()
+    for k in rows_p:
+        assert torch.equal(rows_p[k], rows_o[k]), (k, (rows_p[k] - rows_o[k]).abs().max())

@@ -35,7 +35,8 @@ inline int64_t row_bytes(ft::Fmt f, int64_t cols) {
     case ft::Fmt::F16: return cols * 2;
     case ft::Fmt::FP8_E4M3:
     case ft::Fmt::INT8_SYM:
-    case ft::Fmt::INT8_SYM_X16: return cols;
+    case ft::Fmt::INT8_SYM_X16:
+    case ft::Fmt::FP8_E4M3_X16: return cols;
     case ft::Fmt::Q4_K:
     case ft::Fmt::Q5_K:
     case ft::Fmt::Q6_K:

@@ -274,14 +274,15 @@ NB_MODULE(_C, m) {
     const int64_t n = q.shape(0), rows = q.shape(1), ns = scale.shape(2);
     expect(rows % 16 == 0 && cols > 0 && cols % 32 == 0 && int64_t(q.shape(2)) == cols && ns > 0 &&
                int64_t(scale.shape(0)) == n && int64_t(scale.shape(1)) == rows,
-           "int8_sym_x16 needs rows % 16 == 0, cols % 32 == 0, q [N, rows, cols] and scale [N, rows, groups], got " +
+           "int8_sym_x16 / fp8_e4m3_x16 need rows % 16 == 0, cols % 32 == 0, q [N, rows, cols] and scale [N, rows, "
+           "groups], got " +
                shape_of(q) + " and " + shape_of(scale) + " for " + std::to_string(cols) + " columns");
     uint8_t* p = static_cast<uint8_t*>(q.data());
     float* s = static_cast<float*>(scale.data());
     nb::gil_scoped_release release;
     ft::int8_to_x16(p, s, n, rows, cols, ns);
   }, nb::arg("q"), nb::arg("scale"), nb::arg("cols"),
-        "INT8_SYM codes q [N, rows, cols] and float32 scales [N, rows, groups] (contiguous) -> INT8_SYM_X16 in place (cpu/formats.h), on the pool. GIL released.");
+        "INT8_SYM or FP8_E4M3 bytes q [N, rows, cols] and float32 scales [N, rows, groups] (contiguous) -> INT8_SYM_X16 / FP8_E4M3_X16 in place (cpu/formats.h), on the pool. GIL released.");
   m.def("int8_simd", [](int fmt_i) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
     isa();  // a bad FT_CPU_ISA is a ValueError here too

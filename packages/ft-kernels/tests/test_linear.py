@@ -19,7 +19,8 @@ SHAPES = {
     "any": [(37, 72), (300, 130), (9, 34)],
     "mxfp4": [(37, 96), (70, 64), (21, 288)],
     **{
-        k: [(48, 96), (16, 2880), (32, 288)] for k in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16")
+        k: [(48, 96), (16, 2880), (32, 288)]
+        for k in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16")
     },  # whole 16-row groups
     "nvfp4": [(37, 80), (70, 48), (21, 272)],
     # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows

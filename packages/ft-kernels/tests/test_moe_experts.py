@@ -27,8 +27,9 @@ SHAPES = {
     "any": [(72, 40), (130, 34), (64, 96)],
     "mxfp4": [(96, 64), (64, 32), (288, 160)],
     **{
-        k: [(96, 64), (64, 32), (288, 160)] for k in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16")
-    },  # 16s
+        k: [(96, 64), (64, 32), (288, 160)]
+        for k in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16")
+    },  # rows in whole groups of 16
     "nvfp4": [(80, 48), (48, 16), (272, 144)],
     # K-quants: H and I in whole super-blocks of 256 columns
     **{
@@ -139,6 +140,7 @@ BOUNDS = {
     "mxfp4_x16": 0.2,  # mxfp4's bits
     "int4_sym_x16": 0.1,  # int4_sym's
     "int8_sym_x16": 4e-3,  # int8_sym's
+    "fp8_e4m3_x16": 0.07,  # fp8_e4m3's
     # q3_k: a sub-block's largest |w| at code -4 (step |w| / 4), the other sign clamped at 3: up to a step, plus
     # the 6-bit scale's rounding (4 codes x half of max step / 31); q2_k: half a step of (max - min) / 3 (<= 2 max
     # / 6), plus 4-bit scale and min rounding (3 codes x max step / 30, max min / 30)
@@ -210,7 +212,7 @@ for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40
                     ("q4_k", (256, 256)), ("q5_k", (512, 256)), ("q6_k", (256, 512)), ("q4_k_x16", (256, 256)),
                     ("q3_k", (256, 512)), ("q2_k", (512, 256)), ("q6_k_x16", (256, 512)),
                     ("mxfp4_x16", (96, 64)), ("int4_sym_x16", (96, 64)),
-                    ("int8_sym_x16", (96, 64))]:
+                    ("int8_sym_x16", (96, 64)), ("fp8_e4m3_x16", (96, 64))]:
     for T in (1, 3, 8, 70):
         g = torch.Generator().manual_seed(T)
         x = torch.randn(T, H, generator=g); R_ = 2 * T + 1

@@ -15,17 +15,28 @@ from ft_kernels import formats
 from ft_kernels import reference as R
 
 # (format, group): MXFP4's blocks of 32; INT4 in GGUF Q4_0's groups of 32 and ft convert's 128; INT8 in Q8_0's 32
-# and in 64
-CASES = [("mxfp4", 32), ("int4_sym", 32), ("int4_sym", 128), ("int8_sym", 32), ("int8_sym", 64)]
+# and in 64; FP8 in checkpoints' blocks of 128 columns, and 32
+CASES = [
+    ("mxfp4", 32),
+    ("int4_sym", 32),
+    ("int4_sym", 128),
+    ("int8_sym", 32),
+    ("int8_sym", 64),
+    ("fp8_e4m3", 128),
+    ("fp8_e4m3", 32),
+]
+BYTES = ("int8_sym", "fp8_e4m3")  # a byte a weight
 
 
 def _weights(fmt, group, N, rows, cols, seed, top=True):
     """Every code, and for MXFP4 a spread of scales (2^-127 .. 2^12, and 2^127 where ``top``: e8m0 0 and 254) at
-    random places; INT4 and INT8 (every byte: -128 too): random positive and negative fp32 scales, ceil(cols /
-    group) a row."""
+    random places; INT4 and INT8 (every byte: -128 too), FP8 (every code but NaN's, subnormals and -0 too): random
+    positive and negative fp32 scales, ceil(cols / group) a row."""
     g = torch.Generator().manual_seed(seed)
-    width = cols if fmt == "int8_sym" else cols // 2
+    width = cols if fmt in BYTES else cols // 2
     q = torch.randint(0, 256, (N, rows, width), generator=g, dtype=torch.uint8)
+    if fmt == "fp8_e4m3":
+        q[(q & 0x7F) == 0x7F] -= 1
     if fmt != "mxfp4":
         s = torch.randn(N, rows, -(-cols // group), generator=g) * 0.01
         return fk.ExpertWeights(fmt, q, cols, s, group=group)
@@ -38,7 +49,7 @@ def _weights(fmt, group, N, rows, cols, seed, top=True):
 
 def _x16(w):
     """``w`` in its X16 format, by the twins."""
-    q = formats.int8_to_x16(w.q) if w.fmt == "int8_sym" else formats.nib_to_x16(w.q)
+    q = formats.int8_to_x16(w.q) if w.fmt in BYTES else formats.nib_to_x16(w.q)
     return dataclasses.replace(
         w, fmt=f"{w.fmt}_x16", q=q, scale=formats.nib_to_x16(w.scale, scales=True)
     )
@@ -52,7 +63,7 @@ def test_repack_in_place_equals_its_twin(fmt, group, rows, cols):
     inverse gives the matrix back: the same values (``R.dequantize``)."""
     w = _weights(fmt, group, 3, rows, cols, rows + cols)
     x = _x16(w)
-    back = formats.int8_from_x16 if fmt == "int8_sym" else formats.nib_from_x16
+    back = formats.int8_from_x16 if fmt in BYTES else formats.nib_from_x16
     assert torch.equal(back(x.q), w.q)
     assert torch.equal(formats.nib_from_x16(x.scale, scales=True), w.scale)
     qc, sc = w.q.clone(), w.scale.clone()
@@ -63,7 +74,7 @@ def test_repack_in_place_equals_its_twin(fmt, group, rows, cols):
     # int8: 4-column piece 11, byte 2)
     if rows >= 32 and cols >= 64:
         r, c = 21, 46
-        if fmt == "int8_sym":
+        if fmt in BYTES:
             assert x.q[0, 16:32].flatten()[64 * 11 + 4 * 5 + 2] == w.q[0, r, c]
         else:
             byte = x.q[0, 16:32].flatten()[256 + 64 + 4 * 5 + 2]
@@ -84,7 +95,7 @@ def test_repack_refuses_bad_shapes():
         fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "int8_sym", z(1, 48, 3))
     with pytest.raises(ValueError, match="float32"):
         fk.to_x16_(z(1, 48, 96, dtype=torch.uint8), 96, "int8_sym", z(1, 48, 3, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="int4_sym or int8_sym"):
+    with pytest.raises(ValueError, match="int8_sym or fp8_e4m3"):
         fk.to_x16_(z(1, 48, 48, dtype=torch.uint8), 96, "nvfp4", z(1, 48, 6, dtype=torch.uint8))
     with pytest.raises(ValueError, match="rows % 16"):
         formats.nib_to_x16(z(1, 40, 48, dtype=torch.uint8))
@@ -111,7 +122,7 @@ def test_linear_bf16(fmt, group, N, K, T):
     assert ((y.double() - fk.linear(x, w).double()).abs() <= bound + bound_row).all()
 
 
-@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16", "int8_sym_x16"])
+@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16"])
 def test_nan_in_x_stays_in_its_token(fmt):
     """A NaN in one token's x makes that token's outputs NaN and no other's (the tiles share weights, not sums)."""
     g = torch.Generator().manual_seed(3)
@@ -122,14 +133,27 @@ def test_nan_in_x_stays_in_its_token(fmt):
     assert torch.isnan(y[2]).all() and not torch.isnan(y[[0, 1, 3, 4]]).any()
 
 
-@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16", "int8_sym_x16"])
+@pytest.mark.parametrize("fmt", ["mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16"])
 def test_rows_not_in_16s_and_odd_groups_are_refused(fmt):
     w = fk.quantize(torch.randn(1, 32, 64), fmt, group=32)
     bad = dataclasses.replace(w, q=w.q[:, :24].contiguous(), scale=w.scale[:, :24].contiguous())
-    with pytest.raises(ValueError, match=f"{fmt} needs"):
+    with pytest.raises(ValueError, match=f"{fmt} needs cols % 32"):
         fk.linear(torch.randn(1, 64), bad)
     if fmt != "mxfp4_x16":
         w16 = fk.quantize(torch.randn(1, 32, 64), fmt.removesuffix("_x16"), group=16)
         bad = dataclasses.replace(_x16(w16), fmt=fmt)
         with pytest.raises(ValueError, match="group % 32"):
             fk.linear(torch.randn(1, 64), bad)
+
+
+def test_fp8_nan_codes_give_nan():
+    """FP8_X16's table reads e4m3's NaN codes (0x7f, 0xff) as NaN, as torch's float8_e4m3fn does (the row-wise fp32
+    kernel reads them as +-480): the row holding one gives NaN for every token, the others do not."""
+    w = fk.quantize(
+        torch.randn(1, 32, 64, generator=torch.Generator().manual_seed(5)), "fp8_e4m3", group=32
+    )
+    w.q[0, 3, 10] = 0x7F
+    w.q[0, 20, 50] = 0xFF
+    y = fk.linear(torch.randn(4, 64).bfloat16(), _x16(w))
+    assert torch.isnan(y[:, [3, 20]]).all()
+    assert not torch.isnan(y[:, [c for c in range(32) if c not in (3, 20)]]).any()

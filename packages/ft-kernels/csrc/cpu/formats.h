@@ -59,6 +59,8 @@
 //              kernel with rows in the lanes; group % 32 == 0): rows % 16 == 0, cols % 32 == 0, rows unpadded (q_stride
 //              cols). Block j (columns 32j..32j+31) of rows 16g..16g+15: 512 bytes at 512 (g cols/32 + j), byte 64p + 4i
 //              + b (p < 8, b < 4) row i's int8 of column 32j + 4p + b; scale as INT4_SYM_X16's. W as INT8_SYM.
+//   FP8_E4M3_X16  FP8_E4M3 with 16 rows interleaved as INT8_SYM_X16 is (the same function; group % 32 == 0): its bytes
+//              and scales in INT8_SYM_X16's places. W as FP8_E4M3.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -66,7 +68,7 @@
 namespace ft {
 
 enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K,
-                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, COUNT };
+                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -140,17 +142,18 @@ constexpr int64_t kX16Tile = 2304, kX16Q6Tile = 3360;  // Q4_K_X16 / Q6_K_X16: o
 // The formats with 16 rows interleaved, and the row-wise format each was made from.
 inline bool is_x16(Fmt f) { return f == Fmt::Q4_K_X16 || f == Fmt::Q6_K_X16; }
 inline Fmt x16_base(Fmt f) { return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q6_K_X16 ? Fmt::Q6_K : f; }
-// The 4-bit formats with 16 rows interleaved (MXFP4_X16, INT4_SYM_X16), and those whose kernels take rows in whole
-// groups of 16 (these and the K-quant X16 formats).
+// The 4-bit and 8-bit formats with 16 rows interleaved (MXFP4_X16, INT4_SYM_X16; INT8_SYM_X16, FP8_E4M3_X16), and
+// those whose kernels take rows in whole groups of 16 (these and the K-quant X16 formats).
 inline bool is_nib_x16(Fmt f) { return f == Fmt::MXFP4_X16 || f == Fmt::INT4_SYM_X16; }
-inline bool rows_in_16s(Fmt f) { return is_x16(f) || is_nib_x16(f) || f == Fmt::INT8_SYM_X16; }
+inline bool is_byte_x16(Fmt f) { return f == Fmt::INT8_SYM_X16 || f == Fmt::FP8_E4M3_X16; }
+inline bool rows_in_16s(Fmt f) { return is_x16(f) || is_nib_x16(f) || is_byte_x16(f); }
 // A 4-bit X16 format: the code (nibble) of row r, column c, and the index of its scale (the scale of group k of row r
 // in a matrix with ns scales a row).
 inline uint8_t nib_x16_code(const uint8_t* q, int64_t cols, int64_t r, int64_t c) {
   return (q[(r / 16) * 8 * cols + 64 * (c / 8) + 4 * (r % 16) + c % 4] >> (4 * ((c % 8) / 4))) & 0xf;
 }
 inline int64_t nib_x16_scale_at(int64_t ns, int64_t r, int64_t k) { return ((r / 16) * ns + k) * 16 + r % 16; }
-// INT8_SYM_X16: the byte of row r, column c (its scale: nib_x16_scale_at).
+// INT8_SYM_X16, FP8_E4M3_X16: the byte of row r, column c (its scale: nib_x16_scale_at).
 inline int64_t i8_x16_at(int64_t cols, int64_t r, int64_t c) { return (r / 16) * 16 * cols + 64 * (c / 4) + 4 * (r % 16) + c % 4; }
 // An X16 format with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).
 inline const uint8_t* x16_tile(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s) {

@@ -17,7 +17,7 @@ void to_x16(Fmt f, uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t ro
 // scale_bytes a matrix). The matrices are spread over the kernel pool. Twin: ft_kernels.formats.nib_to_x16.
 void nib_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns, int scale_bytes);
 
-// INT8_SYM -> INT8_SYM_X16 (cpu/formats.h), in place, for n matrices of [rows, cols] (rows % 16 == 0, cols % 32 == 0):
+// INT8_SYM -> INT8_SYM_X16 or FP8_E4M3 -> FP8_E4M3_X16 (cpu/formats.h: the same bytes' places), in place, for n matrices of [rows, cols] (rows % 16 == 0, cols % 32 == 0):
 // codes q (rows * cols bytes a matrix) and fp32 scales (rows * ns a matrix). On the kernel pool. Twin:
 // ft_kernels.formats.int8_to_x16.
 void int8_to_x16(uint8_t* q, float* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns);

@@ -41,18 +41,21 @@ def to_x16_(
 ) -> torch.Tensor:
     """Q4_K or Q6_K (``fmt``) blocks ``q`` uint8 [N, rows, row bytes] (contiguous; rows % 16 == 0, may be padded)
     repacked in place to ``fmt + "_x16"`` on the kernel pool; returns ``q``. Twin: ``kquants.to_x16``. For
-    ``fmt`` "mxfp4", "int4_sym" or "int8_sym", codes ``q`` [N, rows, cols / 2] (int8: cols) and their ``scale``
+    ``fmt`` "mxfp4", "int4_sym", "int8_sym" or "fp8_e4m3", codes ``q`` [N, rows, cols / 2] (8-bit: cols) and their ``scale``
     [N, rows, groups] (uint8 e8m0, float32) both (rows % 16 == 0, cols % 32 == 0; twins ``formats.nib_to_x16``,
     ``formats.int8_to_x16``). ValueError on a bad shape or format."""
     if not q.is_contiguous() or (scale is not None and not scale.is_contiguous()):
         raise ValueError("q and scale must be contiguous")
-    if fmt in ("mxfp4", "int4_sym", "int8_sym"):
+    if fmt in ("mxfp4", "int4_sym", "int8_sym", "fp8_e4m3"):
         if scale is None:
             raise ValueError(f"{fmt} needs its scales repacked with its codes")
-        (_C.int8_to_x16 if fmt == "int8_sym" else _C.nib_to_x16)(_a(q), _a(scale), cols)
+        byte = fmt in ("int8_sym", "fp8_e4m3")
+        (_C.int8_to_x16 if byte else _C.nib_to_x16)(_a(q), _a(scale), cols)
         return q
     if fmt not in ("q4_k", "q6_k"):
-        raise ValueError(f"fmt must be q4_k, q6_k, mxfp4, int4_sym or int8_sym, got {fmt!r}")
+        raise ValueError(
+            f"fmt must be q4_k, q6_k, mxfp4, int4_sym, int8_sym or fp8_e4m3, got {fmt!r}"
+        )
     _C.to_x16(_a(q), cols, FORMATS[fmt + "_x16"])
     return q
 

@@ -24,6 +24,8 @@ int4_sym_  as int4_sym                   as int4_sym, both 16 rows interleaved  
 x16                                      (``nib_to_x16``; group % 32 == 0)
 int8_sym_  as int8_sym, 16 rows          as int8_sym, 16 rows interleaved      as int8_sym
 x16        interleaved (``int8_to_x16``)  (``nib_to_x16``; group % 32 == 0)
+fp8_e4m3_  as fp8_e4m3, 16 rows          as fp8_e4m3, 16 rows interleaved      as fp8_e4m3
+x16        interleaved (``int8_to_x16``)  (``nib_to_x16``; group % 32 == 0)
 q3_k       [N, rows, cols/256 * 110]     in the blocks                         d (sc - 32) (q - 4)
 q2_k       [N, rows, cols/256 * 84]      in the blocks                         d sc q - dmin m
 =========  ============================  ====================================  ===========================
@@ -43,11 +45,12 @@ from ft_kernels import _C, kquants
 
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
-# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16".
+# "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16",
+# "fp8_e4m3_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 # Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, int8 ones on
 # AVX-512 VNNI), never stored nor offered as a format to convert or re-quantise to.
-REPACKED = ("q4_k_x16", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16")
+REPACKED = ("q4_k_x16", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16")
 DEFAULT_GROUP = {
     "fp8_e4m3": 128,
     "mxfp4": 32,
@@ -63,6 +66,7 @@ DEFAULT_GROUP = {
     "mxfp4_x16": 32,
     "int4_sym_x16": 128,
     "int8_sym_x16": 32,
+    "fp8_e4m3_x16": 128,
     "q3_k": 256,
     "q2_k": 256,
 }
@@ -139,14 +143,18 @@ def nib_from_x16(t: torch.Tensor, scales: bool = False) -> torch.Tensor:
     return _pack_nibbles(codes)
 
 
+BYTE_X16 = ("int8_sym_x16", "fp8_e4m3_x16")  # a byte a weight: int8_to_x16's layout
+
+
 def int8_to_x16(t: torch.Tensor) -> torch.Tensor:
-    """INT8_SYM codes uint8 [..., rows, cols] (rows % 16 == 0, cols % 32 == 0) -> those of ``int8_sym_x16``
+    """INT8_SYM or FP8_E4M3 bytes uint8 [..., rows, cols] (rows % 16 == 0, cols % 32 == 0) -> those of
+    ``int8_sym_x16`` / ``fp8_e4m3_x16``
     (``csrc/cpu/formats.h``), a new tensor of the same shape: per 16 rows and 4 columns 64 bytes (byte 4i + b: row
     i's column 4p + b), in column order, the groups of 16 rows back to back. Its scales: ``nib_to_x16``."""
     *lead, rows, cols = t.shape
     if rows % 16 or cols % 32:
         raise ValueError(
-            f"int8_sym_x16 needs rows % 16 == 0 and cols % 32 == 0, got [{rows}, {cols}]"
+            f"the 8-bit X16 formats need rows % 16 == 0 and cols % 32 == 0, got [{rows}, {cols}]"
         )
     g = t.reshape(*lead, rows // 16, 16, cols // 4, 4)  # [.., G, i, p, b]
     return g.transpose(-3, -2).reshape(t.shape).contiguous()
@@ -180,9 +188,9 @@ def quantize(
         return ExpertWeights(fmt, w.half().contiguous(), C, bias=b)
     if fmt in kquants.BLOCK_BYTES:
         return ExpertWeights(fmt, kquants.quantize(w, fmt), C, group=kquants.QK, bias=b)
-    if fmt in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16"):
+    if fmt in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16"):
         m = quantize(w, fmt.removesuffix("_x16"), group, bias)
-        q = int8_to_x16(m.q) if fmt == "int8_sym_x16" else nib_to_x16(m.q)
+        q = int8_to_x16(m.q) if fmt in BYTE_X16 else nib_to_x16(m.q)
         return dataclasses.replace(m, fmt=fmt, q=q, scale=nib_to_x16(m.scale, scales=True))
     if fmt in REPACKED:
         base = fmt.removesuffix("_x16")

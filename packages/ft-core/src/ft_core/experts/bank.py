@@ -172,12 +172,13 @@ class ExpertBank:
 
     def interleave(self, fmts: tuple[str, ...]) -> int:
         """Repack, in place, every matrix kind (per MoE layer in mixed banks) in one of ``fmts`` ("q4_k",
-        "q6_k", "mxfp4", "int4_sym", "int8_sym") whose rows come in whole groups of 16 into that format's
-        ``_x16`` layout (``ft_kernels.to_x16_``: the same bytes, 16 rows interleaved), the layout of the kernels
-        with rows in the lanes; the formats say so from then on. An mxfp4, int4_sym or int8_sym bank is repacked
-        whole (codes and scales of both kinds) or not at all. Returns the number of (layer, kind) matrices repacked. The values do not
+        "q6_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") whose rows come in whole groups of 16 into that
+        format's ``_x16`` layout (``ft_kernels.to_x16_``: the same bytes, 16 rows interleaved), the layout of the
+        kernels with rows in the lanes; the formats say so from then on. A bank in a format with scales of its
+        own (mxfp4, int4_sym, int8_sym, fp8_e4m3) is repacked whole (codes and scales of both kinds) or not at
+        all. Returns the number of (layer, kind) matrices repacked. The values do not
         change (``dequant``)."""
-        if self.fmt in ("mxfp4", "int4_sym", "int8_sym"):
+        if self.fmt in ("mxfp4", "int4_sym", "int8_sym", "fp8_e4m3"):
             return self._interleave_scaled() if self.fmt in fmts else 0
         n_layers = max(1, len(self.layer_fmts))
         fmts_at = [
@@ -224,11 +225,13 @@ class ExpertBank:
         mx = self.fmt == "mxfp4"
         if not mx and self.fp8_block % 32:  # the kernel's blocks of 32 columns share one scale
             return 0
+        fp8 = self.fmt == "fp8_e4m3"
         for which, rows, cols in kinds:
-            q = self.tensors[f"{which}_blocks" if mx else f"{which}_q"]
+            q = self.tensors[f"{which}_blocks" if mx else which if fp8 else f"{which}_q"]
             s = self.tensors[f"{which}_scales" if mx else f"{which}_scale"]
-            row_bytes = cols if self.fmt == "int8_sym" else cols // 2
-            ft_kernels.to_x16_(q.view(q.shape[0], rows, row_bytes), cols, self.fmt, s)  # in place
+            row_bytes = cols if self.fmt in ("int8_sym", "fp8_e4m3") else cols // 2
+            q = q.view(torch.uint8).view(q.shape[0], rows, row_bytes)
+            ft_kernels.to_x16_(q, cols, self.fmt, s)  # in place
         self.fmt, self._kernel_views = f"{self.fmt}_x16", None
         return 2
 
@@ -264,11 +267,11 @@ class ExpertBank:
                 out.append(
                     ExpertWeights(self.fmt, q, cols, t[f"{which}_scales"], group=32, bias=bias)
                 )
-            elif self.fmt == "fp8_e4m3":
+            elif self.fmt in ("fp8_e4m3", "fp8_e4m3_x16"):
                 q = t[which].view(torch.uint8)
                 out.append(
                     ExpertWeights(
-                        "fp8_e4m3", q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias
+                        self.fmt, q, cols, t[f"{which}_scale"], group=self.fp8_block, bias=bias
                     )
                 )
             elif self.fmt in (

@@ -67,10 +67,10 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
 
 
 def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
-    """The formats ("q4_k", "q6_k", "mxfp4", "int4_sym", "int8_sym") that ``engine``'s CPU kernels read faster
-    16 rows interleaved (``q4_k_x16``, ``q6_k_x16``, ``mxfp4_x16``, ``int4_sym_x16``, ``int8_sym_x16``: rows in
-    the lanes): with int8 activations those AVX-512 VNNI has that kernel for (q4_k), with bf16 ones those the
-    bf16 kernels run (AMD's AVX-512 BF16: all five). Elsewhere (fp32
+    """The formats ("q4_k", "q6_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") that ``engine``'s CPU kernels
+    read faster 16 rows interleaved (their ``_x16`` layouts: rows in the lanes): with int8 activations those
+    AVX-512 VNNI has that kernel for (q4_k), with bf16 ones those the bf16 kernels run (AMD's AVX-512 BF16: all
+    six). Elsewhere (fp32
     activations, AVX2, Intel's AVX-512 BF16) none: the row-wise layout stays."""
     if engine.int8_activations:
         simd = ft_kernels.int8_simd
@@ -88,7 +88,7 @@ def build_backend(
     if (hint := fp32_products_hint(bank, engine)) is not None:
         logging.getLogger("ft_core.engine").warning(hint)
     if engine.expert_impl in ("auto", "kernel") and (fmts := x16_formats(engine)):
-        # Q4_K / Q6_K / MXFP4 / INT4 / INT8 experts in the rows-in-lanes kernels' layout
+        # Q4_K / Q6_K / MXFP4 / INT4 / INT8 / FP8 experts in the rows-in-lanes kernels' layout
         bank.interleave(fmts)
     host = select_impl(
         engine.expert_impl, bank, moe.swiglu_alpha, moe.swiglu_limit, engine.int8_activations

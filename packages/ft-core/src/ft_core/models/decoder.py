@@ -116,7 +116,7 @@ class Decoder:
         else:  # a quantised source's own bits where a kernel reads them (GGUF)
             self.dense_bytes_per_token -= native_saved
         if engine.dense_device == "cpu" and (fmts := x16_formats(engine)):
-            # Q4_K / Q6_K / MXFP4 / INT4 / INT8 projections in the rows-in-lanes kernels' layout
+            # Q4_K / Q6_K / MXFP4 / INT4 / INT8 / FP8 projections in the rows-in-lanes kernels' layout
             interleave_dense(self, fmts)
         if engine.dense_device != "cpu":  # before the expert cache takes the free device memory
             place_dense(self, torch.device(engine.dense_device))

@@ -44,11 +44,11 @@ def kernel_dense(ew, int8: bool) -> QuantDense:
 
 
 def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
-    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k", "mxfp4", "int4_sym", "int8_sym") of whole 16-row
-    groups repacked 16 rows interleaved (``q4_k_x16`` / ``q6_k_x16`` / ``mxfp4_x16`` / ``int4_sym_x16`` /
-    ``int8_sym_x16``: the same values, rows in the kernel's lanes); any other ``d`` as it is."""
+    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q6_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") of
+    whole 16-row groups repacked 16 rows interleaved (their ``_x16`` layouts: the same values, rows in the
+    kernel's lanes); any other ``d`` as it is."""
     ew = d.w
-    nib = ew.fmt in ("mxfp4", "int4_sym", "int8_sym")  # with scales of their own
+    nib = ew.fmt in ("mxfp4", "int4_sym", "int8_sym", "fp8_e4m3")  # with scales of their own
     if ew.fmt not in fmts or ew.rows % 16 or (nib and (ew.cols % 32 or ew.group % 32)):
         return d
     q = ew.q.clone(memory_format=torch.contiguous_format)

@@ -1,17 +1,19 @@
-// AVX-512 BF16, bf16 activations (cpu/bf16act.h) for INT8_SYM_X16 (INT8 with 16 rows interleaved, cpu/formats.h; GGUF
-// Q8_0: groups of 32): rows in the lanes.
+// AVX-512 BF16, bf16 activations (cpu/bf16act.h) for the 8-bit X16 formats (cpu/formats.h: INT8_SYM_X16, GGUF Q8_0's
+// groups of 32; FP8_E4M3_X16, HF FP8 checkpoints' blocks): rows in the lanes.
 //
-// Without this, bf16 x met INT8 weights in the fp32 kernel at decode (each byte sign-extended, converted and
-// multiplied in fp32: 3 ops per 16 weights). Here one 64-byte load is 4 columns of 16 rows (dword i: row i's
-// columns 4p..4p+3). An int8 q is l - 128 h (l its low 7 bits, h its sign bit), and both parts become exact bf16
-// by one ternary-logic op on a 16-bit word: (word & 0x7f) | 0x4300 is bf16(128 + l), (word & 0x80) | 0xc300 is
-// bf16(-128 - 128 h); their sum is q. Words hold columns (4p, 4p + 1) and (4p + 2, 4p + 3), so the word itself gives
-// columns 4p and 4p + 2 of the lane's pair, the word >> 8 columns 4p + 1 and 4p + 3, each met by x's matching pair
-// (x16_prep's order) in `vdpbf16ps`. Per 64 weights and token: 4 `vdpbf16ps`, after 1 shift and 4 ternary-logic
-// ops shared by the tile's tokens; one scale FMA per 32 columns of 16 rows; no horizontal sums, no sums of x.
-//
-// Both parts and their products with bf16 x are exact in fp32, so the result differs from the row-wise kernel's
-// only in fp32 rounding: the parts sum terms up to (256 + |q|) |x|, not |q| |x| (fp32_bounds.kquant_terms).
+// Without this, bf16 x met these weights in the fp32 kernels at decode (each byte widened, converted and multiplied
+// in fp32). Here one 64-byte load is 4 columns of 16 rows (dword i: row i's columns 4p..4p+3). Words hold columns
+// (4p, 4p + 1) and (4p + 2, 4p + 3), so the word's low byte gives columns 4p and 4p + 2 of the lane's pair, its high
+// byte (word >> 8) columns 4p + 1 and 4p + 3, each met by x's matching pair (x16_prep's order) in `vdpbf16ps`; one
+// scale FMA per 32 columns of 16 rows; no horizontal sums, no sums of x.
+// - INT8: q is l - 128 h (l its low 7 bits, h its sign bit), and both parts become exact bf16 by one ternary-logic
+//   op on a word: (word & 0x7f) | 0x4300 is bf16(128 + l), (word & 0x80) | 0xc300 is bf16(-128 - 128 h); their sum is
+//   q. Per 64 weights and token 4 `vdpbf16ps`, after 1 shift and 4 ternary-logic ops shared by the tile's tokens.
+//   The parts sum terms up to (256 + |q|) |x|, not |q| |x| (fp32_bounds.int8_x16_terms).
+// - FP8 e4m3: the bf16 of the 7-bit magnitude from a 128-entry table (two `vpermi2w` of 64 entries, chosen by bit 6:
+//   subnormals exact, 0x7f NaN), the sign or-ed in. Per 64 weights and token 2 `vdpbf16ps` after 12 shared ops.
+// Every value and product with bf16 x is exact in fp32, so results differ from the row-wise kernels' only in fp32
+// rounding.
 //
 // Two `vdpbf16ps` a column pair bound it at ~50 GMAC/s a Zen 4 core from 8 tokens, half the tokens-in-lanes
 // prefill kernel's ~90 (x86_avx512bf16_tokgemm.h) on INT8: from 12 tokens that kernel runs on the call's rows put
@@ -26,33 +28,72 @@
 namespace ft {
 namespace {
 
-struct Int8X16 {
+struct Int8Parts {  // q = (128 + l) + (-128 - 128 h): two parts a column pair
+  static constexpr int kParts = 2;
+  // the bf16 words of the pair (low byte: columns 4p, 4p + 2; high: 4p + 1, 4p + 3) of the 64 bytes v
+  void decode(__m512i v, __m512bh (&w)[4]) const {
+    const __m512i low = _mm512_set1_epi16(0x007f), sign = _mm512_set1_epi16(0x0080), pos = _mm512_set1_epi16(0x4300),
+                  neg = _mm512_set1_epi16(static_cast<short>(0xc300));  // bf16 128 and -128
+    const __m512i v8 = _mm512_srli_epi16(v, 8);
+    w[0] = (__m512bh)_mm512_ternarylogic_epi32(v, low, pos, 0xea);
+    w[1] = (__m512bh)_mm512_ternarylogic_epi32(v, sign, neg, 0xea);
+    w[2] = (__m512bh)_mm512_ternarylogic_epi32(v8, low, pos, 0xea);
+    w[3] = (__m512bh)_mm512_ternarylogic_epi32(v8, sign, neg, 0xea);
+  }
+};
+
+struct Fp8Parts {  // e4m3's value in one bf16
+  static constexpr int kParts = 1;
+  static const uint16_t* table() {  // bf16 of the 128 magnitudes (0x7f: NaN)
+    alignas(64) static const struct T {
+      uint16_t v[128];
+      T() {
+        for (int i = 0; i < 128; ++i) v[i] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(i)));
+      }
+    } t;
+    return t.v;
+  }
+  __m512i t[4];  // magnitudes 0..31, 32..63, 64..95, 96..127
+  Fp8Parts() {
+    const uint16_t* v = table();
+    for (int k = 0; k < 4; ++k) t[k] = _mm512_loadu_si512(v + 32 * k);
+  }
+  void decode(__m512i v, __m512bh (&w)[2]) const {
+    const __m512i v8 = _mm512_srli_epi16(v, 8), sgn = _mm512_set1_epi16(static_cast<short>(0x8000));
+    auto mag = [&](__m512i idx, __mmask32 top) {  // idx's low 6 bits, and bit 6 (top) choosing the table half
+      return _mm512_mask_blend_epi16(top, _mm512_permutex2var_epi16(t[0], idx, t[1]),
+                                     _mm512_permutex2var_epi16(t[2], idx, t[3]));
+    };
+    const __m512i lo = mag(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x0040))),
+                  hi = mag(v8, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x4000)));
+    w[0] = (__m512bh)_mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(v, 8), sgn, 0xf8);  // lo | (v << 8 & 0x8000)
+    w[1] = (__m512bh)_mm512_ternarylogic_epi32(hi, v, sgn, 0xf8);                       // hi | (v & 0x8000)
+  }
+};
+
+template <class F>
+struct ByteX16 {
   static constexpr bool kSums = false;
 
   // B blocks from block j of rows r..r+15 (bytes at q, x per token t at xo + t * ldo), C chains each and token,
   // into y.
   template <int NT, int B, int C>
-  static void blocks(const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo, int64_t ldo,
-                     __m512 (&y)[NT]) {
-    const __m512i low = _mm512_set1_epi16(0x007f), sign = _mm512_set1_epi16(0x0080), pos = _mm512_set1_epi16(0x4300),
-                  neg = _mm512_set1_epi16(static_cast<short>(0xc300));  // bf16 128 and -128
+  static void blocks(const F& f, const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo,
+                     int64_t ldo, __m512 (&y)[NT]) {
     __m512 acc[B][NT][C];
     FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
         acc[b][t][c] = _mm512_setzero_ps();
     FT_UNROLL for (int p = 0; p < 8; ++p) FT_UNROLL for (int b = 0; b < B; ++b) {
       const uint8_t* v0 = q + 512 * b + 64 * p;  // columns 32 b + 4p .. + 3 of the 16 rows
       _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
-      const __m512i v = _mm512_loadu_si512(v0), v8 = _mm512_srli_epi16(v, 8);
-      const __m512bh w[4] = {(__m512bh)_mm512_ternarylogic_epi32(v, low, pos, 0xea),
-                             (__m512bh)_mm512_ternarylogic_epi32(v, sign, neg, 0xea),
-                             (__m512bh)_mm512_ternarylogic_epi32(v8, low, pos, 0xea),
-                             (__m512bh)_mm512_ternarylogic_epi32(v8, sign, neg, 0xea)};
-      FT_UNROLL for (int k = 0; k < 4; ++k) {
+      __m512bh w[2 * F::kParts];
+      f.decode(_mm512_loadu_si512(v0), w);
+      FT_UNROLL for (int k = 0; k < 2 * F::kParts; ++k) {
         // x's pair (4p, 4p + 2) or (4p + 1, 4p + 3): dword p % 2 or p % 2 + 2 of its group of 8 columns
-        const int64_t at = 32 * b + 8 * (p / 2) + 2 * (p % 2 + 2 * (k / 2));
+        const int64_t at = 32 * b + 8 * (p / 2) + 2 * (p % 2 + 2 * (k / F::kParts));
         FT_UNROLL for (int t = 0; t < NT; ++t) {
           const __m512bh x = (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + at));
-          acc[b][t][(2 * p + k) % C] = _mm512_dpbf16_ps(acc[b][t][(2 * p + k) % C], w[k], x);
+          acc[b][t][(2 * F::kParts * p + k) % C] = _mm512_dpbf16_ps(acc[b][t][(2 * F::kParts * p + k) % C], w[k], x);
         }
       }
     }
@@ -71,8 +112,9 @@ struct Int8X16 {
     __m512 y[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     int64_t j = 0;
-    for (; j + B <= nb; j += B) blocks<NT, B, C>(m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
-    for (; j < nb; ++j) blocks<NT, 1, C>(m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
+    const F f{};
+    for (; j + B <= nb; j += B) blocks<NT, B, C>(f, m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
+    for (; j < nb; ++j) blocks<NT, 1, C>(f, m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
     FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };
@@ -139,7 +181,12 @@ void rows_bf16act_int8x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1,
     w.fmt = Fmt::INT8_SYM, w.rows = n, w.q = reinterpret_cast<const uint8_t*>(q), w.q_stride = m.cols, w.scale = s;
     done = tok_rows_bf16act_int8_avx512bf16(w, 0, n, X, ntok, ldx, Y, ldy);
   }
-  if (done < ntok) x16_rows<Int8X16>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
+  if (done < ntok) x16_rows<ByteX16<Int8Parts>>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
+}
+
+void rows_bf16act_fp8x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
+                                    int64_t ldx, float* Y, int64_t ldy) {
+  x16_rows<ByteX16<Fp8Parts>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft
