@@ -48,12 +48,12 @@ def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
     whole 16-row groups repacked 16 rows interleaved (their ``_x16`` layouts: the same values, rows in the
     kernel's lanes); any other ``d`` as it is."""
     ew = d.w
-    nib = ew.fmt in ("mxfp4", "int4_sym", "int8_sym", "fp8_e4m3")  # with scales of their own
-    if ew.fmt not in fmts or ew.rows % 16 or (nib and (ew.cols % 32 or ew.group % 32)):
+    scaled = ew.fmt in ("mxfp4", "int4_sym", "int8_sym", "fp8_e4m3")  # with scales of their own
+    if ew.fmt not in fmts or ew.rows % 16 or (scaled and (ew.cols % 32 or ew.group % 32)):
         return d
     q = ew.q.clone(memory_format=torch.contiguous_format)
-    scale = ew.scale.clone(memory_format=torch.contiguous_format) if nib else ew.scale
-    fk.to_x16_(q, ew.cols, ew.fmt, scale if nib else None)
+    scale = ew.scale.clone(memory_format=torch.contiguous_format) if scaled else ew.scale
+    fk.to_x16_(q, ew.cols, ew.fmt, scale if scaled else None)
     return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q, scale=scale), d.int8)
 
 

@@ -23,13 +23,23 @@
 #include <immintrin.h>
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL, FloatBuf
-#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, x16_fold, kX16Ahead
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, ScaledX16, x16_group_scales
 
 namespace ft {
 namespace {
 
-struct Int8Parts {  // q = (128 + l) + (-128 - 128 h): two parts a column pair
-  static constexpr int kParts = 2;
+// ScaledX16's decoders of the 8-bit formats: a load is 4 columns of the 16 rows; a word's low byte gives the pair
+// (4p, 4p + 2), its high byte (4p + 1, 4p + 3) -- x's dword p % 2 or p % 2 + 2 of its group of 8 columns.
+template <int kParts>  // bf16 parts a weight
+struct Bytes {
+  static constexpr int kLoads = 8, kWords = 2 * kParts;
+  static constexpr int side(int nt) { return nt <= 2 ? 2 : 1; }
+  static constexpr int chains(int nt) { return nt == 1 ? 4 : nt <= 4 ? 2 : 1; }  // 6-8 in flight
+  static constexpr int x_at(int p, int k) { return 8 * (p / 2) + 2 * (p % 2 + 2 * (k / kParts)); }
+  static __m512 scales(const WeightMat& m, int64_t r, int64_t j) { return x16_group_scales(m, r, j); }
+};
+
+struct Int8Parts : Bytes<2> {  // q = (128 + l) + (-128 - 128 h): two parts a column pair
   // the bf16 words of the pair (low byte: columns 4p, 4p + 2; high: 4p + 1, 4p + 3) of the 64 bytes v
   void decode(__m512i v, __m512bh (&w)[4]) const {
     const __m512i low = _mm512_set1_epi16(0x007f), sign = _mm512_set1_epi16(0x0080), pos = _mm512_set1_epi16(0x4300),
@@ -42,8 +52,7 @@ struct Int8Parts {  // q = (128 + l) + (-128 - 128 h): two parts a column pair
   }
 };
 
-struct Fp8Parts {  // e4m3's value in one bf16
-  static constexpr int kParts = 1;
+struct Fp8Parts : Bytes<1> {  // e4m3's value in one bf16
   static const uint16_t* table() {  // bf16 of the 128 magnitudes (0x7f: NaN)
     alignas(64) static const struct T {
       uint16_t v[128];
@@ -68,54 +77,6 @@ struct Fp8Parts {  // e4m3's value in one bf16
                   hi = mag(v8, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x4000)));
     w[0] = (__m512bh)_mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(v, 8), sgn, 0xf8);  // lo | (v << 8 & 0x8000)
     w[1] = (__m512bh)_mm512_ternarylogic_epi32(hi, v, sgn, 0xf8);                       // hi | (v & 0x8000)
-  }
-};
-
-template <class F>
-struct ByteX16 {
-  static constexpr bool kSums = false;
-
-  // B blocks from block j of rows r..r+15 (bytes at q, x per token t at xo + t * ldo), C chains each and token,
-  // into y.
-  template <int NT, int B, int C>
-  static void blocks(const F& f, const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo,
-                     int64_t ldo, __m512 (&y)[NT]) {
-    __m512 acc[B][NT][C];
-    FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
-        acc[b][t][c] = _mm512_setzero_ps();
-    FT_UNROLL for (int p = 0; p < 8; ++p) FT_UNROLL for (int b = 0; b < B; ++b) {
-      const uint8_t* v0 = q + 512 * b + 64 * p;  // columns 32 b + 4p .. + 3 of the 16 rows
-      _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
-      __m512bh w[2 * F::kParts];
-      f.decode(_mm512_loadu_si512(v0), w);
-      FT_UNROLL for (int k = 0; k < 2 * F::kParts; ++k) {
-        // x's pair (4p, 4p + 2) or (4p + 1, 4p + 3): dword p % 2 or p % 2 + 2 of its group of 8 columns
-        const int64_t at = 32 * b + 8 * (p / 2) + 2 * (p % 2 + 2 * (k / F::kParts));
-        FT_UNROLL for (int t = 0; t < NT; ++t) {
-          const __m512bh x = (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + at));
-          acc[b][t][(2 * F::kParts * p + k) % C] = _mm512_dpbf16_ps(acc[b][t][(2 * F::kParts * p + k) % C], w[k], x);
-        }
-      }
-    }
-    x16_fold(acc, [&](int b) {
-      return _mm512_loadu_ps(static_cast<const float*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, 32 * (j + b) / m.group));
-    }, y);
-  }
-
-  // Rows r..r+15 of m against NT tokens: Y[t * ldy + i] = row r + i . token t.
-  template <int NT>
-  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
-    constexpr int B = NT <= 2 ? 2 : 1;  // blocks side by side
-    constexpr int C = NT == 1 ? 4 : NT <= 4 ? 2 : 1;  // chains a block and token: 6-8 in flight
-    const int64_t nb = m.cols / 32;
-    const uint8_t* q = m.q + r * m.cols;  // the group's blocks, 512 B each
-    __m512 y[NT];
-    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
-    int64_t j = 0;
-    const F f{};
-    for (; j + B <= nb; j += B) blocks<NT, B, C>(f, m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
-    for (; j < nb; ++j) blocks<NT, 1, C>(f, m, r, j, q + 512 * j, xo + 32 * j, ldo, y);
-    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };
 
@@ -181,12 +142,12 @@ void rows_bf16act_int8x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1,
     w.fmt = Fmt::INT8_SYM, w.rows = n, w.q = reinterpret_cast<const uint8_t*>(q), w.q_stride = m.cols, w.scale = s;
     done = tok_rows_bf16act_int8_avx512bf16(w, 0, n, X, ntok, ldx, Y, ldy);
   }
-  if (done < ntok) x16_rows<ByteX16<Int8Parts>>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
+  if (done < ntok) x16_rows<ScaledX16<Int8Parts>>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
 }
 
 void rows_bf16act_fp8x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                     int64_t ldx, float* Y, int64_t ldy) {
-  x16_rows<ByteX16<Fp8Parts>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  x16_rows<ScaledX16<Fp8Parts>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

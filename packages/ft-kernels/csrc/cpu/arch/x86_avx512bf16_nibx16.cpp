@@ -19,7 +19,7 @@
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL
 #include "cpu/arch/x86_avx512_nib.h"      // e2m1_lut
-#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, x16_fold, kX16Ahead
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, ScaledX16, x16_group_scales
 
 namespace ft {
 namespace {
@@ -38,53 +38,25 @@ struct Int4Sym {  // q - 8, fp32 scales per group (a multiple of 32 columns)
     return _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
                          _mm512_set1_ps(8.f));
   }
-  static __m512 scales(const WeightMat& m, int64_t r, int64_t j) {
-    return _mm512_loadu_ps(static_cast<const float*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group));
-  }
+  static __m512 scales(const WeightMat& m, int64_t r, int64_t j) { return x16_group_scales(m, r, j); }
 };
 
+// ScaledX16's decoder for a 4-bit format F (its code values F::lut(), its scales F::scales): a load is 8 columns of
+// the 16 rows, nibble k of every word looked up by (word >> 4k).
 template <class F>
-struct NibX16 {
-  static constexpr bool kSums = false;
-
-  // B blocks from block j of rows r..r+15 (codes at q, x per token t at xo + t * ldo), C chains each and token,
-  // into y.
-  template <int NT, int B, int C>
-  static void blocks(const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo, int64_t ldo,
-                     __m512i lut, __m512 (&y)[NT]) {
-    __m512 acc[B][NT][C];
-    FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
-        acc[b][t][c] = _mm512_setzero_ps();
-    FT_UNROLL for (int p = 0; p < 4; ++p) FT_UNROLL for (int b = 0; b < B; ++b) {
-      const uint8_t* v0 = q + 256 * b + 64 * p;  // columns 32 b + 8p .. + 7 of the 16 rows
-      _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
-      const __m512i v = _mm512_loadu_si512(v0);
-      FT_UNROLL for (int k = 0; k < 4; ++k) {
-        const __m512bh w = (__m512bh)_mm512_permutexvar_epi16(k ? _mm512_srli_epi16(v, 4 * k) : v, lut);
-        FT_UNROLL for (int t = 0; t < NT; ++t) {
-          const __m512bh x = (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 32 * b + 8 * p + 2 * k));
-          acc[b][t][(4 * p + k) % C] = _mm512_dpbf16_ps(acc[b][t][(4 * p + k) % C], w, x);
-        }
-      }
-    }
-    x16_fold(acc, [&](int b) { return F::scales(m, r, j + b); }, y);
-  }
-
-  // Rows r..r+15 of m against NT tokens: Y[t * ldy + i] = row r + i . token t.
-  template <int NT>
-  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
-    constexpr int B = NT == 1 ? 4 : NT <= 3 ? 2 : 1;  // blocks side by side
-    constexpr int C = NT <= 2 ? 2 : 1;                // chains a block and token: 8 in flight at 1 and 2 tokens
-    const int64_t nb = m.cols / 32;
-    const uint8_t* q = m.q + r * (m.cols / 2);  // the group's blocks, 256 B each
+struct Nib4 {
+  static constexpr int kLoads = 4, kWords = 4;
+  static constexpr int side(int nt) { return nt == 1 ? 4 : nt <= 3 ? 2 : 1; }  // 8 chains a token at 1 and 2 tokens
+  static constexpr int chains(int nt) { return nt <= 2 ? 2 : 1; }
+  static constexpr int x_at(int p, int k) { return 8 * p + 2 * k; }
+  static __m512 scales(const WeightMat& m, int64_t r, int64_t j) { return F::scales(m, r, j); }
+  __m512i lut;  // the 16 values twice: vpermw reads 5 index bits
+  Nib4() {
     const __m256i h = (__m256i)_mm512_cvtneps_pbh(F::lut());
-    const __m512i lut = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);  // the 16 values twice: 5 index bits
-    __m512 y[NT];
-    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + B <= nb; j += B) blocks<NT, B, C>(m, r, j, q + 256 * j, xo + 32 * j, ldo, lut, y);
-    for (; j < nb; ++j) blocks<NT, 1, C>(m, r, j, q + 256 * j, xo + 32 * j, ldo, lut, y);
-    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+    lut = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+  }
+  void decode(__m512i v, __m512bh (&w)[4]) const {
+    FT_UNROLL for (int k = 0; k < 4; ++k) w[k] = (__m512bh)_mm512_permutexvar_epi16(k ? _mm512_srli_epi16(v, 4 * k) : v, lut);
   }
 };
 
@@ -92,12 +64,12 @@ struct NibX16 {
 
 void rows_bf16act_mxfp4x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                       int64_t ldx, float* Y, int64_t ldy) {
-  x16_rows<NibX16<Mxfp4>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  x16_rows<ScaledX16<Nib4<Mxfp4>>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 void rows_bf16act_int4x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                      int64_t ldx, float* Y, int64_t ldy) {
-  x16_rows<NibX16<Int4Sym>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  x16_rows<ScaledX16<Nib4<Int4Sym>>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

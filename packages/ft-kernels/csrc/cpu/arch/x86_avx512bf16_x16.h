@@ -1,6 +1,8 @@
 // AVX-512 BF16: what the rows-in-lanes bf16-activation kernels of the X16 formats (cpu/formats.h; Q4_K_X16 in
-// x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp, MXFP4_X16 in x86_avx512bf16_mxfp4x16.cpp) share: x put in their column order, and the
-// loop over tiles of tokens and groups of 16 rows. Included by files compiled with AVX-512 F/BW/VL/DQ/BF16 and F16C.
+// x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp, MXFP4_X16 and INT4_SYM_X16 in
+// x86_avx512bf16_nibx16.cpp, INT8_SYM_X16 and FP8_E4M3_X16 in x86_avx512bf16_bytex16.cpp) share: x put in their column
+// order, the loop over tiles of tokens and groups of 16 rows, and (ScaledX16) the block loop of the formats with scales
+// of their own. Included by files compiled with AVX-512 F/BW/VL/DQ/BF16 and F16C.
 #pragma once
 #include <immintrin.h>
 
@@ -38,19 +40,66 @@ inline void x16_prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint1
     }
 }
 
-// The rows-in-lanes kernels' block end (MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16): for each of B blocks side by side,
-// its C dot-product chains of each token summed and scaled once by the 16 rows' scales sc(b), into y.
-template <int NT, int B, int C, class S>
-inline void x16_fold(__m512 (&acc)[B][NT][C], S&& sc, __m512 (&y)[NT]) {
-  FT_UNROLL for (int b = 0; b < B; ++b) {
-    const __m512 s = sc(b);
-    FT_UNROLL for (int t = 0; t < NT; ++t) {
-      __m512 a = acc[b][t][0];
-      FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[b][t][c]);
-      y[t] = _mm512_fmadd_ps(a, s, y[t]);
+// The 16 rows' fp32 scales of block j (columns 32j..32j+31) of rows r..r+15 in a format with one scale per group (%
+// 32 columns) of each row, 16 rows together (INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16).
+inline __m512 x16_group_scales(const WeightMat& m, int64_t r, int64_t j) {
+  return _mm512_loadu_ps(static_cast<const float*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group));
+}
+
+// The kernel of the X16 formats with scales of their own (MXFP4_X16, INT4_SYM_X16: x86_avx512bf16_nibx16.cpp;
+// INT8_SYM_X16, FP8_E4M3_X16: x86_avx512bf16_bytex16.cpp), for x16_rows. A block of 32 columns of 16 rows is
+// D::kLoads 64-byte loads; d.decode makes each into D::kWords vectors of bf16 column pairs (lane i: row i), and word
+// k of load p meets x's dword D::x_at(p, k) of the block (x16_prep's order) in `vdpbf16ps`. D::side(NT) blocks run
+// side by side with D::chains(NT) dot-product chains each and token; a block's chains end summed and scaled once by
+// D::scales (its 16 rows' scales) into y.
+template <class D>
+struct ScaledX16 {
+  static constexpr bool kSums = false;
+
+  // B blocks from block j of rows r..r+15 (their bytes at q, x per token t at xo + t * ldo), into y.
+  template <int NT, int B, int C>
+  static void blocks(const D& d, const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo,
+                     int64_t ldo, __m512 (&y)[NT]) {
+    __m512 acc[B][NT][C];
+    FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
+        acc[b][t][c] = _mm512_setzero_ps();
+    FT_UNROLL for (int p = 0; p < D::kLoads; ++p) FT_UNROLL for (int b = 0; b < B; ++b) {
+      const uint8_t* v0 = q + 64 * (D::kLoads * b + p);
+      _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+      __m512bh w[D::kWords];
+      d.decode(_mm512_loadu_si512(v0), w);
+      FT_UNROLL for (int k = 0; k < D::kWords; ++k) FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m512bh x =
+            (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 32 * b + D::x_at(p, k)));
+        __m512& a = acc[b][t][(D::kWords * p + k) % C];
+        a = _mm512_dpbf16_ps(a, w[k], x);
+      }
+    }
+    FT_UNROLL for (int b = 0; b < B; ++b) {
+      const __m512 s = D::scales(m, r, j + b);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        __m512 a = acc[b][t][0];
+        FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[b][t][c]);
+        y[t] = _mm512_fmadd_ps(a, s, y[t]);
+      }
     }
   }
-}
+
+  // Rows r..r+15 of m against NT tokens: Y[t * ldy + i] = row r + i . token t.
+  template <int NT>
+  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
+    constexpr int B = D::side(NT), C = D::chains(NT), kBlock = 64 * D::kLoads;  // bytes of a block of 16 rows
+    const int64_t nb = m.cols / 32;
+    const uint8_t* q = m.q + r * nb * (kBlock / 16);  // the group's blocks
+    const D d{};
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + B <= nb; j += B) blocks<NT, B, C>(d, m, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
+    for (; j < nb; ++j) blocks<NT, 1, C>(d, m, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
 
 // Rows [r0, r1) of an X16 matrix m against ntok tokens: tiles of 8, 4, 3, 2, 1 tokens, each over every group of 16
 // rows r by K::group<NT>(m, r, xo, ldo, xs, Y, ldy), which writes Y[t * ldy + i] = row r + i . token t. K::kSums:
