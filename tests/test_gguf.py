@@ -483,7 +483,8 @@ def _plans_equal_op_by_op(path, check, **options) -> None:
 )
 def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, experts, dense, fmt):
     """ExpertBank.interleave repacks an MXFP4, INT4 (GGUF Q4_0) or INT8 (Q8_0) bank whole (codes and scales of both
-    kinds) in place to its X16 format: every expert dequantises to the same values, and the kernels read the new
+    kinds) in place to its X16 format, INT4 and INT8 scales in f16 as in the file: every expert dequantises to the
+    same values, and the kernels read the new
     layout (bf16 x: the rows-in-lanes kernel on AMD's AVX-512 BF16, the scalar twin elsewhere) within the fp32
     bound. A bfloat16 engine on a CPU with that kernel repacks its experts (GPT-OSS: biased ones; Qwen2-MoE: a
     shared expert too) and projections (Q8_0, Q4_0) itself, and its decode plans and the op-by-op path give the same tokens and logits bit for
@@ -499,6 +500,9 @@ def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, exper
         assert torch.equal(bank.dequant(ids, w), before[w])
     w13, w2 = bank.kernel_weights()
     assert w13.fmt == w2.fmt == f"{fmt}_x16"
+    # GGUF's Q4_0 / Q8_0 scales are f16 in the file: kept so (fewer bytes a token); e8m0 bytes stay
+    want = torch.uint8 if fmt == "mxfp4" else torch.float16
+    assert w13.scale.dtype == w2.scale.dtype == want
     one = dataclasses.replace(w13, q=w13.q[1:2], scale=w13.scale[1:2], bias=None)
     h = torch.randn(3, bank.hidden).bfloat16()
     W = ft_kernels.reference.dequantize(one)[0].double()
@@ -513,7 +517,9 @@ def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, exper
 
     def formats(eng):
         assert eng.model.bank.fmt == fmt
-        assert eng.model.layers[0][1].wo.w.fmt == dense_fmt
+        wo = eng.model.layers[0][1].wo.w
+        assert wo.fmt == dense_fmt
+        assert wo.scale.dtype == (torch.float16 if dense_fmt.endswith("_x16") else torch.float32)
 
     _plans_equal_op_by_op(path, formats, dtype="bfloat16")
 

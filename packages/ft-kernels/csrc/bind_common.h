@@ -87,13 +87,16 @@ inline ft::ExpertBankRef bank(const std::string& name, int fmt_i, const Arr& q, 
     const Arr& s = *scale;
     int64_t ns = (cols + m.group - 1) / m.group;
     bool byte_scale = fmt == ft::Fmt::MXFP4 || fmt == ft::Fmt::MXFP4_X16 || fmt == ft::Fmt::NVFP4;
+    // the group-scaled X16 formats take f16 scales too (GGUF Q4_0 / Q8_0's own)
+    bool f16_ok = fmt == ft::Fmt::INT4_SYM_X16 || fmt == ft::Fmt::INT8_SYM_X16 || fmt == ft::Fmt::FP8_E4M3_X16;
+    m.scale_f16 = f16_ok && is_dtype(s, nb::dlpack::dtype_code::Float, 16);
     expect(s.ndim() == 3 && int64_t(s.shape(0)) == N && int64_t(s.shape(1)) == rows && int64_t(s.shape(2)) == ns &&
-               (byte_scale ? is_dtype(s, nb::dlpack::dtype_code::UInt, 8) : s.dtype() == nb::dtype<float>()),
-           name + "_scale must be " + (byte_scale ? "uint8" : "float32") + " [" + std::to_string(N) + ", " +
-               std::to_string(rows) + ", " + std::to_string(ns) + "], got " + shape_of(s));
+               (byte_scale ? is_dtype(s, nb::dlpack::dtype_code::UInt, 8) : s.dtype() == nb::dtype<float>() || m.scale_f16),
+           name + "_scale must be " + (byte_scale ? "uint8" : f16_ok ? "float32 or float16" : "float32") + " [" +
+               std::to_string(N) + ", " + std::to_string(rows) + ", " + std::to_string(ns) + "], got " + shape_of(s));
     m.scale = s.data();
     m.scale_stride = ns;
-    b.scale_expert_bytes = rows * ns * (byte_scale ? 1 : 4);
+    b.scale_expert_bytes = rows * ns * (byte_scale ? 1 : m.scale_f16 ? 2 : 4);
     if (fmt == ft::Fmt::INT4_ASYM) {
       expect(zero.has_value() && zero->ndim() == 3 && is_dtype(*zero, nb::dlpack::dtype_code::UInt, 8) &&
                  int64_t(zero->shape(0)) == N && int64_t(zero->shape(1)) == rows && int64_t(zero->shape(2)) == ns,

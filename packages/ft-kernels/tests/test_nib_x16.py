@@ -6,6 +6,9 @@ elsewhere the scalar twin reads the layout) against the fp32 bound and the row-w
 fp32)."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import ft_kernels as fk
 import pytest
@@ -157,3 +160,90 @@ def test_fp8_nan_codes_give_nan():
     y = fk.linear(torch.randn(4, 64).bfloat16(), _x16(w))
     assert torch.isnan(y[:, [3, 20]]).all()
     assert not torch.isnan(y[:, [c for c in range(32) if c not in (3, 20)]]).any()
+
+
+GROUP_SCALED = [c for c in CASES if c[0] != "mxfp4"]  # fp32 scales, or f16 ones (formats.scales_f16)
+
+
+def _f16_pair(w):
+    """X16 weights ``w`` with its scales made exact in f16: (fp32 scales, the same values as f16 scales)."""
+    w32 = dataclasses.replace(w, scale=w.scale.half().float())
+    w16 = dataclasses.replace(w32, scale=formats.scales_f16(w32.scale))
+    assert w16.scale.dtype == torch.float16 and torch.equal(w16.scale.float(), w32.scale)
+    return w32, w16
+
+
+def test_scales_f16_only_where_every_scale_is_exact():
+    """``scales_f16`` gives f16 when every scale converts exactly (subnormal f16 values too), and otherwise the
+    fp32 tensor itself: one inexact value, one over f16's range, a NaN, already f16."""
+    g = torch.Generator().manual_seed(1)
+    s = (torch.randn(3, 32, 70, generator=g) * 0.01).half().float()
+    s[0, 0, 0] = 2.0**-24  # f16's least subnormal
+    h = formats.scales_f16(s)
+    assert h.dtype == torch.float16 and h.shape == s.shape and torch.equal(h.float(), s)
+    big = (torch.randn(5_000_000, generator=g) * 0.01).half().float()  # more than one chunk
+    assert torch.equal(formats.scales_f16(big).float(), big)
+    for bad in (1 / 3, 70000.0, float("nan")):
+        t = s.clone()
+        t[2, 31, 69] = bad
+        assert formats.scales_f16(t) is t
+    t = big.clone()
+    t[-1] = 1 / 3  # in the last chunk
+    assert formats.scales_f16(t) is t
+    assert formats.scales_f16(h) is h
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 8, 13, 21])
+@pytest.mark.parametrize("fmt,group", GROUP_SCALED)
+def test_f16_scales_give_the_fp32_scales_result_bit_for_bit(fmt, group, T):
+    """INT4_SYM_X16, INT8_SYM_X16 and FP8_E4M3_X16 with f16 scales give exactly what the same values as fp32
+    scales give (the kernel widens them exactly before the same FMAs; INT8's put-back prefill from 12 tokens
+    too), in ``linear`` and in the MoE call; the reference reads them too."""
+    w32, w16 = _f16_pair(_x16(_weights(fmt, group, 2, 64, 512, T, top=False)))
+    g = torch.Generator().manual_seed(T)
+    x = torch.randn(T, 512, generator=g).bfloat16()
+    one = lambda w: dataclasses.replace(w, q=w.q[:1], scale=w.scale[:1])  # noqa: E731
+    assert torch.equal(fk.linear(x, one(w16)), fk.linear(x, one(w32)))
+    assert torch.equal(R.dequantize(w16), R.dequantize(w32))
+    w2_32, w2_16 = _f16_pair(_x16(_weights(fmt, group, 2, 512, 32, T + 1, top=False)))
+    tok = torch.arange(T, dtype=torch.int32).repeat_interleave(2)
+    eid = torch.tensor([0, 1] * T, dtype=torch.int32)
+    gate = torch.rand(2 * T, generator=g)
+    y16 = fk.moe_experts(x, tok, eid, gate, w16, w2_16)
+    assert torch.equal(y16, fk.moe_experts(x, tok, eid, gate, w32, w2_32))
+
+
+def test_f16_scales_only_where_the_kernels_read_them():
+    """The row-wise formats keep fp32 scales: f16 ones are refused naming the dtype they need."""
+    w = _weights("int4_sym", 32, 1, 16, 64, 0)
+    with pytest.raises(ValueError, match="w_scale must be float32 \\["):
+        fk.linear(torch.randn(1, 64), dataclasses.replace(w, scale=w.scale.half()))
+    wx = _x16(w)
+    with pytest.raises(ValueError, match="float32 or float16"):
+        fk.linear(torch.randn(1, 64), dataclasses.replace(wx, scale=wx.scale.bfloat16()))
+
+
+@pytest.mark.parametrize("isa", fk.available_isas())
+def test_f16_scales_on_each_isa(isa):
+    """Where no rows-in-lanes kernel runs (FT_CPU_ISA; fresh process) the scalar twin reads f16 scales exactly
+    too: f16 and fp32 scales give the same result, for fp32 and bf16 x."""
+    code = f"""
+import dataclasses, torch, ft_kernels as fk
+from ft_kernels import formats
+assert fk.active_isa() == {isa!r}
+for fmt in ("int4_sym", "int8_sym", "fp8_e4m3"):
+    w = fk.quantize(torch.randn(1, 32, 96), fmt + "_x16", group=32)
+    w32 = dataclasses.replace(w, scale=w.scale.half().float())
+    w16 = dataclasses.replace(w32, scale=formats.scales_f16(w32.scale))
+    assert w16.scale.dtype == torch.float16
+    for x in (torch.randn(3, 96), torch.randn(13, 96).bfloat16()):
+        assert torch.equal(fk.linear(x, w16), fk.linear(x, w32)), (fmt, x.dtype)
+"""
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_CPU_ISA": isa},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]

@@ -80,6 +80,7 @@ struct WeightMat {
   const uint8_t* zero;   // INT4_ASYM zero points, row 0 (stride = scale_stride)
   int group;             // columns per scale
   float global_scale;    // NVFP4 per-tensor multiplier (1 otherwise)
+  bool scale_f16;        // INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16: scales in f16 (GGUF's own), not fp32
 };
 
 // Y[t, r - r0] = sum_c W[r, c] * X[t, c]  for r in [r0, r1), t < ntok. X fp32 [ntok, ldx], Y fp32 [ntok, ldy].
@@ -153,6 +154,10 @@ inline uint8_t nib_x16_code(const uint8_t* q, int64_t cols, int64_t r, int64_t c
   return (q[(r / 16) * 8 * cols + 64 * (c / 8) + 4 * (r % 16) + c % 4] >> (4 * ((c % 8) / 4))) & 0xf;
 }
 inline int64_t nib_x16_scale_at(int64_t ns, int64_t r, int64_t k) { return ((r / 16) * ns + k) * 16 + r % 16; }
+// INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16: scale i of w (nib_x16_scale_at), fp32 or f16 (w.scale_f16).
+inline float x16_scale(const WeightMat& w, int64_t i) {
+  return w.scale_f16 ? f16_to_f32(static_cast<const uint16_t*>(w.scale)[i]) : static_cast<const float*>(w.scale)[i];
+}
 // INT8_SYM_X16, FP8_E4M3_X16: the byte of row r, column c (its scale: nib_x16_scale_at).
 inline int64_t i8_x16_at(int64_t cols, int64_t r, int64_t c) { return (r / 16) * 16 * cols + 64 * (c / 4) + 4 * (r % 16) + c % 4; }
 // An X16 format with `cols` columns: the tile of row r's super-block s (r's index in it: r % 16).

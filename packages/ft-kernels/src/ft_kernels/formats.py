@@ -21,11 +21,14 @@ q6_k_x16   [N, rows, cols/256 * 210]     q6_k, 16 rows interleaved (``kquants.to
 mxfp4_x16  [N, rows, cols/2] uint8       as mxfp4, both 16 rows interleaved    as mxfp4
                                          (``nib_to_x16``)
 int4_sym_  as int4_sym                   as int4_sym, both 16 rows interleaved  as int4_sym
-x16                                      (``nib_to_x16``; group % 32 == 0)
+x16                                      (``nib_to_x16``; group % 32 == 0);
+                                         fp32 or f16 (``scales_f16``)
 int8_sym_  as int8_sym, 16 rows          as int8_sym, 16 rows interleaved      as int8_sym
-x16        interleaved (``int8_to_x16``)  (``nib_to_x16``; group % 32 == 0)
+x16        interleaved (``int8_to_x16``)  (``nib_to_x16``; group % 32 == 0);
+                                         fp32 or f16 (``scales_f16``)
 fp8_e4m3_  as fp8_e4m3, 16 rows          as fp8_e4m3, 16 rows interleaved      as fp8_e4m3
-x16        interleaved (``int8_to_x16``)  (``nib_to_x16``; group % 32 == 0)
+x16        interleaved (``int8_to_x16``)  (``nib_to_x16``; group % 32 == 0);
+                                         fp32 or f16 (``scales_f16``)
 q3_k       [N, rows, cols/256 * 110]     in the blocks                         d (sc - 32) (q - 4)
 q2_k       [N, rows, cols/256 * 84]      in the blocks                         d sc q - dmin m
 =========  ============================  ====================================  ===========================
@@ -165,6 +168,22 @@ def int8_from_x16(t: torch.Tensor) -> torch.Tensor:
     *lead, rows, cols = t.shape
     g = t.reshape(*lead, rows // 16, cols // 4, 16, 4)  # [.., G, p, i, b]
     return g.transpose(-3, -2).reshape(t.shape).contiguous()
+
+
+def scales_f16(scale: torch.Tensor) -> torch.Tensor:
+    """fp32 scales of a group-scaled X16 matrix (``int4_sym_x16``, ``int8_sym_x16``, ``fp8_e4m3_x16``; any shape) as
+    float16 where every one converts exactly -- GGUF Q4_0 / Q8_0's scales, f16 in the file, always do -- else
+    ``scale`` itself. The kernels read either (half the scale bytes: Q4_0 4.5 bits a weight instead of 5); the
+    values do not change."""
+    if scale.dtype != torch.float32 or scale.numel() == 0:
+        return scale
+    flat, half = scale.reshape(-1), torch.empty(scale.shape, dtype=torch.float16)
+    out, step = half.view(-1), 1 << 22  # chunks: no full-size temporaries
+    for i in range(0, flat.numel(), step):
+        out[i : i + step] = flat[i : i + step]
+        if not torch.equal(out[i : i + step].float(), flat[i : i + step]):
+            return scale
+    return half
 
 
 def e2m1_codes(v: torch.Tensor) -> torch.Tensor:

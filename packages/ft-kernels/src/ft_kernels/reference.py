@@ -41,7 +41,7 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return kquants.dequantize(kquants.from_x16(w.q, C, base), base, C)
     if w.fmt in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16"):
         unpack = formats.int8_from_x16 if w.fmt in formats.BYTE_X16 else formats.nib_from_x16
-        q, scale = unpack(w.q), formats.nib_from_x16(w.scale, scales=True)
+        q, scale = unpack(w.q), formats.nib_from_x16(w.scale, scales=True).float()
         return dequantize(dataclasses.replace(w, fmt=w.fmt.removesuffix("_x16"), q=q, scale=scale))
     codes = _unpack_nibbles(w.q)
     if w.fmt == "mxfp4":

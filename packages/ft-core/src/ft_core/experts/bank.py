@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import ft_kernels
 import torch
 from ft_kernels import kquants
+from ft_kernels.formats import scales_f16
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 # "q4_k", "q5_k", "q6_k", "q3_k", "q2_k" as GGUF stores them, and q4_k / q6_k with 16 rows interleaved (``interleave``)
@@ -232,6 +233,8 @@ class ExpertBank:
             row_bytes = cols if self.fmt in ("int8_sym", "fp8_e4m3") else cols // 2
             q = q.view(torch.uint8).view(q.shape[0], rows, row_bytes)
             ft_kernels.to_x16_(q, cols, self.fmt, s)  # in place
+            if not mx:  # f16 where exact (GGUF's own): fewer bytes a token
+                self.tensors[f"{which}_scale"] = scales_f16(s)
         self.fmt, self._kernel_views = f"{self.fmt}_x16", None
         return 2
 

@@ -21,6 +21,7 @@ import torch
 
 import ft_kernels as fk
 from ft_kernels import kquants
+from ft_kernels.formats import scales_f16
 from ft_core.errors import CheckpointError
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
@@ -54,6 +55,8 @@ def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
     q = ew.q.clone(memory_format=torch.contiguous_format)
     scale = ew.scale.clone(memory_format=torch.contiguous_format) if scaled else ew.scale
     fk.to_x16_(q, ew.cols, ew.fmt, scale if scaled else None)
+    if scaled and ew.fmt != "mxfp4":  # f16 where exact (GGUF's own): fewer bytes a token
+        scale = scales_f16(scale)
     return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q, scale=scale), d.int8)
 
 

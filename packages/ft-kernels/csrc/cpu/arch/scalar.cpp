@@ -75,14 +75,13 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
       return e2m1_to_f32(nib_x16_code(w.q, w.cols, r, c)) *
              e8m0_to_f32(static_cast<const uint8_t*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / 32)]);
     case Fmt::FP8_E4M3_X16:
-      return e4m3_to_f32(w.q[i8_x16_at(w.cols, r, c)]) *
-             static_cast<const float*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / w.group)];
+      return e4m3_to_f32(w.q[i8_x16_at(w.cols, r, c)]) * x16_scale(w, nib_x16_scale_at(w.scale_stride, r, c / w.group));
     case Fmt::INT8_SYM_X16:
       return static_cast<float>(static_cast<int8_t>(w.q[i8_x16_at(w.cols, r, c)])) *
-             static_cast<const float*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / w.group)];
+             x16_scale(w, nib_x16_scale_at(w.scale_stride, r, c / w.group));
     case Fmt::INT4_SYM_X16:
       return (static_cast<float>(nib_x16_code(w.q, w.cols, r, c)) - 8.f) *
-             static_cast<const float*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / w.group)];
+             x16_scale(w, nib_x16_scale_at(w.scale_stride, r, c / w.group));
     case Fmt::Q4_K_X16:
     case Fmt::Q6_K_X16: {
       uint8_t b[210];

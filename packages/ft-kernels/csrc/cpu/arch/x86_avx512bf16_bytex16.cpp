@@ -119,7 +119,7 @@ inline void rows_back(const WeightMat& m, int64_t r0, int64_t r1, int8_t* q, flo
       for (int i = 0; i < 16; ++i) o[i * cols + c] = static_cast<int8_t>(m.q[i8_x16_at(cols, r + i, c)]);
     for (int i = 0; i < 16; ++i)
       for (int64_t k = 0; k < ns; ++k)
-        s[(r - r0 + i) * ns + k] = static_cast<const float*>(m.scale)[nib_x16_scale_at(ns, r + i, k)];
+        s[(r - r0 + i) * ns + k] = x16_scale(m, nib_x16_scale_at(ns, r + i, k));
   }
 }
 
@@ -140,6 +140,7 @@ void rows_bf16act_int8x16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1,
     rows_back(m, r0, r1, q, s);
     WeightMat w = m;
     w.fmt = Fmt::INT8_SYM, w.rows = n, w.q = reinterpret_cast<const uint8_t*>(q), w.q_stride = m.cols, w.scale = s;
+    w.scale_f16 = false;
     done = tok_rows_bf16act_int8_avx512bf16(w, 0, n, X, ntok, ldx, Y, ldy);
   }
   if (done < ntok) x16_rows<ScaledX16<Int8Parts>>(m, r0, r1, X + done * ldx, ntok - done, ldx, Y + done * ldy, ldy);
