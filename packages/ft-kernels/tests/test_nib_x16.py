@@ -162,7 +162,8 @@ def test_fp8_nan_codes_give_nan():
     assert not torch.isnan(y[:, [c for c in range(32) if c not in (3, 20)]]).any()
 
 
-GROUP_SCALED = [c for c in CASES if c[0] != "mxfp4"]  # fp32 scales, or f16 ones (formats.scales_f16)
+# fp32 scales, or f16 ones (formats.scales_f16)
+GROUP_SCALED = [c for c in CASES if c[0] != "mxfp4"]
 
 
 def _f16_pair(w):
