@@ -93,6 +93,10 @@ FORMATS = {
     "q4_k_m": ("q4_k", "Q4_K_M"),
     "q6_k": ("q6_k", "Q6_K"),
     "q3_k_m": (None, "Q3_K_M"),  # --ft-gguf only (ft convert does not quantise to 3 bits)
+    "q5_k_m": (
+        None,
+        "Q5_K_M",
+    ),  # --ft-gguf only (ft convert --format q5_k is uniform, not this mix)
 }
 VOCABS = {"gpt-2": 50257, "qwen2": 151936}  # llama.cpp vocabulary file -> entries (= vocab_size)
 QWEN2_SPLIT = (
@@ -697,7 +701,7 @@ def main() -> None:
     ap.add_argument(
         "--formats",
         default="bf16,mxfp4,int4",
-        help="of bf16, mxfp4, int4, q8_0, q4_k_m, q6_k, q3_k_m (default: the first three)",
+        help="of bf16, mxfp4, int4, q8_0, q4_k_m, q6_k, q3_k_m, q5_k_m (default: the first three)",
     )
     ap.add_argument("--threads", type=int_list, default=[1, 2], help="thread counts (default 1,2)")
     ap.add_argument("--rounds", type=int, default=3, help="measurement rounds (default 3)")
@@ -764,8 +768,9 @@ def main() -> None:
     args.formats = [f for f in args.formats.split(",") if f]
     if bad := [f for f in args.formats if f not in FORMATS]:
         ap.error(f"--formats: unknown {', '.join(bad)} (of {', '.join(FORMATS)})")
-    if "q3_k_m" in args.formats and not args.ft_gguf:
-        ap.error("--formats q3_k_m needs --ft-gguf (ft runs llama-quantize's file)")
+    for f in ("q3_k_m", "q5_k_m"):
+        if f in args.formats and not args.ft_gguf:
+            ap.error(f"--formats {f} needs --ft-gguf (ft runs llama-quantize's file)")
     if args.shape not in SHAPES:
         ap.error(f"--shape {args.shape!r}: mid or deep")
     if args.rounds < 1 or not args.threads or not args.prompt or args.decode < 1:

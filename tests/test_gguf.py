@@ -570,6 +570,35 @@ def test_interleaving_k_quant_experts_keeps_their_values(hf, tmp_path):
     assert ((ft_kernels.linear(h, w2).double() - exact).abs() <= bound).all()
 
 
+@pytest.mark.parametrize(
+    "arch,experts,dense", [("qwen3_moe", "Q3_K_M", "Q3_K"), ("qwen2_moe", "Q5_K", "F16")]
+)
+def test_interleaving_q5_k_experts_keeps_their_values(hf, tmp_path, arch, experts, dense):
+    """Q5_K experts (a Q3_K_M file's ffn_down in some layers, a Q5_K file's every kind) are repacked 16 rows
+    interleaved (q5_k_x16) in place: every expert dequantises to the same values. A bfloat16 engine on a CPU with
+    that rows-in-lanes kernel (AMD's AVX-512 BF16) repacks them itself, and its decode plans and the op-by-op
+    path give the same tokens and logits bit for bit."""
+    path, _ = write_gguf(hf(arch), tmp_path / "m.gguf", experts, dense)
+    bank = Engine.from_pretrained(path).model.bank  # float32: as stored
+    pairs = bank.layer_fmts or ((bank.fmt,) * 2,)
+    ids = torch.arange(bank.num_ids)
+    before = {w: bank.dequant(ids, w) for w in ("w13", "w2")}
+    n5 = sum(f == "q5_k" for p in pairs for f in p)
+    assert bank.interleave(("q5_k",)) == n5 > 0
+    after = bank.layer_fmts or ((bank.fmt,) * 2,)
+    assert after == tuple(tuple("q5_k_x16" if f == "q5_k" else f for f in p) for p in pairs)
+    for w in ("w13", "w2"):
+        assert torch.equal(bank.dequant(ids, w), before[w])
+    q5 = "q5_k_x16" if ft_kernels.bf16_simd("q5_k_x16") else "q5_k"
+
+    def formats(eng):
+        assert q5 in {
+            f for p in (eng.model.bank.layer_fmts or ((eng.model.bank.fmt,) * 2,)) for f in p
+        }
+
+    _plans_equal_op_by_op(path, formats, dtype="bfloat16")
+
+
 @pytest.mark.parametrize("arch", ["qwen3_moe", "qwen2_moe"])
 def test_projections_kept_as_stored_are_never_dequantised(hf, tmp_path, monkeypatch, arch):
     """Loading a GGUF whose attention projections the kernels read as stored dequantises none of

@@ -42,16 +42,17 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     the codes q in 0..63 (Q6_K: |W| + 64 |d sc|). Other matrices, and Q3_K (whose bf16 kernels multiply its signed
     codes, never split): |W|. ``q3k_offset``: Q3_K's int8-activation SIMD kernels and its fp32 AVX2 / AVX-512
     ones split it too, into d (sc - 32) times the codes 0..7 and the code offset 4 d (sc - 32): |W| + 8 |d (sc -
-    32)|. Q4_K_X16 (its bf16-activation kernel multiplies 128 + q, exact in bf16, and takes 128 d sc sum(x) off
-    with the min): |W| + 2 |dmin m| + 256 |d sc|. Q6_K_X16 (its kernel takes q - 32 from a table: no split): |W|."""
+    32)|. Q4_K_X16 and Q5_K_X16 (their bf16-activation kernel multiplies 128 + q, exact in bf16, and takes 128 d
+    sc sum(x) off with the min): |W| + 2 |dmin m| + 256 |d sc|. Q6_K_X16 (its kernel takes q - 32 from a table: no split): |W|."""
     if w.fmt == "int8_sym_x16":
         return int8_x16_terms(w)[0]
     W = R.dequantize(w)[0].double().abs()
     if w.fmt == "q6_k_x16":
         return W
-    x16 = w.fmt == "q4_k_x16"
-    if x16:  # its Q4_K blocks
-        w = dataclasses.replace(w, fmt="q4_k", q=kquants.from_x16(w.q, w.cols))
+    x16 = w.fmt in ("q4_k_x16", "q5_k_x16")
+    if x16:  # its Q4_K / Q5_K blocks
+        base = w.fmt.removesuffix("_x16")
+        w = dataclasses.replace(w, fmt=base, q=kquants.from_x16(w.q, w.cols, base))
     if w.fmt not in kquants.BLOCK_BYTES or (w.fmt == "q3_k" and not q3k_offset):
         return W
     N, K = W.shape

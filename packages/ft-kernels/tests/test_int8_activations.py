@@ -36,8 +36,9 @@ KQ = [
     "q3_k",
     "q2_k",
     "q4_k_x16",
+    "q5_k_x16",
     "q6_k_x16",
-]  # q4_k_x16, q6_k_x16: rows in the lanes (16 rows interleaved; q6_k_x16 by the scalar twin)
+]  # q4_k_x16, q5_k_x16, q6_k_x16: rows in the lanes (16 rows interleaved; q5_k_x16, q6_k_x16 by the scalar twin)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
@@ -126,7 +127,15 @@ def test_x16_rows_padded_as_in_mixed_banks():
 
 
 @pytest.mark.parametrize(
-    "fmt,pad", [("q4_k", 0), ("q4_k", 3 * 210 - 3 * 144), ("q6_k", 0), ("q6_k", 7)]
+    "fmt,pad",
+    [
+        ("q4_k", 0),
+        ("q4_k", 3 * 210 - 3 * 144),
+        ("q5_k", 0),
+        ("q5_k", 3 * 210 - 3 * 176),
+        ("q6_k", 0),
+        ("q6_k", 7),
+    ],
 )
 def test_x16_repack_in_place_equals_its_twin(fmt, pad):
     """ft_kernels.to_x16_ (C++, in place, on the pool) writes exactly the bytes of kquants.to_x16 (torch), rows
@@ -141,7 +150,7 @@ def test_x16_repack_in_place_equals_its_twin(fmt, pad):
     with pytest.raises(ValueError, match="rows % 16"):
         fk.to_x16_(torch.zeros(1, 40, 3 * bb, dtype=torch.uint8), 768, fmt)
     with pytest.raises(ValueError, match="int8_sym or fp8_e4m3, got"):
-        fk.to_x16_(torch.zeros(1, 48, 3 * bb, dtype=torch.uint8), 768, "q5_k")
+        fk.to_x16_(torch.zeros(1, 48, 3 * bb, dtype=torch.uint8), 768, "q3_k")
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])

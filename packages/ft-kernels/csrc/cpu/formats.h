@@ -45,6 +45,17 @@
 //                [3072, 3328)  byte 16j + i: row i's int8 scale j (columns 16j..16j+15)
 //                [3328, 3360)  f16 d of row i at 2i
 //              W as Q6_K.
+//   Q5_K_X16   Q5_K's blocks with 16 rows interleaved (ft_kernels.kquants.to_x16, made at load for the bf16-activation
+//              kernel with rows in the lanes), under the same conditions (rows of >= cols/256 * 176 bytes). Tile of
+//              kX16Q5Tile bytes per super-block s of rows 16g..16g+15, at kX16Q5Tile (g cols/256 + s); column 8p + o
+//              (p = 4P + e: sub-block P, e < 4; o < 8) of row i:
+//                [0, 2048)     its code's low 4 bits: as Q4_K_X16's nibbles (byte 64p + 4i + o % 4, nibble o / 4)
+//                [2048, 2560)  its code's fifth bit: in 16-bit word w at 2048 + 64 P + 4i + 2w, bit 4k + 4 + e of
+//                              word h for k < 3, bit e of word 1 - h for k = 3 (h = (o / 2) % 2, k = 2 (o % 2) + o / 4:
+//                              nibble k of the low bits' word h is the same column; x16_high_at)
+//                [2560, 2752)  byte 16k + i: byte k of row i's 12 packed (scale, min) bytes
+//                [2752, 2784)  f16 d of row i at 2i;  [2784, 2816) f16 dmin of row i at 2i
+//              W as Q5_K.
 //   MXFP4_X16  MXFP4 with 16 rows interleaved (ft_kernels.formats.nib_to_x16, made at load for the bf16-activation
 //              kernel with rows in the lanes): rows % 16 == 0, cols % 32 == 0, rows unpadded (q_stride cols/2,
 //              scale_stride cols/32), repacked in place. Block j (columns 32j..32j+31) of rows 16g..16g+15:
@@ -68,7 +79,7 @@
 namespace ft {
 
 enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K,
-                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16, COUNT };
+                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16, Q5_K_X16, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -133,16 +144,19 @@ inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g ==
 constexpr int kQK = 256;
 inline int64_t kquant_block_bytes(Fmt f) {
   return f == Fmt::Q4_K || f == Fmt::Q4_K_X16 ? 144
-         : f == Fmt::Q5_K                      ? 176
+         : f == Fmt::Q5_K || f == Fmt::Q5_K_X16 ? 176
          : f == Fmt::Q6_K || f == Fmt::Q6_K_X16 ? 210
          : f == Fmt::Q3_K                      ? 110
          : f == Fmt::Q2_K                      ? 84
                                                : 0;
 }
-constexpr int64_t kX16Tile = 2304, kX16Q6Tile = 3360;  // Q4_K_X16 / Q6_K_X16: one super-block of 16 rows
-// The formats with 16 rows interleaved, and the row-wise format each was made from.
-inline bool is_x16(Fmt f) { return f == Fmt::Q4_K_X16 || f == Fmt::Q6_K_X16; }
-inline Fmt x16_base(Fmt f) { return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q6_K_X16 ? Fmt::Q6_K : f; }
+constexpr int64_t kX16Tile = 2304, kX16Q5Tile = 2816, kX16Q6Tile = 3360;  // Q4_K_X16 / Q5_K_X16 / Q6_K_X16: one
+                                                                           // super-block of 16 rows
+// The K-quant formats with 16 rows interleaved, and the row-wise format each was made from.
+inline bool is_x16(Fmt f) { return f == Fmt::Q4_K_X16 || f == Fmt::Q5_K_X16 || f == Fmt::Q6_K_X16; }
+inline Fmt x16_base(Fmt f) {
+  return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q5_K_X16 ? Fmt::Q5_K : f == Fmt::Q6_K_X16 ? Fmt::Q6_K : f;
+}
 // The 4-bit and 8-bit formats with 16 rows interleaved (MXFP4_X16, INT4_SYM_X16; INT8_SYM_X16, FP8_E4M3_X16), and
 // those whose kernels take rows in whole groups of 16 (these and the K-quant X16 formats).
 inline bool is_nib_x16(Fmt f) { return f == Fmt::MXFP4_X16 || f == Fmt::INT4_SYM_X16; }
@@ -164,14 +178,18 @@ inline int64_t i8_x16_at(int64_t cols, int64_t r, int64_t c) { return (r / 16) *
 inline const uint8_t* x16_tile(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s) {
   return q + ((r / 16) * (cols / kQK) + s) * 16 * kquant_block_bytes(f);
 }
-// Q4_K's (0..15) and Q6_K's (0..63) codes of block b's 256 columns, in column order, and one column's code or-ed
-// into a zeroed block.
+// Q4_K's (0..15), Q5_K's (0..31) and Q6_K's (0..63) codes of block b's 256 columns, in column order, and one
+// column's code or-ed into a zeroed block.
 inline void q4k_codes(const uint8_t* b, uint8_t* code) {
   for (int j = 0; j < 4; ++j)
     for (int l = 0; l < 32; ++l) {
       const uint8_t v = b[16 + 32 * j + l];
       code[64 * j + l] = v & 0xf, code[64 * j + 32 + l] = v >> 4;
     }
+}
+inline void q5k_codes(const uint8_t* b, uint8_t* code) {
+  q4k_codes(b + 32, code);  // the nibbles sit 32 B later, after the fifth bits
+  for (int c = 0; c < kQK; ++c) code[c] |= ((b[16 + c % 32] >> (c / 32)) & 1) << 4;
 }
 inline void q6k_codes(const uint8_t* b, uint8_t* code) {
   for (int n = 0; n < 2; ++n)
@@ -185,14 +203,25 @@ inline void q6k_codes(const uint8_t* b, uint8_t* code) {
 inline void q4k_put(uint8_t* b, int e, int code) {
   b[16 + 32 * (e / 64) + e % 32] |= static_cast<uint8_t>(code << (4 * ((e % 64) / 32)));
 }
+inline void q5k_put(uint8_t* b, int e, int code) {
+  q4k_put(b + 32, e, code & 0xf);
+  b[16 + e % 32] |= static_cast<uint8_t>((code >> 4) << (e / 32));
+}
 inline void q6k_put(uint8_t* b, int e, int code) {
   const int n = e / 128, l = e % 32, qu = (e % 128) / 32;
   b[64 * n + l + 32 * (qu & 1)] |= static_cast<uint8_t>((code & 0xf) << (4 * (qu >> 1)));
   b[128 + 32 * n + l] |= static_cast<uint8_t>((code >> 4) << (2 * qu));
 }
-// Where column c (0..255) of tile row i keeps its low nibble (byte, shift) and, in Q6_K_X16, its high 2 bits.
+// Where column c (0..255) of tile row i keeps its low nibble (byte, shift), in Q6_K_X16 its high 2 bits, in Q5_K_X16
+// its fifth bit.
 inline void x16_nibble_at(int64_t c, int i, int64_t& byte, int& shift) {
   byte = 64 * (c / 8) + 4 * i + c % 4, shift = 4 * ((c % 8) / 4);
+}
+inline void x16_fifth_at(int64_t c, int i, int64_t& byte, int& shift) {
+  const int64_t p = c / 8;
+  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 2 * (o % 2) + o / 4, e = static_cast<int>(p % 4);
+  const int word = k < 3 ? h : 1 - h, bit = (k < 3 ? 4 * k + 4 : 0) + e;
+  byte = 2048 + 64 * (p / 4) + 4 * i + 2 * word + bit / 8, shift = bit % 8;
 }
 inline void x16_high_at(int64_t c, int i, int64_t& byte, int& shift) {
   const int64_t p = c / 8;
@@ -200,7 +229,7 @@ inline void x16_high_at(int64_t c, int i, int64_t& byte, int& shift) {
   const int bit = (k < 3 ? 4 * k + 4 : 0) + 2 * static_cast<int>(p % 2);
   byte = 2048 + 64 * (p / 2) + 4 * i + 2 * h + bit / 8, shift = bit % 8;
 }
-// An X16 format: row r's super-block s back as the block of its base format it was made from (144 or 210 B):
+// An X16 format: row r's super-block s back as the block of its base format it was made from (144, 176 or 210 B):
 // the scalar kernels' view.
 inline void x16_block(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s, uint8_t* out) {
   const uint8_t* t = x16_tile(f, q, cols, r, s);
@@ -213,14 +242,18 @@ inline void x16_block(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t 
     const int lo = (t[at] >> sh) & 0xf;
     if (f == Fmt::Q4_K_X16) {
       q4k_put(out, c, lo);
-      continue;
+    } else if (f == Fmt::Q5_K_X16) {
+      x16_fifth_at(c, i, at, sh);
+      q5k_put(out, c, lo | (((t[at] >> sh) & 1) << 4));
+    } else {
+      x16_high_at(c, i, at, sh);
+      q6k_put(out, c, lo | (((t[at] >> sh) & 3) << 4));
     }
-    x16_high_at(c, i, at, sh);
-    q6k_put(out, c, lo | (((t[at] >> sh) & 3) << 4));
   }
-  if (f == Fmt::Q4_K_X16) {
-    out[0] = t[2240 + 2 * i], out[1] = t[2241 + 2 * i], out[2] = t[2272 + 2 * i], out[3] = t[2273 + 2 * i];
-    for (int k = 0; k < 12; ++k) out[4 + k] = t[2048 + 16 * k + i];
+  if (f != Fmt::Q6_K_X16) {  // Q4_K / Q5_K: d, dmin, the 12 scale bytes after the codes' planes
+    const int64_t sc = f == Fmt::Q5_K_X16 ? 2560 : 2048, d = sc + 192;
+    out[0] = t[d + 2 * i], out[1] = t[d + 1 + 2 * i], out[2] = t[d + 32 + 2 * i], out[3] = t[d + 33 + 2 * i];
+    for (int k = 0; k < 12; ++k) out[4 + k] = t[sc + 16 * k + i];
   } else {
     for (int j = 0; j < 16; ++j) out[192 + j] = t[3072 + 16 * j + i];
     out[208] = t[3328 + 2 * i], out[209] = t[3329 + 2 * i];

@@ -10,15 +10,16 @@ namespace ft {
 
 namespace {
 
-// Q6_K_X16's high 2 bits of columns 16P + c (c < 16) of a tile row: in its 16-bit word word[c], at bit bit[c]
-// (formats.h's x16_high_at, the same for every P and row).
+// The high bits of columns nc P + c (c < nc) of a tile row, the same for every P and row: in its 16-bit word
+// word[c], at bit bit[c]. Q6_K_X16's high 2 bits (nc = 16: formats.h's x16_high_at), Q5_K_X16's fifth bit (nc =
+// 32: x16_fifth_at).
 struct HighPlaces {
-  uint8_t word[16], bit[16];
-  HighPlaces() {
-    for (int c = 0; c < 16; ++c) {
+  uint8_t word[32], bit[32];
+  explicit HighPlaces(bool q6) {
+    for (int c = 0; c < (q6 ? 16 : 32); ++c) {
       int64_t at;
       int sh;
-      x16_high_at(c, 0, at, sh);
+      q6 ? x16_high_at(c, 0, at, sh) : x16_fifth_at(c, 0, at, sh);
       word[c] = static_cast<uint8_t>((at - 2048) / 2), bit[c] = static_cast<uint8_t>(8 * ((at - 2048) % 2) + sh);
     }
   }
@@ -27,9 +28,9 @@ struct HighPlaces {
 // One matrix: its rows (blocks of x16_base(f)) copied aside, then written back as tiles from the matrix's start,
 // each tile byte once, from the row's codes.
 void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
-  static const HighPlaces hp;
+  static const HighPlaces hp6(true), hp5(false);
   const int64_t nsb = cols / kQK, bb = kquant_block_bytes(f), used = rows * nsb * bb;
-  const bool q6 = f == Fmt::Q6_K_X16;
+  const bool q6 = f == Fmt::Q6_K_X16, q5 = f == Fmt::Q5_K_X16;
   thread_local std::vector<uint8_t> src;
   src.assign(m, m + rows * row_bytes);
   std::memset(m + used, 0, rows * row_bytes - used);
@@ -39,14 +40,14 @@ void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
       for (int i = 0; i < 16; ++i) {
         const uint8_t* b = src.data() + (16 * g + i) * row_bytes + s * bb;
         uint8_t code[kQK];
-        q6 ? q6k_codes(b, code) : q4k_codes(b, code);
+        q6 ? q6k_codes(b, code) : q5 ? q5k_codes(b, code) : q4k_codes(b, code);
         for (int p = 0; p < 32; ++p)  // x16_nibble_at: column 8p + o in byte 64p + 4i + o % 4, nibble o / 4
           for (int o = 0; o < 4; ++o)
             t[64 * p + 4 * i + o] = static_cast<uint8_t>((code[8 * p + o] & 0xf) | (code[8 * p + 4 + o] & 0xf) << 4);
         if (q6) {
           for (int P = 0; P < 16; ++P) {
             unsigned w[2] = {0, 0};
-            for (int c = 0; c < 16; ++c) w[hp.word[c]] |= static_cast<unsigned>(code[16 * P + c] >> 4) << hp.bit[c];
+            for (int c = 0; c < 16; ++c) w[hp6.word[c]] |= static_cast<unsigned>(code[16 * P + c] >> 4) << hp6.bit[c];
             for (int h = 0; h < 2; ++h) {
               t[2048 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h]);
               t[2049 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h] >> 8);
@@ -54,10 +55,20 @@ void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
           }
           for (int j = 0; j < 16; ++j) t[3072 + 16 * j + i] = b[192 + j];
           std::memcpy(t + 3328 + 2 * i, b + 208, 2);
-        } else {
-          std::memcpy(t + 2240 + 2 * i, b, 2);
-          std::memcpy(t + 2272 + 2 * i, b + 2, 2);
-          for (int k = 0; k < 12; ++k) t[2048 + 16 * k + i] = b[4 + k];
+        } else {  // Q4_K, Q5_K: (its fifth bits,) the scale planes, d, dmin
+          const int64_t sc = q5 ? 2560 : 2048;
+          if (q5)
+            for (int P = 0; P < 8; ++P) {
+              unsigned w[2] = {0, 0};
+              for (int c = 0; c < 32; ++c) w[hp5.word[c]] |= static_cast<unsigned>(code[32 * P + c] >> 4) << hp5.bit[c];
+              for (int h = 0; h < 2; ++h) {
+                t[2048 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h]);
+                t[2049 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h] >> 8);
+              }
+            }
+          std::memcpy(t + sc + 192 + 2 * i, b, 2);
+          std::memcpy(t + sc + 224 + 2 * i, b + 2, 2);
+          for (int k = 0; k < 12; ++k) t[sc + 16 * k + i] = b[4 + k];
         }
       }
     }

@@ -17,6 +17,7 @@ int8_sym   [N, rows, cols] uint8 (int8)  fp32, one per ``group`` columns       i
 q4_k/q5_k  [N, rows, cols/256 * 144/176]  in the blocks (``kquants.py``)        d sc q - dmin m
 q6_k       [N, rows, cols/256 * 210]     in the blocks                         d sc (q - 32)
 q4_k_x16   [N, rows, cols/256 * 144]     q4_k, 16 rows interleaved (``kquants.to_x16``)  as q4_k
+q5_k_x16   [N, rows, cols/256 * 176]     q5_k, 16 rows interleaved (``kquants.to_x16``)  as q5_k
 q6_k_x16   [N, rows, cols/256 * 210]     q6_k, 16 rows interleaved (``kquants.to_x16``)  as q6_k
 mxfp4_x16  [N, rows, cols/2] uint8       as mxfp4, both 16 rows interleaved    as mxfp4
                                          (``nib_to_x16``)
@@ -49,11 +50,19 @@ from ft_kernels import _C, kquants
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
 # "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16",
-# "fp8_e4m3_x16".
+# "fp8_e4m3_x16", "q5_k_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 # Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, int8 ones on
 # AVX-512 VNNI), never stored nor offered as a format to convert or re-quantise to.
-REPACKED = ("q4_k_x16", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16")
+REPACKED = (
+    "q4_k_x16",
+    "q5_k_x16",
+    "q6_k_x16",
+    "mxfp4_x16",
+    "int4_sym_x16",
+    "int8_sym_x16",
+    "fp8_e4m3_x16",
+)
 DEFAULT_GROUP = {
     "fp8_e4m3": 128,
     "mxfp4": 32,
@@ -65,6 +74,7 @@ DEFAULT_GROUP = {
     "q5_k": 256,
     "q6_k": 256,
     "q4_k_x16": 256,
+    "q5_k_x16": 256,
     "q6_k_x16": 256,
     "mxfp4_x16": 32,
     "int4_sym_x16": 128,

@@ -258,6 +258,16 @@ _X16_HIGH = [
 ]
 
 
+# q5_k_x16: the column offset o (0..7 in a group of 8) of each (word h, nibble k) of the codes' low bits, and the
+# word and bit of its fifth bit in load e (0..3) of a sub-block: word h, bit 4k + 4 + e (k < 3); word 1 - h, bit e
+# (k = 3).
+_X16_FIFTH = [
+    (k, (0, 4, 1, 5)[k] + 2 * h, h if k < 3 else 1 - h, 4 * k + 4 if k < 3 else 0)
+    for h in range(2)
+    for k in range(4)
+]
+
+
 def _x16_nibbles(codes: torch.Tensor) -> torch.Tensor:
     """Codes [..., 16 rows, 256] -> their low nibbles as X16 tiles' first 2048 bytes [..., 2048]: byte 64p + 4i + b
     of row i, low nibble column 8p + b, high 8p + 4 + b."""
@@ -294,25 +304,71 @@ def _x16_high_codes(t: torch.Tensor) -> torch.Tensor:
     return hi.flatten(-3)
 
 
+def _x16_fifth(codes: torch.Tensor) -> torch.Tensor:
+    """q5_k codes [..., 16 rows, 256] -> their fifth bits as the tile's 512 bytes [..., 512] (16-bit word w of row i
+    and sub-block P at 64P + 4i + 2w: ``csrc/cpu/formats.h``)."""
+    hi = (codes >> 4).unflatten(-1, (8, 4, 8))  # [.., 16 i, P, e, o]
+    words = torch.zeros(*hi.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, w]
+    for _, o, w, bit in _X16_FIFTH:
+        for e in range(4):
+            words[..., w] |= hi[..., e, o] << (bit + e)
+    b = torch.stack([words & 255, words >> 8], -1)  # [.., i, P, w, 2]
+    return b.transpose(-4, -3).flatten(-4)
+
+
+def _x16_fifth_codes(t: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_x16_fifth``: [..., 512] -> fifth bits [..., 16 rows, 256] (int64)."""
+    b = t.long().unflatten(-1, (8, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, w, 2]
+    words = b[..., 0] | (b[..., 1] << 8)
+    hi = torch.zeros(*words.shape[:-1], 4, 8, dtype=torch.int64)  # [.., i, P, e, o]
+    for _, o, w, bit in _X16_FIFTH:
+        for e in range(4):
+            hi[..., e, o] = (words[..., w] >> (bit + e)) & 1
+    return hi.flatten(-3)
+
+
+def _q5k_codes(b: torch.Tensor) -> torch.Tensor:
+    """Q5_K's 160 code bytes (32 of fifth bits, 128 of nibbles) [..., 160] -> the codes [..., 256] (int64) in column
+    order: bit s of fifth-bit byte l belongs to column 32s + l."""
+    qh = b[..., :32].long()
+    bits = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)
+    return _q4k_codes(b[..., 32:].long()) | (bits << 4)
+
+
+def _pack_q5k_codes(codes: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_q5k_codes``: codes [..., 256] -> the 160 bytes [..., 160] (int64)."""
+    c4 = (codes & 15).unflatten(-1, (4, 2, 32))
+    hb = (codes >> 4).unflatten(-1, (8, 32))
+    return torch.cat(
+        [
+            sum(hb[..., s, :] << s for s in range(8)),
+            (c4[..., 0, :] | (c4[..., 1, :] << 4)).flatten(-2),
+        ],
+        -1,
+    )
+
+
 def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
-    """Q4_K or Q6_K (``fmt``) blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be padded at the
-    end) -> the same bytes as ``fmt + "_x16"`` (``csrc/cpu/formats.h``): per 16 rows and super-block one tile
-    of 16 blocks' bytes -- the codes' low nibbles, 16 x 4 bytes per 8 columns (low nibble column 8p + b, high
-    8p + 4 + b), q6_k's high 2 bits in 16-bit words, the scale bytes as byte planes over the rows, then the
-    rows' f16 d (and dmin) -- the tiles of all groups back to back, any row padding (zeros) after them. A new
-    tensor of ``q``'s shape."""
+    """Q4_K, Q5_K or Q6_K (``fmt``) blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be padded
+    at the end) -> the same bytes as ``fmt + "_x16"`` (``csrc/cpu/formats.h``): per 16 rows and super-block one
+    tile of 16 blocks' bytes -- the codes' low nibbles, 16 x 4 bytes per 8 columns (low nibble column 8p + b,
+    high 8p + 4 + b), q5_k's fifth bits or q6_k's high 2 bits in 16-bit words, the scale bytes as byte planes over
+    the rows, then the rows' f16 d (and dmin) -- the tiles of all groups back to back, any row padding (zeros)
+    after them. A new tensor of ``q``'s shape."""
     *lead, rows, rb = q.shape
-    nsb, bb = cols // QK, BLOCK_BYTES[fmt]
-    if fmt not in ("q4_k", "q6_k") or rows % 16 or cols % QK or rb < nsb * bb:
+    nsb, bb = cols // QK, BLOCK_BYTES.get(fmt, 0)
+    if fmt not in ("q4_k", "q5_k", "q6_k") or rows % 16 or cols % QK or rb < nsb * bb:
         raise ValueError(
-            f"{fmt}_x16 needs q4_k or q6_k with rows % 16 == 0 and whole super-blocks, got [{rows}, {cols}] "
-            f"in {rb} B rows"
+            f"{fmt}_x16 needs q4_k, q5_k or q6_k with rows % 16 == 0 and whole super-blocks, got [{rows}, "
+            f"{cols}] in {rb} B rows"
         )
     # [.., G, nsb, 16, bb]
     b = q[..., : nsb * bb].reshape(*lead, rows // 16, 16, nsb, bb).transpose(-3, -2)
-    if fmt == "q4_k":
+    if fmt in ("q4_k", "q5_k"):
+        codes = _q5k_codes(b[..., 16:]) if fmt == "q5_k" else _q4k_codes(b[..., 16:])
         parts = [
-            _x16_nibbles(_q4k_codes(b[..., 16:])),
+            _x16_nibbles(codes),
+            *([_x16_fifth(codes)] if fmt == "q5_k" else []),
             b[..., 4:16].transpose(-2, -1).flatten(-2),  # byte plane k over the rows
             b[..., 0:2].flatten(-2),
             b[..., 2:4].flatten(-2),
@@ -340,13 +396,17 @@ def from_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
         -1, (rows // 16, nsb, 16 * bb)
     )
     codes = _x16_codes(t[..., :2048])  # [.., G, nsb, 16, 256] column order
-    if fmt == "q4_k":
-        c = codes.unflatten(-1, (4, 2, 32))  # column 64m + 32h + l
-        qs = (c[..., 0, :] | (c[..., 1, :] << 4)).flatten(-2)
+    if fmt in ("q4_k", "q5_k"):
+        if fmt == "q5_k":
+            qs = _pack_q5k_codes(codes | (_x16_fifth_codes(t[..., 2048:2560]) << 4))
+        else:
+            c = codes.unflatten(-1, (4, 2, 32))  # column 64m + 32h + l
+            qs = (c[..., 0, :] | (c[..., 1, :] << 4)).flatten(-2)
+        sc = 2560 if fmt == "q5_k" else 2048  # the scale planes, then d, dmin
         parts = [
-            t[..., 2240:2272].unflatten(-1, (16, 2)),
-            t[..., 2272:2304].unflatten(-1, (16, 2)),
-            t[..., 2048:2240].unflatten(-1, (12, 16)).transpose(-2, -1),
+            t[..., sc + 192 : sc + 224].unflatten(-1, (16, 2)),
+            t[..., sc + 224 : sc + 256].unflatten(-1, (16, 2)),
+            t[..., sc : sc + 192].unflatten(-1, (12, 16)).transpose(-2, -1),
             qs,
         ]
     else:

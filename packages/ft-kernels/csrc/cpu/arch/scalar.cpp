@@ -83,6 +83,7 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
       return (static_cast<float>(nib_x16_code(w.q, w.cols, r, c)) - 8.f) *
              x16_scale(w, nib_x16_scale_at(w.scale_stride, r, c / w.group));
     case Fmt::Q4_K_X16:
+    case Fmt::Q5_K_X16:
     case Fmt::Q6_K_X16: {
       uint8_t b[210];
       x16_block(w.fmt, w.q, w.cols, r, c / kQK, b);

@@ -24,11 +24,11 @@ inline void x16_scale_min(const uint8_t* P, int j, __m512& sc0, __m512& mn0, __m
   mn1 = f(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 4), m15), _mm_srli_epi16(_mm_and_si128(b, top), 2)));
 }
 
-// A tile's 16 rows' d and dmin (f16 at 2240 and 2272) as fp32.
-inline __m512 x16_d(const uint8_t* tile) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 2240))); }
-inline __m512 x16_dmin(const uint8_t* tile) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 2272)));
+// A tile's 16 rows' d and dmin (f16 at `at` and at + 32: Q4_K_X16's 2240 and 2272, Q5_K_X16's 2752 and 2784) as fp32.
+inline __m512 x16_d(const uint8_t* tile, int64_t at = 2240) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at)));
 }
+inline __m512 x16_dmin(const uint8_t* tile, int64_t at = 2240) { return x16_d(tile, at + 32); }
 
 }  // namespace
 }  // namespace ft
