@@ -571,30 +571,35 @@ def test_interleaving_k_quant_experts_keeps_their_values(hf, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "arch,experts,dense", [("qwen3_moe", "Q3_K_M", "Q3_K"), ("qwen2_moe", "Q5_K", "F16")]
+    "arch,experts,dense,kinds",
+    [("qwen3_moe", "Q3_K_M", "Q3_K", ("q3_k", "q5_k")), ("qwen2_moe", "Q5_K", "F16", ("q5_k",))],
 )
-def test_interleaving_q5_k_experts_keeps_their_values(hf, tmp_path, arch, experts, dense):
-    """Q5_K experts (a Q3_K_M file's ffn_down in some layers, a Q5_K file's every kind) are repacked 16 rows
-    interleaved (q5_k_x16) in place: every expert dequantises to the same values. A bfloat16 engine on a CPU with
-    that rows-in-lanes kernel (AMD's AVX-512 BF16) repacks them itself, and its decode plans and the op-by-op
-    path give the same tokens and logits bit for bit."""
+def test_interleaving_q3_k_q5_k_experts_keeps_their_values(
+    hf, tmp_path, arch, experts, dense, kinds
+):
+    """Q3_K and Q5_K experts (a Q3_K_M file: Q3_K, ffn_down Q5_K in some layers; a Q5_K file's every kind) are
+    repacked 16 rows interleaved (q3_k_x16, q5_k_x16) in place: every expert dequantises to the same values. A
+    bfloat16 engine on a CPU with those rows-in-lanes kernels (AMD's AVX-512 BF16) repacks them itself (the
+    Q3_K projections too), and its decode plans and the op-by-op path give the same tokens and logits bit for
+    bit."""
     path, _ = write_gguf(hf(arch), tmp_path / "m.gguf", experts, dense)
     bank = Engine.from_pretrained(path).model.bank  # float32: as stored
     pairs = bank.layer_fmts or ((bank.fmt,) * 2,)
     ids = torch.arange(bank.num_ids)
     before = {w: bank.dequant(ids, w) for w in ("w13", "w2")}
-    n5 = sum(f == "q5_k" for p in pairs for f in p)
-    assert bank.interleave(("q5_k",)) == n5 > 0
+    for k in kinds:
+        assert bank.interleave((k,)) == sum(f == k for p in pairs for f in p) > 0
     after = bank.layer_fmts or ((bank.fmt,) * 2,)
-    assert after == tuple(tuple("q5_k_x16" if f == "q5_k" else f for f in p) for p in pairs)
+    assert after == tuple(tuple(f"{f}_x16" if f in kinds else f for f in p) for p in pairs)
     for w in ("w13", "w2"):
         assert torch.equal(bank.dequant(ids, w), before[w])
-    q5 = "q5_k_x16" if ft_kernels.bf16_simd("q5_k_x16") else "q5_k"
+    x16 = {f"{k}_x16" if ft_kernels.bf16_simd(f"{k}_x16") else k for k in kinds}
 
     def formats(eng):
-        assert q5 in {
-            f for p in (eng.model.bank.layer_fmts or ((eng.model.bank.fmt,) * 2,)) for f in p
-        }
+        bank = eng.model.bank
+        assert {f for p in (bank.layer_fmts or ((bank.fmt,) * 2,)) for f in p} >= x16
+        if dense == "Q3_K":
+            assert eng.model.layers[0][1].wo.w.fmt in x16
 
     _plans_equal_op_by_op(path, formats, dtype="bfloat16")
 

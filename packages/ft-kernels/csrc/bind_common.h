@@ -44,7 +44,8 @@ inline int64_t row_bytes(ft::Fmt f, int64_t cols) {
     case ft::Fmt::Q2_K:
     case ft::Fmt::Q4_K_X16:
     case ft::Fmt::Q5_K_X16:
-    case ft::Fmt::Q6_K_X16: return cols / ft::kQK * ft::kquant_block_bytes(f);
+    case ft::Fmt::Q6_K_X16:
+    case ft::Fmt::Q3_K_X16: return cols / ft::kQK * ft::kquant_block_bytes(f);
     default: return cols / 2;
   }
 }

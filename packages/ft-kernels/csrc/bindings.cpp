@@ -235,7 +235,7 @@ NB_MODULE(_C, m) {
   m.def("active_isa", &isa, "The CPU instruction set the kernels use (FT_CPU_ISA forces one).");
   m.def("to_x16", [](Arr q, int64_t cols, int fmt_i) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT) && ft::is_x16(static_cast<ft::Fmt>(fmt_i)),
-           "format code " + std::to_string(fmt_i) + " is not a K-quant X16 format (q4_k_x16, q5_k_x16, q6_k_x16)");
+           "format code " + std::to_string(fmt_i) + " is not a K-quant X16 format (q4_k_x16, q5_k_x16, q6_k_x16, q3_k_x16)");
     const ft::Fmt f = static_cast<ft::Fmt>(fmt_i);
     const std::string name = ft::fmt_name(f);
     const int64_t bb = ft::kquant_block_bytes(f);
@@ -248,7 +248,7 @@ NB_MODULE(_C, m) {
     nb::gil_scoped_release release;
     ft::to_x16(f, p, n, rows, cols, rb);
   }, nb::arg("q"), nb::arg("cols"), nb::arg("fmt"),
-        "Q4_K / Q5_K / Q6_K blocks q [N, rows, row bytes] -> the X16 format of code fmt in place (cpu/formats.h), on the pool. GIL released.");
+        "Q4_K / Q5_K / Q6_K / Q3_K blocks q [N, rows, row bytes] -> the X16 format of code fmt in place (cpu/formats.h), on the pool. GIL released.");
   m.def("nib_to_x16", [](Arr q, Arr scale, int64_t cols) {
     const bool f32 = scale.dtype() == nb::dtype<float>();
     expect(q.ndim() == 3 && is_dtype(q, nb::dlpack::dtype_code::UInt, 8) && scale.ndim() == 3 &&

@@ -38,7 +38,8 @@ KQ = [
     "q4_k_x16",
     "q5_k_x16",
     "q6_k_x16",
-]  # q4_k_x16, q5_k_x16, q6_k_x16: rows in the lanes (16 rows interleaved; q5_k_x16, q6_k_x16 by the scalar twin)
+    "q3_k_x16",
+]  # the K-quant X16 formats: rows in the lanes (16 rows interleaved; all but q4_k_x16 by the scalar twin)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])
@@ -135,6 +136,8 @@ def test_x16_rows_padded_as_in_mixed_banks():
         ("q5_k", 3 * 210 - 3 * 176),
         ("q6_k", 0),
         ("q6_k", 7),
+        ("q3_k", 0),
+        ("q3_k", 3 * 210 - 3 * 110),
     ],
 )
 def test_x16_repack_in_place_equals_its_twin(fmt, pad):
@@ -150,7 +153,7 @@ def test_x16_repack_in_place_equals_its_twin(fmt, pad):
     with pytest.raises(ValueError, match="rows % 16"):
         fk.to_x16_(torch.zeros(1, 40, 3 * bb, dtype=torch.uint8), 768, fmt)
     with pytest.raises(ValueError, match="int8_sym or fp8_e4m3, got"):
-        fk.to_x16_(torch.zeros(1, 48, 3 * bb, dtype=torch.uint8), 768, "q3_k")
+        fk.to_x16_(torch.zeros(1, 48, 3 * bb, dtype=torch.uint8), 768, "q2_k")
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])

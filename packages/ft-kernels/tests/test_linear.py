@@ -26,7 +26,8 @@ SHAPES = {
     # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows
     **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k")},
     **{
-        k: [(48, 256), (16, 768), (32, 512)] for k in ("q4_k_x16", "q5_k_x16", "q6_k_x16")
+        k: [(48, 256), (16, 768), (32, 512)]
+        for k in ("q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")
     },  # whole 16-row groups
 }
 
@@ -57,9 +58,9 @@ def test_matches_bound(fmt, T, xdtype):
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 13, 16, 21])
 @pytest.mark.parametrize("N,K", [(16, 2048), (64, 768), (48, 256)])
-@pytest.mark.parametrize("base", ["q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("base", ["q4_k", "q5_k", "q6_k", "q3_k"])
 def test_x16_bf16(base, N, K, T):
-    """Q4_K_X16 / Q5_K_X16 / Q6_K_X16 with bf16 x: on AMD's AVX-512 BF16 the rows-in-lanes kernels (tiles of 8, 4,
+    """Q4_K_X16 / Q5_K_X16 / Q6_K_X16 / Q3_K_X16 with bf16 x: on AMD's AVX-512 BF16 the rows-in-lanes kernels (tiles of 8, 4,
     3, 2 and 1 tokens; two sub-blocks side by side). Q4_K_X16's and Q5_K_X16's sums of (128 + q) x take 128 d sc
     sum(x) off with the min,
     Q6_K_X16's multiply q - 32 from a table: bounded over the terms each sums (``fp32_bounds.kquant_terms``)
@@ -216,7 +217,8 @@ sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
-    kq = fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16")  # whole super-blocks of 256 columns
+    kq = fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16",
+          "q3_k_x16")  # whole super-blocks of 256 columns
     N = 48 if fmt.endswith("_x16") else 45  # whole groups of 16 rows
     for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
                             (20, 288, 128, torch.bfloat16)):

@@ -34,7 +34,17 @@ SHAPES = {
     # K-quants: H and I in whole super-blocks of 256 columns
     **{
         k: [(256, 256), (512, 256), (256, 768)]
-        for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16")
+        for k in (
+            "q4_k",
+            "q5_k",
+            "q6_k",
+            "q3_k",
+            "q2_k",
+            "q4_k_x16",
+            "q5_k_x16",
+            "q6_k_x16",
+            "q3_k_x16",
+        )
     },
 }
 
@@ -137,6 +147,7 @@ BOUNDS = {
     "q6_k": 0.03,
     "q4_k_x16": 0.1,  # q4_k's bits
     "q5_k_x16": 0.05,  # q5_k's bits
+    "q3_k_x16": 0.27,  # q3_k's bits
     "q6_k_x16": 0.03,  # q6_k's bits
     "mxfp4_x16": 0.2,  # mxfp4's bits
     "int4_sym_x16": 0.1,  # int4_sym's
@@ -154,7 +165,8 @@ BOUNDS = {
 def test_quantisation_error(fmt):
     cols = (
         256
-        if fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16")
+        if fmt
+        in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")
         else 96
     )
     w = torch.randn(3, 64, cols, generator=torch.Generator().manual_seed(1))
@@ -216,6 +228,7 @@ for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40
                     ("nvfp4", (80, 48)), ("int4_sym", (130, 34)), ("int4_asym", (72, 40)), ("int8_sym", (72, 40)),
                     ("q4_k", (256, 256)), ("q5_k", (512, 256)), ("q6_k", (256, 512)), ("q4_k_x16", (256, 256)),
                     ("q3_k", (256, 512)), ("q2_k", (512, 256)), ("q6_k_x16", (256, 512)), ("q5_k_x16", (512, 256)),
+                    ("q3_k_x16", (256, 512)),
                     ("mxfp4_x16", (96, 64)), ("int4_sym_x16", (96, 64)),
                     ("int8_sym_x16", (96, 64)), ("fp8_e4m3_x16", (96, 64))]:
     for T in (1, 3, 8, 70):

@@ -25,6 +25,7 @@ namespace ft {
 
 FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT_DECL_BF16(int4) FT_DECL_BF16(q4k) FT_DECL_BF16(q5k)
 FT_DECL_BF16(q6k) FT_DECL_BF16(q3k) FT_DECL_BF16(q2k) FT_DECL_BF16(q4kx16) FT_DECL_BF16(q5kx16) FT_DECL_BF16(q6kx16)
+FT_DECL_BF16(q3kx16)
 FT_DECL_BF16(mxfp4x16) FT_DECL_BF16(int4x16) FT_DECL_BF16(int8x16) FT_DECL_BF16(fp8x16)
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
@@ -185,6 +186,7 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
     case Fmt::Q4_K_X16: FT_PICK_BF16_NIB(q4kx16)
     case Fmt::Q5_K_X16: FT_PICK_BF16_NIB(q5kx16)
     case Fmt::Q6_K_X16: FT_PICK_BF16_NIB(q6kx16)
+    case Fmt::Q3_K_X16: FT_PICK_BF16_NIB(q3kx16)
     case Fmt::MXFP4_X16: FT_PICK_BF16_NIB(mxfp4x16)
     case Fmt::INT4_SYM_X16:
       if (w.group % 32) return nullptr;
@@ -258,7 +260,7 @@ const char* fmt_name(Fmt f) {
                                                   "mxfp4",    "nvfp4",    "int4_sym",
                                                   "int4_asym", "int8_sym", "q4_k",     "q5_k",     "q6_k",
                                                   "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16",
-                                                  "q5_k_x16"};
+                                                  "q5_k_x16", "q3_k_x16"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fmt::COUNT), "one name per Fmt, in order");
   int i = static_cast<int>(f);
   return i >= 0 && i < static_cast<int>(Fmt::COUNT) ? names[i] : "?";
@@ -288,6 +290,10 @@ const char* check_mat(const WeightMat& w) {
       return w.cols % kQK == 0 && w.rows % 16 == 0 && w.q_stride >= w.cols / kQK * 176
                  ? nullptr
                  : "q5_k_x16 needs cols % 256 == 0, rows % 16 == 0 and rows of at least cols / 256 * 176 bytes";
+    case Fmt::Q3_K_X16:
+      return w.cols % kQK == 0 && w.rows % 16 == 0 && w.q_stride >= w.cols / kQK * 110
+                 ? nullptr
+                 : "q3_k_x16 needs cols % 256 == 0, rows % 16 == 0 and rows of at least cols / 256 * 110 bytes";
     case Fmt::Q6_K_X16:
       return w.cols % kQK == 0 && w.rows % 16 == 0 && w.q_stride >= w.cols / kQK * 210
                  ? nullptr

@@ -56,6 +56,17 @@
 //                [2560, 2752)  byte 16k + i: byte k of row i's 12 packed (scale, min) bytes
 //                [2752, 2784)  f16 d of row i at 2i;  [2784, 2816) f16 dmin of row i at 2i
 //              W as Q5_K.
+//   Q3_K_X16   Q3_K's blocks with 16 rows interleaved (ft_kernels.kquants.to_x16, made at load for the bf16-activation
+//              kernel with rows in the lanes), under the same conditions (rows of >= cols/256 * 110 bytes). Tile of
+//              kX16Q3Tile bytes per super-block s of rows 16g..16g+15, at kX16Q3Tile (g cols/256 + s); its 3-bit
+//              code (low 2 bits + 4 x its high bit; W = d (sc - 32) (code - 4)) of column 16p + 8 (k / 4) + {0, 4,
+//              1, 5}[k % 4] + 2h (p < 16: sub-block p, k < 8, h < 2) of row i:
+//                [0, 1024)     low 2 bits: bits 2k of the 16-bit word at 64p + 4i + 2h
+//                [1024, 1536)  high bit: in the 16-bit word w at 1024 + 64 (p / 2) + 4i + 2w, bit 2k + 2 + p % 2 of
+//                              word h for k < 7, bit p % 2 of word 1 - h for k = 7 (x16_q3_high_at)
+//                [1536, 1728)  byte 16k + i: byte k of row i's 12 packed 6-bit scales
+//                [1728, 1760)  f16 d of row i at 2i
+//              W as Q3_K.
 //   MXFP4_X16  MXFP4 with 16 rows interleaved (ft_kernels.formats.nib_to_x16, made at load for the bf16-activation
 //              kernel with rows in the lanes): rows % 16 == 0, cols % 32 == 0, rows unpadded (q_stride cols/2,
 //              scale_stride cols/32), repacked in place. Block j (columns 32j..32j+31) of rows 16g..16g+15:
@@ -79,7 +90,7 @@
 namespace ft {
 
 enum class Fmt : int { BF16 = 0, F16, FP8_E4M3, MXFP4, NVFP4, INT4_SYM, INT4_ASYM, INT8_SYM, Q4_K, Q5_K, Q6_K, Q4_K_X16, Q3_K, Q2_K,
-                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16, Q5_K_X16, COUNT };
+                      Q6_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16, Q5_K_X16, Q3_K_X16, COUNT };
 
 struct WeightMat {
   Fmt fmt;
@@ -146,16 +157,22 @@ inline int64_t kquant_block_bytes(Fmt f) {
   return f == Fmt::Q4_K || f == Fmt::Q4_K_X16 ? 144
          : f == Fmt::Q5_K || f == Fmt::Q5_K_X16 ? 176
          : f == Fmt::Q6_K || f == Fmt::Q6_K_X16 ? 210
-         : f == Fmt::Q3_K                      ? 110
+         : f == Fmt::Q3_K || f == Fmt::Q3_K_X16 ? 110
          : f == Fmt::Q2_K                      ? 84
                                                : 0;
 }
-constexpr int64_t kX16Tile = 2304, kX16Q5Tile = 2816, kX16Q6Tile = 3360;  // Q4_K_X16 / Q5_K_X16 / Q6_K_X16: one
-                                                                           // super-block of 16 rows
+// Q4_K_X16 / Q5_K_X16 / Q6_K_X16 / Q3_K_X16: one super-block of 16 rows
+constexpr int64_t kX16Tile = 2304, kX16Q5Tile = 2816, kX16Q6Tile = 3360, kX16Q3Tile = 1760;
 // The K-quant formats with 16 rows interleaved, and the row-wise format each was made from.
-inline bool is_x16(Fmt f) { return f == Fmt::Q4_K_X16 || f == Fmt::Q5_K_X16 || f == Fmt::Q6_K_X16; }
+inline bool is_x16(Fmt f) {
+  return f == Fmt::Q4_K_X16 || f == Fmt::Q5_K_X16 || f == Fmt::Q6_K_X16 || f == Fmt::Q3_K_X16;
+}
 inline Fmt x16_base(Fmt f) {
-  return f == Fmt::Q4_K_X16 ? Fmt::Q4_K : f == Fmt::Q5_K_X16 ? Fmt::Q5_K : f == Fmt::Q6_K_X16 ? Fmt::Q6_K : f;
+  return f == Fmt::Q4_K_X16   ? Fmt::Q4_K
+         : f == Fmt::Q5_K_X16 ? Fmt::Q5_K
+         : f == Fmt::Q6_K_X16 ? Fmt::Q6_K
+         : f == Fmt::Q3_K_X16 ? Fmt::Q3_K
+                              : f;
 }
 // The 4-bit and 8-bit formats with 16 rows interleaved (MXFP4_X16, INT4_SYM_X16; INT8_SYM_X16, FP8_E4M3_X16), and
 // those whose kernels take rows in whole groups of 16 (these and the K-quant X16 formats).
@@ -203,6 +220,19 @@ inline void q6k_codes(const uint8_t* b, uint8_t* code) {
 inline void q4k_put(uint8_t* b, int e, int code) {
   b[16 + 32 * (e / 64) + e % 32] |= static_cast<uint8_t>(code << (4 * ((e % 64) / 32)));
 }
+// Q3_K's 3-bit codes (low 2 bits + 4 x the high bit, 0..7: W = d (sc - 32) (code - 4)) in column order, and one
+// column's code or-ed into a zeroed block.
+inline void q3k_codes(const uint8_t* b, uint8_t* code) {
+  for (int c = 0; c < kQK; ++c) {
+    const int n = c / 128, j = (c % 128) / 32, l = c % 32;
+    code[c] = static_cast<uint8_t>(((b[32 + 32 * n + l] >> (2 * j)) & 3) | ((b[l] >> (4 * n + j)) & 1) << 2);
+  }
+}
+inline void q3k_put(uint8_t* b, int e, int code) {
+  const int n = e / 128, j = (e % 128) / 32, l = e % 32;
+  b[32 + 32 * n + l] |= static_cast<uint8_t>((code & 3) << (2 * j));
+  b[l] |= static_cast<uint8_t>((code >> 2) << (4 * n + j));
+}
 inline void q5k_put(uint8_t* b, int e, int code) {
   q4k_put(b + 32, e, code & 0xf);
   b[16 + e % 32] |= static_cast<uint8_t>((code >> 4) << (e / 32));
@@ -229,12 +259,35 @@ inline void x16_high_at(int64_t c, int i, int64_t& byte, int& shift) {
   const int bit = (k < 3 ? 4 * k + 4 : 0) + 2 * static_cast<int>(p % 2);
   byte = 2048 + 64 * (p / 2) + 4 * i + 2 * h + bit / 8, shift = bit % 8;
 }
-// An X16 format: row r's super-block s back as the block of its base format it was made from (144, 176 or 210 B):
-// the scalar kernels' view.
+// Q3_K_X16: where column c (0..255) of tile row i keeps its low 2 bits and its high bit (byte, shift).
+inline void x16_q3_low_at(int64_t c, int i, int64_t& byte, int& shift) {
+  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 4 * static_cast<int>((c % 16) / 8) + 2 * (o % 2) + o / 4;
+  byte = 64 * (c / 16) + 4 * i + 2 * h + k / 4, shift = 2 * (k % 4);
+}
+inline void x16_q3_high_at(int64_t c, int i, int64_t& byte, int& shift) {
+  const int64_t p = c / 16;
+  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 4 * static_cast<int>((c % 16) / 8) + 2 * (o % 2) + o / 4;
+  const int word = k < 7 ? h : 1 - h, bit = (k < 7 ? 2 * k + 2 : 0) + static_cast<int>(p % 2);
+  byte = 1024 + 64 * (p / 2) + 4 * i + 2 * word + bit / 8, shift = bit % 8;
+}
+// An X16 format: row r's super-block s back as the block of its base format it was made from (144, 176, 210 or
+// 110 B): the scalar kernels' view.
 inline void x16_block(Fmt f, const uint8_t* q, int64_t cols, int64_t r, int64_t s, uint8_t* out) {
   const uint8_t* t = x16_tile(f, q, cols, r, s);
   const int i = static_cast<int>(r % 16);
   std::memset(out, 0, kquant_block_bytes(f));
+  if (f == Fmt::Q3_K_X16) {
+    for (int c = 0; c < kQK; ++c) {
+      int64_t at, hat;
+      int sh, hsh;
+      x16_q3_low_at(c, i, at, sh);
+      x16_q3_high_at(c, i, hat, hsh);
+      q3k_put(out, c, ((t[at] >> sh) & 3) | ((t[hat] >> hsh) & 1) << 2);
+    }
+    for (int k = 0; k < 12; ++k) out[96 + k] = t[1536 + 16 * k + i];
+    out[108] = t[1728 + 2 * i], out[109] = t[1729 + 2 * i];
+    return;
+  }
   for (int c = 0; c < kQK; ++c) {
     int64_t at;
     int sh;

@@ -42,7 +42,8 @@ bool q8_supported(const WeightMat& w) {
     case Fmt::Q2_K:
     case Fmt::Q4_K_X16:
     case Fmt::Q5_K_X16:
-    case Fmt::Q6_K_X16: return w.cols % kQK == 0;
+    case Fmt::Q6_K_X16:
+    case Fmt::Q3_K_X16: return w.cols % kQK == 0;
     default: return false;
   }
 }

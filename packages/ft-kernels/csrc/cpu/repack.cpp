@@ -25,8 +25,32 @@ struct HighPlaces {
   }
 };
 
+// One Q3_K_X16 tile row i (t: the tile) from its Q3_K block b.
+void q3_row(const uint8_t* b, int i, uint8_t* t) {
+  uint8_t code[kQK];
+  q3k_codes(b, code);
+  for (int p = 0; p < 16; ++p) {
+    unsigned lo[2] = {0, 0}, hi[2] = {0, 0};
+    for (int c = 16 * p; c < 16 * p + 16; ++c) {
+      int64_t at;
+      int sh;
+      x16_q3_low_at(c, 0, at, sh);
+      lo[(at % 4) / 2] |= static_cast<unsigned>(code[c] & 3) << (8 * (at % 2) + sh);
+      x16_q3_high_at(c, 0, at, sh);
+      hi[(at % 4) / 2] |= static_cast<unsigned>(code[c] >> 2) << (8 * (at % 2) + sh);
+    }
+    for (int h = 0; h < 2; ++h) {
+      t[64 * p + 4 * i + 2 * h] = static_cast<uint8_t>(lo[h]), t[64 * p + 4 * i + 2 * h + 1] = static_cast<uint8_t>(lo[h] >> 8);
+      const int64_t a = 1024 + 64 * (p / 2) + 4 * i + 2 * h;  // both loads of the pair or their bits in
+      t[a] |= static_cast<uint8_t>(hi[h]), t[a + 1] |= static_cast<uint8_t>(hi[h] >> 8);
+    }
+  }
+  for (int k = 0; k < 12; ++k) t[1536 + 16 * k + i] = b[96 + k];
+  std::memcpy(t + 1728 + 2 * i, b + 108, 2);
+}
+
 // One matrix: its rows (blocks of x16_base(f)) copied aside, then written back as tiles from the matrix's start,
-// each tile byte once, from the row's codes.
+// each tile byte once, from the row's codes (Q3_K_X16's high-bit words or-ed in from zero).
 void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
   static const HighPlaces hp6(true), hp5(false);
   const int64_t nsb = cols / kQK, bb = kquant_block_bytes(f), used = rows * nsb * bb;
@@ -37,6 +61,11 @@ void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
   for (int64_t g = 0; g < rows / 16; ++g)
     for (int64_t s = 0; s < nsb; ++s) {
       uint8_t* t = m + (g * nsb + s) * 16 * bb;
+      if (f == Fmt::Q3_K_X16) {
+        std::memset(t + 1024, 0, 512);
+        for (int i = 0; i < 16; ++i) q3_row(src.data() + (16 * g + i) * row_bytes + s * bb, i, t);
+        continue;
+      }
       for (int i = 0; i < 16; ++i) {
         const uint8_t* b = src.data() + (16 * g + i) * row_bytes + s * bb;
         uint8_t code[kQK];

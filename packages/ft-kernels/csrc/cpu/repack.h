@@ -6,7 +6,7 @@
 
 namespace ft {
 
-// Q4_K -> Q4_K_X16, Q5_K -> Q5_K_X16 or Q6_K -> Q6_K_X16 (f, cpu/formats.h), in place, for n matrices of [rows, cols] whose rows are
+// Q4_K -> Q4_K_X16, Q5_K -> Q5_K_X16, Q6_K -> Q6_K_X16 or Q3_K -> Q3_K_X16 (f, cpu/formats.h), in place, for n matrices of [rows, cols] whose rows are
 // row_bytes apart (>= cols / 256 * block bytes: rows may be padded, as in mixed banks) and which lie
 // rows * row_bytes apart from q. rows % 16 == 0, cols % 256 == 0. The matrices are spread over the kernel pool.
 // Twin: ft_kernels.kquants.to_x16.

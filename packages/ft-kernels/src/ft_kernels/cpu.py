@@ -39,7 +39,7 @@ def active_isa() -> str:
 def to_x16_(
     q: torch.Tensor, cols: int, fmt: str = "q4_k", scale: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Q4_K, Q5_K or Q6_K (``fmt``) blocks ``q`` uint8 [N, rows, row bytes] (contiguous; rows % 16 == 0, may be padded)
+    """Q4_K, Q5_K, Q6_K or Q3_K (``fmt``) blocks ``q`` uint8 [N, rows, row bytes] (contiguous; rows % 16 == 0, may be padded)
     repacked in place to ``fmt + "_x16"`` on the kernel pool; returns ``q``. Twin: ``kquants.to_x16``. For
     ``fmt`` "mxfp4", "int4_sym", "int8_sym" or "fp8_e4m3", codes ``q`` [N, rows, cols / 2] (8-bit: cols) and their ``scale``
     [N, rows, groups] (uint8 e8m0, float32) both (rows % 16 == 0, cols % 32 == 0; twins ``formats.nib_to_x16``,
@@ -52,9 +52,9 @@ def to_x16_(
         byte = fmt in ("int8_sym", "fp8_e4m3")
         (_C.int8_to_x16 if byte else _C.nib_to_x16)(_a(q), _a(scale), cols)
         return q
-    if fmt not in ("q4_k", "q5_k", "q6_k"):
+    if fmt not in ("q4_k", "q5_k", "q6_k", "q3_k"):
         raise ValueError(
-            f"fmt must be q4_k, q5_k, q6_k, mxfp4, int4_sym, int8_sym or fp8_e4m3, got {fmt!r}"
+            f"fmt must be q4_k, q5_k, q6_k, q3_k, mxfp4, int4_sym, int8_sym or fp8_e4m3, got {fmt!r}"
         )
     _C.to_x16(_a(q), cols, FORMATS[fmt + "_x16"])
     return q
@@ -63,7 +63,7 @@ def to_x16_(
 def int8_simd(fmt: str) -> bool:
     """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
     scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only,
-    ``q5_k_x16`` and ``q6_k_x16`` none."""
+    the other K-quant X16 formats none."""
     return bool(_C.int8_simd(FORMATS[fmt]))
 
 

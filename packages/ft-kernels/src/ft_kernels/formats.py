@@ -19,6 +19,7 @@ q6_k       [N, rows, cols/256 * 210]     in the blocks                         d
 q4_k_x16   [N, rows, cols/256 * 144]     q4_k, 16 rows interleaved (``kquants.to_x16``)  as q4_k
 q5_k_x16   [N, rows, cols/256 * 176]     q5_k, 16 rows interleaved (``kquants.to_x16``)  as q5_k
 q6_k_x16   [N, rows, cols/256 * 210]     q6_k, 16 rows interleaved (``kquants.to_x16``)  as q6_k
+q3_k_x16   [N, rows, cols/256 * 110]     q3_k, 16 rows interleaved (``kquants.to_x16``)  as q3_k
 mxfp4_x16  [N, rows, cols/2] uint8       as mxfp4, both 16 rows interleaved    as mxfp4
                                          (``nib_to_x16``)
 int4_sym_  as int4_sym                   as int4_sym, both 16 rows interleaved  as int4_sym
@@ -50,7 +51,7 @@ from ft_kernels import _C, kquants
 # name -> code of every weight format, from the C++ enum itself (cpu/formats.h: Fmt and fmt_name), so the two
 # cannot drift apart: "bf16", "f16", "fp8_e4m3", "mxfp4", "nvfp4", "int4_sym", "int4_asym", "int8_sym",
 # "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16",
-# "fp8_e4m3_x16", "q5_k_x16".
+# "fp8_e4m3_x16", "q5_k_x16", "q3_k_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
 # Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, int8 ones on
 # AVX-512 VNNI), never stored nor offered as a format to convert or re-quantise to.
@@ -58,6 +59,7 @@ REPACKED = (
     "q4_k_x16",
     "q5_k_x16",
     "q6_k_x16",
+    "q3_k_x16",
     "mxfp4_x16",
     "int4_sym_x16",
     "int8_sym_x16",
@@ -76,6 +78,7 @@ DEFAULT_GROUP = {
     "q4_k_x16": 256,
     "q5_k_x16": 256,
     "q6_k_x16": 256,
+    "q3_k_x16": 256,
     "mxfp4_x16": 32,
     "int4_sym_x16": 128,
     "int8_sym_x16": 32,

@@ -268,6 +268,60 @@ _X16_FIFTH = [
 ]
 
 
+# q3_k_x16: per code k (0..7) of low-bit word h, its column in the sub-block of 16, and the word and bit of its high
+# bit (plus the sub-block's parity): word h, bit 2k + 2 (k < 7); word 1 - h, bit 0 (k = 7).
+_X16_Q3 = [
+    (
+        h,
+        k,
+        8 * (k // 4) + (0, 4, 1, 5)[k % 4] + 2 * h,
+        h if k < 7 else 1 - h,
+        2 * k + 2 if k < 7 else 0,
+    )
+    for h in range(2)
+    for k in range(8)
+]
+
+
+def _q3k_codes(b: torch.Tensor) -> torch.Tensor:
+    """Q3_K's 96 code bytes (32 of high bits, 64 of 2-bit fields) [..., 96] -> the 3-bit codes (low + 4 high,
+    0..7) [..., 256] int64 in column order: bit s of high-bit byte l belongs to column 32s + l."""
+    qh = b[..., :32].long()
+    hb = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)
+    return _codes2(b[..., 32:96]) | (hb << 2)
+
+
+def _x16_q3(codes: torch.Tensor) -> torch.Tensor:
+    """q3_k codes [..., 16 rows, 256] -> the tile's 1536 code bytes [..., 1536]: the low 2 bits (word h of row i
+    and sub-block p at 64p + 4i + 2h), then the high bits (word w of sub-blocks 2P, 2P + 1 at 1024 + 64P + 4i + 2w):
+    ``csrc/cpu/formats.h``."""
+    c = codes.unflatten(-1, (8, 2, 16))  # [.., i, P, e, column in the sub-block]
+    lo = torch.zeros(*c.shape[:-2], 2, 2, dtype=torch.int64)  # [.., i, P, e, h]
+    hi = torch.zeros(*c.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, w]
+    for h, k, o, w, bit in _X16_Q3:
+        for e in range(2):
+            lo[..., e, h] |= (c[..., e, o] & 3) << (2 * k)
+            hi[..., w] |= (c[..., e, o] >> 2) << (bit + e)
+    words = [lo.flatten(-3, -2), hi]  # [.., i, p, h], [.., i, P, w]
+    return torch.cat(
+        [torch.stack([x & 255, x >> 8], -1).transpose(-4, -3).flatten(-4) for x in words], -1
+    )
+
+
+def _x16_q3_codes(t: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_x16_q3``: [..., 1536] -> the codes [..., 16 rows, 256] (int64)."""
+    b = t.long()
+    lo = b[..., :1024].unflatten(-1, (16, 16, 2, 2)).transpose(-4, -3)  # [.., i, p, h, 2]
+    hi = b[..., 1024:].unflatten(-1, (8, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, w, 2]
+    lo, hi = lo[..., 0] | (lo[..., 1] << 8), hi[..., 0] | (hi[..., 1] << 8)
+    c = torch.zeros(*hi.shape[:-1], 2, 16, dtype=torch.int64)  # [.., i, P, e, column]
+    lo = lo.unflatten(-2, (8, 2))  # [.., i, P, e, h]
+    for h, k, o, w, bit in _X16_Q3:
+        for e in range(2):
+            c[..., e, o] = ((lo[..., e, h] >> (2 * k)) & 3) | (((hi[..., w] >> (bit + e)) & 1) << 2)
+    return c.flatten(-3)
+
+
 def _x16_nibbles(codes: torch.Tensor) -> torch.Tensor:
     """Codes [..., 16 rows, 256] -> their low nibbles as X16 tiles' first 2048 bytes [..., 2048]: byte 64p + 4i + b
     of row i, low nibble column 8p + b, high 8p + 4 + b."""
@@ -357,14 +411,20 @@ def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
     after them. A new tensor of ``q``'s shape."""
     *lead, rows, rb = q.shape
     nsb, bb = cols // QK, BLOCK_BYTES.get(fmt, 0)
-    if fmt not in ("q4_k", "q5_k", "q6_k") or rows % 16 or cols % QK or rb < nsb * bb:
+    if fmt not in ("q4_k", "q5_k", "q6_k", "q3_k") or rows % 16 or cols % QK or rb < nsb * bb:
         raise ValueError(
-            f"{fmt}_x16 needs q4_k, q5_k or q6_k with rows % 16 == 0 and whole super-blocks, got [{rows}, "
-            f"{cols}] in {rb} B rows"
+            f"{fmt}_x16 needs q4_k, q5_k, q6_k or q3_k with rows % 16 == 0 and whole super-blocks, got "
+            f"[{rows}, {cols}] in {rb} B rows"
         )
     # [.., G, nsb, 16, bb]
     b = q[..., : nsb * bb].reshape(*lead, rows // 16, 16, nsb, bb).transpose(-3, -2)
-    if fmt in ("q4_k", "q5_k"):
+    if fmt == "q3_k":
+        parts = [
+            _x16_q3(_q3k_codes(b[..., :96])),
+            b[..., 96:108].transpose(-2, -1).flatten(-2),  # byte plane k over the rows
+            b[..., 108:110].flatten(-2),
+        ]
+    elif fmt in ("q4_k", "q5_k"):
         codes = _q5k_codes(b[..., 16:]) if fmt == "q5_k" else _q4k_codes(b[..., 16:])
         parts = [
             _x16_nibbles(codes),
@@ -395,8 +455,17 @@ def from_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
     t = q.reshape(*lead, rows * rb)[..., : rows * nsb * bb].unflatten(
         -1, (rows // 16, nsb, 16 * bb)
     )
-    codes = _x16_codes(t[..., :2048])  # [.., G, nsb, 16, 256] column order
-    if fmt in ("q4_k", "q5_k"):
+    if fmt == "q3_k":
+        codes = _x16_q3_codes(t[..., :1536])  # [.., G, nsb, 16, 256] column order
+        hb = (codes >> 2).unflatten(-1, (8, 32))  # bit s of byte l: column 32s + l
+        parts = [
+            sum(hb[..., s, :] << s for s in range(8)),
+            _pack_codes2(codes & 3),
+            t[..., 1536:1728].unflatten(-1, (12, 16)).transpose(-2, -1),
+            t[..., 1728:1760].unflatten(-1, (16, 2)),
+        ]
+    elif fmt in ("q4_k", "q5_k"):
+        codes = _x16_codes(t[..., :2048])  # [.., G, nsb, 16, 256] column order
         if fmt == "q5_k":
             qs = _pack_q5k_codes(codes | (_x16_fifth_codes(t[..., 2048:2560]) << 4))
         else:
@@ -410,7 +479,7 @@ def from_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
             qs,
         ]
     else:
-        codes = codes | (_x16_high_codes(t[..., 2048:3072]) << 4)
+        codes = _x16_codes(t[..., :2048]) | (_x16_high_codes(t[..., 2048:3072]) << 4)
         parts = [
             _pack_q6k_codes(codes),
             t[..., 3072:3328].unflatten(-1, (16, 16)).transpose(-2, -1),

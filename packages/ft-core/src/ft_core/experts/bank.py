@@ -43,7 +43,7 @@ from ft_kernels.formats import scales_f16
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 # "q4_k", "q5_k", "q6_k", "q3_k", "q2_k" as GGUF stores them, and q4_k / q6_k with 16 rows interleaved (``interleave``)
-KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16", "q5_k_x16", "q6_k_x16")
+KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
 _LEGACY = {"fp8": "fp8_e4m3"}
@@ -173,7 +173,7 @@ class ExpertBank:
 
     def interleave(self, fmts: tuple[str, ...]) -> int:
         """Repack, in place, every matrix kind (per MoE layer in mixed banks) in one of ``fmts`` ("q4_k", "q5_k",
-        "q6_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") whose rows come in whole groups of 16 into that
+        "q6_k", "q3_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") whose rows come in whole groups of 16 into that
         format's ``_x16`` layout (``ft_kernels.to_x16_``: the same bytes, 16 rows interleaved), the layout of the
         kernels with rows in the lanes; the formats say so from then on. A bank in a format with scales of its
         own (mxfp4, int4_sym, int8_sym, fp8_e4m3) is repacked whole (codes and scales of both kinds) or not at

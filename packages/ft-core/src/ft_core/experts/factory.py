@@ -67,10 +67,10 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
 
 
 def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
-    """The formats ("q4_k", "q5_k", "q6_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") that ``engine``'s CPU kernels
+    """The formats ("q4_k", "q5_k", "q6_k", "q3_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") that ``engine``'s CPU kernels
     read faster 16 rows interleaved (their ``_x16`` layouts: rows in the lanes): with int8 activations those
     AVX-512 VNNI has that kernel for (q4_k), with bf16 ones those the bf16 kernels run (AMD's AVX-512 BF16: all
-    seven). Elsewhere (fp32
+    eight). Elsewhere (fp32
     activations, AVX2, Intel's AVX-512 BF16) none: the row-wise layout stays."""
     if engine.int8_activations:
         simd = ft_kernels.int8_simd

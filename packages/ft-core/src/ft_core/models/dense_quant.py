@@ -45,7 +45,7 @@ def kernel_dense(ew, int8: bool) -> QuantDense:
 
 
 def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
-    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q5_k", "q6_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") of
+    """``d`` with a matrix in one of ``fmts`` ("q4_k", "q5_k", "q6_k", "q3_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") of
     whole 16-row groups repacked 16 rows interleaved (their ``_x16`` layouts: the same values, rows in the
     kernel's lanes); any other ``d`` as it is."""
     ew = d.w

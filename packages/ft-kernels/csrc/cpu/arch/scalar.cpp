@@ -84,7 +84,8 @@ float weight_at(const WeightMat& w, int64_t r, int64_t c) {
              x16_scale(w, nib_x16_scale_at(w.scale_stride, r, c / w.group));
     case Fmt::Q4_K_X16:
     case Fmt::Q5_K_X16:
-    case Fmt::Q6_K_X16: {
+    case Fmt::Q6_K_X16:
+    case Fmt::Q3_K_X16: {
       uint8_t b[210];
       x16_block(w.fmt, w.q, w.cols, r, c / kQK, b);
       return kquant_at(x16_base(w.fmt), b, static_cast<int>(c % kQK));
