@@ -1,5 +1,6 @@
 """ft-core: the engine. ``Engine.from_pretrained(path)`` then ``score`` / ``generate``."""
 
+import ft_kernels  # noqa: F401  # first: it sets OpenMP's wait policy before torch loads (ft_kernels/__init__.py)
 from ft_core.config import EngineConfig
 from ft_core.engine import Engine
 from ft_core.errors import (
