@@ -80,7 +80,7 @@ class EngineConfig:
         1 << 30,
         flag="--kv-cache-size",
         units="bytes",
-        help="KV page pool, host memory on the CPU (e.g. 4GiB; default 1GiB)",
+        help="KV page pool, host memory on the CPU, resident as its pages fill (e.g. 4GiB; default 1GiB)",
     )
     max_batch_tokens: int = option(
         2048, help="tokens per step: every running decode, then prefill chunks (default: 2048)"

@@ -10,6 +10,8 @@ A layer with ``v_dim == 0`` keeps keys only (MLA keeps its compressed latent as 
 
 from __future__ import annotations
 
+import math
+import mmap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +30,19 @@ class KVLayout:
     dtype: torch.dtype
 
 
+def lazy_zeros(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str
+) -> torch.Tensor:
+    """A zero tensor. On the CPU, fresh anonymous pages (one mapping, kept alive by the tensor) that the OS
+    zero-fills as they are first touched: a pool costs resident memory only for the pages sequences write,
+    not its whole size at start-up (a 48-layer model's default 1 GiB pool was all resident before any
+    request)."""
+    n = math.prod(shape) * dtype.itemsize
+    if torch.device(device).type != "cpu" or n == 0:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    return torch.frombuffer(mmap.mmap(-1, n), dtype=torch.uint8).view(dtype).view(shape)
+
+
 class PagedKVCache:
     """One K pool [P, S, K, Dk] (and V pool [P, S, K, Dv]) per layer; pages allocated per sequence."""
 
@@ -38,11 +53,11 @@ class PagedKVCache:
         self.page_size = layouts[0].page_size
         self.num_pages = layouts[0].num_pages
         self.k = [
-            torch.zeros(l.num_pages, l.page_size, l.kv_heads, l.k_dim, dtype=l.dtype, device=device)
+            lazy_zeros((l.num_pages, l.page_size, l.kv_heads, l.k_dim), l.dtype, device)
             for l in layouts
         ]
         self.v = [
-            torch.zeros(l.num_pages, l.page_size, l.kv_heads, l.v_dim, dtype=l.dtype, device=device)
+            lazy_zeros((l.num_pages, l.page_size, l.kv_heads, l.v_dim), l.dtype, device)
             if l.v_dim
             else None
             for l in layouts
@@ -152,7 +167,7 @@ class PagedKVCache:
         idx = torch.tensor(live, dtype=torch.int64)
 
         def rebuild(pool: torch.Tensor) -> torch.Tensor:
-            new = torch.zeros((num_pages, *pool.shape[1:]), dtype=pool.dtype, device=pool.device)
+            new = lazy_zeros((num_pages, *pool.shape[1:]), pool.dtype, pool.device)
             new[: len(live)] = pool[idx.to(pool.device)]
             return new
 
