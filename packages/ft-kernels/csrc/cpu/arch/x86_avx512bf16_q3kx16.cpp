@@ -18,82 +18,50 @@
 #include <immintrin.h>
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL
-#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, kX16Ahead
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, Sub16X16, kX16Ahead
 
 namespace ft {
 namespace {
 
+// Sub16X16's decoder of Q3_K_X16: sub-block j is 1 load of low 2-bit fields and half a load of high bits.
 struct Q3kX16 {
-  static constexpr bool kSums = false;
-
-  // The 16 rows' d (sc_j - 32) of sub-block j (0..15) of tile t: sc_j's low 4 bits in nibble j / 8 of byte plane
-  // j % 8, its high 2 bits at bit 2 (j / 4) of plane 8 + j % 4 (planes of 16 rows at 1536 + 16k).
-  static __m512 scale(const uint8_t* t, int j, __m512 d) {
-    auto ld = [&](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 1536 + 16 * k)); };
+  static constexpr bool kUnroll = true;
+  static constexpr int64_t kTile = kX16Q3Tile;
+  __m512i lut;  // vpermw's table: entry q (5 bits; the code is the low 3) is bf16((q & 7) - 4)
+  Q3kX16() {
+    const __m512i q = _mm512_and_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                       _mm512_set1_epi32(7));
+    const __m512 v = _mm512_sub_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(4.f));
+    lut = (__m512i)_mm512_cvtne2ps_pbh(v, v);
+  }
+  static __m512 d(const uint8_t* tile) {  // and the scale planes and d prefetched
+    FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 1728)));
+  }
+  // The 16 rows' d (sc_j - 32) of sub-block j (0..15): sc_j's low 4 bits in nibble j / 8 of byte plane j % 8, its
+  // high 2 bits at bit 2 (j / 4) of plane 8 + j % 4 (planes of 16 rows at 1536 + 16k).
+  static __m512 scale(const uint8_t* tile, int j, __m512 d) {
+    auto ld = [&](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1536 + 16 * k)); };
     const __m128i a = ld(j % 8), b = ld(8 + j % 4);
     const __m128i lo = _mm_and_si128(j < 8 ? a : _mm_srli_epi16(a, 4), _mm_set1_epi8(15));
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2 * (j / 4)), _mm_set1_epi8(3));
     const __m512i sc = _mm512_cvtepu8_epi32(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))));
   }
-
-  // Rows r..r+15 of m (one group of 16: its tiles, one per super-block) against NT tokens: Y[t * ldy + i] = row
-  // r + i . token t.
-  template <int NT>
-  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
-    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
-    const int64_t nsb = m.cols / kQK;
-    constexpr int C = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
-    constexpr int H = NT <= 4 ? 2 : 1;                // sub-blocks in flight
-    // vpermw's table: entry q (5 bits; the code is the low 3) is bf16((q & 7) - 4)
-    const __m512 v8 = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_and_epi32(
-                                        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(7))),
-                                    _mm512_set1_ps(4.f));
-    const __m512i lut = (__m512i)_mm512_cvtne2ps_pbh(v8, v8);
-    __m512 y[NT];
-    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* tile = g + s * kX16Q3Tile;
-      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 1728)));
-      _mm_prefetch(reinterpret_cast<const char*>(tile) + 1536 + kX16Ahead, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(tile) + 1600 + kX16Ahead, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(tile) + 1664 + kX16Ahead, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(tile) + 1728 + kX16Ahead, _MM_HINT_T1);
-      FT_UNROLL for (int jb = 0; jb < 16; jb += H) {  // sub-blocks jb .. jb + H - 1 (16 columns each), side by side
-        __m512 acc[H][NT][C];
-        FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
-            acc[h][t][c] = _mm512_setzero_ps();
-        FT_UNROLL for (int h = 0; h < H; ++h) {
-          const int j = jb + h;
-          const uint8_t* lq = tile + 64 * j;
-          const uint8_t* hq = tile + 1024 + 64 * (j / 2);
-          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-          if (j % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-          const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
-          const __m512i hv = j % 2 ? _mm512_srli_epi16(hw, 1) : hw;  // code k's high bit at 2k + 2 (k < 7)
-          FT_UNROLL for (int k = 0; k < 8; ++k) {
-            const __m512i sel = _mm512_set1_epi16(static_cast<short>(3 << (2 * k)));
-            const __m512i t = _mm512_ternarylogic_epi32(v, hv, sel, 0xe4);  // sel ? v : hv
-            const __m512i idx = k == 7 ? _mm512_ror_epi32(t, 14) : k ? _mm512_srli_epi16(t, 2 * k) : t;
-            const __m512bh w = (__m512bh)_mm512_permutexvar_epi16(idx, lut);
-            FT_UNROLL for (int tk = 0; tk < NT; ++tk) {
-              const __m512bh x =
-                  (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + tk * ldo + kQK * s + 16 * j + 2 * k));
-              acc[h][tk][k % C] = _mm512_dpbf16_ps(acc[h][tk][k % C], w, x);
-            }
-          }
-        }
-        FT_UNROLL for (int h = 0; h < H; ++h) {
-          const __m512 dsc = scale(tile, jb + h, d);
-          FT_UNROLL for (int t = 0; t < NT; ++t) {
-            __m512 a = acc[h][t][0];
-            FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[h][t][c]);
-            y[t] = _mm512_fmadd_ps(a, dsc, y[t]);
-          }
-        }
-      }
+  void decode(const uint8_t* tile, int j, __m512bh (&w)[8]) const {
+    const uint8_t* lq = tile + 64 * j;
+    const uint8_t* hq = tile + 1024 + 64 * (j / 2);
+    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+    if (j % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
+    const __m512i hv = j % 2 ? _mm512_srli_epi16(hw, 1) : hw;  // code k's high bit at 2k + 2 (k < 7)
+    FT_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m512i sel = _mm512_set1_epi16(static_cast<short>(3 << (2 * k)));
+      const __m512i t = _mm512_ternarylogic_epi32(v, hv, sel, 0xe4);  // sel ? v : hv
+      const __m512i idx = k == 7 ? _mm512_ror_epi32(t, 14) : k ? _mm512_srli_epi16(t, 2 * k) : t;
+      w[k] = (__m512bh)_mm512_permutexvar_epi16(idx, lut);
     }
-    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };
 
@@ -101,7 +69,7 @@ struct Q3kX16 {
 
 void rows_bf16act_q3kx16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                     int64_t ldx, float* Y, int64_t ldy) {
-  x16_rows<Q3kX16>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  x16_rows<Sub16X16<Q3kX16>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

@@ -19,76 +19,47 @@
 #include <immintrin.h>
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL
-#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, kX16Ahead
+#include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, Sub16X16, kX16Ahead
 
 namespace ft {
 namespace {
 
+// Sub16X16's decoder of Q6_K_X16: sub-block j is 2 loads of low nibbles and 1 of high 2-bit fields.
 struct Q6kX16 {
-  static constexpr bool kSums = false;
-
-  // Rows r..r+15 of m (one group of 16: its tiles, one per super-block) against NT tokens: Y[t * ldy + i] = row
-  // r + i . token t.
-  template <int NT>
-  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
-    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
-    const int64_t nsb = m.cols / kQK;
-    constexpr int C = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
-    constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 6 chains, within the 32 registers
-    // vpermi2w's tables: entry q (0..63; bit 5 picks the table) is bf16(q - 32)
+  static constexpr bool kUnroll = false;
+  static constexpr int64_t kTile = kX16Q6Tile;
+  __m512i tlo, thi;  // vpermi2w's tables: entry q (0..63; bit 5 picks the table) is bf16(q - 32)
+  __m512i m0 = _mm512_set1_epi16(0x000f), m1 = _mm512_set1_epi16(0x00f0), m2 = _mm512_set1_epi16(0x0f00);
+  Q6kX16() {
     const __m512 q0 = _mm512_sub_ps(
         _mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)), _mm512_set1_ps(32.f));
     auto plus = [&](float k) { return _mm512_add_ps(q0, _mm512_set1_ps(k)); };
-    const __m512i tlo = (__m512i)_mm512_cvtne2ps_pbh(plus(16.f), q0), thi = (__m512i)_mm512_cvtne2ps_pbh(plus(48.f), plus(32.f));
-    const __m512i m0 = _mm512_set1_epi16(0x000f), m1 = _mm512_set1_epi16(0x00f0), m2 = _mm512_set1_epi16(0x0f00);
-    __m512 y[NT];
-    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* tile = g + s * kX16Q6Tile;
-      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 3328)));
-      _mm_prefetch(reinterpret_cast<const char*>(tile) + 3328 + kX16Ahead, _MM_HINT_T1);
-      for (int jb = 0; jb < 16; jb += H) {  // sub-blocks jb .. jb + H - 1 (16 columns each), side by side
-        if (jb % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(tile) + 3072 + 16 * jb + kX16Ahead, _MM_HINT_T1);
-        __m512 acc[H][NT][C];
-        FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
-            acc[h][t][c] = _mm512_setzero_ps();
-        FT_UNROLL for (int h = 0; h < H; ++h) {
-          const int j = jb + h;
-          const uint8_t* hq = tile + 2048 + 64 * j;
-          _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-          const __m512i hv = _mm512_loadu_si512(hq);
-          FT_UNROLL for (int e = 0; e < 2; ++e) {
-            const int p = 2 * j + e;  // columns 8p..8p+7 of the super-block
-            const uint8_t* q = tile + 64 * p;
-            _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
-            const __m512i v = _mm512_loadu_si512(q), he = e ? _mm512_srli_epi16(hv, 2) : hv;
-            __m512i idx[4];  // code of nibble k in bits 0..5 (vpermi2w reads no more)
-            idx[0] = _mm512_ternarylogic_epi32(v, he, m0, 0xe4);  // m ? v : he
-            idx[1] = _mm512_srli_epi16(_mm512_ternarylogic_epi32(v, he, m1, 0xe4), 4);
-            idx[2] = _mm512_srli_epi16(_mm512_ternarylogic_epi32(v, he, m2, 0xe4), 8);
-            idx[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 12), _mm512_slli_epi16(he, 4), m0, 0xe4);
-            FT_UNROLL for (int k = 0; k < 4; ++k) {
-              const __m512bh w = (__m512bh)_mm512_permutex2var_epi16(tlo, idx[k], thi);
-              FT_UNROLL for (int t = 0; t < NT; ++t) {
-                const __m512bh x = (__m512bh)_mm512_set1_epi32(
-                    *reinterpret_cast<const int32_t*>(xo + t * ldo + kQK * s + 8 * p + 2 * k));
-                acc[h][t][(4 * e + k) % C] = _mm512_dpbf16_ps(acc[h][t][(4 * e + k) % C], w, x);
-              }
-            }
-          }
-        }
-        FT_UNROLL for (int h = 0; h < H; ++h) {
-          const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 3072 + 16 * (jb + h)));
-          const __m512 dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)));
-          FT_UNROLL for (int t = 0; t < NT; ++t) {
-            __m512 a = acc[h][t][0];
-            FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[h][t][c]);
-            y[t] = _mm512_fmadd_ps(a, dsc, y[t]);
-          }
-        }
-      }
+    tlo = (__m512i)_mm512_cvtne2ps_pbh(plus(16.f), q0), thi = (__m512i)_mm512_cvtne2ps_pbh(plus(48.f), plus(32.f));
+  }
+  static __m512 d(const uint8_t* tile) {
+    _mm_prefetch(reinterpret_cast<const char*>(tile) + 3328 + kX16Ahead, _MM_HINT_T1);
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 3328)));
+  }
+  static __m512 scale(const uint8_t* tile, int j, __m512 d) {  // d sc_j, sc_j int8 at 3072 + 16j
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 3072 + 16 * j));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)));
+  }
+  void decode(const uint8_t* tile, int j, __m512bh (&w)[8]) const {
+    if (j % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(tile) + 3072 + 16 * j + kX16Ahead, _MM_HINT_T1);
+    const uint8_t* hq = tile + 2048 + 64 * j;
+    _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    const __m512i hv = _mm512_loadu_si512(hq);
+    FT_UNROLL for (int e = 0; e < 2; ++e) {
+      const uint8_t* q = tile + 64 * (2 * j + e);  // columns 8p..8p+7, p = 2j + e
+      _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
+      const __m512i v = _mm512_loadu_si512(q), he = e ? _mm512_srli_epi16(hv, 2) : hv;
+      __m512i idx[4];  // code of nibble k in bits 0..5 (vpermi2w reads no more)
+      idx[0] = _mm512_ternarylogic_epi32(v, he, m0, 0xe4);  // m ? v : he
+      idx[1] = _mm512_srli_epi16(_mm512_ternarylogic_epi32(v, he, m1, 0xe4), 4);
+      idx[2] = _mm512_srli_epi16(_mm512_ternarylogic_epi32(v, he, m2, 0xe4), 8);
+      idx[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 12), _mm512_slli_epi16(he, 4), m0, 0xe4);
+      FT_UNROLL for (int k = 0; k < 4; ++k) w[4 * e + k] = (__m512bh)_mm512_permutex2var_epi16(tlo, idx[k], thi);
     }
-    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };
 
@@ -96,7 +67,7 @@ struct Q6kX16 {
 
 void rows_bf16act_q6kx16_avx512bf16(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok,
                                     int64_t ldx, float* Y, int64_t ldy) {
-  x16_rows<Q6kX16>(m, r0, r1, X, ntok, ldx, Y, ldy);
+  x16_rows<Sub16X16<Q6kX16>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft

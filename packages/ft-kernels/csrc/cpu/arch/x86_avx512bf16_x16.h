@@ -1,8 +1,9 @@
-// AVX-512 BF16: what the rows-in-lanes bf16-activation kernels of the X16 formats (cpu/formats.h; Q4_K_X16 in
-// x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp, MXFP4_X16 and INT4_SYM_X16 in
-// x86_avx512bf16_nibx16.cpp, INT8_SYM_X16 and FP8_E4M3_X16 in x86_avx512bf16_bytex16.cpp) share: x put in their column
-// order, the loop over tiles of tokens and groups of 16 rows, and (ScaledX16) the block loop of the formats with scales
-// of their own. Included by files compiled with AVX-512 F/BW/VL/DQ/BF16 and F16C.
+// AVX-512 BF16: what the rows-in-lanes bf16-activation kernels of the X16 formats (cpu/formats.h; Q4_K_X16 and
+// Q5_K_X16 in x86_avx512bf16_q4kx16.cpp, Q6_K_X16 in x86_avx512bf16_q6kx16.cpp, Q3_K_X16 in x86_avx512bf16_q3kx16.cpp,
+// MXFP4_X16 and INT4_SYM_X16 in x86_avx512bf16_nibx16.cpp, INT8_SYM_X16 and FP8_E4M3_X16 in
+// x86_avx512bf16_bytex16.cpp) share: x put in their column order, the loop over tiles of tokens and groups of 16 rows,
+// (ScaledX16) the block loop of the formats with scales of their own, and (Sub16X16) the sub-block loop of the
+// K-quants with a scale per 16 columns. Included by files compiled with AVX-512 F/BW/VL/DQ/BF16 and F16C.
 #pragma once
 #include <immintrin.h>
 
@@ -101,6 +102,67 @@ struct ScaledX16 {
     int64_t j = 0;
     for (; j + B <= nb; j += B) blocks<NT, B, C>(d, m, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
     for (; j < nb; ++j) blocks<NT, 1, C>(d, m, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
+// The kernel of the K-quant X16 formats with one scale per sub-block of 16 columns (Q6_K_X16:
+// x86_avx512bf16_q6kx16.cpp, Q3_K_X16: x86_avx512bf16_q3kx16.cpp), for x16_rows. Per super-block tile (D::kTile
+// bytes; D::d(tile): its 16 rows' f16 d as fp32), d.decode(tile, j, w) makes sub-block j's codes into 8 vectors of
+// bf16 column pairs (lane i: row i; pair k meets x's dword 16j + 2k of the super-block, x16_prep's order) and
+// D::scale(tile, j, d) its 16 rows' d sc; the chains of a sub-block end summed and scaled once into y. Two
+// sub-blocks run side by side for up to 4 tokens, so a token has 8 (1 token), 4 (2) or 2 chains in flight.
+template <class D>
+struct Sub16X16 {
+  static constexpr bool kSums = false;
+
+  // Rows r..r+15 of m (one group of 16: its tiles, one per super-block) against NT tokens: Y[t * ldy + i] = row
+  // r + i . token t.
+  template <int NT>
+  static void group(const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float*, float* Y, int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK;
+    constexpr int C = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
+    constexpr int H = NT <= 4 ? 2 : 1;                // sub-blocks in flight: >= 6 chains, within the 32 registers
+    const D dec{};
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* tile = g + s * D::kTile;
+      const __m512 d = D::d(tile);
+      // sub-blocks jb .. jb + H - 1, side by side
+      auto step = [&](int jb) __attribute__((always_inline)) {
+        __m512 acc[H][NT][C];
+        FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
+            acc[h][t][c] = _mm512_setzero_ps();
+        FT_UNROLL for (int h = 0; h < H; ++h) {
+          const int j = jb + h;
+          __m512bh w[8];
+          dec.decode(tile, j, w);
+          FT_UNROLL for (int k = 0; k < 8; ++k) FT_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m512bh x =
+                (__m512bh)_mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + kQK * s + 16 * j + 2 * k));
+            acc[h][t][k % C] = _mm512_dpbf16_ps(acc[h][t][k % C], w[k], x);
+          }
+        }
+        FT_UNROLL for (int h = 0; h < H; ++h) {
+          const __m512 dsc = D::scale(tile, jb + h, d);
+          FT_UNROLL for (int t = 0; t < NT; ++t) {
+            __m512 a = acc[h][t][0];
+            FT_UNROLL for (int c = 1; c < C; ++c) a = _mm512_add_ps(a, acc[h][t][c]);
+            y[t] = _mm512_fmadd_ps(a, dsc, y[t]);
+          }
+        }
+      };
+      // D::kUnroll: the 16 sub-blocks unrolled (Q3_K_X16: its scales' shifts by constants, 34 against 32 GMAC/s a
+      // Zen 4 core at one token) or a loop (Q6_K_X16: 16 copies ran at 15 instead of 27 GB/s, code out of the
+      // caches)
+      if constexpr (D::kUnroll) {
+        FT_UNROLL for (int jb = 0; jb < 16; jb += H) step(jb);
+      } else {
+        for (int jb = 0; jb < 16; jb += H) step(jb);
+      }
+    }
     FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };
