@@ -29,17 +29,8 @@ from ft_kernels import reference as R
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
-KQ = [
-    "q4_k",
-    "q5_k",
-    "q6_k",
-    "q3_k",
-    "q2_k",
-    "q4_k_x16",
-    "q5_k_x16",
-    "q6_k_x16",
-    "q3_k_x16",
-]  # the K-quant X16 formats: rows in the lanes (16 rows interleaved; all but q4_k_x16 by the scalar twin)
+# the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; all but q4_k_x16 by the scalar twin)
+KQ = list(kquants.FORMATS)
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 64])

@@ -11,6 +11,7 @@ import ft_kernels as fk
 import pytest
 import torch
 from fp32_bounds import linear_bound
+from ft_kernels import kquants
 from ft_kernels import reference as R
 
 # (N, K): ragged against vector widths (8/16), the paired chunks (16/32) and groups (32)
@@ -25,10 +26,7 @@ SHAPES = {
     "nvfp4": [(37, 80), (70, 48), (21, 272)],
     # K-quants: whole super-blocks of 256 columns; ragged rows against the tiles' 1..8 rows
     **{k: [(37, 256), (9, 768), (21, 512)] for k in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k")},
-    **{
-        k: [(48, 256), (16, 768), (32, 512)]
-        for k in ("q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")
-    },  # whole 16-row groups
+    **{k: [(48, 256), (16, 768), (32, 512)] for k in kquants.X16},  # whole 16-row groups
 }
 
 
@@ -65,8 +63,6 @@ def test_x16_bf16(base, N, K, T):
     sum(x) off with the min,
     Q6_K_X16's multiply q - 32 from a table: bounded over the terms each sums (``fp32_bounds.kquant_terms``)
     against float64, and within the sum of both bounds of the row-wise kernel on the same blocks."""
-    from ft_kernels import kquants
-
     g = torch.Generator().manual_seed(N + K + T)
     w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, base)
     wx = fk.ExpertWeights(f"{base}_x16", kquants.to_x16(w.q.clone(), K, base), K, group=256)
@@ -213,12 +209,12 @@ def test_bad_arguments_raise_naming_them(call, match):
 def test_each_isa(isa):
     code = f"""
 import sys, torch, ft_kernels as fk
+from ft_kernels import kquants
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from fp32_bounds import linear_bound
 assert fk.active_isa() == {isa!r}
 for fmt in fk.FORMATS:
-    kq = fmt in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16",
-          "q3_k_x16")  # whole super-blocks of 256 columns
+    kq = fmt in kquants.FORMATS  # whole super-blocks of 256 columns
     N = 48 if fmt.endswith("_x16") else 45  # whole groups of 16 rows
     for T, K, group, xd in ((1, 96, 32, torch.float32), (3, 96, 32, torch.bfloat16), (8, 288, 128, torch.float32),
                             (20, 288, 128, torch.bfloat16)):

@@ -18,6 +18,7 @@ import ft_kernels as fk
 import pytest
 import torch
 from fp32_bounds import moe_bound
+from ft_kernels import kquants
 from ft_kernels import reference as R
 
 FORMATS = list(fk.FORMATS)
@@ -32,20 +33,7 @@ SHAPES = {
     },  # rows in whole groups of 16
     "nvfp4": [(80, 48), (48, 16), (272, 144)],
     # K-quants: H and I in whole super-blocks of 256 columns
-    **{
-        k: [(256, 256), (512, 256), (256, 768)]
-        for k in (
-            "q4_k",
-            "q5_k",
-            "q6_k",
-            "q3_k",
-            "q2_k",
-            "q4_k_x16",
-            "q5_k_x16",
-            "q6_k_x16",
-            "q3_k_x16",
-        )
-    },
+    **{k: [(256, 256), (512, 256), (256, 768)] for k in kquants.FORMATS},
 }
 
 
@@ -163,12 +151,7 @@ BOUNDS = {
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantisation_error(fmt):
-    cols = (
-        256
-        if fmt
-        in ("q4_k", "q5_k", "q6_k", "q3_k", "q2_k", "q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")
-        else 96
-    )
+    cols = 256 if fmt in kquants.FORMATS else 96
     w = torch.randn(3, 64, cols, generator=torch.Generator().manual_seed(1))
     q = fk.quantize(w, fmt, group=32)
     err = (R.dequantize(q) - w).abs().max() / w.abs().max()

@@ -25,6 +25,11 @@ import torch
 
 QK = 256
 BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q3_k": 110, "q2_k": 84}
+X16 = ("q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")  # 16 rows interleaved at load (to_x16)
+FORMATS = (
+    *BLOCK_BYTES,
+    *X16,
+)  # every K-quant kernel format: blocks of 256 columns carrying their scales
 
 
 # byte offsets of each block's f16 fields: (d, dmin) or (d,)

@@ -59,21 +59,7 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
 
 
-INT8_FORMATS = (
-    "mxfp4",
-    "nvfp4",
-    "int4_sym",
-    "int4_asym",
-    "q4_k",
-    "q5_k",
-    "q6_k",
-    "q3_k",
-    "q2_k",
-    "q4_k_x16",
-    "q5_k_x16",
-    "q6_k_x16",
-    "q3_k_x16",
-)
+INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym", *kquants.FORMATS)
 
 
 def int8_applies(w: ExpertWeights) -> bool:

@@ -43,7 +43,7 @@ from ft_kernels.formats import scales_f16
 
 FLOAT_FORMATS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 # "q4_k", "q5_k", "q6_k", "q3_k", "q2_k" as GGUF stores them, and q4_k / q6_k with 16 rows interleaved (``interleave``)
-KQUANT_FORMATS = (*kquants.BLOCK_BYTES, "q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16")
+KQUANT_FORMATS = kquants.FORMATS
 BANK_FORMATS = (*ft_kernels.FORMATS, "f32")
 # Names FTW indexes written before the bank took the kernels' names: "dense" (the float dtype decides) and "fp8".
 _LEGACY = {"fp8": "fp8_e4m3"}
