@@ -76,6 +76,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_ckpt import Shape, write_checkpoint  # noqa: E402
 
+# OMP_WAIT_POLICY as the user gave it: importing ft sets PASSIVE in this process (ft_kernels/__init__.py), and
+# llama.cpp's OpenMP threads must not inherit that (passive, its 2-thread decode ran at about half speed)
+USER_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
 LLAMA_CPP_PYTHON = "0.3.36"  # the llama-cpp-python sdist whose vendored llama.cpp is built
 SHAPES = {
     "mid": Shape(layers=6, experts=128, heads=16, kv_heads=4),
@@ -525,7 +528,11 @@ def measure_llama(
         "json",
     ]
     t0 = time.perf_counter()
-    out, _, rss = run_child(cmd, os.environ.copy())
+    env = os.environ.copy()
+    env.pop("OMP_WAIT_POLICY", None)
+    if USER_OMP_WAIT_POLICY is not None:
+        env["OMP_WAIT_POLICY"] = USER_OMP_WAIT_POLICY
+    out, _, rss = run_child(cmd, env)
     tests = json.loads(out)
     pre = {str(t["n_prompt"]): t["avg_ts"] for t in tests if t["n_gen"] == 0}
     tg = [t["avg_ts"] for t in tests if t["n_prompt"] == 0 and t["n_gen"] == decode]
@@ -869,7 +876,7 @@ def main() -> None:
             "rounds": args.rounds,
             "prompt": args.prompt,
             "decode": args.decode,
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "omp_wait_policy": USER_OMP_WAIT_POLICY,
             "stages_s": stages,
             "gguf": gguf_info,
             "summary": rows,
