@@ -52,7 +52,7 @@
 //                [0, 2048)     its code's low 4 bits: as Q4_K_X16's nibbles (byte 64p + 4i + o % 4, nibble o / 4)
 //                [2048, 2560)  its code's fifth bit: in 16-bit word w at 2048 + 64 P + 4i + 2w, bit 4k + 4 + e of
 //                              word h for k < 3, bit e of word 1 - h for k = 3 (h = (o / 2) % 2, k = 2 (o % 2) + o / 4:
-//                              nibble k of the low bits' word h is the same column; x16_high_at)
+//                              nibble k of the low bits' word h is the same column; x16_fifth_at)
 //                [2560, 2752)  byte 16k + i: byte k of row i's 12 packed (scale, min) bytes
 //                [2752, 2784)  f16 d of row i at 2i;  [2784, 2816) f16 dmin of row i at 2i
 //              W as Q5_K.
@@ -247,26 +247,39 @@ inline void q6k_put(uint8_t* b, int e, int code) {
 inline void x16_nibble_at(int64_t c, int i, int64_t& byte, int& shift) {
   byte = 64 * (c / 8) + 4 * i + c % 4, shift = 4 * ((c % 8) / 4);
 }
+// Column c's place in a group of 8 of Q4_K_X16's nibble order: its 16-bit word h (0, 1) and nibble k (0..3) there
+// (word h's nibble k is column (0, 4, 1, 5)[k] + 2h).
+inline void x16_word_nibble(int64_t c, int& h, int& k) {
+  const int o = static_cast<int>(c % 8);
+  h = (o / 2) % 2, k = 2 * (o % 2) + o / 4;
+}
 inline void x16_fifth_at(int64_t c, int i, int64_t& byte, int& shift) {
   const int64_t p = c / 8;
-  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 2 * (o % 2) + o / 4, e = static_cast<int>(p % 4);
-  const int word = k < 3 ? h : 1 - h, bit = (k < 3 ? 4 * k + 4 : 0) + e;
+  int h, k;
+  x16_word_nibble(c, h, k);
+  const int word = k < 3 ? h : 1 - h, bit = (k < 3 ? 4 * k + 4 : 0) + static_cast<int>(p % 4);
   byte = 2048 + 64 * (p / 4) + 4 * i + 2 * word + bit / 8, shift = bit % 8;
 }
 inline void x16_high_at(int64_t c, int i, int64_t& byte, int& shift) {
   const int64_t p = c / 8;
-  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 2 * (o % 2) + o / 4;
+  int h, k;
+  x16_word_nibble(c, h, k);
   const int bit = (k < 3 ? 4 * k + 4 : 0) + 2 * static_cast<int>(p % 2);
   byte = 2048 + 64 * (p / 2) + 4 * i + 2 * h + bit / 8, shift = bit % 8;
 }
-// Q3_K_X16: where column c (0..255) of tile row i keeps its low 2 bits and its high bit (byte, shift).
+// Q3_K_X16: where column c (0..255) of tile row i keeps its low 2 bits and its high bit (byte, shift); it is code
+// k = 4 (c % 16 / 8) + its nibble's k of word h.
 inline void x16_q3_low_at(int64_t c, int i, int64_t& byte, int& shift) {
-  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 4 * static_cast<int>((c % 16) / 8) + 2 * (o % 2) + o / 4;
+  int h, k;
+  x16_word_nibble(c, h, k);
+  k += 4 * static_cast<int>((c % 16) / 8);
   byte = 64 * (c / 16) + 4 * i + 2 * h + k / 4, shift = 2 * (k % 4);
 }
 inline void x16_q3_high_at(int64_t c, int i, int64_t& byte, int& shift) {
   const int64_t p = c / 16;
-  const int o = static_cast<int>(c % 8), h = (o / 2) % 2, k = 4 * static_cast<int>((c % 16) / 8) + 2 * (o % 2) + o / 4;
+  int h, k;
+  x16_word_nibble(c, h, k);
+  k += 4 * static_cast<int>((c % 16) / 8);
   const int word = k < 7 ? h : 1 - h, bit = (k < 7 ? 2 * k + 2 : 0) + static_cast<int>(p % 2);
   byte = 1024 + 64 * (p / 2) + 4 * i + 2 * word + bit / 8, shift = bit % 8;
 }

@@ -10,49 +10,39 @@ namespace ft {
 
 namespace {
 
-// The high bits of columns nc P + c (c < nc) of a tile row, the same for every P and row: in its 16-bit word
-// word[c], at bit bit[c]. Q6_K_X16's high 2 bits (nc = 16: formats.h's x16_high_at), Q5_K_X16's fifth bit (nc =
-// 32: x16_fifth_at).
-struct HighPlaces {
+// A plane of 16-bit words in an X16 tile (formats.h): per group P of nc columns of the super-block, word w of row
+// i at base + 64P + 4i + 2w; column nc P + c keeps its field in word word[c] at bit bit[c], the same for every P
+// and row, as the plane's locator (formats.h: x16_high_at, x16_fifth_at, x16_q3_low_at, x16_q3_high_at) says.
+struct Plane {
+  int nc;
+  int64_t base;
   uint8_t word[32], bit[32];
-  explicit HighPlaces(bool q6) {
-    for (int c = 0; c < (q6 ? 16 : 32); ++c) {
-      int64_t at;
+  Plane(void (*at)(int64_t, int, int64_t&, int&), int nc_, int64_t base_) : nc(nc_), base(base_) {
+    for (int c = 0; c < nc; ++c) {
+      int64_t byte;
       int sh;
-      q6 ? x16_high_at(c, 0, at, sh) : x16_fifth_at(c, 0, at, sh);
-      word[c] = static_cast<uint8_t>((at - 2048) / 2), bit[c] = static_cast<uint8_t>(8 * ((at - 2048) % 2) + sh);
+      at(c, 0, byte, sh);
+      word[c] = static_cast<uint8_t>((byte - base) / 2), bit[c] = static_cast<uint8_t>(8 * ((byte - base) % 2) + sh);
+    }
+  }
+  // Row i's words of tile t: the fields (code[c] >> shift) & mask of its 256 columns.
+  void put(const uint8_t* code, int shift, unsigned mask, int i, uint8_t* t) const {
+    for (int P = 0; P < kQK / nc; ++P) {
+      unsigned w[2] = {0, 0};
+      for (int c = 0; c < nc; ++c) w[word[c]] |= ((static_cast<unsigned>(code[nc * P + c]) >> shift) & mask) << bit[c];
+      for (int h = 0; h < 2; ++h) {
+        t[base + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h]);
+        t[base + 64 * P + 4 * i + 2 * h + 1] = static_cast<uint8_t>(w[h] >> 8);
+      }
     }
   }
 };
 
-// One Q3_K_X16 tile row i (t: the tile) from its Q3_K block b.
-void q3_row(const uint8_t* b, int i, uint8_t* t) {
-  uint8_t code[kQK];
-  q3k_codes(b, code);
-  for (int p = 0; p < 16; ++p) {
-    unsigned lo[2] = {0, 0}, hi[2] = {0, 0};
-    for (int c = 16 * p; c < 16 * p + 16; ++c) {
-      int64_t at;
-      int sh;
-      x16_q3_low_at(c, 0, at, sh);
-      lo[(at % 4) / 2] |= static_cast<unsigned>(code[c] & 3) << (8 * (at % 2) + sh);
-      x16_q3_high_at(c, 0, at, sh);
-      hi[(at % 4) / 2] |= static_cast<unsigned>(code[c] >> 2) << (8 * (at % 2) + sh);
-    }
-    for (int h = 0; h < 2; ++h) {
-      t[64 * p + 4 * i + 2 * h] = static_cast<uint8_t>(lo[h]), t[64 * p + 4 * i + 2 * h + 1] = static_cast<uint8_t>(lo[h] >> 8);
-      const int64_t a = 1024 + 64 * (p / 2) + 4 * i + 2 * h;  // both loads of the pair or their bits in
-      t[a] |= static_cast<uint8_t>(hi[h]), t[a + 1] |= static_cast<uint8_t>(hi[h] >> 8);
-    }
-  }
-  for (int k = 0; k < 12; ++k) t[1536 + 16 * k + i] = b[96 + k];
-  std::memcpy(t + 1728 + 2 * i, b + 108, 2);
-}
-
 // One matrix: its rows (blocks of x16_base(f)) copied aside, then written back as tiles from the matrix's start,
-// each tile byte once, from the row's codes (Q3_K_X16's high-bit words or-ed in from zero).
+// each tile byte once, from the row's codes.
 void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
-  static const HighPlaces hp6(true), hp5(false);
+  static const Plane q6_high(x16_high_at, 16, 2048), q5_fifth(x16_fifth_at, 32, 2048), q3_low(x16_q3_low_at, 16, 0),
+      q3_high(x16_q3_high_at, 32, 1024);
   const int64_t nsb = cols / kQK, bb = kquant_block_bytes(f), used = rows * nsb * bb;
   const bool q6 = f == Fmt::Q6_K_X16, q5 = f == Fmt::Q5_K_X16;
   thread_local std::vector<uint8_t> src;
@@ -61,40 +51,28 @@ void one(Fmt f, uint8_t* m, int64_t rows, int64_t cols, int64_t row_bytes) {
   for (int64_t g = 0; g < rows / 16; ++g)
     for (int64_t s = 0; s < nsb; ++s) {
       uint8_t* t = m + (g * nsb + s) * 16 * bb;
-      if (f == Fmt::Q3_K_X16) {
-        std::memset(t + 1024, 0, 512);
-        for (int i = 0; i < 16; ++i) q3_row(src.data() + (16 * g + i) * row_bytes + s * bb, i, t);
-        continue;
-      }
       for (int i = 0; i < 16; ++i) {
         const uint8_t* b = src.data() + (16 * g + i) * row_bytes + s * bb;
         uint8_t code[kQK];
+        if (f == Fmt::Q3_K_X16) {  // its 2-bit and high-bit planes, the scale planes, d
+          q3k_codes(b, code);
+          q3_low.put(code, 0, 3, i, t);
+          q3_high.put(code, 2, 1, i, t);
+          for (int k = 0; k < 12; ++k) t[1536 + 16 * k + i] = b[96 + k];
+          std::memcpy(t + 1728 + 2 * i, b + 108, 2);
+          continue;
+        }
         q6 ? q6k_codes(b, code) : q5 ? q5k_codes(b, code) : q4k_codes(b, code);
         for (int p = 0; p < 32; ++p)  // x16_nibble_at: column 8p + o in byte 64p + 4i + o % 4, nibble o / 4
           for (int o = 0; o < 4; ++o)
             t[64 * p + 4 * i + o] = static_cast<uint8_t>((code[8 * p + o] & 0xf) | (code[8 * p + 4 + o] & 0xf) << 4);
         if (q6) {
-          for (int P = 0; P < 16; ++P) {
-            unsigned w[2] = {0, 0};
-            for (int c = 0; c < 16; ++c) w[hp6.word[c]] |= static_cast<unsigned>(code[16 * P + c] >> 4) << hp6.bit[c];
-            for (int h = 0; h < 2; ++h) {
-              t[2048 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h]);
-              t[2049 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h] >> 8);
-            }
-          }
+          q6_high.put(code, 4, 3, i, t);
           for (int j = 0; j < 16; ++j) t[3072 + 16 * j + i] = b[192 + j];
           std::memcpy(t + 3328 + 2 * i, b + 208, 2);
         } else {  // Q4_K, Q5_K: (its fifth bits,) the scale planes, d, dmin
           const int64_t sc = q5 ? 2560 : 2048;
-          if (q5)
-            for (int P = 0; P < 8; ++P) {
-              unsigned w[2] = {0, 0};
-              for (int c = 0; c < 32; ++c) w[hp5.word[c]] |= static_cast<unsigned>(code[32 * P + c] >> 4) << hp5.bit[c];
-              for (int h = 0; h < 2; ++h) {
-                t[2048 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h]);
-                t[2049 + 64 * P + 4 * i + 2 * h] = static_cast<uint8_t>(w[h] >> 8);
-              }
-            }
+          if (q5) q5_fifth.put(code, 4, 1, i, t);
           std::memcpy(t + sc + 192 + 2 * i, b, 2);
           std::memcpy(t + sc + 224 + 2 * i, b + 2, 2);
           for (int k = 0; k < 12; ++k) t[sc + 16 * k + i] = b[4 + k];

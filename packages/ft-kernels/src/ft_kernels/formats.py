@@ -183,12 +183,12 @@ def int8_from_x16(t: torch.Tensor) -> torch.Tensor:
     return g.transpose(-3, -2).reshape(t.shape).contiguous()
 
 
-def scales_f16(scale: torch.Tensor) -> torch.Tensor:
+def scales_f16(scale: torch.Tensor | None) -> torch.Tensor | None:
     """fp32 scales of a group-scaled X16 matrix (``int4_sym_x16``, ``int8_sym_x16``, ``fp8_e4m3_x16``; any shape) as
     float16 where every one converts exactly -- GGUF Q4_0 / Q8_0's scales, f16 in the file, always do -- else
-    ``scale`` itself. The kernels read either (half the scale bytes: Q4_0 4.5 bits a weight instead of 5); the
+    ``scale`` itself, as it is for any scales not fp32 (MXFP4's e8m0 bytes; None). The kernels read either (half the scale bytes: Q4_0 4.5 bits a weight instead of 5); the
     values do not change."""
-    if scale.dtype != torch.float32 or scale.numel() == 0:
+    if scale is None or scale.dtype != torch.float32 or scale.numel() == 0:
         return scale
     flat, half = scale.reshape(-1), torch.empty(scale.shape, dtype=torch.float16)
     out, step = half.view(-1), 1 << 22  # chunks: no full-size temporaries

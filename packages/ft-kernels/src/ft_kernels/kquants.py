@@ -74,14 +74,12 @@ def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
     lead = q.shape[:-1]
     b = q[..., : cols // QK * BLOCK_BYTES[fmt]].reshape(*lead, cols // QK, BLOCK_BYTES[fmt])
     if fmt in ("q3_k", "q2_k"):
-        low = _codes2(b[..., 32:96] if fmt == "q3_k" else b[..., 16:80])  # [..., nb, 256]
         if fmt == "q3_k":
-            hm = b[..., :32].long()
-            high = torch.stack([(hm >> s) & 1 for s in range(8)], -2).flatten(-2)  # column 32s + l
             sc = _q3k_scales(b[..., 96:108]).float() - 32.0
             d = _f16(b[..., 108:110])[..., None] * sc  # [..., nb, 16]
-            w = d.repeat_interleave(16, -1) * (low + 4 * high - 4).float()
+            w = d.repeat_interleave(16, -1) * (_q3k_codes(b[..., :96]) - 4).float()
         else:
+            low = _codes2(b[..., 16:80])  # [..., nb, 256]
             s = b[..., :16].long()
             d = _f16(b[..., 80:82])[..., None] * (s & 15).float()
             dm = _f16(b[..., 82:84])[..., None] * (s >> 4).float()
@@ -96,12 +94,7 @@ def dequantize(q: torch.Tensor, fmt: str, cols: int) -> torch.Tensor:
     sc, mn = _scale_min(b[..., 4:16])
     d = _f16(b[..., 0:2])[..., None] * sc.float()  # [..., nb, 8]
     dm = _f16(b[..., 2:4])[..., None] * mn.float()
-    qs = b[..., 48:].long() if fmt == "q5_k" else b[..., 16:].long()
-    codes = _q4k_codes(qs)  # [..., nb, 256] in column order
-    if fmt == "q5_k":
-        qh = b[..., 16:48].long()
-        bits = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)  # column 32s + l
-        codes = codes | (bits << 4)
+    codes = _q5k_codes(b[..., 16:]) if fmt == "q5_k" else _q4k_codes(b[..., 16:].long())
     w = d.repeat_interleave(32, -1) * codes.float() - dm.repeat_interleave(32, -1)
     return w.reshape(*lead, cols)
 
@@ -123,9 +116,7 @@ def quantize(w: torch.Tensor, fmt: str) -> torch.Tensor:
         step = d.float()[..., None] * sc
         step = torch.where(step != 0, step, torch.ones_like(step))
         codes = (torch.round(sub / step[..., None]).clamp(-4, 3).long() + 4).flatten(-2)  # 0..7
-        hb = (codes >> 2).unflatten(-1, (8, 32))  # column 32s + l: bit s of byte l
-        hmask = sum(hb[..., s, :] << s for s in range(8))
-        parts = [hmask, _pack_codes2(codes & 3), _pack_q3k_scales(sc + 32), _f16_bytes(d)]
+        parts = [*_pack_q3k_codes(codes), _pack_q3k_scales(sc + 32), _f16_bytes(d)]
         return torch.cat(parts, -1).to(torch.uint8).reshape(*lead, -1)
     if fmt == "q2_k":
         sub = x.unflatten(-1, (16, 16))
@@ -171,8 +162,7 @@ def quantize(w: torch.Tensor, fmt: str) -> torch.Tensor:
     qs = c4.unflatten(-1, (4, 2, 32))[..., 0, :] | (c4.unflatten(-1, (4, 2, 32))[..., 1, :] << 4)
     parts = [_f16_bytes(d), _f16_bytes(dmin), _pack_scale_min(sc, mn).long()]
     if fmt == "q5_k":
-        hb = (codes >> 4).unflatten(-1, (8, 32))  # [..., nb, 8, 32]: bit s of byte l
-        parts.append(sum(hb[..., s, :] << s for s in range(8)))
+        parts.append(_pack_bits(codes >> 4))
     parts.append(qs.flatten(-2))
     return torch.cat(parts, -1).to(torch.uint8).reshape(*lead, -1)
 
@@ -256,75 +246,87 @@ def _q4k_codes(qs: torch.Tensor) -> torch.Tensor:
     return torch.stack([qs & 15, qs >> 4], -2).flatten(-3)
 
 
-# q6_k_x16: the column offset o (0..7 in a group of 8) of high-bit word h's nibble k, and the bit of its field in the
-# word for an even (e = 0) or odd group: (h, k, o, bit) for e = 0; e = 1 adds 2 to the bit.
-_X16_HIGH = [
-    (h, k, (0, 4, 1, 5)[k] + 2 * h, 4 * k + 4 if k < 3 else 0) for h in range(2) for k in range(4)
-]
+def _bits(qh: torch.Tensor) -> torch.Tensor:
+    """32 bytes of single bits [..., 32] (Q5_K's fifth bits, Q3_K's high bits) -> the bits [..., 256] (int64) in
+    column order: bit s of byte l belongs to column 32s + l."""
+    qh = qh.long()
+    return torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)
 
 
-# q5_k_x16: the column offset o (0..7 in a group of 8) of each (word h, nibble k) of the codes' low bits, and the
-# word and bit of its fifth bit in load e (0..3) of a sub-block: word h, bit 4k + 4 + e (k < 3); word 1 - h, bit e
-# (k = 3).
-_X16_FIFTH = [
-    (k, (0, 4, 1, 5)[k] + 2 * h, h if k < 3 else 1 - h, 4 * k + 4 if k < 3 else 0)
-    for h in range(2)
-    for k in range(4)
-]
-
-
-# q3_k_x16: per code k (0..7) of low-bit word h, its column in the sub-block of 16, and the word and bit of its high
-# bit (plus the sub-block's parity): word h, bit 2k + 2 (k < 7); word 1 - h, bit 0 (k = 7).
-_X16_Q3 = [
-    (
-        h,
-        k,
-        8 * (k // 4) + (0, 4, 1, 5)[k % 4] + 2 * h,
-        h if k < 7 else 1 - h,
-        2 * k + 2 if k < 7 else 0,
-    )
-    for h in range(2)
-    for k in range(8)
-]
+def _pack_bits(bits: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_bits``: bits [..., 256] -> their 32 bytes [..., 32] (int64)."""
+    b = bits.unflatten(-1, (8, 32))
+    return sum(b[..., s, :] << s for s in range(8))
 
 
 def _q3k_codes(b: torch.Tensor) -> torch.Tensor:
     """Q3_K's 96 code bytes (32 of high bits, 64 of 2-bit fields) [..., 96] -> the 3-bit codes (low + 4 high,
-    0..7) [..., 256] int64 in column order: bit s of high-bit byte l belongs to column 32s + l."""
-    qh = b[..., :32].long()
-    hb = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)
-    return _codes2(b[..., 32:96]) | (hb << 2)
+    0..7) [..., 256] int64 in column order."""
+    return _codes2(b[..., 32:96]) | (_bits(b[..., :32]) << 2)
 
 
-def _x16_q3(codes: torch.Tensor) -> torch.Tensor:
-    """q3_k codes [..., 16 rows, 256] -> the tile's 1536 code bytes [..., 1536]: the low 2 bits (word h of row i
-    and sub-block p at 64p + 4i + 2h), then the high bits (word w of sub-blocks 2P, 2P + 1 at 1024 + 64P + 4i + 2w):
-    ``csrc/cpu/formats.h``."""
-    c = codes.unflatten(-1, (8, 2, 16))  # [.., i, P, e, column in the sub-block]
-    lo = torch.zeros(*c.shape[:-2], 2, 2, dtype=torch.int64)  # [.., i, P, e, h]
-    hi = torch.zeros(*c.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, w]
-    for h, k, o, w, bit in _X16_Q3:
-        for e in range(2):
-            lo[..., e, h] |= (c[..., e, o] & 3) << (2 * k)
-            hi[..., w] |= (c[..., e, o] >> 2) << (bit + e)
-    words = [lo.flatten(-3, -2), hi]  # [.., i, p, h], [.., i, P, w]
+def _pack_q3k_codes(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of ``_q3k_codes``: codes [..., 256] -> (the 32 high-bit bytes, the 64 bytes of 2-bit fields)."""
+    return _pack_bits(codes >> 2), _pack_codes2(codes & 3)
+
+
+def _q5k_codes(b: torch.Tensor) -> torch.Tensor:
+    """Q5_K's 160 code bytes (32 of fifth bits, 128 of nibbles) [..., 160] -> the codes [..., 256] (int64) in column
+    order."""
+    return _q4k_codes(b[..., 32:].long()) | (_bits(b[..., :32]) << 4)
+
+
+def _pack_q5k_codes(codes: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_q5k_codes``: codes [..., 256] -> the 160 bytes [..., 160] (int64)."""
+    c4 = (codes & 15).unflatten(-1, (4, 2, 32))
     return torch.cat(
-        [torch.stack([x & 255, x >> 8], -1).transpose(-4, -3).flatten(-4) for x in words], -1
+        [_pack_bits(codes >> 4), (c4[..., 0, :] | (c4[..., 1, :] << 4)).flatten(-2)], -1
     )
 
 
-def _x16_q3_codes(t: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_x16_q3``: [..., 1536] -> the codes [..., 16 rows, 256] (int64)."""
-    b = t.long()
-    lo = b[..., :1024].unflatten(-1, (16, 16, 2, 2)).transpose(-4, -3)  # [.., i, p, h, 2]
-    hi = b[..., 1024:].unflatten(-1, (8, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, w, 2]
-    lo, hi = lo[..., 0] | (lo[..., 1] << 8), hi[..., 0] | (hi[..., 1] << 8)
-    c = torch.zeros(*hi.shape[:-1], 2, 16, dtype=torch.int64)  # [.., i, P, e, column]
-    lo = lo.unflatten(-2, (8, 2))  # [.., i, P, e, h]
-    for h, k, o, w, bit in _X16_Q3:
-        for e in range(2):
-            c[..., e, o] = ((lo[..., e, h] >> (2 * k)) & 3) | (((hi[..., w] >> (bit + e)) & 1) << 2)
-    return c.flatten(-3)
+# The X16 tiles' planes of 16-bit words (``csrc/cpu/formats.h``): per group P of ne x no columns of a super-block,
+# word w of row i at 64P + 4i + 2w; the field of column (ne no) P + no e + o at bit b + step e of word w, for each
+# (o, w, b) of the plane's places. A nibble k of the codes' word h is column (0, 4, 1, 5)[k] + 2h of its 8.
+# q6_k_x16's high 2 bits: groups of 16 columns (e < 2, o < 8, step 2), bit 4k + 4 (k < 3) or 0 (k = 3) of word h.
+_X16_HIGH = [
+    ((0, 4, 1, 5)[k] + 2 * h, h, 4 * k + 4 if k < 3 else 0) for h in range(2) for k in range(4)
+]
+# q5_k_x16's fifth bits: groups of 32 (e < 4, o < 8, step 1), bit 4k + 4 of word h (k < 3), bit 0 of word 1 - h (k = 3).
+_X16_FIFTH = [
+    ((0, 4, 1, 5)[k] + 2 * h, h if k < 3 else 1 - h, 4 * k + 4 if k < 3 else 0)
+    for h in range(2)
+    for k in range(4)
+]
+# q3_k_x16: code k (0..7) of word h is column 8 (k // 4) + (0, 4, 1, 5)[k % 4] + 2h of a sub-block of 16. Its low 2
+# bits: groups of 16 (e < 1, o < 16), bits 2k of word h; its high bit: groups of 32 (e < 2, o < 16, step 1), bit
+# 2k + 2 of word h (k < 7), bit 0 of word 1 - h (k = 7).
+_Q3_COLUMN = [
+    (h, k, 8 * (k // 4) + (0, 4, 1, 5)[k % 4] + 2 * h) for h in range(2) for k in range(8)
+]
+_X16_Q3_LOW = [(o, h, 2 * k) for h, k, o in _Q3_COLUMN]
+_X16_Q3_HIGH = [(o, h if k < 7 else 1 - h, 2 * k + 2 if k < 7 else 0) for h, k, o in _Q3_COLUMN]
+
+
+def _x16_words(fields: torch.Tensor, places, ne: int, no: int, step: int) -> torch.Tensor:
+    """Fields [..., 16 rows, 256] (int64, each within its bits) -> a plane of words as bytes [..., 256 / (ne no) *
+    64] (see the tables above)."""
+    f = fields.unflatten(-1, (-1, ne, no))  # [.., i, P, e, o]
+    words = torch.zeros(*f.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, w]
+    for o, w, bit in places:
+        for e in range(ne):
+            words[..., w] |= f[..., e, o] << (bit + step * e)
+    return torch.stack([words & 255, words >> 8], -1).transpose(-4, -3).flatten(-4)
+
+
+def _x16_fields(t: torch.Tensor, places, ne: int, no: int, step: int, width: int) -> torch.Tensor:
+    """Inverse of ``_x16_words``: a plane's bytes [..., n] -> its fields of ``width`` bits [..., 16 rows, 256]."""
+    b = t.long().unflatten(-1, (-1, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, w, 2]
+    words = b[..., 0] | (b[..., 1] << 8)
+    f = torch.zeros(*words.shape[:-1], ne, no, dtype=torch.int64)  # [.., i, P, e, o]
+    for o, w, bit in places:
+        for e in range(ne):
+            f[..., e, o] = (words[..., w] >> (bit + step * e)) & ((1 << width) - 1)
+    return f.flatten(-3)
 
 
 def _x16_nibbles(codes: torch.Tensor) -> torch.Tensor:
@@ -340,80 +342,13 @@ def _x16_codes(t: torch.Tensor) -> torch.Tensor:
     return torch.stack([nib & 15, nib >> 4], -2).flatten(-3)
 
 
-def _x16_high(codes: torch.Tensor) -> torch.Tensor:
-    """q6_k codes [..., 16 rows, 256] -> their high 2 bits as the tile's 1024 bytes [..., 1024] (16-bit word h of
-    row i and column pair P at 64P + 4i + 2h: ``csrc/cpu/formats.h``)."""
-    hi = (codes >> 4).unflatten(-1, (16, 2, 8))  # [.., 16 i, P, e, o]
-    words = torch.zeros(*hi.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, h]
-    for h, _, o, bit in _X16_HIGH:
-        for e in range(2):
-            words[..., h] |= hi[..., e, o] << (bit + 2 * e)
-    b = torch.stack([words & 255, words >> 8], -1)  # [.., i, P, h, 2]
-    return b.transpose(-4, -3).flatten(-4)
-
-
-def _x16_high_codes(t: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_x16_high``: [..., 1024] -> high 2 bits [..., 16 rows, 256] (int64)."""
-    b = t.long().unflatten(-1, (16, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, h, 2]
-    words = b[..., 0] | (b[..., 1] << 8)
-    hi = torch.zeros(*words.shape[:-1], 2, 8, dtype=torch.int64)  # [.., i, P, e, o]
-    for h, _, o, bit in _X16_HIGH:
-        for e in range(2):
-            hi[..., e, o] = (words[..., h] >> (bit + 2 * e)) & 3
-    return hi.flatten(-3)
-
-
-def _x16_fifth(codes: torch.Tensor) -> torch.Tensor:
-    """q5_k codes [..., 16 rows, 256] -> their fifth bits as the tile's 512 bytes [..., 512] (16-bit word w of row i
-    and sub-block P at 64P + 4i + 2w: ``csrc/cpu/formats.h``)."""
-    hi = (codes >> 4).unflatten(-1, (8, 4, 8))  # [.., 16 i, P, e, o]
-    words = torch.zeros(*hi.shape[:-2], 2, dtype=torch.int64)  # [.., i, P, w]
-    for _, o, w, bit in _X16_FIFTH:
-        for e in range(4):
-            words[..., w] |= hi[..., e, o] << (bit + e)
-    b = torch.stack([words & 255, words >> 8], -1)  # [.., i, P, w, 2]
-    return b.transpose(-4, -3).flatten(-4)
-
-
-def _x16_fifth_codes(t: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_x16_fifth``: [..., 512] -> fifth bits [..., 16 rows, 256] (int64)."""
-    b = t.long().unflatten(-1, (8, 16, 2, 2)).transpose(-4, -3)  # [.., i, P, w, 2]
-    words = b[..., 0] | (b[..., 1] << 8)
-    hi = torch.zeros(*words.shape[:-1], 4, 8, dtype=torch.int64)  # [.., i, P, e, o]
-    for _, o, w, bit in _X16_FIFTH:
-        for e in range(4):
-            hi[..., e, o] = (words[..., w] >> (bit + e)) & 1
-    return hi.flatten(-3)
-
-
-def _q5k_codes(b: torch.Tensor) -> torch.Tensor:
-    """Q5_K's 160 code bytes (32 of fifth bits, 128 of nibbles) [..., 160] -> the codes [..., 256] (int64) in column
-    order: bit s of fifth-bit byte l belongs to column 32s + l."""
-    qh = b[..., :32].long()
-    bits = torch.stack([(qh >> s) & 1 for s in range(8)], -2).flatten(-2)
-    return _q4k_codes(b[..., 32:].long()) | (bits << 4)
-
-
-def _pack_q5k_codes(codes: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_q5k_codes``: codes [..., 256] -> the 160 bytes [..., 160] (int64)."""
-    c4 = (codes & 15).unflatten(-1, (4, 2, 32))
-    hb = (codes >> 4).unflatten(-1, (8, 32))
-    return torch.cat(
-        [
-            sum(hb[..., s, :] << s for s in range(8)),
-            (c4[..., 0, :] | (c4[..., 1, :] << 4)).flatten(-2),
-        ],
-        -1,
-    )
-
-
 def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
-    """Q4_K, Q5_K or Q6_K (``fmt``) blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be padded
-    at the end) -> the same bytes as ``fmt + "_x16"`` (``csrc/cpu/formats.h``): per 16 rows and super-block one
-    tile of 16 blocks' bytes -- the codes' low nibbles, 16 x 4 bytes per 8 columns (low nibble column 8p + b,
-    high 8p + 4 + b), q5_k's fifth bits or q6_k's high 2 bits in 16-bit words, the scale bytes as byte planes over
-    the rows, then the rows' f16 d (and dmin) -- the tiles of all groups back to back, any row padding (zeros)
-    after them. A new tensor of ``q``'s shape."""
+    """Q4_K, Q5_K, Q6_K or Q3_K (``fmt``) blocks ``q`` uint8 [..., rows, row bytes] (rows % 16 == 0; rows may be
+    padded at the end) -> the same bytes as ``fmt + "_x16"`` (``csrc/cpu/formats.h``): per 16 rows and
+    super-block one tile of 16 blocks' bytes -- the codes' low nibbles, 16 x 4 bytes per 8 columns (low nibble
+    column 8p + b, high 8p + 4 + b), q5_k's fifth bits or q6_k's high 2 bits in 16-bit words (q3_k: its low 2
+    bits and high bits in words), the scale bytes as byte planes over the rows, then the rows' f16 d (and dmin)
+    -- the tiles of all groups back to back, any row padding (zeros) after them. A new tensor of ``q``'s shape."""
     *lead, rows, rb = q.shape
     nsb, bb = cols // QK, BLOCK_BYTES.get(fmt, 0)
     if fmt not in ("q4_k", "q5_k", "q6_k", "q3_k") or rows % 16 or cols % QK or rb < nsb * bb:
@@ -424,8 +359,10 @@ def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
     # [.., G, nsb, 16, bb]
     b = q[..., : nsb * bb].reshape(*lead, rows // 16, 16, nsb, bb).transpose(-3, -2)
     if fmt == "q3_k":
+        codes = _q3k_codes(b[..., :96])
         parts = [
-            _x16_q3(_q3k_codes(b[..., :96])),
+            _x16_words(codes & 3, _X16_Q3_LOW, 1, 16, 0),
+            _x16_words(codes >> 2, _X16_Q3_HIGH, 2, 16, 1),
             b[..., 96:108].transpose(-2, -1).flatten(-2),  # byte plane k over the rows
             b[..., 108:110].flatten(-2),
         ]
@@ -433,7 +370,7 @@ def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
         codes = _q5k_codes(b[..., 16:]) if fmt == "q5_k" else _q4k_codes(b[..., 16:])
         parts = [
             _x16_nibbles(codes),
-            *([_x16_fifth(codes)] if fmt == "q5_k" else []),
+            *([_x16_words(codes >> 4, _X16_FIFTH, 4, 8, 1)] if fmt == "q5_k" else []),
             b[..., 4:16].transpose(-2, -1).flatten(-2),  # byte plane k over the rows
             b[..., 0:2].flatten(-2),
             b[..., 2:4].flatten(-2),
@@ -442,7 +379,7 @@ def to_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
         codes = _q6k_codes(b[..., :192])
         parts = [
             _x16_nibbles(codes),
-            _x16_high(codes),
+            _x16_words(codes >> 4, _X16_HIGH, 2, 8, 2),
             b[..., 192:208].transpose(-2, -1).flatten(-2),
             b[..., 208:210].flatten(-2),
         ]
@@ -461,18 +398,21 @@ def from_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
         -1, (rows // 16, nsb, 16 * bb)
     )
     if fmt == "q3_k":
-        codes = _x16_q3_codes(t[..., :1536])  # [.., G, nsb, 16, 256] column order
-        hb = (codes >> 2).unflatten(-1, (8, 32))  # bit s of byte l: column 32s + l
+        low = _x16_fields(
+            t[..., :1024], _X16_Q3_LOW, 1, 16, 0, 2
+        )  # [.., G, nsb, 16, 256] column order
+        codes = low | (_x16_fields(t[..., 1024:1536], _X16_Q3_HIGH, 2, 16, 1, 1) << 2)
         parts = [
-            sum(hb[..., s, :] << s for s in range(8)),
-            _pack_codes2(codes & 3),
+            *_pack_q3k_codes(codes),
             t[..., 1536:1728].unflatten(-1, (12, 16)).transpose(-2, -1),
             t[..., 1728:1760].unflatten(-1, (16, 2)),
         ]
     elif fmt in ("q4_k", "q5_k"):
         codes = _x16_codes(t[..., :2048])  # [.., G, nsb, 16, 256] column order
         if fmt == "q5_k":
-            qs = _pack_q5k_codes(codes | (_x16_fifth_codes(t[..., 2048:2560]) << 4))
+            qs = _pack_q5k_codes(
+                codes | (_x16_fields(t[..., 2048:2560], _X16_FIFTH, 4, 8, 1, 1) << 4)
+            )
         else:
             c = codes.unflatten(-1, (4, 2, 32))  # column 64m + 32h + l
             qs = (c[..., 0, :] | (c[..., 1, :] << 4)).flatten(-2)
@@ -484,7 +424,9 @@ def from_x16(q: torch.Tensor, cols: int, fmt: str = "q4_k") -> torch.Tensor:
             qs,
         ]
     else:
-        codes = _x16_codes(t[..., :2048]) | (_x16_high_codes(t[..., 2048:3072]) << 4)
+        codes = _x16_codes(t[..., :2048]) | (
+            _x16_fields(t[..., 2048:3072], _X16_HIGH, 2, 8, 2, 2) << 4
+        )
         parts = [
             _pack_q6k_codes(codes),
             t[..., 3072:3328].unflatten(-1, (16, 16)).transpose(-2, -1),

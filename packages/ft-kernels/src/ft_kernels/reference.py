@@ -36,7 +36,7 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
         return w.q.view(torch.int8).float() * _per_col(w.scale, g, C)
     if w.fmt in kquants.BLOCK_BYTES:
         return kquants.dequantize(w.q, w.fmt, C)
-    if w.fmt in ("q4_k_x16", "q5_k_x16", "q6_k_x16", "q3_k_x16"):
+    if w.fmt in kquants.X16:
         base = w.fmt.removesuffix("_x16")
         return kquants.dequantize(kquants.from_x16(w.q, C, base), base, C)
     if w.fmt in ("mxfp4_x16", "int4_sym_x16", "int8_sym_x16", "fp8_e4m3_x16"):

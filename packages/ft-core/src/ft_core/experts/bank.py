@@ -233,8 +233,8 @@ class ExpertBank:
             row_bytes = cols if self.fmt in ("int8_sym", "fp8_e4m3") else cols // 2
             q = q.view(torch.uint8).view(q.shape[0], rows, row_bytes)
             ft_kernels.to_x16_(q, cols, self.fmt, s)  # in place
-            if not mx:  # f16 where exact (GGUF's own): fewer bytes a token
-                self.tensors[f"{which}_scale"] = scales_f16(s)
+            # fp32 scales in f16 where exact (GGUF's own): fewer bytes a token
+            self.tensors[f"{which}_scales" if mx else f"{which}_scale"] = scales_f16(s)
         self.fmt, self._kernel_views = f"{self.fmt}_x16", None
         return 2
 

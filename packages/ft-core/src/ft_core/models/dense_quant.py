@@ -55,8 +55,7 @@ def _interleaved(d: QuantDense, fmts: tuple[str, ...]) -> QuantDense:
     q = ew.q.clone(memory_format=torch.contiguous_format)
     scale = ew.scale.clone(memory_format=torch.contiguous_format) if scaled else ew.scale
     fk.to_x16_(q, ew.cols, ew.fmt, scale if scaled else None)
-    if scaled and ew.fmt != "mxfp4":  # f16 where exact (GGUF's own): fewer bytes a token
-        scale = scales_f16(scale)
+    scale = scales_f16(scale)  # fp32 scales in f16 where exact (GGUF's own): fewer bytes a token
     return QuantDense(dataclasses.replace(ew, fmt=f"{ew.fmt}_x16", q=q, scale=scale), d.int8)
 
 
