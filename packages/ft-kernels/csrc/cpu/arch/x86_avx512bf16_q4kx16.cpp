@@ -11,7 +11,7 @@
 // 4 loads; its sum in lane i is row i's dot over it with 128 + q, scaled once (d sc_i) with
 // -(128 d sc_i + dmin m_i) * sum(x over the sub-block) in one more FMA. The 16 rows' 6-bit scales are unpacked
 // from their byte planes once per super-block for all the tile's tokens. Two sub-blocks run side by side, so a
-// token has 8 (1 token), 4 (2) or 2 independent dot-product chains in flight.
+// token has 4 (1 or 2 tokens) or 2 independent dot-product chains in flight.
 //
 // Per 512 weights and token: 16 `vdpbf16ps`, 2 scale FMAs, after 12 shifts and 16 ternary-logic ops shared by the
 // tile's tokens, and no horizontal sums. Codes and bf16 products are exact in fp32; the sums of 128 + q reach
@@ -49,8 +49,8 @@ struct KX16 {
                     int64_t ldy) {
     const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
     const int64_t nsb = m.cols / kQK, nsub = m.cols / 32;
-    constexpr int C = NT == 1 ? 8 : NT == 2 ? 2 : 1;  // dot-product chains a token and sub-block
-    constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 8 chains, within the 32 registers
+    constexpr int C = NT <= 2 ? 2 : 1;  // dot-product chains a token and sub-block (8 at one token: 2-7 % slower)
+    constexpr int H = NT <= 4 ? 2 : 1;  // sub-blocks in flight: >= 4 chains, within the 32 registers
     const __m512i nib = _mm512_set1_epi16(0x000f), tab = _mm512_set1_epi16(0x4300);  // bf16 128: | q gives 128 + q
     const __m512i five = _mm512_set1_epi16(0x001f), sel[4] = {nib, _mm512_set1_epi16(0x00f0), _mm512_set1_epi16(0x0f00),
                                                               _mm512_set1_epi16(static_cast<short>(0xf000))};
@@ -61,6 +61,8 @@ struct KX16 {
       const __m512 d = x16_d(tile, kD), dmin = x16_dmin(tile, kD);
       FT_UNROLL for (int jj = 0; jj < 4; ++jj) {
         __m512 sc[2], mn[2];
+        // the tile's 4 lines past its codes and fifth bits (scales, d, dmin): the code loads' prefetches skip them
+        _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
         x16_scale_min(tile + kScales, jj, sc[0], mn[0], sc[1], mn[1]);
         FT_UNROLL for (int hb = 0; hb < 2; hb += H) {  // sub-blocks jj + 4 (hb .. hb + H - 1), side by side
           __m512 acc[H][NT][C];
