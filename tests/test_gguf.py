@@ -15,7 +15,9 @@ from tiny_gguf import write_gguf
 
 import ft_kernels
 from ft_core import Engine, FTError, SamplingParams
+from ft_core.config import EngineConfig
 from ft_core.errors import CheckpointError, UnsupportedArchitectureError
+from ft_core.experts.factory import x16_formats
 from ft_core.layers.dense import QuantDense
 
 IDS = [(i * 37 + 11) % 500 + 3 for i in range(48)]
@@ -435,13 +437,13 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
     """A Q4_K_M file (experts' ffn_down and attn_v in Q6_K in some layers): the decode plan runs GQA's q, k, v
     as three matrices as the op-by-op path does, bit for bit. The Q4_K (and Q6_K) experts and dense projections
     are repacked 16 rows interleaved (q4_k_x16, q6_k_x16) in both engines where a rows-in-lanes kernel takes
-    the engine's activations: int8 on AVX-512 VNNI (Q4_K only), bf16 on AMD's AVX-512 BF16 (fp32 activations:
-    below)."""
+    the engine's activations (``x16_formats``): int8 on AVX-512 VNNI (Q4_K only), bf16 on AMD's AVX-512 BF16,
+    16-bit on AVX2 (Q4_K only; fp32 activations: below)."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
+    repacked = x16_formats(EngineConfig(model="m", dtype=dtype, int8_activations=int8))
 
     def x16(f):
-        simd = ft_kernels.int8_simd if int8 else ft_kernels.bf16_simd
-        return f"{f}_x16" if simd(f"{f}_x16") else f
+        return f"{f}_x16" if f in repacked else f
 
     def formats(eng):
         assert eng.model.bank.layer_fmts[0] == (x16("q4_k"),) * 2
@@ -511,9 +513,8 @@ def test_interleaving_4_bit_experts_keeps_their_values(hf, tmp_path, arch, exper
     bound = bank.hidden * 2.0**-24 * (h.double().abs() @ W.abs().T) + 2.0**-24 * exact.abs()
     assert ((ft_kernels.linear(h, one).double() - exact).abs() <= bound).all()
     dense_fmt = {"Q4_0": "int4_sym", "Q8_0": "int8_sym"}[dense]
-    fmt, dense_fmt = (
-        f"{f}_x16" if ft_kernels.bf16_simd(f"{f}_x16") else f for f in (fmt, dense_fmt)
-    )
+    repacked = x16_formats(EngineConfig(model="m", dtype="bfloat16"))
+    fmt, dense_fmt = (f"{f}_x16" if f in repacked else f for f in (fmt, dense_fmt))
 
     def formats(eng):
         assert eng.model.bank.fmt == fmt
@@ -593,7 +594,8 @@ def test_interleaving_q3_k_q5_k_experts_keeps_their_values(
     assert after == tuple(tuple(f"{f}_x16" if f in kinds else f for f in p) for p in pairs)
     for w in ("w13", "w2"):
         assert torch.equal(bank.dequant(ids, w), before[w])
-    x16 = {f"{k}_x16" if ft_kernels.bf16_simd(f"{k}_x16") else k for k in kinds}
+    repacked = x16_formats(EngineConfig(model="m", dtype="bfloat16"))
+    x16 = {f"{k}_x16" if k in repacked else k for k in kinds}
 
     def formats(eng):
         bank = eng.model.bank

@@ -18,11 +18,24 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
+from ft_kernels import kquants
 from ft_kernels import reference as R
 
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
-FMTS = KQ + ["int4_sym", "int4_asym"]
+FMTS = KQ + [
+    "int4_sym",
+    "int4_asym",
+    "q4_k_x16",
+]  # Q4_K_X16: the rows-in-lanes kernel (x86_avx2_q4kx16.cpp)
 ISAS = [i for i in ("avx2", "avx512") if i in fk.available_isas()]
+
+
+def _quantize(w: torch.Tensor, fmt: str, group: int) -> fk.ExpertWeights:
+    """``fk.quantize``; for an X16 format its base format's blocks, repacked (rows in 16s)."""
+    if not fmt.endswith("_x16"):
+        return fk.quantize(w, fmt, group=group)
+    base, K = fmt.removesuffix("_x16"), w.shape[-1]
+    return fk.ExpertWeights(fmt, kquants.to_x16(fk.quantize(w, base).q, K, base), K, group=256)
 
 
 def _heavy(T: int, K: int, seed: int) -> torch.Tensor:
@@ -65,16 +78,17 @@ import sys, torch, ft_kernels as fk
 sys.path.insert(0, {here!r})
 from fp32_bounds import linear_bound, moe_bound
 from ft_kernels import reference as R
-from test_i16_activations import FMTS, _heavy
+from test_i16_activations import FMTS, _heavy, _quantize
 assert fk.active_isa() == {isa!r}
 on = {on}
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
         assert fk.bf16_i16(fmt, K, gr) == on, fmt
+        N = -(-N // 16) * 16 if fmt.endswith("_x16") else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):
             g = torch.Generator().manual_seed(N + K + T)
-            w = fk.quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group=gr)
+            w = _quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, gr)
             x = _heavy(T, K, N + T)
             y = fk.linear(x, w)
             xin = R.quantize_act_i16(x) if on else x
@@ -99,8 +113,8 @@ for fmt in FMTS:
         tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
         eid = torch.randint(0, 4, (R_,), generator=g, dtype=torch.int32)
         gate = torch.rand(R_, generator=g)
-        w13 = fk.quantize(torch.randn(4, 2 * I, H, generator=g) * 0.1, fmt, group=gr)
-        w2 = fk.quantize(torch.randn(4, H, I, generator=g) * 0.1, fmt, group=gr)
+        w13 = _quantize(torch.randn(4, 2 * I, H, generator=g) * 0.1, fmt, gr)
+        w2 = _quantize(torch.randn(4, H, I, generator=g) * 0.1, fmt, gr)
         y = fk.moe_experts(x, tok, eid, gate, w13, w2)
         exact, bound = moe_bound(x, tok, eid, gate, w13, w2)
         assert ((y.double() - exact).abs() <= bound).all(), (fmt, T, ((y.double() - exact).abs() - bound).max().item())
@@ -128,12 +142,13 @@ def test_not_on_avx512_bf16_or_for_other_formats():
     """Where bf16 kernels exist (AVX-512 BF16) x stays bf16 for the K-quants; formats without a 16-bit kernel, and
     INT4 groups or columns not in 32s, widen to fp32."""
     if fk.active_isa() == "avx512bf16":
-        assert not any(fk.bf16_i16(f, 256) for f in KQ)
+        assert not any(fk.bf16_i16(f, 256) for f in KQ + ["q4_k_x16"])
     for fmt, cols, group in (
         ("bf16", 256, 32),
         ("fp8_e4m3", 256, 32),
         ("int8_sym", 256, 32),
-        ("q4_k_x16", 256, 32),
+        ("q6_k_x16", 256, 32),
+        ("q5_k_x16", 256, 32),
         ("mxfp4", 256, 32),
         ("nvfp4", 256, 32),
         ("int4_sym", 256, 128),

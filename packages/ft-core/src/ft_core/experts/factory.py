@@ -53,14 +53,21 @@ def cache_slots(bank: ExpertBank, engine: EngineConfig, free_bytes: int | None =
 def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
     """A hint, when the CPU kernels will multiply this bank's 4-bit / K-quant weights with exact fp32
     products on an x86 CPU without AVX-512 BF16 (8 or 16 products an instruction: compute-bound, 1.3-2x below
-    the integer path), that ``int8_activations`` is the fast path there; else None."""
-    fmts = {bank.fmt} | {f for pair in bank.layer_fmts for f in pair}
-    if engine.int8_activations or not fmts & set(INT8_FORMATS):
+    the integer path), that ``int8_activations`` is the fast path there; else None. A bfloat16 engine's
+    16-bit products (``ft_kernels.bf16_i16``: the K-quants, INT4 in groups of 32) get none."""
+    if engine.int8_activations or ft_kernels.active_isa() not in ("avx2", "avx512"):
         return None
-    if ft_kernels.active_isa() not in ("avx2", "avx512"):
+    group = bank.fp8_block if bank.fmt.startswith("int4") else 32
+    fp32 = {
+        f
+        for f in {bank.fmt} | {f for pair in bank.layer_fmts for f in pair}
+        if f in INT8_FORMATS
+        and not (engine.dtype == "bfloat16" and ft_kernels.bf16_i16(f, 256, group))
+    }
+    if not fp32:
         return None
     return (
-        f"this CPU runs {'/'.join(sorted(fmts & set(INT8_FORMATS)))} experts with exact fp32 products "
+        f"this CPU runs {'/'.join(sorted(fp32))} experts with exact fp32 products "
         f"({ft_kernels.active_isa()}, no AVX-512 BF16), which is compute-bound; --int8-activations "
         "(int8 activations, llama.cpp's CPU scheme, not exact) runs them up to ~2x faster"
     )
@@ -69,13 +76,16 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
 def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
     """The formats ("q4_k", "q5_k", "q6_k", "q3_k", "mxfp4", "int4_sym", "int8_sym", "fp8_e4m3") that ``engine``'s CPU kernels
     read faster 16 rows interleaved (their ``_x16`` layouts: rows in the lanes): with int8 activations those
-    AVX-512 VNNI has that kernel for (q4_k), with bf16 ones those the bf16 kernels run (AMD's AVX-512 BF16: all
-    eight). Elsewhere (fp32
-    activations, AVX2, Intel's AVX-512 BF16) none: the row-wise layout stays."""
+    AVX-512 VNNI has that kernel for (q4_k); with bf16 ones those the bf16 kernels run (AMD's AVX-512 BF16: all
+    eight), or the 16-bit ones where the ISA has no bf16 dot product (AVX2, AVX-512 without BF16: q4_k, unless
+    FT_BF16_I16=0). Elsewhere (fp32 activations, Intel's AVX-512 BF16) none: the row-wise layout stays."""
     if engine.int8_activations:
         simd = ft_kernels.int8_simd
     elif engine.dtype == "bfloat16":
-        simd = ft_kernels.bf16_simd
+
+        def simd(f: str) -> bool:
+            return ft_kernels.bf16_simd(f) or ft_kernels.bf16_i16(f, 256)
+
     else:
         return ()
     return tuple(f.removesuffix("_x16") for f in REPACKED if simd(f))

@@ -1,5 +1,6 @@
-// x86 (SSSE3 and up; F16C for f16_at): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes (and Q3_K's scales), shared by the AVX2 and
-// AVX-512 K-quant kernels (x86_avx2_q8kquant.cpp, x86_avx512_kq_scales.h).
+// x86 (SSSE3 and up; F16C for f16_at): the 6-bit (scale, min) fields of a Q4_K / Q5_K block as 16 bytes (and Q3_K's scales,
+// and those of the X16 tiles' 16 rows), shared by the AVX2 and AVX-512 K-quant kernels (x86_avx2_q8kquant.cpp,
+// x86_avx2_q4kx16.cpp, x86_avx512_kq_scales.h, x86_avx512_q4kx16.h).
 #pragma once
 #include <immintrin.h>
 
@@ -24,6 +25,18 @@ inline __m128i kq_fields6(const uint8_t* b) {
       _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
       _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
   return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(h, 2), _mm_set1_epi8(0x30)));
+}
+
+// A Q4_K_X16 / Q5_K_X16 tile's (cpu/formats.h) 6-bit (sc, m) of sub-blocks j and j + 4 (j < 4) of its 16 rows, a
+// byte a row: from the tile's 12 byte planes P (byte k of row i at P[16k + i]; llama.cpp's 6-bit packing, per byte).
+inline void x16_fields6(const uint8_t* P, int j, __m128i& sc0, __m128i& mn0, __m128i& sc1, __m128i& mn1) {
+  auto ld = [&](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 16 * k)); };
+  const __m128i a = ld(j), b = ld(j + 4), c = ld(j + 8), m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15),
+                top = _mm_set1_epi8(static_cast<char>(0xc0));
+  sc0 = _mm_and_si128(a, m63);
+  mn0 = _mm_and_si128(b, m63);
+  sc1 = _mm_or_si128(_mm_and_si128(c, m15), _mm_srli_epi16(_mm_and_si128(a, top), 2));
+  mn1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 4), m15), _mm_srli_epi16(_mm_and_si128(b, top), 2));
 }
 
 // Q3_K: the 16 6-bit scales (q3k_scale's values 0..63, before the - 32) of a block as 16 bytes: scale k's low
