@@ -11,6 +11,7 @@ x as ``kernel_x`` gives it). Activations here are heavy-tailed (many binades in 
 elements are many; a block holding 1024 rounds its other elements to 1/16, and the result must then lie far nearer the
 twin's than the exact x's (the 16-bit path is the one tested). Each ISA runs in a fresh process (FT_CPU_ISA is read once per process)."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -20,22 +21,25 @@ import pytest
 import torch
 from ft_kernels import kquants
 from ft_kernels import reference as R
+from ft_kernels.formats import scales_f16
 
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
-FMTS = KQ + [
-    "int4_sym",
-    "int4_asym",
-    "q4_k_x16",
-]  # Q4_K_X16: the rows-in-lanes kernel (x86_avx2_q4kx16.cpp)
+# the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp); "/f16": INT4 scales in f16 (as GGUF's Q4_0)
+FMTS = KQ + ["int4_sym", "int4_asym", "q4_k_x16", "int4_sym_x16", "int4_sym_x16/f16"]
 ISAS = [i for i in ("avx2", "avx512") if i in fk.available_isas()]
 
 
 def _quantize(w: torch.Tensor, fmt: str, group: int) -> fk.ExpertWeights:
-    """``fk.quantize``; for an X16 format its base format's blocks, repacked (rows in 16s)."""
-    if not fmt.endswith("_x16"):
-        return fk.quantize(w, fmt, group=group)
-    base, K = fmt.removesuffix("_x16"), w.shape[-1]
-    return fk.ExpertWeights(fmt, kquants.to_x16(fk.quantize(w, base).q, K, base), K, group=256)
+    """``fk.quantize``; for a K-quant X16 format its base format's blocks, repacked (rows in 16s); for
+    "<fmt>/f16" scales rounded to f16 and kept in it (``formats.scales_f16``)."""
+    if fmt in kquants.X16:
+        base, K = fmt.removesuffix("_x16"), w.shape[-1]
+        return fk.ExpertWeights(fmt, kquants.to_x16(fk.quantize(w, base).q, K, base), K, group=256)
+    out = fk.quantize(w, fmt.removesuffix("/f16"), group=group)
+    if fmt.endswith("/f16"):
+        out = dataclasses.replace(out, scale=scales_f16(out.scale.half().float()))
+        assert out.scale.dtype == torch.float16
+    return out
 
 
 def _heavy(T: int, K: int, seed: int) -> torch.Tensor:
@@ -84,8 +88,8 @@ on = {on}
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        assert fk.bf16_i16(fmt, K, gr) == on, fmt
-        N = -(-N // 16) * 16 if fmt.endswith("_x16") else N  # whole groups of 16 rows
+        assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == on, fmt
+        N = -(-N // 16) * 16 if "_x16" in fmt else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):
             g = torch.Generator().manual_seed(N + K + T)
             w = _quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, gr)
@@ -130,7 +134,7 @@ def test_kernels_match_the_twin(isa, on):
     code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")
     res = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_I16": on},
+        env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_I16": on, "FT_BF16_NIBBLES": "0"},
         capture_output=True,
         text=True,
         timeout=600,
@@ -138,11 +142,14 @@ def test_kernels_match_the_twin(isa, on):
     assert res.returncode == 0, res.stderr[-3000:]
 
 
-def test_not_on_avx512_bf16_or_for_other_formats():
-    """Where bf16 kernels exist (AVX-512 BF16) x stays bf16 for the K-quants; formats without a 16-bit kernel, and
-    INT4 groups or columns not in 32s, widen to fp32."""
+def test_not_where_bf16_kernels_run_or_for_other_formats():
+    """On AVX-512 BF16 a K-quant's bf16 x meets its weights in either the bf16 kernel (AMD) or the 16-bit one
+    (Intel, FT_BF16_NIBBLES=0), never both; formats without a 16-bit kernel, and INT4 groups or columns not in 32s,
+    widen to fp32."""
     if fk.active_isa() == "avx512bf16":
-        assert not any(fk.bf16_i16(f, 256) for f in KQ + ["q4_k_x16"])
+        assert all(
+            fk.bf16_i16(f, 256) != fk.bf16_simd(f) for f in KQ + ["q4_k_x16", "int4_sym_x16"]
+        )
     for fmt, cols, group in (
         ("bf16", 256, 32),
         ("fp8_e4m3", 256, 32),

@@ -1,0 +1,111 @@
+// AVX2, 16-bit activations (cpu/q8.h: Q16Act): what the rows-in-lanes kernels of the 4-bit X16 formats (Q4_K_X16:
+// x86_avx2_q4kx16.cpp; INT4_SYM_X16: x86_avx2_int4x16.cpp) share, for a bf16 engine on CPUs without a bf16 dot
+// product (Zen 2/3, Intel desktops; AVX-512 without BF16): x put in the tiles' column-pair order, a block's int32
+// dot products, and the loop over tiles of tokens and groups of 16 rows.
+//
+// Lane i of a ymm is row i of one half (8 rows) of a group's 16. A 64-byte load is 8 columns of the 16 rows, its
+// first 32 bytes rows 0..7 and its last rows 8..15; dword i of a half is row i's 8 codes (word 0: columns 8p + {0,
+// 4, 1, 5}, word 1: 8p + {2, 6, 3, 7}, nibble k each; cpu/formats.h). (dword >> 4k) & 0x000f000f, by a 16-bit shift
+// and a mask, is the pair of codes of nibble k, and `vpmaddwd` with x's matching pair of 16-bit codes (one dword
+// broadcast) adds both products to lane i in int32. A block's 16 such products sum exactly (|sum| < 16 * 2 * 15 *
+// 2^15 < 2^24, so its conversion to fp32 is exact too). Up to 2 tokens a tile both halves run in one pass; 3 or 4
+// tokens take a pass per half (the second reads the group's bytes from cache), so that the accumulators fit the 16
+// ymm registers. Included by files compiled with AVX2, FMA and F16C.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf
+#include "cpu/dispatch.h"          // rows_scalar
+#include "cpu/q8.h"
+
+namespace ft {
+namespace {
+
+constexpr int kX16Tokens = 4;    // tokens a tile at most (then 3, 2, 1)
+constexpr int kX16Ahead = 8192;  // software prefetch distance on the (single, sequential) tile stream
+
+// Tokens [0, nt) of x in the tiles' column-pair order: xo[t * ldo + 32b + 8u + 2k + {0, 1}] = the codes of block b's
+// columns 8u + {0, 4, 1, 5}[k] and 8u + {2, 6, 3, 7}[k]; dx[t * nb + b] = block b's d, sx[t * nb + b] = its sd over
+// both halves (d times the sum of its codes: exact, |sum| < 2^20). In a Q16Act block (16 even columns, then 16 odd
+// ones) the 8 columns of load u are qword u of the even half followed by qword u of the odd half.
+inline void x16_prep_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int64_t ldo, float* dx, float* sx) {
+  const int64_t nb = cols / 32;
+  for (int t = 0; t < nt; ++t) {
+    const int16_t* q = x.q + t * x.ldq;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b + 16));
+      const __m256i lo = _mm256_unpacklo_epi64(e, o), hi = _mm256_unpackhi_epi64(e, o);  // [e0 o0 | e2 o2], [e1 o1 | e3 o3]
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xo + t * ldo + 32 * b), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xo + t * ldo + 32 * b + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+      dx[t * nb + b] = x.d[t * x.ldb + b];
+      sx[t * nb + b] = x.sd[t * 2 * x.ldb + 2 * b] + x.sd[t * 2 * x.ldb + 2 * b + 1];
+    }
+  }
+}
+
+// acc[h][t] = the int32 dots of rows 8 (h0 + h)..+7 with token t over one block of 32 columns: its 4 loads at q, q +
+// 64, ... and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order).
+template <int NT, int H>
+inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t ldo, __m256i (&acc)[H][NT]) {
+  const __m256i nib = _mm256_set1_epi16(0x000f);
+  FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
+  // a loop: unrolled, GCC hoisted the 4 loads and spilled products (Q4_K_X16, one Zen 4 core at one token: 31 -> 35
+  // GMAC/s)
+#pragma GCC unroll 1
+  for (int u = 0; u < 4; ++u) {
+    const uint8_t* v0 = q + 64 * u;
+    _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+    __m256i v[H];
+    FT_UNROLL for (int h = 0; h < H; ++h) v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * (h0 + h)));
+    FT_UNROLL for (int k = 0; k < 4; ++k) {
+      __m256i w[H];
+      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = k == 3 ? _mm256_srli_epi16(v[h], 12)
+                                                     : _mm256_and_si256(k ? _mm256_srli_epi16(v[h], 4 * k) : v[h], nib);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
+        FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(w[h], xp));
+      }
+    }
+  }
+}
+
+// Rows [r0, r1) of an X16 matrix m against x.ntok tokens: tiles of 4, 3, 2, 1 tokens, each over every group of 16
+// rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes Y[t * ldy + i] = row r +
+// i . token t. Rows not in whole 16s: x as fp32 (exactly its codes times d) through the scalar twin.
+template <class K>
+inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  const int64_t cols = m.cols, nb = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing between tokens
+  thread_local FloatBuf bx, bs;
+  if (r0 % 16 || r1 % 16) {  // callers split rows in 16s (linear.cpp, moe_ffn.cpp)
+    float* xf = bs.get(x.ntok * cols);
+    for (int64_t t = 0; t < x.ntok; ++t)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t b = c / 32, i = c % 32, at = 32 * b + (i % 2 ? 16 : 0) + i / 2;
+        xf[t * cols + c] = static_cast<float>(x.q[t * x.ldq + at]) * x.d[t * x.ldb + b];
+      }
+    return rows_scalar(m, r0, r1, xf, x.ntok, cols, Y, ldy);
+  }
+  int16_t* xo = reinterpret_cast<int16_t*>(bx.get((kX16Tokens * ldo + 1) / 2));
+  float* dx = bs.get(2 * kX16Tokens * nb);
+  float* sx = dx + kX16Tokens * nb;
+  for (int64_t t0 = 0; t0 < x.ntok;) {
+    const int nt = static_cast<int>(x.ntok - t0 >= kX16Tokens ? kX16Tokens : x.ntok - t0);
+    x16_prep_i16(x.rows(t0, nt), nt, cols, xo, ldo, dx, sx);
+    for (int64_t r = r0; r < r1; r += 16) {
+      float* Yr = Y + t0 * ldy + (r - r0);
+      switch (nt) {
+        case 4: K::template group<4, 1>(m, r, xo, ldo, dx, sx, Yr, ldy); break;
+        case 3: K::template group<3, 1>(m, r, xo, ldo, dx, sx, Yr, ldy); break;
+        case 2: K::template group<2, 2>(m, r, xo, ldo, dx, sx, Yr, ldy); break;
+        default: K::template group<1, 2>(m, r, xo, ldo, dx, sx, Yr, ldy); break;
+      }
+    }
+    t0 += nt;
+  }
+}
+
+}  // namespace
+}  // namespace ft
