@@ -31,7 +31,8 @@ reused when present: the checkpoint, the GGUFs (llama.cpp's own ``convert_hf_to_
 bf16``, run with this interpreter and llama.cpp's bundled ``gguf-py``; then ``llama-quantize``), the
 FTW directories. llama.cpp is ``--llama-cpp DIR`` (a source tree with ``build/bin/llama-bench`` and
 ``llama-quantize``), else the one vendored in the ``llama-cpp-python==0.3.36`` sdist under
-``~/.cache/ft/llamacpp``, built there once (``-DGGML_NATIVE=ON``, Release) when its binaries are
+``~/.cache/ft/llamacpp``, built there once (``-DGGML_NATIVE=ON``, Release; on CPUs that list AMX the same
+extensions without it, in ``build-noamx``: ``_native_flags``) when its binaries are
 missing (``--isa avx2``: built for AVX2 only in ``build-avx2``, and ft run with ``FT_CPU_ISA=avx2``).
 Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
 bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads), ft in a fresh process
@@ -121,9 +122,39 @@ def default_llama_dir() -> Path:
     )
 
 
+def _native_flags() -> tuple[str, list[str]]:
+    """llama.cpp's build folder and CMake flags for this CPU: -DGGML_NATIVE=ON, except where /proc/cpuinfo lists
+    AMX: then every GGML_AVX* extension the CPU lists and no AMX, in ``build-noamx``. A native build there enables
+    ggml's AMX matmul, which died with a general-protection fault at its ``ldtilecfg`` on the first prompt (a
+    2-core Sapphire-Rapids-class VM, where a plain AMX tile product of our own ran) with or without our runs;
+    ``--repack 0`` avoids it but also turns off ggml's other CPU repacks, so the bench would measure a slower
+    llama.cpp than its users run."""
+    try:
+        flags = set(open("/proc/cpuinfo").read().split())  # noqa: SIM115
+    except OSError:
+        flags = set()
+    if "amx_tile" not in flags:
+        return "build", ["-DGGML_NATIVE=ON"]
+    have = {
+        "GGML_AVX": "avx",
+        "GGML_AVX2": "avx2",
+        "GGML_FMA": "fma",
+        "GGML_F16C": "f16c",
+        "GGML_BMI2": "bmi2",
+        "GGML_AVX_VNNI": "avx_vnni",
+        "GGML_AVX512": "avx512bw",
+        "GGML_AVX512_VBMI": "avx512vbmi",
+        "GGML_AVX512_VNNI": "avx512_vnni",
+        "GGML_AVX512_BF16": "avx512_bf16",
+    }
+    return "build-noamx", ["-DGGML_NATIVE=OFF"] + [
+        f"-D{k}={'ON' if f in flags else 'OFF'}" for k, f in have.items()
+    ]
+
+
 # --isa: llama.cpp's build folder (in its source tree) and CMake flags for ft's instruction set of that name
 LLAMA_BUILDS = {
-    "native": ("build", ["-DGGML_NATIVE=ON"]),
+    "native": _native_flags(),
     "avx2": (
         "build-avx2",
         [
@@ -450,9 +481,9 @@ def gguf_bytes_per_token(llama_dir: Path, path: Path) -> dict:
 # ---- measurements ----------------------------------------------------------------------------------
 SIGILL_HINT = (
     "\n(illegal instruction: a -DGGML_NATIVE=ON build uses every extension the CPU lists, and some VMs "
-    "list AMX without enabling it; llama.cpp then dies in prompt processing. Build it with "
-    "-DGGML_NATIVE=OFF and this CPU's GGML_AVX* flags (GGML_AVX512, _VBMI, _VNNI, _BF16, GGML_AVX_VNNI), "
-    "no AMX, and pass that tree with --llama-cpp DIR.)"
+    "list extensions they do not enable (AMX is left out already where listed: _native_flags). Build it "
+    "with -DGGML_NATIVE=OFF and the GGML_AVX* flags (GGML_AVX512, _VBMI, _VNNI, _BF16, GGML_AVX_VNNI) "
+    "of what runs, and pass that tree with --llama-cpp DIR.)"
 )
 
 
@@ -727,7 +758,8 @@ def main() -> None:
     ap.add_argument(
         "--llama-cpp",
         default=None,
-        help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize; with --isa avx2: build-avx2/bin)",
+        help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize; build-noamx/bin on CPUs that list AMX; "
+        "with --isa avx2: build-avx2/bin)",
     )
     ap.add_argument(
         "--isa",
