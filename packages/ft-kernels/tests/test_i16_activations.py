@@ -26,7 +26,8 @@ from ft_kernels.formats import scales_f16
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
 # the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp); "/f16": INT4 scales in f16 (as GGUF's Q4_0)
 FMTS = KQ + ["int4_sym", "int4_asym", "q4_k_x16", "int4_sym_x16", "int4_sym_x16/f16"]
-ISAS = [i for i in ("avx2", "avx512") if i in fk.available_isas()]
+# AVX-512 BF16 with its nibble kernels off (FT_BF16_NIBBLES=0, the default on Intel): the 16-bit ones run there
+ISAS = [i for i in ("avx2", "avx512", "avx512bf16") if i in fk.available_isas()]
 
 
 def _quantize(w: torch.Tensor, fmt: str, group: int) -> fk.ExpertWeights:

@@ -147,7 +147,8 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
 
 // The 4-bit, K-quant and INT8 bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp, _int8.cpp) beat the fp32 table kernel on AMD's AVX-512 BF16
 // (Zen 4: 13-14 against 10-11 GB/s a core from DRAM) and lost to it on Intel's (Sapphire Rapids: 6.9 against
-// 8.8), so they run on AMD CPUs; FT_BF16_NIBBLES=1 or 0 forces them on or off (any other value throws).
+// 8.8), so they run on AMD CPUs (on Intel bf16 x meets K-quant and INT4 weights in the 16-bit kernels instead:
+// rows_q16_kernel); FT_BF16_NIBBLES=1 or 0 forces them on or off (any other value throws).
 static bool bf16_nibbles_fast() {
   const char* forced = std::getenv("FT_BF16_NIBBLES");
   if (forced && *forced) {
@@ -203,7 +204,11 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
 
 // 16-bit activations (cpu/q8.h: Q16Act) for a bf16 engine's K-quant and INT4 products where the ISA has no bf16
 // dot product (avx2, avx512): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM at one token, Q4_K 15.5 -> 25.7
-// GMAC/s, Q6_K 8.0 -> 22.1 against the fp32 kernels. MXFP4 / NVFP4 keep their fp32 kernels (faster at 4 tokens:
+// GMAC/s, Q6_K 8.0 -> 22.1 against the fp32 kernels. Also on AVX-512 BF16 where its nibble kernels are off
+// (bf16_nibbles_fast: Intel), as rows_bf16_kernel is asked first: 2 Sapphire-Rapids-class cores, [73728, 2048] from
+// DRAM at one token, fp32 products / bf16 nibble kernels (FT_BF16_NIBBLES=1) / 16-bit, GB/s: Q4_K 12.1 / 16.9-17.5 /
+// 19.0-19.3, Q6_K 13.5 / 16.5-17.6 / 19.7-20.7, Q4_0 18.9 (row-wise) / 17.1-18.5 / 21.3-23.5 (INT4_SYM_X16, f16
+// scales), against a read bandwidth of 22.8. MXFP4 / NVFP4 keep their fp32 kernels (faster at 4 tokens:
 // x86_avx2_q8.cpp). FT_BF16_I16=0 keeps fp32 products (exact) there; 1 (the default) or unset: 16-bit.
 static bool bf16_i16_on() {
   const char* forced = std::getenv("FT_BF16_I16");
@@ -220,7 +225,7 @@ static bool bf16_i16_on() {
 RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const bool on = bf16_i16_on();
-  if (!on || (isa != "avx2" && isa != "avx512") || !quantize_q16_avx2) return nullptr;
+  if (!on || (isa != "avx2" && !is_avx512(isa)) || !quantize_q16_avx2) return nullptr;
   // rows in the lanes (x86_avx2_int4x16.cpp): one vector of 8 rows' scales a block, so any group in 32s. One core
   // in AVX2 code (Sapphire-Rapids class), [73728, 2048] from DRAM, T = 1 / 4, groups of 32: the INT4 row kernel
   // 13.4 / 21.1 GMAC/s, INT4_SYM_X16 17.4 / 34.6 (f16 scales 19.0 / 36.0)

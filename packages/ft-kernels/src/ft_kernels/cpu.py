@@ -77,8 +77,8 @@ def bf16_simd(fmt: str) -> bool:
 def bf16_i16(fmt: str, cols: int, group: int = 32) -> bool:
     """Whether bfloat16 activations meet weights in ``fmt`` with ``cols`` columns (INT4: groups of ``group``) as
     16-bit blocks (``cpu/q8.h``: Q16Act; twin ``reference.quantize_act_i16``) on the active ISA: the K-quants,
-    Q4_K_X16 and INT4 in groups of 32 (GGUF Q4_0) where there is no bf16 kernel (AVX2, AVX-512 without BF16),
-    unless FT_BF16_I16=0."""
+    Q4_K_X16 and INT4 in groups of 32 (GGUF Q4_0; INT4_SYM_X16 in any group of 32s) where there is no bf16 kernel
+    (AVX2, AVX-512 without BF16, Intel's AVX-512 BF16 whose nibble kernels are off), unless FT_BF16_I16=0."""
     return bool(_C.bf16_i16(FORMATS[fmt], int(cols), int(group)))
 
 
