@@ -1,0 +1,119 @@
+// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16 and INT4_SYM_X16: the rows-in-lanes kernels of
+// x86_avx2_x16.h with all 16 rows of a group in one zmm, for bf16 engines on AVX-512 CPUs whose bf16 kernels are off
+// (Intel's AVX-512 BF16: dispatch.cpp, bf16_nibbles_fast) or absent (Ice Lake; Zen 4 under FT_CPU_ISA=avx512).
+//
+// A 64-byte load is 8 columns of the 16 rows (dword i = row i's 8 codes, cpu/formats.h), so one vector holds what
+// the AVX2 kernel takes as two halves: (dword >> 4k) & 0x000f000f is the pair of codes of nibble k, and one
+// `vpdpwssd` with x's matching pair of 16-bit codes (a dword broadcast) adds both products to lane i in int32
+// (the AVX2 kernel: `vpmaddwd` and `vpaddd` per half). A block's 16 such products sum exactly (as there). Per 512
+// weights (16 rows, one block of 32 columns) and token: 16 `vpdpwssd` and 16 broadcasts after 4 loads and 7 shifts
+// and masks shared by the tile's tokens, then Q4_K's two FMAs (d sc dx; dmin m sx) or INT4's two (s dx; s 8 sx).
+// Tiles of 4..1 tokens (x16_rows_i16); Q4_K_X16 at one token a call goes to the AVX2 kernel. Exact integer dots;
+// the fp32 scaling is the AVX2 kernels' lane for lane.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/arch/x86_avx2_x16.h"       // x16_rows_i16, x16_prep_i16's column-pair order, kX16Ahead
+#include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin
+
+namespace ft {
+namespace {
+
+// acc[t] = the int32 dots of the 16 rows with token t over one block of 32 columns: its 4 loads at q, q + 64, ...
+// and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order).
+template <int NT>
+inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512i (&acc)[NT]) {
+  const __m512i nib = _mm512_set1_epi16(0x000f);
+  FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+  for (int u = 0; u < 4; ++u) {
+    const uint8_t* v0 = q + 64 * u;
+    _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+    const __m512i v = _mm512_loadu_si512(v0);
+    FT_UNROLL for (int k = 0; k < 4; ++k) {
+      const __m512i w = k == 3 ? _mm512_srli_epi16(v, 12) : _mm512_and_si512(k ? _mm512_srli_epi16(v, 4 * k) : v, nib);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m512i xp = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
+        acc[t] = _mm512_dpwssd_epi32(acc[t], w, xp);
+      }
+    }
+  }
+}
+
+struct Q4kX16 {
+  // Rows r..r+15 of m against NT tokens (H: the AVX2 driver's halves a pass, one vector here): Y[t * ldy + i] = row
+  // r + i . token t.
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* tile = g + s * kX16Tile;
+      const __m512 d = x16_d(tile), dmin = x16_dmin(tile);
+      for (int jj = 0; jj < 4; ++jj) {
+        // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
+        _mm_prefetch(reinterpret_cast<const char*>(tile + 2048 + 64 * jj) + kX16Ahead, _MM_HINT_T1);
+        __m512 sc[2], mn[2];
+        x16_scale_min(tile + 2048, jj, sc[0], mn[0], sc[1], mn[1]);
+        FT_UNROLL for (int hb = 0; hb < 2; ++hb) {
+          const int j = jj + 4 * hb;  // sub-block: block 8s + j of x
+          __m512i acc[NT];
+          dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc);
+          const __m512 dsc = _mm512_mul_ps(d, sc[hb]), dmn = _mm512_mul_ps(dmin, mn[hb]);
+          FT_UNROLL for (int t = 0; t < NT; ++t) {
+            const int64_t b = t * nb + 8 * s + j;
+            y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(dx[b])), y[t]);
+            y[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(sx[b]), y[t]);
+          }
+        }
+      }
+    }
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
+struct Int4X16 {
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    const int64_t nb = m.cols / 32;
+    const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j) {
+      __m512i acc[NT];
+      dot_block16<NT>(q + 256 * j, xo + 32 * j, ldo, acc);
+      const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group);  // the 16 rows' scales of block j
+      const __m512 s =
+          m.scale_f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(m.scale) + i)))
+                      : _mm512_loadu_ps(static_cast<const float*>(m.scale) + i);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const int64_t b = t * nb + j;
+        y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(dx[b])), y[t]);
+        y[t] = _mm512_fnmadd_ps(s, _mm512_set1_ps(8.f * sx[b]), y[t]);
+      }
+    }
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
+}  // namespace
+
+void rows_q16_q4kx16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
+
+void rows_q16_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  // one token: the AVX2 kernel kept one core's DRAM stream fuller (Sapphire-Rapids class, [73728, 2048]: 18.3-19.2
+  // against 17.3-18.1 GMAC/s; a 48-layer Q4_K_M decode on one core 6.6 against 6.3 tok/s; equal on two)
+  if (x.ntok == 1) return rows_q16_q4kx16_avx2(m, r0, r1, x, Y, ldy);
+  x16_rows_i16<Q4kX16>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  x16_rows_i16<Int4X16>(m, r0, r1, x, Y, ldy);
+}
+
+}  // namespace ft
