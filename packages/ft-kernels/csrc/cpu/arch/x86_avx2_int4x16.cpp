@@ -20,6 +20,7 @@ namespace ft {
 namespace {
 
 struct Int4X16 {
+  static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
   // The scales of rows r + 8h..+7 for block j (columns 32j..32j+31), as fp32.
   static __m256 scales(const WeightMat& m, int64_t r, int64_t j, int h) {
     const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group) + 8 * h;

@@ -29,6 +29,7 @@ inline __m256 half_f16(const uint8_t* p, int h) {
 }
 
 struct Q4kX16 {
+  static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
   // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t.
   template <int NT, int H>
   static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,

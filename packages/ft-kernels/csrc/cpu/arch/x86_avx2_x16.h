@@ -23,7 +23,7 @@
 namespace ft {
 namespace {
 
-constexpr int kX16Tokens = 4;    // tokens a tile at most (then 3, 2, 1)
+constexpr int kX16Tokens = 4;    // tokens a tile at most for 16 ymm registers (then 3, 2, 1)
 constexpr int kX16Ahead = 8192;  // software prefetch distance on the (single, sequential) tile stream
 
 // Tokens [0, nt) of x in the tiles' column-pair order: xo[t * ldo + 32b + 8u + 2k + {0, 1}] = the codes of block b's
@@ -72,9 +72,10 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
   }
 }
 
-// Rows [r0, r1) of an X16 matrix m against x.ntok tokens: tiles of 4, 3, 2, 1 tokens, each over every group of 16
-// rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes Y[t * ldy + i] = row r +
-// i . token t. Rows not in whole 16s: x as fp32 (exactly its codes times d) through the scalar twin.
+// Rows [r0, r1) of an X16 matrix m against x.ntok tokens: tiles of K::kTokens (4 or 8), then 4, 3, 2, 1 tokens, each over
+// every group of 16 rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes
+// Y[t * ldy + i] = row r + i . token t. Rows not in whole 16s: x as fp32 (exactly its codes times d) through the
+// scalar twin.
 template <class K>
 inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   const int64_t cols = m.cols, nb = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing between tokens
@@ -88,14 +89,23 @@ inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Ac
       }
     return rows_scalar(m, r0, r1, xf, x.ntok, cols, Y, ldy);
   }
-  int16_t* xo = reinterpret_cast<int16_t*>(bx.get((kX16Tokens * ldo + 1) / 2));
-  float* dx = bs.get(2 * kX16Tokens * nb);
-  float* sx = dx + kX16Tokens * nb;
+  constexpr int kT = K::kTokens;
+  static_assert(kT == 4 || kT == 8);
+  int16_t* xo = reinterpret_cast<int16_t*>(bx.get((kT * ldo + 1) / 2));
+  float* dx = bs.get(2 * kT * nb);
+  float* sx = dx + kT * nb;
   for (int64_t t0 = 0; t0 < x.ntok;) {
-    const int nt = static_cast<int>(x.ntok - t0 >= kX16Tokens ? kX16Tokens : x.ntok - t0);
+    const int64_t left = x.ntok - t0;
+    const int nt = static_cast<int>(left >= kT ? kT : left > 4 ? 4 : left);  // 8 (zmm), then 4, 3, 2, 1
     x16_prep_i16(x.rows(t0, nt), nt, cols, xo, ldo, dx, sx);
     for (int64_t r = r0; r < r1; r += 16) {
       float* Yr = Y + t0 * ldy + (r - r0);
+      if constexpr (kT == 8) {
+        if (nt == 8) {
+          K::template group<8, 1>(m, r, xo, ldo, dx, sx, Yr, ldy);
+          continue;
+        }
+      }
       switch (nt) {
         case 4: K::template group<4, 1>(m, r, xo, ldo, dx, sx, Yr, ldy); break;
         case 3: K::template group<3, 1>(m, r, xo, ldo, dx, sx, Yr, ldy); break;

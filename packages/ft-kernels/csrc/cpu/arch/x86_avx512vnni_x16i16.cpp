@@ -42,6 +42,7 @@ inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512
 }
 
 struct Q4kX16 {
+  static constexpr int kTokens = 8;  // tokens a tile at most
   // Rows r..r+15 of m against NT tokens (H: the AVX2 driver's halves a pass, one vector here): Y[t * ldy + i] = row
   // r + i . token t.
   template <int NT, int H>
@@ -77,6 +78,7 @@ struct Q4kX16 {
 };
 
 struct Int4X16 {
+  static constexpr int kTokens = 8;  // tokens a tile at most
   template <int NT, int H>
   static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
