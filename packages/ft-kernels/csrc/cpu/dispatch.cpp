@@ -147,22 +147,30 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
   }
 }
 
-// The 4-bit, K-quant and INT8 bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp, _int8.cpp) beat the fp32 table kernel on AMD's AVX-512 BF16
-// (Zen 4: 13-14 against 10-11 GB/s a core from DRAM) and lost to it on Intel's (Sapphire Rapids: 6.9 against
-// 8.8), so they run on AMD CPUs (on Intel bf16 x meets K-quant and INT4 weights in the 16-bit kernels instead:
-// rows_q16_kernel); FT_BF16_NIBBLES=1 or 0 forces them on or off (any other value throws).
-static bool bf16_nibbles_fast() {
+// The 4-bit, K-quant and INT8 bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp, _int8.cpp)
+// beat the fp32 table kernel on AMD's AVX-512 BF16 (Zen 4: 13-14 against 10-11 GB/s a core from DRAM) and lost to it
+// on Intel's (Sapphire Rapids: 6.9 against 8.8), so they run on AMD CPUs. On Intel bf16 x meets K-quant and INT4
+// weights in the 16-bit kernels instead (rows_q16_kernel), and the formats without one in the rows-in-lanes bf16
+// kernels where those win: 2 Sapphire-Rapids-class cores, [73728, 2048] from DRAM, one / four tokens, GB/s over
+// fp32 products: MXFP4_X16 23.3 / 10.3 against 17.4 / 5.1, INT8_SYM_X16 (f16 scales) 16.8 / 11.1 against 17.8 / 10.6
+// (the same GMAC/s at one token, fewer bytes), FP8_E4M3_X16 14.1 / 13.9 against 13.0 / 8.6 (NVFP4's row-wise bf16
+// kernel: 19.2 / 3.5 against 17.5 / 5.4, so fp32 stays); a 48-layer MXFP4_MOE model (Q8_0 projections), 2 threads,
+// pp128 22.6 -> 30.0 tok/s, decode the same. FT_BF16_NIBBLES=1 or 0 forces them all on or off (any other value
+// throws).
+enum class Nib { Off, On, NoI16 };  // NoI16: the formats without a 16-bit kernel (MXFP4, INT8, FP8)
+
+static Nib bf16_nibbles_fast() {
   const char* forced = std::getenv("FT_BF16_NIBBLES");
   if (forced && *forced) {
     const std::string f(forced);
     if (f != "0" && f != "1") throw std::invalid_argument("FT_BF16_NIBBLES=" + f + " is not 0 or 1");
-    return f == "1";
+    return f == "1" ? Nib::On : Nib::Off;
   }
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
-  return __builtin_cpu_is("amd");
+  return __builtin_cpu_is("amd") ? Nib::On : Nib::NoI16;
 #else
-  return false;
+  return Nib::Off;
 #endif
 }
 
@@ -171,7 +179,10 @@ static bool bf16_nibbles_fast() {
 
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
-  static const bool nib = bf16_nibbles_fast();
+  static const Nib mode = bf16_nibbles_fast();
+  const bool no_i16 = w.fmt == Fmt::MXFP4 || w.fmt == Fmt::MXFP4_X16 || w.fmt == Fmt::INT8_SYM ||
+                      w.fmt == Fmt::INT8_SYM_X16 || w.fmt == Fmt::FP8_E4M3_X16;
+  const bool nib = mode == Nib::On || (mode == Nib::NoI16 && no_i16);
   switch (w.fmt) {
     case Fmt::BF16: FT_PICK_BF16(bf16)
     case Fmt::MXFP4: FT_PICK_BF16_NIB(mxfp4)
