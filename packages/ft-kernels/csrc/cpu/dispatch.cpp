@@ -251,7 +251,6 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     if (w.cols % 32 || w.group % 32) return nullptr;
     return zmm && rows_q16_int4x16_avx512vnni ? rows_q16_int4x16_avx512vnni : rows_q16_int4x16_avx2;
   }
-  if (w.fmt == Fmt::Q4_K_X16 && zmm && rows_q16_q4kx16_avx512vnni && q8_supported(w)) return rows_q16_q4kx16_avx512vnni;
   if (!q8_supported(w)) return nullptr;
   switch (w.fmt) {
     case Fmt::INT4_SYM:
@@ -267,7 +266,7 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     case Fmt::Q2_K: FT_PICK_Q16(q2k)
     // rows in the lanes (x86_avx2_q4kx16.cpp): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM, T = 1 / 2 / 4,
     // the Q4_K row kernel 25-27 / 31-33 / 37-39 GMAC/s, Q4_K_X16 35 / 45-46 / 48
-    case Fmt::Q4_K_X16: FT_PICK_Q16(q4kx16)
+    case Fmt::Q4_K_X16: return zmm && rows_q16_q4kx16_avx512vnni ? rows_q16_q4kx16_avx512vnni : rows_q16_q4kx16_avx2;
     default: return nullptr;
   }
 }

@@ -1,6 +1,7 @@
 // AVX-512: the per-row scales of a Q4_K_X16 tile (cpu/formats.h), rows in the lanes, shared by the int8-activation
-// (x86_avx512vnni_q4kx16.cpp) and bf16-activation (x86_avx512bf16_q4kx16.cpp) kernels. Included by files compiled
-// with AVX-512 F/BW/VL/DQ and F16C.
+// (x86_avx512vnni_q4kx16.cpp), 16-bit-activation (x86_avx512vnni_x16i16.cpp) and bf16-activation
+// (x86_avx512bf16_q4kx16.cpp) kernels; and the 16 rows' scales of the group-scaled X16 formats (x16_group_scales).
+// Included by files compiled with AVX-512 F/BW/VL/DQ and F16C.
 #pragma once
 #include <immintrin.h>
 
@@ -28,6 +29,16 @@ inline __m512 x16_d(const uint8_t* tile, int64_t at = 2240) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at)));
 }
 inline __m512 x16_dmin(const uint8_t* tile, int64_t at = 2240) { return x16_d(tile, at + 32); }
+
+// The 16 rows' scales, as fp32, of block j (columns 32j..32j+31) of rows r..r+15 in a format with one scale per
+// group (% 32 columns) of each row, 16 rows together (INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16): fp32, or f16
+// (m.scale_f16: GGUF Q4_0 / Q8_0's own, 2 bytes a scale instead of 4, so Q4_0 reads 4.5 bits a weight, not 5).
+inline __m512 x16_group_scales(const WeightMat& m, int64_t r, int64_t j) {
+  const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group);
+  if (m.scale_f16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(m.scale) + i)));
+  return _mm512_loadu_ps(static_cast<const float*>(m.scale) + i);
+}
 
 }  // namespace
 }  // namespace ft

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cpu/arch/rows_common.h"  // FloatBuf, u16_buf
+#include "cpu/arch/x86_avx512_q4kx16.h"  // x16_group_scales
 #include "cpu/bf16act.h"
 #include "cpu/dispatch.h"  // rows_scalar
 
@@ -39,16 +40,6 @@ inline void x16_prep(const uint16_t* X, int64_t ldx, int nt, int64_t cols, uint1
       _mm512_storeu_si512(xo + t * ldo + c, _mm512_permutexvar_epi16(perm, x));
       if (xs) xs[t * (cols / 32) + c / 32] = _mm512_reduce_add_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), ones, (__m512bh)x));
     }
-}
-
-// The 16 rows' scales, as fp32, of block j (columns 32j..32j+31) of rows r..r+15 in a format with one scale per
-// group (% 32 columns) of each row, 16 rows together (INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16): fp32, or f16
-// (m.scale_f16: GGUF Q4_0 / Q8_0's own, 2 bytes a scale instead of 4, so Q4_0 reads 4.5 bits a weight, not 5).
-inline __m512 x16_group_scales(const WeightMat& m, int64_t r, int64_t j) {
-  const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group);
-  if (m.scale_f16)
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(m.scale) + i)));
-  return _mm512_loadu_ps(static_cast<const float*>(m.scale) + i);
 }
 
 // The kernel of the X16 formats with scales of their own (MXFP4_X16, INT4_SYM_X16: x86_avx512bf16_nibx16.cpp;

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "cpu/arch/x86_avx2_x16.h"       // x16_rows_i16, x16_prep_i16's column-pair order, kX16Ahead
-#include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin
+#include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin, x16_group_scales
 
 namespace ft {
 namespace {
@@ -89,10 +89,7 @@ struct Int4X16 {
     for (int64_t j = 0; j < nb; ++j) {
       __m512i acc[NT];
       dot_block16<NT>(q + 256 * j, xo + 32 * j, ldo, acc);
-      const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group);  // the 16 rows' scales of block j
-      const __m512 s =
-          m.scale_f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(m.scale) + i)))
-                      : _mm512_loadu_ps(static_cast<const float*>(m.scale) + i);
+      const __m512 s = x16_group_scales(m, r, j);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const int64_t b = t * nb + j;
         y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(dx[b])), y[t]);
