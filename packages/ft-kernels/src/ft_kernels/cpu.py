@@ -69,8 +69,9 @@ def int8_simd(fmt: str) -> bool:
 
 def bf16_simd(fmt: str) -> bool:
     """Whether bfloat16 activations meet weights in ``fmt`` in a bf16-activation kernel on the active ISA (AVX-512
-    BF16: every 4-bit, K-quant and 8-bit format on AMD CPUs, MXFP4, INT8 and FP8 on Intel's: ``dispatch.cpp``) rather than being widened to fp32 for the fp32 kernel. The X16
-    formats (``formats.REPACKED``) have one there only (elsewhere they would run the scalar twin)."""
+    BF16: every 4-bit, K-quant and 8-bit format on AMD CPUs, MXFP4, INT8 and FP8 on Intel's: ``dispatch.cpp``)
+    rather than being widened to fp32 for the fp32 kernel. The X16 formats (``formats.REPACKED``) have one there
+    only (elsewhere they would run the scalar twin)."""
     return bool(_C.bf16_simd(FORMATS[fmt]))
 
 
