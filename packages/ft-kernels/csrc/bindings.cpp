@@ -296,6 +296,14 @@ NB_MODULE(_C, m) {
     w.group = 32;
     return ft::rows_bf16_kernel(w) != nullptr;
   }, nb::arg("fmt"), "Whether bf16 activations meet weights of format code fmt in a bf16-activation kernel on the active ISA (not widened to fp32).");
+  m.def("bf16_tiles", [](int fmt_i, int64_t group) {
+    expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
+    isa();
+    ft::WeightMat w{};
+    w.fmt = static_cast<ft::Fmt>(fmt_i);
+    w.group = group;
+    return ft::rows_tile_kernel(w) != nullptr;
+  }, nb::arg("fmt"), nb::arg("group"), "Whether prefill-sized products of bf16 activations with weights of format code fmt (INT4: groups of group columns) run on the AMX tile kernels here.");
   m.def("bf16_i16", [](int fmt_i, int64_t cols, int64_t group) {
     expect(fmt_i >= 0 && fmt_i < static_cast<int>(ft::Fmt::COUNT), "format code " + std::to_string(fmt_i) + " is unknown");
     isa();

@@ -77,10 +77,22 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     return terms
 
 
+def tiles(w, prefill: bool) -> bool:
+    """Whether a prefill-sized call (``linear``: from 16 tokens; ``moe_experts``: an expert with more than 4
+    routes) runs ``w`` on the AMX tile kernels (``fk.bf16_tiles``), which take bf16 x as it is."""
+    return prefill and hasattr(w, "fmt") and fk.bf16_tiles(w.fmt, w.group)
+
+
 def kernel_x(x: torch.Tensor, w) -> torch.Tensor:
     """The activations a kernel multiplies ``w`` by: bf16 x meets K-quant and INT4 (groups of 32) weights as 16-bit
-    blocks on ISAs without a bf16 dot product (``fk.bf16_i16``: ``R.quantize_act_i16``, float64); otherwise x."""
-    if x.dtype == torch.bfloat16 and hasattr(w, "fmt") and fk.bf16_i16(w.fmt, x.shape[-1], w.group):
+    blocks on ISAs without a bf16 dot product (``fk.bf16_i16``: ``R.quantize_act_i16``, float64), unless ``linear``
+    runs them on the tile kernels (from 16 tokens); otherwise x."""
+    if (
+        x.dtype == torch.bfloat16
+        and hasattr(w, "fmt")
+        and fk.bf16_i16(w.fmt, x.shape[-1], w.group)
+        and not tiles(w, x.shape[0] >= 16)
+    ):
         return R.quantize_act_i16(x)
     return x
 
@@ -143,9 +155,12 @@ def moe_bound(
     o = W2 h (+ b2); y = sum of gate * o over routes."""
     h_bf16 = x.dtype == torch.bfloat16
     H, I = x.shape[1], w2.cols
-    # 16-bit activations (``kernel_x``) where both banks take them: x, and h after its bf16 rounding
+    # 16-bit activations (``kernel_x``) where both banks take them: x, and h after its bf16 rounding; in a
+    # prefill-sized call a bank on the tile kernels takes its input as it is
     i16 = h_bf16 and fk.bf16_i16(w13.fmt, H, w13.group) and fk.bf16_i16(w2.fmt, I, w2.group)
-    xd = R.quantize_act_i16(x) if i16 else x.double()
+    prefill = max(torch.bincount(eid.long()).tolist(), default=0) > 4
+    x16, h16 = i16 and not tiles(w13, prefill), i16 and not tiles(w2, prefill)
+    xd = R.quantize_act_i16(x) if x16 else x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
     # the magnitudes the kernels sum (INT8_SYM_X16: its split terms)
     M13, M2 = (
@@ -171,7 +186,7 @@ def moe_bound(
         e_h = e_h + 8 * U * h.abs()
         if h_bf16:
             h, e_h = bf16_round(h, e_h)
-        if i16:
+        if h16:
             h, e_h = i16_round(h, e_h)
         o = W2[e] @ h
         e_o = W2[e].abs() @ e_h + gamma(I) * (M2[e] @ (h.abs() + e_h)) + U * o.abs()

@@ -6,6 +6,12 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #define FT_DECL(fmt, isa)                                                                                       \
   void rows_##fmt##_##isa(const WeightMat&, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t) \
       __attribute__((weak));
@@ -39,6 +45,10 @@ FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(
 FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+#define FT_DECL_TILE(fmt) \
+  void rows_tile_##fmt##_amx(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t) \
+      __attribute__((weak));
+FT_DECL_TILE(q4kx16) FT_DECL_TILE(mxfp4x16) FT_DECL_TILE(int4x16)
 void quantize_q16_avx2(const uint16_t*, int64_t, int16_t*, float*, float*) __attribute__((weak));
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -267,6 +277,43 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // rows in the lanes (x86_avx2_q4kx16.cpp): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM, T = 1 / 2 / 4,
     // the Q4_K row kernel 25-27 / 31-33 / 37-39 GMAC/s, Q4_K_X16 35 / 45-46 / 48
     case Fmt::Q4_K_X16: return zmm && rows_q16_q4kx16_avx512vnni ? rows_q16_q4kx16_avx512vnni : rows_q16_q4kx16_avx2;
+    default: return nullptr;
+  }
+}
+
+// AMX: CPUID.(7, 0):EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), and Linux's permission for the tile data state
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; the process's threads may then use the tiles). FT_AMX=0
+// keeps the vector kernels; 1 asks for the tiles (an error where they are not usable); unset: where usable.
+static bool amx_usable() {
+#if defined(__x86_64__) || defined(_M_X64)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if (!((d >> 22) & 1) || !((d >> 24) & 1)) return false;
+  return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+  return false;
+#endif
+}
+
+bool tiles_on() {
+  static const bool usable = amx_usable();
+  const char* forced = std::getenv("FT_AMX");
+  if (forced && *forced) {
+    const std::string f(forced);
+    if (f != "0" && f != "1") throw std::invalid_argument("FT_AMX=" + f + " is not 0 or 1");
+    if (f == "0") return false;
+    if (!usable) throw std::invalid_argument("FT_AMX=1 but this CPU or OS gives no AMX-BF16 tiles");
+  }
+  return usable && std::string(active_isa()) == "avx512bf16";
+}
+
+RowsBf16Fn rows_tile_kernel(const WeightMat& w) {
+  static const bool on = tiles_on();
+  if (!on) return nullptr;
+  switch (w.fmt) {
+    case Fmt::Q4_K_X16: return rows_tile_q4kx16_amx;
+    case Fmt::MXFP4_X16: return rows_tile_mxfp4x16_amx;
+    case Fmt::INT4_SYM_X16: return w.group % 32 ? nullptr : rows_tile_int4x16_amx;
     default: return nullptr;
   }
 }

@@ -29,6 +29,16 @@ void rows_q8_scalar(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, 
 // fp32 products).
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w);
 
+// The tile (AMX) kernel of bf16 activations for `w`, for prefill-sized calls (the caller decides from its token
+// count), where the CPU has AMX-BF16, the OS grants the tile state, the active ISA is avx512bf16 and the format has
+// one (Q4_K_X16, MXFP4_X16, INT4_SYM_X16); else nullptr. FT_AMX=0 turns them off.
+RowsBf16Fn rows_tile_kernel(const WeightMat& w);
+// Tokens from which linear takes the tile kernels (the MoE FFN: a prefill-sized call, more than 4 routes of an
+// expert).
+constexpr int64_t kTileMinTokens = 16;
+// Whether rows_tile_kernel can give kernels in this process (AMX usable and not turned off).
+bool tiles_on();
+
 // The 16-bit-activation kernel for `w` (cpu/q8.h: Q16Act) where a bf16 engine's x would otherwise be widened to
 // fp32 (no bf16 kernel for it: AVX2, AVX-512 without BF16) and the format has one; else nullptr.
 RowsQ16Fn rows_q16_kernel(const WeightMat& w);

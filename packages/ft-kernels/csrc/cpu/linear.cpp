@@ -19,7 +19,9 @@ void linear(const LinearArgs& a) {
   const bool q8 = a.act_int8 && q8_supported(a.w);
   const RowsQ8Fn kq = q8 ? rows_q8_kernel(a.w.fmt) : nullptr;
   Q8Rows xq;  // read by the pool's tasks: not thread_local
-  const RowsBf16Fn kb = a.x_bf16 && !q8 ? rows_bf16_kernel(a.w) : nullptr;
+  // bf16 x: the tile kernels from kTileMinTokens tokens, else the bf16 kernel where there is one
+  const RowsBf16Fn kt = a.x_bf16 && !q8 && T >= kTileMinTokens ? rows_tile_kernel(a.w) : nullptr;
+  const RowsBf16Fn kb = kt ? kt : a.x_bf16 && !q8 ? rows_bf16_kernel(a.w) : nullptr;
   // bf16 x without a bf16 kernel: 16-bit blocks where the format has such a kernel, else widened to fp32
   const RowsQ16Fn k16 = a.x_bf16 && !q8 && !kb ? rows_q16_kernel(a.w) : nullptr;
   Q16Rows x16;

@@ -98,13 +98,6 @@ void moe_experts(const MoeArgs& a) {
   RowsQ8Fn k13q = q8 ? rows_q8_kernel(a.w13.mat.fmt) : nullptr, k2q = q8 ? rows_q8_kernel(a.w2.mat.fmt) : nullptr;
   // Bf16 activations (cpu/bf16act.h): x as given and h rounded to bf16; their kernels where the ISA has them.
   const bool xb = a.x_bf16;
-  const RowsBf16Fn k13b = xb && !q8 ? rows_bf16_kernel(a.w13.mat) : nullptr;
-  const RowsBf16Fn k2b = xb && !q8 ? rows_bf16_kernel(a.w2.mat) : nullptr;
-  // bf16 x without bf16 kernels: 16-bit blocks (cpu/q8.h: Q16Act) where both banks' formats have such kernels
-  RowsQ16Fn k13w = xb && !q8 && !k13b && !k2b ? rows_q16_kernel(a.w13.mat) : nullptr;
-  RowsQ16Fn k2w = k13w ? rows_q16_kernel(a.w2.mat) : nullptr;
-  if (!k2w) k13w = nullptr;
-  const bool q16 = k13w != nullptr;
   Q8Rows xq, hq;  // read by the pool's tasks: not thread_local
   Q16Rows xw, hw;
   ThreadPool& pool = ThreadPool::get();
@@ -123,6 +116,19 @@ void moe_experts(const MoeArgs& a) {
   int64_t kmax = 0;
   for (const Group& g : groups) kmax = std::max(kmax, g.k);
   const bool decode = kmax <= 4;  // every expert's routes fit one token tile of the row kernels
+  RowsBf16Fn k13b = xb && !q8 ? rows_bf16_kernel(a.w13.mat) : nullptr;
+  RowsBf16Fn k2b = xb && !q8 ? rows_bf16_kernel(a.w2.mat) : nullptr;
+  // bf16 x without bf16 kernels: 16-bit blocks (cpu/q8.h: Q16Act) where both banks' formats have such kernels
+  RowsQ16Fn k13w = xb && !q8 && !k13b && !k2b ? rows_q16_kernel(a.w13.mat) : nullptr;
+  RowsQ16Fn k2w = k13w ? rows_q16_kernel(a.w2.mat) : nullptr;
+  if (!k2w) k13w = nullptr;
+  // Prefill: the tile kernels (AMX) for each bank that has one; a bank without keeps its kernel above, so x and h
+  // may take different paths (W13 on tiles, W2 in 16-bit blocks: Q4_K_M's Q6_K W2).
+  if (xb && !q8 && !decode) {
+    if (const RowsBf16Fn t = rows_tile_kernel(a.w13.mat)) k13b = t, k13w = nullptr;
+    if (const RowsBf16Fn t = rows_tile_kernel(a.w2.mat)) k2b = t, k2w = nullptr;
+  }
+  const bool x16 = k13w != nullptr, h16 = k2w != nullptr;  // x / h as 16-bit blocks
   // Calls that read little (tiny models, a few experts) run on the calling thread: waking the pool
   // would cost more than the work.
   const int64_t bytes = static_cast<int64_t>(groups.size()) *
@@ -135,15 +141,15 @@ void moe_experts(const MoeArgs& a) {
     }
   };
   thread_local Scratch scratch;
-  float* xs = scratch.get<float>(0, k13b || q16 ? 0 : R * H);
+  float* xs = scratch.get<float>(0, k13b || x16 ? 0 : R * H);
   float* gu = scratch.get<float>(1, R * 2 * I);
   float* h = scratch.get<float>(2, R * I);
   float* out = scratch.get<float>(3, R * H);
-  uint16_t* xsb = scratch.get<uint16_t>(4, k13b || q16 ? R * H : 0);
+  uint16_t* xsb = scratch.get<uint16_t>(4, k13b || x16 ? R * H : 0);
   uint16_t* hb = scratch.get<uint16_t>(5, xb ? R * I : 0);
   for (int64_t j = 0; j < R; ++j) {
     int64_t t = a.tok[order[j]];
-    if (k13b || q16) {
+    if (k13b || x16) {
       std::memcpy(&xsb[j * H], static_cast<const uint16_t*>(a.x) + t * H, sizeof(uint16_t) * H);
     } else if (xb) {
       bf16_to_f32_n(static_cast<const uint16_t*>(a.x) + t * H, H, &xs[j * H]);
@@ -153,7 +159,7 @@ void moe_experts(const MoeArgs& a) {
   }
 
   if (q8) xq.set(xs, R, H, H);
-  if (q16) xw.set(xsb, R, H, H);
+  if (x16) xw.set(xsb, R, H, H);
 
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
@@ -172,7 +178,7 @@ void moe_experts(const MoeArgs& a) {
         const Q8Act xg8 = xq.view.rows(g.start, g.k);
         k13q(m, i0, i1, xg8, gug + i0, 2 * I);
         k13q(m, I + i0, I + i1, xg8, gug + I + i0, 2 * I);
-      } else if (q16) {
+      } else if (x16) {
         const Q16Act xg16 = xw.view.rows(g.start, g.k);
         k13w(m, i0, i1, xg16, gug + i0, 2 * I);
         k13w(m, I + i0, I + i1, xg16, gug + I + i0, 2 * I);
@@ -201,7 +207,7 @@ void moe_experts(const MoeArgs& a) {
   }
 
   if (q8) hq.set(h, R, I, I);
-  if (q16) hw.set(hb, R, I, I);
+  if (h16) hw.set(hb, R, I, I);
 
   // Phase 2. Decode: tasks = (group, block of H), each streaming one expert's contiguous W2 rows into that
   // group's rows of out; then the gate-weighted sum into y on the calling thread (R x H adds).
@@ -213,7 +219,7 @@ void moe_experts(const MoeArgs& a) {
       k2b(a.w2.expert(g.e), c0, c1, &hb[g.start * I], g.k, I, og + c0, H);
     else if (q8)
       k2q(a.w2.expert(g.e), c0, c1, hq.view.rows(g.start, g.k), og + c0, H);
-    else if (q16)
+    else if (h16)
       k2w(a.w2.expert(g.e), c0, c1, hw.view.rows(g.start, g.k), og + c0, H);
     else
       k2(a.w2.expert(g.e), c0, c1, &h[g.start * I], g.k, I, og + c0, H);
