@@ -1,5 +1,5 @@
-"""AMX tile kernels (``arch/x86_amx_x16.cpp``): prefill-sized products of bf16 x with Q4_K_X16, MXFP4_X16 and
-INT4_SYM_X16 weights on the tile unit's ``tdpbf16ps``.
+"""AMX tile kernels (``arch/x86_amx_x16.cpp``, ``arch/x86_amx_q6k.cpp``): prefill-sized products of bf16 x with
+Q4_K_X16, MXFP4_X16, INT4_SYM_X16 and row-wise Q6_K weights on the tile unit's ``tdpbf16ps``.
 
 Every weight (the codes, and MXFP4's codes with the power-of-two scale in their exponents) and every product with a
 bf16 x is exact in fp32, so ``linear`` and ``moe_experts`` lie within the fp32 bound of float64 over (W, x as given)
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 # "/f16": INT4 scales in f16 (GGUF Q4_0's); int4 groups of 32 (Q4_0), 64, 128 (ft convert --format int4)
-FMTS = ["q4_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16"]
+FMTS = ["q4_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16", "q6_k"]
 
 
 def _weights(N: int, K: int, fmt: str, group: int, seed: int, n: int = 1) -> fk.ExpertWeights:
@@ -69,7 +69,7 @@ def test_linear_within_the_fp32_bound(fmt, K):
                 _check(fk.linear(x, w), x, w, (fmt, group, N, K, T))
 
 
-@pytest.mark.parametrize("fmt", ["q4_k_x16", "int4_sym_x16/f16"])
+@pytest.mark.parametrize("fmt", ["q4_k_x16", "int4_sym_x16/f16", "q6_k"])
 def test_x_is_taken_as_it_is(fmt):
     """One 1024 a block of 32: the 16-bit blocks (below 16 tokens here) round the other elements to 1/16; the
     tiles (from 16 tokens) do not, so their result lies far nearer the exact x's."""
@@ -109,7 +109,8 @@ def test_mxfp4_scales_outside_the_exponent_range_fall_back_per_block():
         ("q4_k_x16", "q4_k_x16"),
         ("mxfp4_x16", "mxfp4_x16"),
         ("int4_sym_x16/f16", "int4_sym_x16/f16"),
-        ("q4_k_x16", "q6_k"),  # W13 on the tiles, W2 (no tile kernel) in 16-bit blocks
+        ("q4_k_x16", "q6_k"),  # Q4_K_M's layers with Q6_K down projections
+        ("q4_k_x16", "q5_k"),  # W13 on the tiles, W2 (no tile kernel) in 16-bit blocks
     ],
 )
 def test_moe_prefill_within_the_fp32_bound(f13, f2):
@@ -125,7 +126,7 @@ def test_moe_prefill_within_the_fp32_bound(f13, f2):
     gate = torch.rand(R_, generator=g)
 
     w13, w2 = _weights(2 * I, H, f13, 32, 11, n=E), _weights(H, I, f2, 32, 12, n=E)
-    assert fk.bf16_tiles(w13.fmt) and fk.bf16_tiles(w2.fmt) == (f2 != "q6_k")
+    assert fk.bf16_tiles(w13.fmt) and fk.bf16_tiles(w2.fmt) == (f2 != "q5_k")
     y = fk.moe_experts(x, tok, eid, gate, w13, w2)
     exact, bound = moe_bound(x, tok, eid, gate, w13, w2)
     over = (y.double() - exact).abs() - bound
@@ -150,6 +151,6 @@ def test_switch_turns_them_off_and_refuses_other_values():
 
 
 def test_not_for_other_formats_or_groups():
-    for fmt in ("bf16", "q4_k", "q6_k", "q6_k_x16", "int8_sym_x16", "nvfp4"):
+    for fmt in ("bf16", "q4_k", "q5_k", "q6_k_x16", "int8_sym_x16", "nvfp4"):
         assert not fk.bf16_tiles(fmt), fmt
     assert not fk.bf16_tiles("int4_sym_x16", 16)
