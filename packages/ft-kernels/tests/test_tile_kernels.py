@@ -1,8 +1,10 @@
 """AMX tile kernels (``arch/x86_amx_x16.cpp``, ``arch/x86_amx_q6k.cpp``): prefill-sized products of bf16 x with
-Q4_K_X16, MXFP4_X16, INT4_SYM_X16 and row-wise Q6_K weights on the tile unit's ``tdpbf16ps``.
+Q4_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16 and row-wise Q6_K weights on the tile unit's
+``tdpbf16ps``.
 
-Every weight (the codes, and MXFP4's codes with the power-of-two scale in their exponents) and every product with a
-bf16 x is exact in fp32, so ``linear`` and ``moe_experts`` lie within the fp32 bound of float64 over (W, x as given)
+Every weight (the codes, MXFP4's codes with the power-of-two scale in their exponents, INT8's two parts) and
+every product with a bf16 x is exact in fp32, so ``linear`` and ``moe_experts`` lie within the fp32 bound of
+float64 over (W, x as given)
 (``fp32_bounds.linear_bound`` / ``moe_bound``, whose ``kernel_x`` leaves x exact where the tiles run). Where the
 16-bit kernels would run instead (Intel's default below 16 tokens) x is rounded to 16-bit blocks: a block holding
 1024 puts the tiles' result far nearer the exact x's than those blocks', which shows the tiles ran. Runs where the
@@ -26,7 +28,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 # "/f16": INT4 scales in f16 (GGUF Q4_0's); int4 groups of 32 (Q4_0), 64, 128 (ft convert --format int4)
-FMTS = ["q4_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16", "q6_k"]
+FMTS = [
+    "q4_k_x16",
+    "mxfp4_x16",
+    "int4_sym_x16",
+    "int4_sym_x16/f16",
+    "q6_k",
+    "int8_sym_x16/f16",
+    "fp8_e4m3_x16",
+]
 
 
 def _weights(N: int, K: int, fmt: str, group: int, seed: int, n: int = 1) -> fk.ExpertWeights:
@@ -151,6 +161,6 @@ def test_switch_turns_them_off_and_refuses_other_values():
 
 
 def test_not_for_other_formats_or_groups():
-    for fmt in ("bf16", "q4_k", "q5_k", "q6_k_x16", "int8_sym_x16", "nvfp4"):
+    for fmt in ("bf16", "q4_k", "q5_k", "q6_k_x16", "int8_sym", "nvfp4"):
         assert not fk.bf16_tiles(fmt), fmt
     assert not fk.bf16_tiles("int4_sym_x16", 16)

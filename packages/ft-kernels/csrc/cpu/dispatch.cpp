@@ -48,7 +48,8 @@ void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Ac
 #define FT_DECL_TILE(fmt) \
   void rows_tile_##fmt##_amx(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t) \
       __attribute__((weak));
-FT_DECL_TILE(q4kx16) FT_DECL_TILE(mxfp4x16) FT_DECL_TILE(int4x16) FT_DECL_TILE(q6k)
+FT_DECL_TILE(q4kx16) FT_DECL_TILE(mxfp4x16) FT_DECL_TILE(int4x16) FT_DECL_TILE(q6k) FT_DECL_TILE(int8x16)
+FT_DECL_TILE(fp8x16)
 void quantize_q16_avx2(const uint16_t*, int64_t, int16_t*, float*, float*) __attribute__((weak));
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
@@ -315,6 +316,8 @@ RowsBf16Fn rows_tile_kernel(const WeightMat& w) {
     case Fmt::MXFP4_X16: return rows_tile_mxfp4x16_amx;
     case Fmt::INT4_SYM_X16: return w.group % 32 ? nullptr : rows_tile_int4x16_amx;
     case Fmt::Q6_K: return rows_tile_q6k_amx;
+    case Fmt::INT8_SYM_X16: return w.group % 32 ? nullptr : rows_tile_int8x16_amx;
+    case Fmt::FP8_E4M3_X16: return w.group % 32 ? nullptr : rows_tile_fp8x16_amx;
     default: return nullptr;
   }
 }

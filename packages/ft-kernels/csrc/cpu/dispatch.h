@@ -31,7 +31,7 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w);
 
 // The tile (AMX) kernel of bf16 activations for `w`, for prefill-sized calls (the caller decides from its token
 // count), where the CPU has AMX-BF16, the OS grants the tile state, the active ISA is avx512bf16 and the format has
-// one (Q4_K_X16, MXFP4_X16, INT4_SYM_X16, Q6_K); else nullptr. FT_AMX=0 turns them off.
+// one (Q4_K_X16, MXFP4_X16, INT4_SYM_X16, Q6_K, INT8_SYM_X16, FP8_E4M3_X16); else nullptr. FT_AMX=0 turns them off.
 RowsBf16Fn rows_tile_kernel(const WeightMat& w);
 // Tokens from which linear takes the tile kernels (the MoE FFN: a prefill-sized call, more than 4 routes of an
 // expert).

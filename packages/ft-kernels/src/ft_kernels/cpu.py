@@ -86,9 +86,9 @@ def bf16_i16(fmt: str, cols: int, group: int = 32) -> bool:
 def bf16_tiles(fmt: str, group: int = 32) -> bool:
     """Whether prefill-sized products of bfloat16 activations with weights in ``fmt`` (INT4: groups of
     ``group``) run on the AMX tile kernels (``arch/x86_amx_*.cpp``): ``q4_k_x16``, ``mxfp4_x16``,
-    ``int4_sym_x16`` and ``q6_k`` where the CPU has AMX-BF16, Linux grants the tile state and the ISA is
-    avx512bf16, unless FT_AMX=0. ``linear`` takes them from 16 tokens, ``moe_experts`` when an expert has more
-    than 4 routes."""
+    ``int4_sym_x16``, ``int8_sym_x16``, ``fp8_e4m3_x16`` and ``q6_k`` where the CPU has AMX-BF16, Linux grants
+    the tile state and the ISA is avx512bf16, unless FT_AMX=0. ``linear`` takes them from 16 tokens,
+    ``moe_experts`` when an expert has more than 4 routes."""
     return bool(_C.bf16_tiles(FORMATS[fmt], int(group)))
 
 

@@ -28,7 +28,8 @@
 
 #include "cpu/arch/rows_common.h"          // FT_UNROLL, FloatBuf, u16_buf
 #include "cpu/arch/x86_avx512_q4kx16.h"    // x16_scale_min, x16_d, x16_dmin
-#include "cpu/arch/x86_avx512bf16_nib4.h"  // Nib4, Mxfp4, Int4Sym
+#include "cpu/arch/x86_avx512bf16_bytes.h"  // Int8Parts, Fp8Parts
+#include "cpu/arch/x86_avx512bf16_nib4.h"   // Nib4, Mxfp4, Int4Sym
 #include "cpu/arch/x86_avx512bf16_x16.h"   // x16_prep
 #include "cpu/dispatch.h"                  // rows_scalar
 
@@ -81,6 +82,30 @@ inline void tile_dot(const uint16_t* a, int64_t lda) {
   else _tile_dpbf16ps(3, 7, 5);
 }
 
+// Two-part weights (INT8's): B's parts in tiles 4 and 5 for either set; C(S, I) += A(I) B(part 0) + A(I) B(part 1)
+inline void tile_load_b2(const uint16_t* b) {
+  _tile_loadd(4, b, 64);
+  _tile_loadd(5, b + 512, 64);
+}
+template <int S, int I>
+inline void tile_dot2(const uint16_t* a, int64_t lda) {
+  if constexpr (I == 0) _tile_loadd(6, a, lda);
+  else _tile_loadd(7, a, lda);
+  if constexpr (S == 0 && I == 0) {
+    _tile_dpbf16ps(0, 6, 4);
+    _tile_dpbf16ps(0, 6, 5);
+  } else if constexpr (S == 0 && I == 1) {
+    _tile_dpbf16ps(1, 7, 4);
+    _tile_dpbf16ps(1, 7, 5);
+  } else if constexpr (S == 1 && I == 0) {
+    _tile_dpbf16ps(2, 6, 4);
+    _tile_dpbf16ps(2, 6, 5);
+  } else {
+    _tile_dpbf16ps(3, 7, 4);
+    _tile_dpbf16ps(3, 7, 5);
+  }
+}
+
 template <int I, int N, class F>
 inline void static_for(F&& f) {
   if constexpr (I < N) {
@@ -91,13 +116,15 @@ inline void static_for(F&& f) {
 
 constexpr int kTokTile = 16, kPass = 32;  // tokens a tile, tokens a pass (two token tiles)
 
-// A format's decoder for the tile driver: kSums (its epilogue needs x's sums per 32 columns), span(m, r) (blocks of 32
-// columns that share one scale in rows r..r+15), decode(m, r, j, B) (block j's 16 vectors into B's 16 rows, in x16_prep's
-// column order), scale(m, r, j, cs, xs, nsub, nt, y) (y[t] += the span's products C[t] scaled, t < nt).
+// A format's decoder for the tile driver: kSums (its epilogue needs x's sums per 32 columns), kParts (bf16 parts a
+// weight: 1, or 2 for INT8's exact halves, each its own B), span(m, r) (blocks of 32 columns that share one scale in
+// rows r..r+15), decode(m, r, j, B) (block j's 16 vectors into B's 16 rows, in x16_prep's column order; part p's at
+// B + 512 p), scale(m, r, j, cs, xs, nsub, nt, y) (y[t] += the span's products C[t] scaled, t < nt).
 
 // Q4_K_X16: codes as bf16 (0..15, exact), d sc and dmin m per sub-block of 32.
 struct Q4kTile {
   static constexpr bool kSums = true;
+  static constexpr int kParts = 1;
   Nib4<Int4Sym> nib;  // its table rebuilt below: 0..15
   Q4kTile() {
     const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
@@ -133,6 +160,7 @@ struct Q4kTile {
 template <class F>
 struct NibTile {
   static constexpr bool kSums = false;
+  static constexpr int kParts = 1;
   static constexpr bool kMx = std::is_same_v<F, Mxfp4>;
   Nib4<F> nib;
   mutable bool fold = false;  // MXFP4: this group's scales in the weights
@@ -190,12 +218,37 @@ struct NibTile {
   }
 };
 
+// INT8_SYM_X16 (P = Int8Parts: two exact bf16 parts a weight, 128 + l and -128 - 128 h) and FP8_E4M3_X16 (P =
+// Fp8Parts: one) with their decoders' words placed as x16_prep's order has them; a span is a group.
+template <class P>
+struct ByteTile {
+  static constexpr bool kSums = false;
+  static constexpr int kParts = P::kWords / 2;
+  P dec;
+  int64_t span(const WeightMat& m, int64_t) const { return m.group / 32 < m.cols / 32 ? m.group / 32 : m.cols / 32; }
+  void decode(const WeightMat& m, int64_t r, int64_t j, uint16_t* B) const {
+    const uint8_t* q = m.q + (r / 16) * 16 * m.cols + 512 * j;  // 8 loads of 4 columns of the 16 rows
+    FT_UNROLL for (int p = 0; p < 8; ++p) {
+      _mm_prefetch(reinterpret_cast<const char*>(q + 64 * p) + 4096, _MM_HINT_T0);
+      __m512bh w[P::kWords];
+      dec.decode(_mm512_loadu_si512(q + 64 * p), w);
+      FT_UNROLL for (int k = 0; k < P::kWords; ++k)
+        _mm512_store_si512(B + 512 * (k % kParts) + 16 * P::x_at(p, k), (__m512i)w[k]);
+    }
+  }
+  void scale(const WeightMat& m, int64_t r, int64_t j, const float* cs, const float*, int64_t, int nt, float* y) const {
+    const __m512 s = x16_group_scales(m, r, j);
+    for (int t = 0; t < nt; ++t)
+      _mm512_store_ps(y + 16 * t, _mm512_fmadd_ps(_mm512_load_ps(cs + 16 * t), s, _mm512_load_ps(y + 16 * t)));
+  }
+};
+
 // Rows r..r+15 of m against NT tiles of 16 tokens (x16_prep'd x at xo, row stride ldo; xs their sums where D needs
 // them): y[16 t + i] = row r + i . token t, t < 16 NT (y 64-byte aligned).
 template <class D, int NT>
 void tile_group(const D& d, const WeightMat& m, int64_t r, const uint16_t* xo, int64_t ldo, const float* xs,
                 int64_t nsub, float* y) {
-  alignas(64) uint16_t bb[2][512];
+  alignas(64) uint16_t bb[2][512 * D::kParts];
   alignas(64) float cs[2][NT * 256];
   std::memset(y, 0, sizeof(float) * 256 * NT);
   const int64_t nb = m.cols / 32, span = d.span(m, r), nspan = (nb + span - 1) / span, lda = 2 * ldo;
@@ -205,10 +258,12 @@ void tile_group(const D& d, const WeightMat& m, int64_t r, const uint16_t* xo, i
     static_for<0, NT>([&](auto ic) { tile_zero<S, decltype(ic)::value>(); });
     for (int64_t j = q * span, j1 = j + span < nb ? j + span : nb; j < j1; ++j) {
       d.decode(m, r, j, bb[S]);
-      tile_load_b<S>(bb[S]);
+      if constexpr (D::kParts == 1) tile_load_b<S>(bb[S]);
+      else tile_load_b2(bb[S]);
       static_for<0, NT>([&](auto ic) {
         constexpr int i = decltype(ic)::value;
-        tile_dot<S, i>(xo + kTokTile * i * ldo + 32 * j, lda);
+        if constexpr (D::kParts == 1) tile_dot<S, i>(xo + kTokTile * i * ldo + 32 * j, lda);
+        else tile_dot2<S, i>(xo + kTokTile * i * ldo + 32 * j, lda);
       });
     }
   };
@@ -285,6 +340,16 @@ void rows_tile_mxfp4x16_amx(const WeightMat& m, int64_t r0, int64_t r1, const ui
 void rows_tile_int4x16_amx(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
                            float* Y, int64_t ldy) {
   tile_rows<NibTile<Int4Sym>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+
+void rows_tile_int8x16_amx(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                           float* Y, int64_t ldy) {
+  tile_rows<ByteTile<Int8Parts>>(m, r0, r1, X, ntok, ldx, Y, ldy);
+}
+
+void rows_tile_fp8x16_amx(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
+                          float* Y, int64_t ldy) {
+  tile_rows<ByteTile<Fp8Parts>>(m, r0, r1, X, ntok, ldx, Y, ldy);
 }
 
 }  // namespace ft
