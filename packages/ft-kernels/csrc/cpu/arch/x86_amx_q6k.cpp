@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, u16_buf
+#include "cpu/arch/x86_amx.h"       // tiles_configure
 #include "cpu/bf16act.h"
 
 namespace ft {
@@ -24,18 +25,10 @@ namespace {
 
 // Tiles: C of a block's two sub-blocks (0, 1; the next block's 2, 3); A of their weights (4, 5: 16 rows x 16
 // columns); B of their x (6, 7: 8 column pairs x 16 tokens).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 inline void tiles_configure() {
-  TileConfig c;
-  for (int i = 0; i < 4; ++i) c.colsb[i] = 64, c.rows[i] = 16;
-  c.colsb[4] = c.colsb[5] = 32, c.rows[4] = c.rows[5] = 16;
-  c.colsb[6] = c.colsb[7] = 64, c.rows[6] = c.rows[7] = 8;
-  _tile_loadconfig(&c);
+  static constexpr uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 8, 8};
+  static constexpr uint16_t colsb[8] = {64, 64, 64, 64, 32, 32, 64, 64};
+  tiles_configure(8, rows, colsb);
 }
 
 constexpr int64_t kBlock = 210;  // bytes of a Q6_K super-block

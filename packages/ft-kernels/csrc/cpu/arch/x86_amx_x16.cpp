@@ -1,5 +1,5 @@
 // AMX (Sapphire Rapids and later Xeons): prefill-sized bf16-activation products of the X16 formats (cpu/formats.h:
-// Q4_K_X16, MXFP4_X16, INT4_SYM_X16) on the tile unit's `tdpbf16ps`.
+// Q4_K_X16, MXFP4_X16, INT4_SYM_X16, INT8_SYM_X16, FP8_E4M3_X16) on the tile unit's `tdpbf16ps`.
 //
 // `tdpbf16ps` C, A, B adds to C[m][n] the dot of row m of A (32 bf16) with column n of B, B's row k holding the
 // pairs (2k, 2k + 1) of its 16 columns as dwords: exactly a vector of the rows-in-lanes decoders (lane i: row i's
@@ -11,7 +11,8 @@
 // Scales: a block's C is stored and added into the tokens' sums with its rows' scales (fp32 FMAs, the AVX-512
 // BF16 kernels' arithmetic) once per span of blocks sharing a scale: one block for Q4_K_X16 (d sc per sub-block
 // of 32, and - dmin m times the sub-block's sum of x, with the codes q as bf16, not 128 + q), a group for
-// INT4_SYM_X16, and for MXFP4_X16 the whole row: its power-of-two scale is added to the exponents of the decoded
+// INT4_SYM_X16, INT8_SYM_X16 and FP8_E4M3_X16 (INT8's weights as two exact bf16 parts, each its own B into the
+// same C), and for MXFP4_X16 the whole row: its power-of-two scale is added to the exponents of the decoded
 // bf16 weights (exact where no weight leaves bf16's normal range: every e8m0 of the 16 rows in [2, 252], checked
 // per group of 16 rows; else per block, scaled as INT4). Two sets of C tiles (two blocks) alternate, so one
 // block's products run while the other's are scaled.
@@ -28,6 +29,7 @@
 #include <type_traits>
 
 #include "cpu/arch/rows_common.h"          // FT_UNROLL, FloatBuf, u16_buf
+#include "cpu/arch/x86_amx.h"               // tiles_configure
 #include "cpu/arch/x86_avx512_q4kx16.h"    // x16_scale_min, x16_d, x16_dmin
 #include "cpu/arch/x86_avx512bf16_bytes.h"  // Int8Parts, Fp8Parts
 #include "cpu/arch/x86_avx512bf16_nib4.h"   // Nib4, Mxfp4, Int4Sym
@@ -37,18 +39,13 @@
 namespace ft {
 namespace {
 
-// Tile registers: C of token tiles 0, 1 for blocks of set 0 (tiles 0, 1) and set 1 (2, 3); B of set 0 / 1 (4, 5);
-// A of token tiles 0 / 1 (6, 7). Every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// Tile registers: C of token tiles 0, 1 for blocks of set 0 (tiles 0, 1) and set 1 (2, 3) -- or, in tile_pair, of
+// the two groups of rows; B of set (group) 0 / 1 (4, 5); A of token tiles 0 / 1 (6, 7). Every tile 16 rows of 64
+// bytes.
 inline void tiles_configure() {
-  TileConfig c;
-  for (int i = 0; i < 8; ++i) c.colsb[i] = 64, c.rows[i] = 16;
-  _tile_loadconfig(&c);
+  static constexpr uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+  static constexpr uint16_t colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+  tiles_configure(8, rows, colsb);
 }
 
 // GCC's tile intrinsics paste their tile numbers into the assembly: they must be literals, hence these switches.
