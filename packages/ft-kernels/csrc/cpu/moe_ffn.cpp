@@ -124,8 +124,9 @@ void moe_experts(const MoeArgs& a) {
   if (!k2w) k13w = nullptr;
   // Prefill: the tile kernels (AMX) for each bank that has one; a bank without keeps its kernel above, so x and h
   // may take different paths (W13 on tiles, W2 in 16-bit blocks: Q4_K_M's Q6_K W2).
+  bool tiles13 = false;
   if (xb && !q8 && !decode) {
-    if (const RowsBf16Fn t = rows_tile_kernel(a.w13.mat)) k13b = t, k13w = nullptr;
+    if (const RowsBf16Fn t = rows_tile_kernel(a.w13.mat)) k13b = t, k13w = nullptr, tiles13 = true;
     if (const RowsBf16Fn t = rows_tile_kernel(a.w2.mat)) k2b = t, k2w = nullptr;
   }
   const bool x16 = k13w != nullptr, h16 = k2w != nullptr;  // x / h as 16-bit blocks
@@ -164,7 +165,11 @@ void moe_experts(const MoeArgs& a) {
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.
   {
-    const int64_t rb = row_block(a.w13.mat, decode) / 2, nb = (I + rb - 1) / rb;  // gate + up rows
+    // On the tiles, blocks of up to 384 gate and 384 up rows (each call prepares x for its tokens; a tile pass is
+    // 32 tokens, and the AMX CPUs' 2 MiB L2 holds the rows between passes): one Sapphire-Rapids-class core pair,
+    // 128 tokens, Qwen3-30B-A3B expert shapes in Q4_K_X16, 16 / 128 experts: 227 -> 237 / 118 -> 128 GMAC/s
+    const int64_t rb = tiles13 ? std::min<int64_t>(I, 384) : row_block(a.w13.mat, decode) / 2;
+    const int64_t nb = (I + rb - 1) / rb;  // gate + up rows
     run(static_cast<int64_t>(groups.size()) * nb, [&](int64_t task) {
       const Group& g = groups[task / nb];
       const int64_t i0 = (task % nb) * rb, i1 = std::min(I, i0 + rb);
