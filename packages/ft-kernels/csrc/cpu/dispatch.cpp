@@ -296,7 +296,8 @@ static bool amx_usable() {
 #endif
 }
 
-bool tiles_on() {
+// Whether rows_tile_kernel can give kernels in this process (AMX usable and not turned off).
+static bool tiles_on() {
   static const bool usable = amx_usable();
   const char* forced = std::getenv("FT_AMX");
   if (forced && *forced) {

@@ -36,8 +36,6 @@ RowsBf16Fn rows_tile_kernel(const WeightMat& w);
 // Tokens from which linear takes the tile kernels (the MoE FFN: a prefill-sized call, more than 4 routes of an
 // expert).
 constexpr int64_t kTileMinTokens = 16;
-// Whether rows_tile_kernel can give kernels in this process (AMX usable and not turned off).
-bool tiles_on();
 
 // The 16-bit-activation kernel for `w` (cpu/q8.h: Q16Act) where a bf16 engine's x would otherwise be widened to
 // fp32 (no bf16 kernel for it: AVX2, AVX-512 without BF16) and the format has one; else nullptr.

@@ -18,7 +18,7 @@
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, u16_buf
 #include "cpu/arch/x86_amx.h"       // tiles_configure
-#include "cpu/bf16act.h"
+#include "cpu/formats.h"         // WeightMat, f16_to_f32
 
 namespace ft {
 namespace {

@@ -32,7 +32,7 @@
 #include "cpu/arch/x86_amx.h"               // tiles_configure
 #include "cpu/arch/x86_avx512_q4kx16.h"    // x16_scale_min, x16_d, x16_dmin
 #include "cpu/arch/x86_avx512bf16_bytes.h"  // Int8Parts, Fp8Parts
-#include "cpu/arch/x86_avx512bf16_nib4.h"   // Nib4, Mxfp4, Int4Sym
+#include "cpu/arch/x86_avx512bf16_nib4.h"   // Nib4, Codes4, Mxfp4, Int4Sym
 #include "cpu/arch/x86_avx512bf16_x16.h"   // x16_prep
 #include "cpu/dispatch.h"                  // rows_scalar
 
@@ -123,11 +123,7 @@ constexpr int kTokTile = 16, kPass = 32;  // tokens a tile, tokens a pass (two t
 struct Q4kTile {
   static constexpr bool kSums = true;
   static constexpr int kParts = 1;
-  Nib4<Int4Sym> nib;  // its table rebuilt below: 0..15
-  Q4kTile() {
-    const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
-    nib.lut = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-  }
+  Nib4<Codes4> nib;
   int64_t span(const WeightMat&, int64_t) const { return 1; }
   void decode(const WeightMat& m, int64_t r, int64_t j, uint16_t* B) const {
     const uint8_t* tile = x16_tile(m.fmt, m.q, m.cols, r, j / 8);

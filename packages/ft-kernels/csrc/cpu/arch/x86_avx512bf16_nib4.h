@@ -24,11 +24,14 @@ struct Mxfp4 {  // e8m0 per block: 16 rows' bytes -> 2^(e - 127) in fp32 (e = 0:
   }
 };
 
-struct Int4Sym {  // q - 8, fp32 scales per group (a multiple of 32 columns)
+struct Codes4 {  // the codes themselves, 0..15 (Q4_K's q: the AMX Q4_K_X16 decoder); no scales of their own
   static __m512 lut() {
-    return _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
-                         _mm512_set1_ps(8.f));
+    return _mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   }
+};
+
+struct Int4Sym {  // q - 8, fp32 scales per group (a multiple of 32 columns)
+  static __m512 lut() { return _mm512_sub_ps(Codes4::lut(), _mm512_set1_ps(8.f)); }
   static __m512 scales(const WeightMat& m, int64_t r, int64_t j) { return x16_group_scales(m, r, j); }
 };
 
