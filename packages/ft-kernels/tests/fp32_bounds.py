@@ -36,6 +36,15 @@ def int8_x16_terms(w) -> torch.Tensor:
     ]
 
 
+def mxfp4_x16_terms(w) -> torch.Tensor:
+    """[N, rows, cols] float64: the magnitudes of the terms MXFP4_X16's 16-bit kernels (x86_avx2_mxfp4x16.cpp) sum
+    for each weight, 2 e2m1 + 12 (0..24) times x, then 12 times x off, both times 2^(e - 127) / 2: |W| + 6 * 2^(e -
+    127). Its bf16 kernels sum |W| alone, so this bounds them too."""
+    e = fk_formats.nib_from_x16(w.scale, scales=True).double()
+    s = torch.pow(2.0, e - 127).repeat_interleave(32, -1)[..., : w.cols]
+    return R.dequantize(w).double().abs() + 6 * s
+
+
 def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     """A bound [N, K] (float64) on the magnitudes of the terms a kernel sums for each weight of a K-quant matrix
     when it splits the value: d sc q and dmin m (Q4_K, Q5_K, Q2_K: |W| + 2 |dmin m|), or d sc q and 32 d sc with
@@ -46,6 +55,8 @@ def kquant_terms(w, q3k_offset: bool = False) -> torch.Tensor:
     sc sum(x) off with the min): |W| + 2 |dmin m| + 256 |d sc|. Q6_K_X16 (its kernel takes q - 32 from a table: no split): |W|."""
     if w.fmt == "int8_sym_x16":
         return int8_x16_terms(w)[0]
+    if w.fmt == "mxfp4_x16":
+        return mxfp4_x16_terms(w)[0]
     W = R.dequantize(w)[0].double().abs()
     if w.fmt == "q6_k_x16":
         return W
@@ -162,10 +173,9 @@ def moe_bound(
     x16, h16 = i16 and not tiles(w13, prefill), i16 and not tiles(w2, prefill)
     xd = R.quantize_act_i16(x) if x16 else x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
-    # the magnitudes the kernels sum (INT8_SYM_X16: its split terms)
-    M13, M2 = (
-        int8_x16_terms(w) if w.fmt == "int8_sym_x16" else M.abs() for w, M in ((w13, W13), (w2, W2))
-    )
+    # the magnitudes the kernels sum (INT8_SYM_X16, MXFP4_X16: their split terms)
+    split = {"int8_sym_x16": int8_x16_terms, "mxfp4_x16": mxfp4_x16_terms}
+    M13, M2 = (split[w.fmt](w) if w.fmt in split else M.abs() for w, M in ((w13, W13), (w2, W2)))
     y = torch.zeros(xd.shape, dtype=torch.float64)
     err, mag = torch.zeros_like(y), torch.zeros_like(y)
     routes = [0] * xd.shape[0]

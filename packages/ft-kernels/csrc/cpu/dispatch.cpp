@@ -42,9 +42,10 @@ FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
 #define FT_DECL_Q16(fmt) \
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
-FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16)
+FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 #define FT_DECL_TILE(fmt) \
   void rows_tile_##fmt##_amx(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t) \
       __attribute__((weak));
@@ -261,6 +262,12 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   if (w.fmt == Fmt::INT4_SYM_X16) {
     if (w.cols % 32 || w.group % 32) return nullptr;
     return zmm && rows_q16_int4x16_avx512vnni ? rows_q16_int4x16_avx512vnni : rows_q16_int4x16_avx2;
+  }
+  // MXFP4 (x86_avx2_mxfp4x16.cpp: e2m1 values times 2 are small integers, so as exact as INT4's), where it took fp32
+  // products before
+  if (w.fmt == Fmt::MXFP4_X16) {
+    if (w.cols % 32) return nullptr;
+    return zmm && rows_q16_mxfp4x16_avx512vnni ? rows_q16_mxfp4x16_avx512vnni : rows_q16_mxfp4x16_avx2;
   }
   if (!q8_supported(w)) return nullptr;
   switch (w.fmt) {

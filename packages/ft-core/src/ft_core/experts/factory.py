@@ -54,7 +54,8 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
     """A hint, when the CPU kernels will multiply this bank's 4-bit / K-quant weights with exact fp32
     products on an x86 CPU without AVX-512 BF16 (8 or 16 products an instruction: compute-bound, 1.3-2x below
     the integer path), that ``int8_activations`` is the fast path there; else None. A bfloat16 engine's
-    16-bit products (``ft_kernels.bf16_i16``: the K-quants, INT4 in groups of 32) get none."""
+    16-bit products (``ft_kernels.bf16_i16``: the K-quants, INT4 in groups of 32, and the formats whose ``_x16``
+    layout has them: MXFP4, INT4 in any group of 32s) get none."""
     if engine.int8_activations or ft_kernels.active_isa() not in ("avx2", "avx512"):
         return None
     group = bank.fp8_block if bank.fmt.startswith("int4") else 32
@@ -62,7 +63,13 @@ def fp32_products_hint(bank: ExpertBank, engine: EngineConfig) -> str | None:
         f
         for f in {bank.fmt} | {f for pair in bank.layer_fmts for f in pair}
         if f in INT8_FORMATS
-        and not (engine.dtype == "bfloat16" and ft_kernels.bf16_i16(f, 256, group))
+        and not (
+            engine.dtype == "bfloat16"
+            and any(
+                g in FORMATS and ft_kernels.bf16_i16(g, 256, group)
+                for g in (f, f + "_x16")  # or its rows-in-lanes layout (x16_formats)
+            )
+        )
     }
     if not fp32:
         return None

@@ -46,11 +46,39 @@ inline void x16_prep_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int
   }
 }
 
+// A 4-bit code's 16-bit word for `vpmaddwd`: nibble k's pair of words (columns {0, 4, 1, 5}[k] and {2, 6, 3, 7}[k]
+// of the 8 a load holds) from a half-load v. X16Nib: the code itself, 0..15 ((dword >> 4k) & 0x000f000f: a shift and
+// a mask). X16E2m1: MXFP4's e2m1 value times 2, plus 12 (0..24; exact small integers, so the offset 12 times x's sum
+// of codes comes off with the scale): one `vpshufb` over the low (k = 0, 2) or high (k = 1, 3) nibbles of v's bytes
+// gives each byte its value, kept in `lut` (per half) for the next k of the pair, whose word is its low (k = 0, 1)
+// or high (k = 2, 3) byte. Both run k in kOrder; k is a constant once the step loop is unrolled.
+struct X16Nib {
+  static constexpr int kOrder[4] = {0, 1, 2, 3};
+  static __m256i word(int k, const __m256i& v, __m256i& /*lut*/) {
+    const __m256i nib = _mm256_set1_epi16(0x000f);
+    return k == 3 ? _mm256_srli_epi16(v, 12) : _mm256_and_si256(k ? _mm256_srli_epi16(v, 4 * k) : v, nib);
+  }
+};
+
+struct X16E2m1 {
+  static constexpr int kOrder[4] = {0, 2, 1, 3};  // the low nibbles' pair, then the high ones'
+  static __m256i word(int k, const __m256i& v, __m256i& lut) {
+    if (k < 2) {
+      const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+                                             12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+      const __m256i lo = _mm256_set1_epi8(0x0f);
+      lut = _mm256_shuffle_epi8(table, _mm256_and_si256(k ? _mm256_srli_epi16(v, 4) : v, lo));
+      return _mm256_and_si256(lut, _mm256_set1_epi16(0x00ff));
+    }
+    return _mm256_srli_epi16(lut, 8);
+  }
+};
+
 // acc[h][t] = the int32 dots of rows 8 (h0 + h)..+7 with token t over one block of 32 columns: its 4 loads at q, q +
-// 64, ... and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order).
-template <int NT, int H>
+// 64, ... and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order); the weights' words by D (X16Nib,
+// X16E2m1).
+template <int NT, int H, class D = X16Nib>
 inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t ldo, __m256i (&acc)[H][NT]) {
-  const __m256i nib = _mm256_set1_epi16(0x000f);
   FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
   // a loop: unrolled, GCC hoisted the 4 loads and spilled products (Q4_K_X16, one Zen 4 core at one token: 31 -> 35
   // GMAC/s)
@@ -58,12 +86,12 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
   for (int u = 0; u < 4; ++u) {
     const uint8_t* v0 = q + 64 * u;
     _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
-    __m256i v[H];
+    __m256i v[H], lut[H];
     FT_UNROLL for (int h = 0; h < H; ++h) v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * (h0 + h)));
-    FT_UNROLL for (int k = 0; k < 4; ++k) {
+    FT_UNROLL for (int i = 0; i < 4; ++i) {
+      const int k = D::kOrder[i];
       __m256i w[H];
-      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = k == 3 ? _mm256_srli_epi16(v[h], 12)
-                                                     : _mm256_and_si256(k ? _mm256_srli_epi16(v[h], 4 * k) : v[h], nib);
+      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = D::word(k, v[h], lut[h]);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
         FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(w[h], xp));

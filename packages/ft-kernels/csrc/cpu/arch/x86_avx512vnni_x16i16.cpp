@@ -1,4 +1,4 @@
-// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16 and INT4_SYM_X16: the rows-in-lanes kernels of
+// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16, INT4_SYM_X16 and MXFP4_X16: the rows-in-lanes kernels of
 // x86_avx2_x16.h with all 16 rows of a group in one zmm, for bf16 engines on AVX-512 CPUs whose bf16 kernels are off
 // (Intel's AVX-512 BF16: dispatch.cpp, bf16_nibbles_fast) or absent (Ice Lake; Zen 4 under FT_CPU_ISA=avx512).
 //
@@ -20,19 +20,41 @@
 namespace ft {
 namespace {
 
+// A 4-bit code's 16-bit word for `vpdpwssd`, as x86_avx2_x16.h's X16Nib / X16E2m1 with 16 rows a vector.
+struct Nib16 {
+  static constexpr int kOrder[4] = {0, 1, 2, 3};
+  static __m512i word(int k, const __m512i& v, __m512i& /*lut*/) {
+    const __m512i nib = _mm512_set1_epi16(0x000f);
+    return k == 3 ? _mm512_srli_epi16(v, 12) : _mm512_and_si512(k ? _mm512_srli_epi16(v, 4 * k) : v, nib);
+  }
+};
+
+struct E2m1x16 {
+  static constexpr int kOrder[4] = {0, 2, 1, 3};
+  static __m512i word(int k, const __m512i& v, __m512i& lut) {
+    if (k < 2) {
+      const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+      lut = _mm512_shuffle_epi8(table, _mm512_and_si512(k ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f)));
+      return _mm512_and_si512(lut, _mm512_set1_epi16(0x00ff));
+    }
+    return _mm512_srli_epi16(lut, 8);
+  }
+};
+
 // acc[t] = the int32 dots of the 16 rows with token t over one block of 32 columns: its 4 loads at q, q + 64, ...
-// and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order).
-template <int NT>
+// and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order); the weights' words by D.
+template <int NT, class D = Nib16>
 inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512i (&acc)[NT]) {
-  const __m512i nib = _mm512_set1_epi16(0x000f);
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1
   for (int u = 0; u < 4; ++u) {
     const uint8_t* v0 = q + 64 * u;
     _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
     const __m512i v = _mm512_loadu_si512(v0);
-    FT_UNROLL for (int k = 0; k < 4; ++k) {
-      const __m512i w = k == 3 ? _mm512_srli_epi16(v, 12) : _mm512_and_si512(k ? _mm512_srli_epi16(v, 4 * k) : v, nib);
+    __m512i lut;
+    FT_UNROLL for (int i = 0; i < 4; ++i) {
+      const int k = D::kOrder[i];
+      const __m512i w = D::word(k, v, lut);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const __m512i xp = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
         acc[t] = _mm512_dpwssd_epi32(acc[t], w, xp);
@@ -100,6 +122,33 @@ struct Int4X16 {
   }
 };
 
+struct Mxfp4X16 {  // x86_avx2_mxfp4x16.cpp's, 16 rows a vector
+  static constexpr int kTokens = 8;  // tokens a tile at most
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    const int64_t nb = m.cols / 32;
+    const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j) {
+      __m512i acc[NT];
+      dot_block16<NT, E2m1x16>(q + 256 * j, xo + 32 * j, ldo, acc);
+      // 2^(e - 127) of the 16 rows (e = 0: 2^-127; 255: Inf)
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(m.scale) +
+                                                                         nib_x16_scale_at(m.scale_stride, r, j)));
+      const __m512 s = _mm512_castsi512_ps(
+          _mm512_max_epu32(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23), _mm512_set1_epi32(0x00400000)));
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const int64_t b = t * nb + j;
+        y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(0.5f * dx[b])), y[t]);
+        y[t] = _mm512_fnmadd_ps(s, _mm512_set1_ps(6.f * sx[b]), y[t]);
+      }
+    }
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
 }  // namespace
 
 void rows_q16_q4kx16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
@@ -113,6 +162,10 @@ void rows_q16_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, cons
 
 void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<Int4X16>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q16_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  x16_rows_i16<Mxfp4X16>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft
