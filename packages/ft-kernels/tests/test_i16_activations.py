@@ -1,4 +1,4 @@
-"""16-bit activations: a bfloat16 engine's x against K-quant, INT4 and MXFP4 (MXFP4_X16) weights on ISAs without a bf16
+"""16-bit activations: a bfloat16 engine's x against K-quant, INT4, MXFP4 and INT8 (their X16 layouts) weights on ISAs without a bf16
 dot product (AVX2, AVX-512 without BF16), where x was widened to fp32 before (``cpu/q8.h``: Q16Act; twin
 ``reference.quantize_act_i16``).
 
@@ -24,8 +24,18 @@ from ft_kernels import reference as R
 from ft_kernels.formats import scales_f16
 
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
-# the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp, x86_avx2_mxfp4x16.cpp); "/f16": INT4 scales in f16 (as GGUF's Q4_0)
-FMTS = KQ + ["int4_sym", "int4_asym", "q4_k_x16", "int4_sym_x16", "int4_sym_x16/f16", "mxfp4_x16"]
+# the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp, x86_avx2_mxfp4x16.cpp,
+# x86_avx2_int8x16.cpp); "/f16": INT4 scales in f16 (as GGUF's Q4_0)
+FMTS = KQ + [
+    "int4_sym",
+    "int4_asym",
+    "q4_k_x16",
+    "int4_sym_x16",
+    "int4_sym_x16/f16",
+    "mxfp4_x16",
+    "int8_sym_x16",
+    "int8_sym_x16/f16",
+]
 # AVX-512 BF16 with its nibble kernels off (FT_BF16_NIBBLES=0, the default on Intel): the 16-bit ones run there
 ISAS = [i for i in ("avx2", "avx512", "avx512bf16") if i in fk.available_isas()]
 
@@ -129,7 +139,7 @@ for fmt in FMTS:
 @pytest.mark.parametrize("on", ["1", "0"])
 @pytest.mark.parametrize("isa", ISAS)
 def test_kernels_match_the_twin(isa, on):
-    """Each K-quant format, INT4 (groups of 32) and MXFP4_X16, T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
+    """Each K-quant format, INT4 (groups of 32), MXFP4_X16 and INT8_SYM_X16, T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
     within it of the exact x; a NaN in x makes that token's outputs NaN and no other's; the MoE call
     (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead."""
     code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")

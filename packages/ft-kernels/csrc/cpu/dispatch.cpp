@@ -42,10 +42,11 @@ FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
 #define FT_DECL_Q16(fmt) \
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
-FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16)
+FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16) FT_DECL_Q16(int8x16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+void rows_q16_int8x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 #define FT_DECL_TILE(fmt) \
   void rows_tile_##fmt##_amx(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t) \
       __attribute__((weak));
@@ -161,15 +162,16 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
 
 // The 4-bit, K-quant and INT8 bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp, _int8.cpp)
 // beat the fp32 table kernel on AMD's AVX-512 BF16 (Zen 4: 13-14 against 10-11 GB/s a core from DRAM) and lost to it
-// on Intel's (Sapphire Rapids: 6.9 against 8.8), so they run on AMD CPUs. On Intel bf16 x meets K-quant and INT4
-// weights in the 16-bit kernels instead (rows_q16_kernel), and the formats without one in the rows-in-lanes bf16
-// kernels where those win: 2 Sapphire-Rapids-class cores, [73728, 2048] from DRAM, one / four tokens, GB/s over
-// fp32 products: MXFP4_X16 23.3 / 10.3 against 17.4 / 5.1, INT8_SYM_X16 (f16 scales) 16.8 / 11.1 against 17.8 / 10.6
-// (the same GMAC/s at one token, fewer bytes), FP8_E4M3_X16 14.1 / 13.9 against 13.0 / 8.6 (NVFP4's row-wise bf16
-// kernel: 19.2 / 3.5 against 17.5 / 5.4, so fp32 stays); a 48-layer MXFP4_MOE model (Q8_0 projections), 2 threads,
-// pp128 22.6 -> 30.0 tok/s, decode the same. FT_BF16_NIBBLES=1 or 0 forces them all on or off (any other value
-// throws).
-enum class Nib { Off, On, NoI16 };  // NoI16: the formats without a 16-bit kernel (MXFP4, INT8, FP8)
+// on Intel's (Sapphire Rapids: 6.9 against 8.8), so they run on AMD CPUs. On Intel bf16 x meets K-quant, INT4,
+// MXFP4_X16 and INT8_SYM_X16 weights in the 16-bit kernels instead (rows_q16_kernel), and the formats without one in
+// the rows-in-lanes bf16 kernels where those win: 2 Sapphire-Rapids-class cores, [73728, 2048] from DRAM, one / four
+// tokens, GB/s over fp32 products: FP8_E4M3_X16 14.1 / 13.9 against 13.0 / 8.6 (NVFP4's row-wise bf16 kernel: 19.2 /
+// 3.5 against 17.5 / 5.4, so fp32 stays). MXFP4_X16 and INT8_SYM_X16 took the bf16 kernels too until they had 16-bit
+// ones, which win: one core, [65536 / 32768, 2048] from DRAM, 1 / 4 / 8 tokens, GMAC/s, bf16 -> 16-bit: MXFP4_X16
+// 16.2 / 38.7 / 43 -> 20.7 / 59.6 / 75, INT8_SYM_X16 (f16 scales) 9.1 / 20.7 / 21.8 -> 11.2 / 37 / 62; a 48-layer
+// MXFP4_MOE model decodes at 5.9 -> 6.7 tok/s on one core, 10.6 -> 12.4 on two. FT_BF16_NIBBLES=1 or 0 forces them
+// all on or off (any other value throws).
+enum class Nib { Off, On, NoI16 };  // NoI16: the formats without a 16-bit kernel (row-wise MXFP4 and INT8, FP8)
 
 static Nib bf16_nibbles_fast() {
   const char* forced = std::getenv("FT_BF16_NIBBLES");
@@ -192,8 +194,7 @@ static Nib bf16_nibbles_fast() {
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const Nib mode = bf16_nibbles_fast();
-  const bool no_i16 = w.fmt == Fmt::MXFP4 || w.fmt == Fmt::MXFP4_X16 || w.fmt == Fmt::INT8_SYM ||
-                      w.fmt == Fmt::INT8_SYM_X16 || w.fmt == Fmt::FP8_E4M3_X16;
+  const bool no_i16 = w.fmt == Fmt::MXFP4 || w.fmt == Fmt::INT8_SYM || w.fmt == Fmt::FP8_E4M3_X16;
   const bool nib = mode == Nib::On || (mode == Nib::NoI16 && no_i16);
   switch (w.fmt) {
     case Fmt::BF16: FT_PICK_BF16(bf16)
@@ -268,6 +269,11 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   if (w.fmt == Fmt::MXFP4_X16) {
     if (w.cols % 32) return nullptr;
     return zmm && rows_q16_mxfp4x16_avx512vnni ? rows_q16_mxfp4x16_avx512vnni : rows_q16_mxfp4x16_avx2;
+  }
+  // GGUF Q8_0 (x86_avx2_int8x16.cpp: a byte pair sign-extended to a word pair; exact int32 block sums)
+  if (w.fmt == Fmt::INT8_SYM_X16) {
+    if (w.cols % 32 || w.group % 32) return nullptr;
+    return zmm && rows_q16_int8x16_avx512vnni ? rows_q16_int8x16_avx512vnni : rows_q16_int8x16_avx2;
   }
   if (!q8_supported(w)) return nullptr;
   switch (w.fmt) {

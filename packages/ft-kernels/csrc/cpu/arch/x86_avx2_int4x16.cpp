@@ -14,21 +14,13 @@
 
 #include <cstdint>
 
-#include "cpu/arch/x86_avx2_x16.h"  // x16_rows_i16, x16_dot_block
+#include "cpu/arch/x86_avx2_x16.h"  // x16_rows_i16, x16_dot_block, x16_group_scales8
 
 namespace ft {
 namespace {
 
 struct Int4X16 {
   static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
-  // The scales of rows r + 8h..+7 for block j (columns 32j..32j+31), as fp32.
-  static __m256 scales(const WeightMat& m, int64_t r, int64_t j, int h) {
-    const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group) + 8 * h;
-    if (m.scale_f16)
-      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(m.scale) + i)));
-    return _mm256_loadu_ps(static_cast<const float*>(m.scale) + i);
-  }
-
   // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t.
   template <int NT, int H>
   static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
@@ -42,7 +34,7 @@ struct Int4X16 {
         __m256i acc[H][NT];
         x16_dot_block<NT, H>(q + 256 * j, h0, xo + 32 * j, ldo, acc);
         FT_UNROLL for (int h = 0; h < H; ++h) {
-          const __m256 s = scales(m, r, j, h0 + h);
+          const __m256 s = x16_group_scales8(m, r, j, h0 + h);
           FT_UNROLL for (int t = 0; t < NT; ++t) {
             const int64_t b = t * nb + j;
             y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(s, _mm256_set1_ps(dx[b])), y[h][t]);

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf
 #include "cpu/dispatch.h"          // rows_scalar
@@ -44,6 +45,29 @@ inline void x16_prep_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int
       sx[t * nb + b] = x.sd[t * 2 * x.ldb + 2 * b] + x.sd[t * 2 * x.ldb + 2 * b + 1];
     }
   }
+}
+
+// Tokens [0, nt) of x in Q16Act's own order (each block's 16 even columns, then its 16 odd ones), for the 8-bit X16
+// formats (x86_avx2_int8x16.cpp), whose byte pairs are columns 4p + {0, 2} and 4p + {1, 3}: rows ldo apart (no 4 KiB
+// aliasing), dx and sx as x16_prep_i16's.
+inline void x16_copy_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int64_t ldo, float* dx, float* sx) {
+  const int64_t nb = cols / 32;
+  for (int t = 0; t < nt; ++t) {
+    std::memcpy(xo + t * ldo, x.q + t * x.ldq, cols * sizeof(int16_t));
+    for (int64_t b = 0; b < nb; ++b) {
+      dx[t * nb + b] = x.d[t * x.ldb + b];
+      sx[t * nb + b] = x.sd[t * 2 * x.ldb + 2 * b] + x.sd[t * 2 * x.ldb + 2 * b + 1];
+    }
+  }
+}
+using X16Prep = void (*)(const Q16Act&, int, int64_t, int16_t*, int64_t, float*, float*);
+
+// INT4_SYM_X16, INT8_SYM_X16: the scales of rows r + 8h..+7 for block j (columns 32j..32j+31), f16 or fp32, as fp32.
+inline __m256 x16_group_scales8(const WeightMat& m, int64_t r, int64_t j, int h) {
+  const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group) + 8 * h;
+  if (m.scale_f16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(m.scale) + i)));
+  return _mm256_loadu_ps(static_cast<const float*>(m.scale) + i);
 }
 
 // A 4-bit code's 16-bit word for `vpmaddwd`: nibble k's pair of words (columns {0, 4, 1, 5}[k] and {2, 6, 3, 7}[k]
@@ -104,7 +128,7 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
 // every group of 16 rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes
 // Y[t * ldy + i] = row r + i . token t. Rows not in whole 16s: x as fp32 (exactly its codes times d) through the
 // scalar twin.
-template <class K>
+template <class K, X16Prep Prep = x16_prep_i16>
 inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   const int64_t cols = m.cols, nb = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing between tokens
   thread_local FloatBuf bx, bs;
@@ -125,7 +149,7 @@ inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Ac
   for (int64_t t0 = 0; t0 < x.ntok;) {
     const int64_t left = x.ntok - t0;
     const int nt = static_cast<int>(left >= kT ? kT : left > 4 ? 4 : left);  // 8 (zmm), then 4, 3, 2, 1
-    x16_prep_i16(x.rows(t0, nt), nt, cols, xo, ldo, dx, sx);
+    Prep(x.rows(t0, nt), nt, cols, xo, ldo, dx, sx);
     for (int64_t r = r0; r < r1; r += 16) {
       float* Yr = Y + t0 * ldy + (r - r0);
       if constexpr (kT == 8) {

@@ -1,4 +1,4 @@
-// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16, INT4_SYM_X16 and MXFP4_X16: the rows-in-lanes kernels of
+// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16, INT4_SYM_X16, MXFP4_X16 and INT8_SYM_X16: the rows-in-lanes kernels of
 // x86_avx2_x16.h with all 16 rows of a group in one zmm, for bf16 engines on AVX-512 CPUs whose bf16 kernels are off
 // (Intel's AVX-512 BF16: dispatch.cpp, bf16_nibbles_fast) or absent (Ice Lake; Zen 4 under FT_CPU_ISA=avx512).
 //
@@ -149,6 +149,38 @@ struct Mxfp4X16 {  // x86_avx2_mxfp4x16.cpp's, 16 rows a vector
   }
 };
 
+struct Int8X16 {  // x86_avx2_int8x16.cpp's, 16 rows a vector (x in Q16Act's own order: x16_copy_i16)
+  static constexpr int kTokens = 8;  // tokens a tile at most
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* /*sx*/,
+                    float* Y, int64_t ldy) {
+    const int64_t nb = m.cols / 32;
+    const uint8_t* q = m.q + r * m.cols;  // the group's blocks: 512 bytes each (16 rows x 32 columns)
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j) {
+      __m512i acc[NT];
+      FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+      const int16_t* xb = xo + 32 * j;
+#pragma GCC unroll 2
+      for (int p = 0; p < 8; ++p) {
+        const uint8_t* v0 = q + 512 * j + 64 * p;
+        _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+        const __m512i v = _mm512_loadu_si512(v0);
+        const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), odd = _mm512_srai_epi16(v, 8);
+        FT_UNROLL for (int t = 0; t < NT; ++t) {
+          acc[t] = _mm512_dpwssd_epi32(acc[t], even, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xb + t * ldo + 2 * p)));
+          acc[t] = _mm512_dpwssd_epi32(acc[t], odd, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xb + t * ldo + 16 + 2 * p)));
+        }
+      }
+      const __m512 s = x16_group_scales(m, r, j);
+      FT_UNROLL for (int t = 0; t < NT; ++t)
+          y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(dx[t * nb + j])), y[t]);
+    }
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
 }  // namespace
 
 void rows_q16_q4kx16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
@@ -166,6 +198,10 @@ void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, con
 
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<Mxfp4X16>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q16_int8x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  x16_rows_i16<Int8X16, x16_copy_i16>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft
