@@ -136,16 +136,31 @@ for fmt in FMTS:
 """
 
 
+# AVX2 with AVX-VNNI (Intel desktops): its `vpdpwssd` build of the AVX2 kernels by default, the AVX2 one under
+# FT_AVX_VNNI=0 (as a Zen 2/3 machine runs)
+_AVX_VNNI = os.path.exists("/proc/cpuinfo") and " avx_vnni" in open("/proc/cpuinfo").read()  # noqa: SIM115
+RUNS = [(i, "") for i in ISAS] + ([("avx2", "0")] if _AVX_VNNI and "avx2" in ISAS else [])
+
+
 @pytest.mark.parametrize("on", ["1", "0"])
-@pytest.mark.parametrize("isa", ISAS)
-def test_kernels_match_the_twin(isa, on):
+@pytest.mark.parametrize(
+    ("isa", "vnni"), RUNS, ids=[f"{i}{'-novnni' if v else ''}" for i, v in RUNS]
+)
+def test_kernels_match_the_twin(isa, vnni, on):
     """Each K-quant format, INT4 (groups of 32), MXFP4_X16 and INT8_SYM_X16, T = 1..9, K up to 2048: linear within the fp32 bound of (W, the twin's x) and not
     within it of the exact x; a NaN in x makes that token's outputs NaN and no other's; the MoE call
-    (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead."""
+    (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead. Where the CPU has AVX-VNNI,
+    AVX2 both with it (tiles of 8 tokens) and without."""
     code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")
     res = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_I16": on, "FT_BF16_NIBBLES": "0"},
+        env={
+            **os.environ,
+            "FT_CPU_ISA": isa,
+            "FT_BF16_I16": on,
+            "FT_BF16_NIBBLES": "0",
+            "FT_AVX_VNNI": vnni,
+        },
         capture_output=True,
         text=True,
         timeout=600,
@@ -187,3 +202,18 @@ def test_bad_switch_value_is_refused():
         timeout=120,
     )
     assert res.returncode != 0 and "FT_BF16_I16=yes is not 0 or 1" in res.stderr
+
+
+def test_bad_avx_vnni_value_is_refused():
+    """FT_AVX_VNNI is read where an AVX2 16-bit kernel is picked; a value other than 0 or 1 is an error naming it."""
+    if "avx2" not in ISAS:
+        pytest.skip("no AVX2 on this CPU")
+    code = "import ft_kernels as fk, torch; fk.linear(torch.ones(1, 256).bfloat16(), fk.quantize(torch.ones(1, 16, 256), 'mxfp4_x16'))"
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FT_CPU_ISA": "avx2", "FT_AVX_VNNI": "on"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode != 0 and "FT_AVX_VNNI=on is not 0 or 1" in res.stderr

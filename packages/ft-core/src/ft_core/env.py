@@ -1,5 +1,6 @@
 """The environment variables ft-core and ft-serve read, each named, documented and parsed here once (the C++
-kernels read their own: FT_CPU_ISA, FT_BF16_NIBBLES, FT_NUM_THREADS, FT_SPIN_US; ft-agents: ft_agents/variables.py).
+kernels read their own: FT_CPU_ISA, FT_BF16_NIBBLES, FT_BF16_I16, FT_AMX, FT_AVX_VNNI, FT_NUM_THREADS, FT_SPIN_US;
+ft-agents: ft_agents/variables.py).
 An empty variable counts as unset. A value that does not parse is an FTError naming the variable."""
 
 from __future__ import annotations

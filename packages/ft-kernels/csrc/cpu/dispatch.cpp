@@ -43,6 +43,9 @@ FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
 FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16) FT_DECL_Q16(int8x16)
+#define FT_DECL_Q16_VNNI(fmt) \
+  void rows_q16_##fmt##_avxvnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+FT_DECL_Q16_VNNI(q4kx16) FT_DECL_Q16_VNNI(int4x16) FT_DECL_Q16_VNNI(mxfp4x16) FT_DECL_Q16_VNNI(int8x16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
@@ -248,6 +251,28 @@ static bool bf16_i16_on() {
 
 #define FT_PICK_Q16(fmt) return rows_q16_##fmt##_avx2;
 
+// AVX-VNNI (CPUID.(7, 1):EAX bit 4: Alder Lake and later Intel desktops and laptops, Zen 5): the AVX2 rows-in-lanes
+// 16-bit kernels built with `vpdpwssd` on ymm (x86_avx2_x16.h), where the AVX-512 ones are not taken. FT_AVX_VNNI=0
+// keeps the AVX2 ones (a Zen 2/3 machine's); 1 asks for them (an error where the CPU lacks it); unset: where it has it.
+static bool avx_vnni_on() {
+  bool has = false;
+#if defined(__x86_64__) || defined(_M_X64)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 4) & 1) && rows_q16_q4kx16_avxvnni;
+#endif
+  const char* forced = std::getenv("FT_AVX_VNNI");
+  if (forced && *forced) {
+    const std::string f(forced);
+    if (f != "0" && f != "1") throw std::invalid_argument("FT_AVX_VNNI=" + f + " is not 0 or 1");
+    if (f == "0") return false;
+    if (!has) throw std::invalid_argument("FT_AVX_VNNI=1 but this CPU (or this build) has no AVX-VNNI");
+  }
+  return has;
+}
+
+// The AVX2 16-bit kernel of an X16 format, or its AVX-VNNI build where that is on.
+#define FT_PICK_X16(fmt) return vnni2 ? rows_q16_##fmt##_avxvnni : rows_q16_##fmt##_avx2;
+
 RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const bool on = bf16_i16_on();
@@ -259,21 +284,25 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   // [73728, 2048] from DRAM, T = 2 / 4, GMAC/s: Q4_K_X16 30-31 / 34-36.5 -> 30.5-32.5 / 52-56, INT4_SYM_X16 (f16
   // scales) 32 / 35.5-36.4 -> 34.3-35 / 58-59.6; equal at one token
   static const bool vnni = has_vnni();
+  static const bool vnni2 = avx_vnni_on();
   const bool zmm = is_avx512(isa) && vnni;
   if (w.fmt == Fmt::INT4_SYM_X16) {
     if (w.cols % 32 || w.group % 32) return nullptr;
-    return zmm && rows_q16_int4x16_avx512vnni ? rows_q16_int4x16_avx512vnni : rows_q16_int4x16_avx2;
+    if (zmm && rows_q16_int4x16_avx512vnni) return rows_q16_int4x16_avx512vnni;
+    FT_PICK_X16(int4x16)
   }
   // MXFP4 (x86_avx2_mxfp4x16.cpp: e2m1 values times 2 are small integers, so as exact as INT4's), where it took fp32
   // products before
   if (w.fmt == Fmt::MXFP4_X16) {
     if (w.cols % 32) return nullptr;
-    return zmm && rows_q16_mxfp4x16_avx512vnni ? rows_q16_mxfp4x16_avx512vnni : rows_q16_mxfp4x16_avx2;
+    if (zmm && rows_q16_mxfp4x16_avx512vnni) return rows_q16_mxfp4x16_avx512vnni;
+    FT_PICK_X16(mxfp4x16)
   }
   // GGUF Q8_0 (x86_avx2_int8x16.cpp: a byte pair sign-extended to a word pair; exact int32 block sums)
   if (w.fmt == Fmt::INT8_SYM_X16) {
     if (w.cols % 32 || w.group % 32) return nullptr;
-    return zmm && rows_q16_int8x16_avx512vnni ? rows_q16_int8x16_avx512vnni : rows_q16_int8x16_avx2;
+    if (zmm && rows_q16_int8x16_avx512vnni) return rows_q16_int8x16_avx512vnni;
+    FT_PICK_X16(int8x16)
   }
   if (!q8_supported(w)) return nullptr;
   switch (w.fmt) {
@@ -290,7 +319,9 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     case Fmt::Q2_K: FT_PICK_Q16(q2k)
     // rows in the lanes (x86_avx2_q4kx16.cpp): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM, T = 1 / 2 / 4,
     // the Q4_K row kernel 25-27 / 31-33 / 37-39 GMAC/s, Q4_K_X16 35 / 45-46 / 48
-    case Fmt::Q4_K_X16: return zmm && rows_q16_q4kx16_avx512vnni ? rows_q16_q4kx16_avx512vnni : rows_q16_q4kx16_avx2;
+    case Fmt::Q4_K_X16:
+      if (zmm && rows_q16_q4kx16_avx512vnni) return rows_q16_q4kx16_avx512vnni;
+      FT_PICK_X16(q4kx16)
     default: return nullptr;
   }
 }

@@ -47,8 +47,7 @@ struct Int8X16 {
           FT_UNROLL for (int t = 0; t < NT; ++t) {
             const __m256i xe = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xb + t * ldo + 2 * p));
             const __m256i xd = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xb + t * ldo + 16 + 2 * p));
-            FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = _mm256_add_epi32(
-                acc[h][t], _mm256_add_epi32(_mm256_madd_epi16(even[h], xe), _mm256_madd_epi16(odd[h], xd)));
+            FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = x16_mac(x16_mac(acc[h][t], even[h], xe), odd[h], xd);
           }
         }
         FT_UNROLL for (int h = 0; h < H; ++h) {
@@ -65,7 +64,7 @@ struct Int8X16 {
 
 }  // namespace
 
-void rows_q16_int8x16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+void FT_X16_NAME(rows_q16_int8x16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<Int8X16, x16_copy_i16>(m, r0, r1, x, Y, ldy);
 }
 

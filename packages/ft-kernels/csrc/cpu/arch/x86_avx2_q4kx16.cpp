@@ -77,7 +77,7 @@ struct Q4kX16 {
 
 }  // namespace
 
-void rows_q16_q4kx16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+void FT_X16_NAME(rows_q16_q4kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<Q4kX16>(m, r0, r1, x, Y, ldy);
 }
 

@@ -24,8 +24,27 @@
 namespace ft {
 namespace {
 
-constexpr int kX16Tokens = 4;    // tokens a tile at most for 16 ymm registers (then 3, 2, 1)
+// Built twice (CMakeLists.txt): for AVX2, and with AVX-VNNI (Intel's Alder Lake and later desktops and laptops:
+// `vpdpwssd` on ymm, one instruction for `vpmaddwd` and `vpaddd`), where the kernels' exported names end in
+// _avxvnni instead of _avx2 (FT_X16_NAME). With VNNI the sums are chains of `vpdpwssd` (latency 5): a tile of 8 tokens
+// keeps 8 in flight (its fp32 results, once a block, go to the stack), where 4 would leave them latency-bound.
+#if defined(__AVXVNNI__)
+#define FT_X16_NAME(name) name##_avxvnni
+constexpr int kX16Tokens = 8;  // tokens a tile at most (then 4, 3, 2, 1)
+#else
+#define FT_X16_NAME(name) name##_avx2
+constexpr int kX16Tokens = 4;  // tokens a tile at most for 16 ymm registers (then 3, 2, 1)
+#endif
 constexpr int kX16Ahead = 8192;  // software prefetch distance on the (single, sequential) tile stream
+
+// acc + the int32 dot products of w's and x's 16-bit pairs, lane by lane.
+inline __m256i x16_mac(const __m256i& acc, const __m256i& w, const __m256i& x) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(acc, w, x);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+#endif
+}
 
 // Tokens [0, nt) of x in the tiles' column-pair order: xo[t * ldo + 32b + 8u + 2k + {0, 1}] = the codes of block b's
 // columns 8u + {0, 4, 1, 5}[k] and 8u + {2, 6, 3, 7}[k]; dx[t * nb + b] = block b's d, sx[t * nb + b] = its sd over
@@ -118,7 +137,7 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
       FT_UNROLL for (int h = 0; h < H; ++h) w[h] = D::word(k, v[h], lut[h]);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
-        FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(w[h], xp));
+        FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = x16_mac(acc[h][t], w[h], xp);
       }
     }
   }
