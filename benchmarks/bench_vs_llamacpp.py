@@ -3,7 +3,7 @@
     uv run python benchmarks/bench_vs_llamacpp.py [--shape mid|deep] [--formats bf16,mxfp4,int4]
         [--threads 1,2] [--rounds 3] [--prompt 128,512] [--decode 64] [--model DIR] [--llama-cpp DIR]
         [--work DIR] [--vocab gpt-2|qwen2] [--ft-dense-format FMT] [--ft-int8] [--ft-gguf]
-        [--gguf FILE] [--isa native|avx2] [--json FILE]
+        [--gguf FILE] [--isa native|avx2|avxvnni] [--json FILE]
 
 What: one random bf16 ``qwen3_moe`` checkpoint (Hugging Face safetensors, ``random_ckpt.py``), run by
 both engines in three weight formats: ``bf16`` (ft: the HF directory; llama.cpp: BF16 GGUF),
@@ -33,7 +33,8 @@ FTW directories. llama.cpp is ``--llama-cpp DIR`` (a source tree with ``build/bi
 ``llama-quantize``), else the one vendored in the ``llama-cpp-python==0.3.36`` sdist under
 ``~/.cache/ft/llamacpp``, built there once (``-DGGML_NATIVE=ON``, Release; on CPUs that list AMX the same
 extensions without it, in ``build-noamx``: ``_native_flags``) when its binaries are
-missing (``--isa avx2``: built for AVX2 only in ``build-avx2``, and ft run with ``FT_CPU_ISA=avx2``).
+missing (``--isa avx2``: built for AVX2 only in ``build-avx2``, and ft run with ``FT_CPU_ISA=avx2
+FT_AVX_VNNI=0``; ``--isa avxvnni``: AVX2 and AVX-VNNI in ``build-avxvnni``, ft with ``FT_AVX_VNNI=1``).
 Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
 bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads), ft in a fresh process
 (``FT_NUM_THREADS`` = ``OMP_NUM_THREADS`` = N, ``torch.set_num_threads(N)``, ``Engine.from_pretrained(
@@ -166,6 +167,25 @@ LLAMA_BUILDS = {
             "-DGGML_AVX512=OFF",
         ],
     ),
+    "avxvnni": (
+        "build-avxvnni",
+        [
+            "-DGGML_NATIVE=OFF",
+            "-DGGML_AVX=ON",
+            "-DGGML_AVX2=ON",
+            "-DGGML_AVX_VNNI=ON",
+            "-DGGML_FMA=ON",
+            "-DGGML_F16C=ON",
+            "-DGGML_AVX512=OFF",
+        ],
+    ),
+}
+# --isa: the FT_ variables ft runs under (FT_CPU_ISA; FT_AVX_VNNI: avx2 is a Zen 2/3 machine's path, avxvnni an
+# Alder-Lake-class Intel desktop's, AVX2 with `vpdpwssd` / `vpdpbusd` on ymm, for both engines)
+FT_ISA_ENV = {
+    "native": {},
+    "avx2": {"FT_CPU_ISA": "avx2", "FT_AVX_VNNI": "0"},
+    "avxvnni": {"FT_CPU_ISA": "avx2", "FT_AVX_VNNI": "1"},
 }
 _llama_build = "native"  # set once by main from --isa
 
@@ -759,14 +779,15 @@ def main() -> None:
         "--llama-cpp",
         default=None,
         help="a built llama.cpp tree (build/bin/llama-bench, llama-quantize; build-noamx/bin on CPUs that list AMX; "
-        "with --isa avx2: build-avx2/bin)",
+        "with --isa avx2 / avxvnni: build-avx2/bin, build-avxvnni/bin)",
     )
     ap.add_argument(
         "--isa",
         default="native",
         choices=sorted(LLAMA_BUILDS),
-        help="avx2: ft with FT_CPU_ISA=avx2 against llama.cpp built for AVX2 only (its own build folder, "
-        "build-avx2): the Zen 2/3 and Intel desktop paths measured on an AVX-512 machine (default native)",
+        help="avx2: ft with FT_CPU_ISA=avx2 FT_AVX_VNNI=0 against llama.cpp built for AVX2 only (its own build "
+        "folder, build-avx2): the Zen 2/3 path measured on a newer machine; avxvnni: the same with AVX-VNNI on "
+        "both sides (FT_AVX_VNNI=1; build-avxvnni): an Alder-Lake-class Intel desktop's path (default native)",
     )
     ap.add_argument(
         "--work", default=None, help="where the generated files go (default: ft's cache dir)"
@@ -832,8 +853,7 @@ def main() -> None:
     t0 = time.perf_counter()
     global _llama_build
     _llama_build = args.isa
-    if args.isa != "native":
-        os.environ["FT_CPU_ISA"] = args.isa  # ft's children inherit it
+    os.environ.update(FT_ISA_ENV[args.isa])  # ft's children inherit them
     llama_dir = ensure_llama_cpp(args.llama_cpp)
     log(f"llama.cpp: {llama_dir}; work dir: {work}")
     if args.gguf:
