@@ -143,6 +143,40 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
   }
 }
 
+// The 4-bit X16 formats with one scale a row per block of 32 columns (INT4_SYM_X16: x86_avx2_int4x16.cpp;
+// MXFP4_X16: x86_avx2_mxfp4x16.cpp): per block the exact int32 dots by F's decoder (F::Dec), then y += s (F::kMul dx
+// dot - F::kOff sx) in two FMAs, s = F::scales(m, r, j, h) the 8 rows' scales (dx: the activation block's
+// power-of-two scale, sx: dx times its sum of codes; the code offset F::kOff / F::kMul).
+template <class F>
+struct BlockScaledX16 {
+  static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
+  // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t.
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    const int64_t nb = m.cols / 32;
+    const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
+    for (int h0 = 0; h0 < 2; h0 += H) {
+      __m256 y[H][NT];
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
+      for (int64_t j = 0; j < nb; ++j) {
+        __m256i acc[H][NT];
+        x16_dot_block<NT, H, typename F::Dec>(q + 256 * j, h0, xo + 32 * j, ldo, acc);
+        FT_UNROLL for (int h = 0; h < H; ++h) {
+          const __m256 s = F::scales(m, r, j, h0 + h);
+          FT_UNROLL for (int t = 0; t < NT; ++t) {
+            const int64_t b = t * nb + j;
+            y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(s, _mm256_set1_ps(F::kMul * dx[b])), y[h][t]);
+            y[h][t] = _mm256_fnmadd_ps(s, _mm256_set1_ps(F::kOff * sx[b]), y[h][t]);
+          }
+        }
+      }
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t)
+          _mm256_storeu_ps(Y + t * ldy + 8 * (h0 + h), y[h][t]);
+    }
+  }
+};
+
 // Rows [r0, r1) of an X16 matrix m against x.ntok tokens: tiles of K::kTokens (4 or 8), then 4, 3, 2, 1 tokens, each over
 // every group of 16 rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes
 // Y[t * ldy + i] = row r + i . token t. Rows not in whole 16s: x as fp32 (exactly its codes times d) through the

@@ -99,7 +99,11 @@ struct Q4kX16 {
   }
 };
 
-struct Int4X16 {
+// The 4-bit X16 formats with one scale a row per block of 32 columns (INT4_SYM_X16: its group's f16 / fp32 scale,
+// codes q - 8; MXFP4_X16: 2^(e - 127) from its e8m0 byte, codes 2 e2m1 + 12, halved): per block the int32 dots by F's
+// decoder, then y += s (F::kMul dx dot - F::kOff sx) in two FMAs (x86_avx2_x16.h's BlockScaledX16, 16 rows a vector).
+template <class F>
+struct BlockScaled16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
   template <int NT, int H>
   static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
@@ -110,42 +114,32 @@ struct Int4X16 {
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j) {
       __m512i acc[NT];
-      dot_block16<NT>(q + 256 * j, xo + 32 * j, ldo, acc);
-      const __m512 s = x16_group_scales(m, r, j);
+      dot_block16<NT, typename F::Dec>(q + 256 * j, xo + 32 * j, ldo, acc);
+      const __m512 s = F::scales(m, r, j);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const int64_t b = t * nb + j;
-        y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(dx[b])), y[t]);
-        y[t] = _mm512_fnmadd_ps(s, _mm512_set1_ps(8.f * sx[b]), y[t]);
+        y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(F::kMul * dx[b])), y[t]);
+        y[t] = _mm512_fnmadd_ps(s, _mm512_set1_ps(F::kOff * sx[b]), y[t]);
       }
     }
     FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };
 
-struct Mxfp4X16 {  // x86_avx2_mxfp4x16.cpp's, 16 rows a vector
-  static constexpr int kTokens = 8;  // tokens a tile at most
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
-                    float* Y, int64_t ldy) {
-    const int64_t nb = m.cols / 32;
-    const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
-    __m512 y[NT];
-    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < nb; ++j) {
-      __m512i acc[NT];
-      dot_block16<NT, E2m1x16>(q + 256 * j, xo + 32 * j, ldo, acc);
-      // 2^(e - 127) of the 16 rows (e = 0: 2^-127; 255: Inf)
-      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(m.scale) +
-                                                                         nib_x16_scale_at(m.scale_stride, r, j)));
-      const __m512 s = _mm512_castsi512_ps(
-          _mm512_max_epu32(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23), _mm512_set1_epi32(0x00400000)));
-      FT_UNROLL for (int t = 0; t < NT; ++t) {
-        const int64_t b = t * nb + j;
-        y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(s, _mm512_set1_ps(0.5f * dx[b])), y[t]);
-        y[t] = _mm512_fnmadd_ps(s, _mm512_set1_ps(6.f * sx[b]), y[t]);
-      }
-    }
-    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+struct Int4Scales {
+  using Dec = Nib16;
+  static constexpr float kMul = 1.f, kOff = 8.f;
+  static __m512 scales(const WeightMat& m, int64_t r, int64_t j) { return x16_group_scales(m, r, j); }
+};
+
+struct Mxfp4Scales {
+  using Dec = E2m1x16;
+  static constexpr float kMul = 0.5f, kOff = 6.f;
+  static __m512 scales(const WeightMat& m, int64_t r, int64_t j) {  // 2^(e - 127) (e = 0: 2^-127; 255: Inf)
+    const __m128i e = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(m.scale) + nib_x16_scale_at(m.scale_stride, r, j)));
+    return _mm512_castsi512_ps(
+        _mm512_max_epu32(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23), _mm512_set1_epi32(0x00400000)));
   }
 };
 
@@ -193,11 +187,11 @@ void rows_q16_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, cons
 }
 
 void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
-  x16_rows_i16<Int4X16>(m, r0, r1, x, Y, ldy);
+  x16_rows_i16<BlockScaled16<Int4Scales>>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
-  x16_rows_i16<Mxfp4X16>(m, r0, r1, x, Y, ldy);
+  x16_rows_i16<BlockScaled16<Mxfp4Scales>>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q16_int8x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
