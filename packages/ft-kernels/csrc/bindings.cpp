@@ -119,7 +119,7 @@ void rms_norm(Arr x, Arr w, float eps, Arr y) {
   expect(y.ndim() == x.ndim() && y.dtype() == x.dtype() && y.size() == x.size(), "y must be shaped and typed like x");
   const int64_t rows = D ? static_cast<int64_t>(x.size()) / D : 0;
   nb::gil_scoped_release release;
-  ft::rms_norm(x.data(), w.data(), xb, rows, D, eps, y.data(), wf);
+  ft::rms_norm_rows(x.data(), w.data(), xb, rows, D, eps, y.data(), wf);
 }
 
 void decode_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx_lens, float scale, int64_t window,

@@ -191,29 +191,25 @@ def test_not_where_bf16_kernels_run_or_for_other_formats():
         assert not fk.bf16_i16(fmt, cols, group), fmt
 
 
-def test_bad_switch_value_is_refused():
-    """The switch is read wherever bf16 x lacks a bf16 kernel (scalar included), so any CPU checks it."""
-    code = "import ft_kernels as fk, torch; fk.linear(torch.ones(1, 256).bfloat16(), fk.quantize(torch.ones(1, 8, 256), 'q4_k'))"
+@pytest.mark.parametrize(
+    ("isa", "var", "fmt"),
+    [("scalar", "FT_BF16_I16", "q4_k"), ("avx2", "FT_AVX_VNNI", "mxfp4_x16")],
+    ids=["bf16_i16", "avx_vnni"],
+)
+def test_bad_switch_value_is_refused(isa, var, fmt):
+    """FT_BF16_I16 is read wherever bf16 x lacks a bf16 kernel (scalar included), so any CPU checks it; FT_AVX_VNNI
+    where an AVX2 16-bit kernel is picked. A value other than 0 or 1 is an error naming the variable."""
+    if isa not in fk.available_isas():
+        pytest.skip(f"no {isa} on this CPU")
+    code = (
+        "import ft_kernels as fk, torch; "
+        f"fk.linear(torch.ones(1, 256).bfloat16(), fk.quantize(torch.ones(1, 16, 256), {fmt!r}))"
+    )
     res = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "FT_CPU_ISA": "scalar", "FT_BF16_I16": "yes"},
+        env={**os.environ, "FT_CPU_ISA": isa, var: "yes"},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert res.returncode != 0 and "FT_BF16_I16=yes is not 0 or 1" in res.stderr
-
-
-def test_bad_avx_vnni_value_is_refused():
-    """FT_AVX_VNNI is read where an AVX2 16-bit kernel is picked; a value other than 0 or 1 is an error naming it."""
-    if "avx2" not in ISAS:
-        pytest.skip("no AVX2 on this CPU")
-    code = "import ft_kernels as fk, torch; fk.linear(torch.ones(1, 256).bfloat16(), fk.quantize(torch.ones(1, 16, 256), 'mxfp4_x16'))"
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "FT_CPU_ISA": "avx2", "FT_AVX_VNNI": "on"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode != 0 and "FT_AVX_VNNI=on is not 0 or 1" in res.stderr
+    assert res.returncode != 0 and f"{var}=yes is not 0 or 1" in res.stderr

@@ -17,7 +17,19 @@ U = 2.0**-24
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(
-    "shape", [(1, 2048), (3, 128), (2, 16, 128), (5, 4, 64), (1, 7), (4, 4096), (0, 32)]
+    "shape",
+    # the last two: >= 2^16 elements, on the kernel pool in blocks of rows (the last block short)
+    [
+        (1, 2048),
+        (3, 128),
+        (2, 16, 128),
+        (5, 4, 64),
+        (1, 7),
+        (4, 4096),
+        (0, 32),
+        (40, 2048),
+        (300, 257),
+    ],
 )
 def test_matches_reference(shape, dtype):
     g = torch.Generator().manual_seed(sum(shape))

@@ -1,8 +1,10 @@
 #include "cpu/norm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cpu/formats.h"
+#include "cpu/threadpool.h"
 
 namespace ft {
 
@@ -52,6 +54,15 @@ void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, 
       for (int64_t i = 0; i < D; ++i) yr[i] = xr[i] * inv * wr[i];
     }
   }
+}
+
+void rms_norm_rows(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, float eps, void* y, bool w_f32) {
+  const int64_t esz = bf16 ? 2 : 4, per = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(D, 1));  // ~32K elements a task
+  if (rows * D < (1 << 16)) return rms_norm(x, w, bf16, rows, D, eps, y, w_f32);
+  ThreadPool::get().run((rows + per - 1) / per, [&](int64_t b) {
+    const int64_t r0 = b * per, n = std::min(rows, r0 + per) - r0;
+    rms_norm(static_cast<const char*>(x) + r0 * D * esz, w, bf16, n, D, eps, static_cast<char*>(y) + r0 * D * esz, w_f32);
+  });
 }
 
 }  // namespace ft
