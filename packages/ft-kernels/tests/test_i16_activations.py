@@ -26,16 +26,20 @@ from ft_kernels.formats import scales_f16
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
 # the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp, x86_avx2_mxfp4x16.cpp,
 # x86_avx2_int8x16.cpp); "/f16": INT4 scales in f16 (as GGUF's Q4_0)
-FMTS = KQ + [
-    "int4_sym",
-    "int4_asym",
-    "q4_k_x16",
-    "int4_sym_x16",
-    "int4_sym_x16/f16",
-    "mxfp4_x16",
-    "int8_sym_x16",
-    "int8_sym_x16/f16",
-]
+FMTS = (
+    KQ
+    + [
+        "int4_sym",
+        "int4_asym",
+        "q4_k_x16",
+        "int4_sym_x16",
+        "int4_sym_x16/f16",
+        "mxfp4_x16",
+        "int8_sym_x16",
+        "int8_sym_x16/f16",
+        "q6_k_x16",  # AVX-VNNI only (x86_avx2_q6kx16.cpp); elsewhere fp32 products (through the scalar twin)
+    ]
+)
 # AVX-512 BF16 with its nibble kernels off (FT_BF16_NIBBLES=0, the default on Intel): the 16-bit ones run there
 ISAS = [i for i in ("avx2", "avx512", "avx512bf16") if i in fk.available_isas()]
 
@@ -96,20 +100,22 @@ from ft_kernels import reference as R
 from test_i16_activations import FMTS, _heavy, _quantize
 assert fk.active_isa() == {isa!r}
 on = {on}
+vnni = {vnni}  # AVX2 with AVX-VNNI on: Q6_K_X16 has a 16-bit kernel too
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == on, fmt
+        i16 = on and (fmt != "q6_k_x16" or vnni)
+        assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == i16, fmt
         N = -(-N // 16) * 16 if "_x16" in fmt else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):
             g = torch.Generator().manual_seed(N + K + T)
             w = _quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, gr)
             x = _heavy(T, K, N + T)
             y = fk.linear(x, w)
-            xin = R.quantize_act_i16(x) if on else x
+            xin = R.quantize_act_i16(x) if i16 else x
             exact, bound = linear_bound(xin, w, split_terms=True, q3k_offset=True)
             assert ((y.double() - exact).abs() <= bound).all(), (fmt, N, K, T)
-            if on:  # one 1024 a block: the others' steps are 1/16; the result is the twin's, not the exact x's
+            if i16:  # one 1024 a block: the others' steps are 1/16; the result is the twin's, not the exact x's
                 xc = torch.randn(T, K, generator=g).bfloat16()
                 xc[:, ::32] = 1024
                 W = R.dequantize(w)[0].double()
@@ -151,7 +157,12 @@ def test_kernels_match_the_twin(isa, vnni, on):
     within it of the exact x; a NaN in x makes that token's outputs NaN and no other's; the MoE call
     (x and the activation h in 16 bits). FT_BF16_I16=0: exact fp32 products instead. Where the CPU has AVX-VNNI,
     AVX2 both with it (tiles of 8 tokens) and without."""
-    code = _CODE.format(here=os.path.dirname(os.path.abspath(__file__)), isa=isa, on=on == "1")
+    code = _CODE.format(
+        here=os.path.dirname(os.path.abspath(__file__)),
+        isa=isa,
+        on=on == "1",
+        vnni=isa == "avx2" and _AVX_VNNI and vnni != "0",
+    )
     res = subprocess.run(
         [sys.executable, "-c", code],
         env={

@@ -46,6 +46,7 @@ FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16)
 #define FT_DECL_Q16_VNNI(fmt) \
   void rows_q16_##fmt##_avxvnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16_VNNI(q4kx16) FT_DECL_Q16_VNNI(int4x16) FT_DECL_Q16_VNNI(mxfp4x16) FT_DECL_Q16_VNNI(int8x16)
+FT_DECL_Q16_VNNI(q6kx16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
@@ -322,6 +323,10 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     case Fmt::Q4_K_X16:
       if (zmm && rows_q16_q4kx16_avx512vnni) return rows_q16_q4kx16_avx512vnni;
       FT_PICK_X16(q4kx16)
+    // with AVX-VNNI only (x86_avx2_q6kx16.cpp): one Sapphire-Rapids-class core, [16384, 2048], 1 / 8 / 128 tokens,
+    // the Q6_K row kernel 15-16 / 28-30 / 32 GMAC/s, Q6_K_X16 18.5-20 / 39 / 51 (in AVX2 code 15-17.5 / 24.4 / 29:
+    // not taken). Not on AVX-512, whose tile kernel reads Q6_K row-wise.
+    case Fmt::Q6_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q6kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }
