@@ -46,10 +46,19 @@ inline __m256i x16_mac(const __m256i& acc, const __m256i& w, const __m256i& x) {
 #endif
 }
 
+// dx[t * nb + b] = token t's block b's d, sx[t * nb + b] = its sd over both halves (d times the sum of its codes:
+// exact, |sum| < 2^20), for tokens [0, nt) of x.
+inline void x16_block_scales(const Q16Act& x, int nt, int64_t nb, float* dx, float* sx) {
+  for (int t = 0; t < nt; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      dx[t * nb + b] = x.d[t * x.ldb + b];
+      sx[t * nb + b] = x.sd[t * 2 * x.ldb + 2 * b] + x.sd[t * 2 * x.ldb + 2 * b + 1];
+    }
+}
+
 // Tokens [0, nt) of x in the tiles' column-pair order: xo[t * ldo + 32b + 8u + 2k + {0, 1}] = the codes of block b's
-// columns 8u + {0, 4, 1, 5}[k] and 8u + {2, 6, 3, 7}[k]; dx[t * nb + b] = block b's d, sx[t * nb + b] = its sd over
-// both halves (d times the sum of its codes: exact, |sum| < 2^20). In a Q16Act block (16 even columns, then 16 odd
-// ones) the 8 columns of load u are qword u of the even half followed by qword u of the odd half.
+// columns 8u + {0, 4, 1, 5}[k] and 8u + {2, 6, 3, 7}[k]; dx and sx by x16_block_scales. In a Q16Act block (16 even
+// columns, then 16 odd ones) the 8 columns of load u are qword u of the even half followed by qword u of the odd half.
 inline void x16_prep_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int64_t ldo, float* dx, float* sx) {
   const int64_t nb = cols / 32;
   for (int t = 0; t < nt; ++t) {
@@ -60,24 +69,17 @@ inline void x16_prep_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int
       const __m256i lo = _mm256_unpacklo_epi64(e, o), hi = _mm256_unpackhi_epi64(e, o);  // [e0 o0 | e2 o2], [e1 o1 | e3 o3]
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(xo + t * ldo + 32 * b), _mm256_permute2x128_si256(lo, hi, 0x20));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(xo + t * ldo + 32 * b + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
-      dx[t * nb + b] = x.d[t * x.ldb + b];
-      sx[t * nb + b] = x.sd[t * 2 * x.ldb + 2 * b] + x.sd[t * 2 * x.ldb + 2 * b + 1];
     }
   }
+  x16_block_scales(x, nt, nb, dx, sx);
 }
 
 // Tokens [0, nt) of x in Q16Act's own order (each block's 16 even columns, then its 16 odd ones), for the 8-bit X16
 // formats (x86_avx2_int8x16.cpp), whose byte pairs are columns 4p + {0, 2} and 4p + {1, 3}: rows ldo apart (no 4 KiB
 // aliasing), dx and sx as x16_prep_i16's.
 inline void x16_copy_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int64_t ldo, float* dx, float* sx) {
-  const int64_t nb = cols / 32;
-  for (int t = 0; t < nt; ++t) {
-    std::memcpy(xo + t * ldo, x.q + t * x.ldq, cols * sizeof(int16_t));
-    for (int64_t b = 0; b < nb; ++b) {
-      dx[t * nb + b] = x.d[t * x.ldb + b];
-      sx[t * nb + b] = x.sd[t * 2 * x.ldb + 2 * b] + x.sd[t * 2 * x.ldb + 2 * b + 1];
-    }
-  }
+  for (int t = 0; t < nt; ++t) std::memcpy(xo + t * ldo, x.q + t * x.ldq, cols * sizeof(int16_t));
+  x16_block_scales(x, nt, cols / 32, dx, sx);
 }
 using X16Prep = void (*)(const Q16Act&, int, int64_t, int16_t*, int64_t, float*, float*);
 
@@ -103,12 +105,14 @@ struct X16Nib {
   }
 };
 
+// 2 e2m1(code) + 12 for the codes 0..15 (X16E2m1; the AVX-512 VNNI kernels' E2m1x16).
+alignas(16) constexpr int8_t kX16E2m1Words[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
 struct X16E2m1 {
   static constexpr int kOrder[4] = {0, 2, 1, 3};  // the low nibbles' pair, then the high ones'
   static __m256i word(int k, const __m256i& v, __m256i& lut) {
     if (k < 2) {
-      const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
-                                             12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+      const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
       const __m256i lo = _mm256_set1_epi8(0x0f);
       lut = _mm256_shuffle_epi8(table, _mm256_and_si256(k ? _mm256_srli_epi16(v, 4) : v, lo));
       return _mm256_and_si256(lut, _mm256_set1_epi16(0x00ff));

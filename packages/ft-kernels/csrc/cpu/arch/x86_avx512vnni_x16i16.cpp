@@ -33,7 +33,7 @@ struct E2m1x16 {
   static constexpr int kOrder[4] = {0, 2, 1, 3};
   static __m512i word(int k, const __m512i& v, __m512i& lut) {
     if (k < 2) {
-      const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+      const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
       lut = _mm512_shuffle_epi8(table, _mm512_and_si512(k ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f)));
       return _mm512_and_si512(lut, _mm512_set1_epi16(0x00ff));
     }
