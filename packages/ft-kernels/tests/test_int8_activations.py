@@ -26,9 +26,13 @@ import torch
 from fp32_bounds import linear_bound
 from ft_kernels import kquants
 from ft_kernels import reference as R
+from test_i16_activations import _quantize
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
+# the 4-bit X16 layouts (16 rows interleaved) with int8 rows-in-lanes kernels (x86_avx2_x16.h; AVX-512 VNNI:
+# x86_avx512vnni_x16i16.cpp); "/f16": INT4 scales in f16 (GGUF Q4_0)
+X16 = ["q4_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16"]
 # the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; all but q4_k_x16 by the scalar twin)
 KQ = list(kquants.FORMATS)
 
@@ -147,6 +151,27 @@ def test_x16_repack_in_place_equals_its_twin(fmt, pad):
         fk.to_x16_(torch.zeros(1, 48, 3 * bb, dtype=torch.uint8), 768, "q2_k")
 
 
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 17])
+@pytest.mark.parametrize("fmt", X16)
+def test_x16_linear_int8(fmt, T):
+    """The 4-bit X16 layouts with int8 x: a SIMD kernel on x86 (``int8_simd``), within the fp32 bound of (W,
+    quantised x) with the kernels' split terms (code offset, min), T = 1..17 (tiles of 8 / 4 and their
+    remainders), K up to 2048, INT4 groups of 32 and 128."""
+    base = fmt.removesuffix("/f16")
+    if fk.active_isa() in ("avx2", "avx512", "avx512bf16"):
+        assert fk.int8_simd(base), fmt
+    for N, K, group in ((48, 256, 32), (32, 768, 128), (16, 2048, 32)):
+        g = torch.Generator().manual_seed(N + K + T)
+        w = _quantize(torch.randn(1, N, K, generator=g) * 0.1, fmt, group)
+        x = torch.randn(T, K, generator=g) * torch.rand(T, K, generator=g)
+        y = fk.linear(x, w, act_int8=True)
+        exact, bound = linear_bound(R.quantize_act_int8(x), w, split_terms=True, q3k_offset=True)
+        over = ((y.double() - exact).abs() - bound).max().item()
+        assert over <= 0, (
+            f"{fmt} T={T} [{N}, {K}] group {group}: beyond the fp32 bound by {over:.3g}"
+        )
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3"])
 def test_other_formats_ignore_int8(fmt):
     w = fk.quantize(torch.randn(1, 40, 64) * 0.1, fmt, group=32)
@@ -161,12 +186,13 @@ def test_columns_not_a_multiple_of_32_keep_fp32():
 
 
 @pytest.mark.parametrize("T", [1, 4, 7, 40])
-@pytest.mark.parametrize("fmt", Q4 + KQ)
+@pytest.mark.parametrize("fmt", Q4 + KQ + X16)
 def test_moe_int8_matches_quantised_reference(fmt, T):
     g = torch.Generator().manual_seed(T)
-    H, I, N = (256, 256, 4) if fmt in KQ else (128, 96, 5)  # K-quants: whole super-blocks
-    w13 = fk.quantize(torch.randn(N, 2 * I, H, generator=g) * 0.1, fmt, group=32)
-    w2 = fk.quantize(torch.randn(N, H, I, generator=g) * 0.1, fmt, group=32)
+    # K-quants: whole super-blocks; X16: rows in 16s
+    H, I, N = (256, 256, 4) if fmt in KQ or fmt in X16 else (128, 96, 5)
+    w13 = _quantize(torch.randn(N, 2 * I, H, generator=g) * 0.1, fmt, 32)
+    w2 = _quantize(torch.randn(N, H, I, generator=g) * 0.1, fmt, 32)
     x = torch.randn(T, H, generator=g)
     R_ = 2 * T + 3
     tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
@@ -187,10 +213,20 @@ def test_moe_int8_matches_quantised_reference(fmt, T):
         assert not torch.equal(y, exact)  # the opt-in really quantised
 
 
-@pytest.mark.parametrize("isa", fk.available_isas())
-def test_each_isa(isa):
-    """The linear checks above on each ISA this CPU has (FT_CPU_ISA in a fresh process); AVX-512 CPUs run the
-    AVX2 q8 kernels."""
+# AVX2 with AVX-VNNI (Intel desktops): the X16 kernels' `vpdpbusd` build by default, the AVX2 one (`vpmaddubsw`)
+# under FT_AVX_VNNI=0 (as a Zen 2/3 machine runs)
+_AVX_VNNI = os.path.exists("/proc/cpuinfo") and " avx_vnni" in open("/proc/cpuinfo").read()  # noqa: SIM115
+RUNS = [(i, "") for i in fk.available_isas()] + (
+    [("avx2", "0")] if _AVX_VNNI and "avx2" in fk.available_isas() else []
+)
+
+
+@pytest.mark.parametrize(
+    ("isa", "vnni"), RUNS, ids=[f"{i}{'-novnni' if v else ''}" for i, v in RUNS]
+)
+def test_each_isa(isa, vnni):
+    """The linear and MoE checks above on each ISA this CPU has (FT_CPU_ISA in a fresh process); AVX-512 CPUs
+    run the AVX2 row-wise q8 kernels; AVX2 with AVX-VNNI both with it and without."""
     code = f"""
 import sys
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
@@ -206,10 +242,14 @@ for fmt in t.KQ:
         t.check_kquant_int8(fmt, T)
     t.test_kquant_int8_on_arbitrary_blocks(fmt)
     t.test_moe_int8_matches_quantised_reference(fmt, 4)
+for fmt in t.X16:
+    for T in (1, 3, 8, 9):
+        t.test_x16_linear_int8(fmt, T)
+    t.test_moe_int8_matches_quantised_reference(fmt, 7)
 """
     res = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "FT_CPU_ISA": isa},
+        env={**os.environ, "FT_CPU_ISA": isa, "FT_AVX_VNNI": vnni},
         capture_output=True,
         text=True,
         timeout=600,

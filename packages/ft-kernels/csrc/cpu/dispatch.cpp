@@ -38,7 +38,9 @@ FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx
 FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2) FT_DECL_Q8(q3k, avx2) FT_DECL_Q8(q2k, avx2)
 FT_DECL_Q8(q4k, avx512vnni) FT_DECL_Q8(q5k, avx512vnni) FT_DECL_Q8(q6k, avx512vnni) FT_DECL_Q8(q3k, avx512vnni)
 FT_DECL_Q8(q2k, avx512vnni)
-FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni)
+FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni) FT_DECL_Q8(q4kx16, avxvnni)
+FT_DECL_Q8(int4x16, avx2) FT_DECL_Q8(int4x16, avx512vnni) FT_DECL_Q8(int4x16, avxvnni)
+FT_DECL_Q8(mxfp4x16, avx2) FT_DECL_Q8(mxfp4x16, avx512vnni) FT_DECL_Q8(mxfp4x16, avxvnni)
 #define FT_DECL_Q16(fmt) \
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
@@ -57,6 +59,7 @@ void rows_q16_int8x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Ac
 FT_DECL_TILE(q4kx16) FT_DECL_TILE(mxfp4x16) FT_DECL_TILE(int4x16) FT_DECL_TILE(q6k) FT_DECL_TILE(int8x16)
 FT_DECL_TILE(fp8x16)
 void quantize_q16_avx2(const uint16_t*, int64_t, int16_t*, float*, float*) __attribute__((weak));
+void quantize_q8_avx2(const float*, int64_t, int8_t*, float*, float*) __attribute__((weak));
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
 FT_DECL_ALL(neon)
@@ -141,14 +144,41 @@ static bool has_vnni() {
 #endif
 }
 
+// AVX-VNNI (CPUID.(7, 1):EAX bit 4: Alder Lake and later Intel desktops and laptops, Zen 5): the AVX2 rows-in-lanes
+// 16-bit kernels built with `vpdpwssd` on ymm (x86_avx2_x16.h), where the AVX-512 ones are not taken. FT_AVX_VNNI=0
+// keeps the AVX2 ones (a Zen 2/3 machine's); 1 asks for them (an error where the CPU lacks it); unset: where it has it.
+static bool avx_vnni_on() {
+  bool has = false;
+#if defined(__x86_64__) || defined(_M_X64)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 4) & 1) && rows_q16_q4kx16_avxvnni;
+#endif
+  const char* forced = std::getenv("FT_AVX_VNNI");
+  if (forced && *forced) {
+    const std::string f(forced);
+    if (f != "0" && f != "1") throw std::invalid_argument("FT_AVX_VNNI=" + f + " is not 0 or 1");
+    if (f == "0") return false;
+    if (!has) throw std::invalid_argument("FT_AVX_VNNI=1 but this CPU (or this build) has no AVX-VNNI");
+  }
+  return has;
+}
+
 #define FT_PICK_Q8(fmt)                                                                         \
   if (is_avx512(isa) && vnni && rows_q8_##fmt##_avx512vnni) return rows_q8_##fmt##_avx512vnni; \
   if ((is_avx512(isa) || isa == "avx2") && rows_q8_##fmt##_avx2) return rows_q8_##fmt##_avx2; \
   return rows_q8_scalar;
 
+// Rows in the lanes (x86_avx2_x16.h: int8 x a dword broadcast, `vpdpbusd` with AVX-VNNI, else `vpmaddubsw` pairs summed
+// in int16): the AVX-512 VNNI kernel where there is one, else the AVX2 one or its AVX-VNNI build where that is on.
+#define FT_PICK_Q8_X16(fmt)                                                                     \
+  if (is_avx512(isa) && vnni && rows_q8_##fmt##_avx512vnni) return rows_q8_##fmt##_avx512vnni; \
+  if ((is_avx512(isa) || isa == "avx2") && rows_q8_##fmt##_avx2) return vnni2 ? rows_q8_##fmt##_avxvnni : rows_q8_##fmt##_avx2; \
+  return rows_q8_scalar;
+
 RowsQ8Fn rows_q8_kernel(Fmt fmt) {
   const std::string isa = active_isa();
   static const bool vnni = has_vnni();
+  static const bool vnni2 = avx_vnni_on();
   switch (fmt) {
     case Fmt::MXFP4: FT_PICK_Q8(mxfp4)
     case Fmt::NVFP4: FT_PICK_Q8(nvfp4)
@@ -159,7 +189,9 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::Q6_K: FT_PICK_Q8(q6k)
     case Fmt::Q3_K: FT_PICK_Q8(q3k)
     case Fmt::Q2_K: FT_PICK_Q8(q2k)
-    case Fmt::Q4_K_X16: FT_PICK_Q8(q4kx16)
+    case Fmt::Q4_K_X16: FT_PICK_Q8_X16(q4kx16)
+    case Fmt::INT4_SYM_X16: FT_PICK_Q8_X16(int4x16)
+    case Fmt::MXFP4_X16: FT_PICK_Q8_X16(mxfp4x16)
     default: return rows_q8_scalar;
   }
 }
@@ -251,25 +283,6 @@ static bool bf16_i16_on() {
 }
 
 #define FT_PICK_Q16(fmt) return rows_q16_##fmt##_avx2;
-
-// AVX-VNNI (CPUID.(7, 1):EAX bit 4: Alder Lake and later Intel desktops and laptops, Zen 5): the AVX2 rows-in-lanes
-// 16-bit kernels built with `vpdpwssd` on ymm (x86_avx2_x16.h), where the AVX-512 ones are not taken. FT_AVX_VNNI=0
-// keeps the AVX2 ones (a Zen 2/3 machine's); 1 asks for them (an error where the CPU lacks it); unset: where it has it.
-static bool avx_vnni_on() {
-  bool has = false;
-#if defined(__x86_64__) || defined(_M_X64)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 4) & 1) && rows_q16_q4kx16_avxvnni;
-#endif
-  const char* forced = std::getenv("FT_AVX_VNNI");
-  if (forced && *forced) {
-    const std::string f(forced);
-    if (f != "0" && f != "1") throw std::invalid_argument("FT_AVX_VNNI=" + f + " is not 0 or 1");
-    if (f == "0") return false;
-    if (!has) throw std::invalid_argument("FT_AVX_VNNI=1 but this CPU (or this build) has no AVX-VNNI");
-  }
-  return has;
-}
 
 // The AVX2 16-bit kernel of an X16 format, or its AVX-VNNI build where that is on.
 #define FT_PICK_X16(fmt) return vnni2 ? rows_q16_##fmt##_avxvnni : rows_q16_##fmt##_avx2;
@@ -373,6 +386,11 @@ RowsBf16Fn rows_tile_kernel(const WeightMat& w) {
 }
 
 QuantizeQ16Fn quantize_q16_fn() { return quantize_q16_avx2; }
+
+QuantizeQ8Fn quantize_q8_fn() {
+  const std::string isa = active_isa();
+  return (isa == "avx2" || is_avx512(isa)) && quantize_q8_avx2 ? quantize_q8_avx2 : quantize_q8;
+}
 
 AttnSpanFn attn_span_kernel() {
   const std::string isa = active_isa();

@@ -42,6 +42,9 @@ constexpr int64_t kTileMinTokens = 16;
 RowsQ16Fn rows_q16_kernel(const WeightMat& w);
 // The quantiser of bf16 rows into Q16Act's blocks (built for AVX2; only called where rows_q16_kernel gave a kernel).
 QuantizeQ16Fn quantize_q16_fn();
+// The quantiser of fp32 rows into Q8Act's int8 blocks: AVX2 code on x86 ISAs, else the scalar quantize_q8 (the same
+// bits).
+QuantizeQ8Fn quantize_q8_fn();
 
 // The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
 AttnSpanFn attn_span_kernel();

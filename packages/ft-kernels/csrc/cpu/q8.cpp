@@ -32,8 +32,10 @@ bool q8_supported(const WeightMat& w) {
   if (w.cols % 32) return false;
   switch (w.fmt) {
     case Fmt::MXFP4:
+    case Fmt::MXFP4_X16:
     case Fmt::NVFP4: return true;
     case Fmt::INT4_SYM:
+    case Fmt::INT4_SYM_X16:
     case Fmt::INT4_ASYM: return w.group % 32 == 0;
     case Fmt::Q4_K:
     case Fmt::Q5_K:
@@ -76,8 +78,9 @@ template struct QRowsBuf<int16_t>;
 
 const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols) {
   view = reserve(ntok, cols);
+  const QuantizeQ8Fn quantize = quantize_q8_fn();
   for (int64_t t = 0; t < ntok; ++t)
-    quantize_q8(X + t * ldx, cols, q + t * cols, f + t * view.ldb, f + (ntok + 2 * t) * view.ldb);
+    quantize(X + t * ldx, cols, q + t * cols, f + t * view.ldb, f + (ntok + 2 * t) * view.ldb);
   return view;
 }
 

@@ -27,12 +27,14 @@ struct QAct {  // E = int8_t: Q8Act; int16_t: Q16Act (below)
 };
 using Q8Act = QAct<int8_t>;
 
-// Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d. W: MXFP4, NVFP4, INT4_*, Q4_K,
+// Y[t, r - r0] = sum_c W[r, c] * xhat[t, c] for r in [r0, r1), xhat = q * d. W: MXFP4(_X16), NVFP4, INT4_*, Q4_K,
 // Q5_K, Q6_K, Q3_K, Q2_K (whose sub-blocks of 32 / 16 columns lie inside the activation blocks).
 using RowsQ8Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy);
 
-// Quantise one row of `cols` (a multiple of 32) fp32 values into q [cols], d [cols / 32], sd [cols / 16].
+// Quantise one row of `cols` (a multiple of 32) fp32 values into q [cols], d [cols / 32], sd [cols / 16]: the scalar
+// code; Q8Rows takes the active ISA's (dispatch.h: quantize_q8_fn), which writes the same bits.
 void quantize_q8(const float* x, int64_t cols, int8_t* q, float* d, float* sd);
+using QuantizeQ8Fn = void (*)(const float* x, int64_t cols, int8_t* q, float* d, float* sd);
 
 // True when the q8 kernels take this matrix: a 4-bit format, cols % 32 == 0 and (INT4) group % 32 == 0; or a
 // K-quant (whole super-blocks).

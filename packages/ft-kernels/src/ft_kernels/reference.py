@@ -59,7 +59,15 @@ def dequantize(w: ExpertWeights) -> torch.Tensor:
     return (codes.float() - _per_col(w.zero.float(), g, C)) * _per_col(w.scale, g, C)
 
 
-INT8_FORMATS = ("mxfp4", "nvfp4", "int4_sym", "int4_asym", *kquants.FORMATS)
+INT8_FORMATS = (
+    "mxfp4",
+    "nvfp4",
+    "int4_sym",
+    "int4_asym",
+    "mxfp4_x16",
+    "int4_sym_x16",
+    *kquants.FORMATS,
+)
 
 
 def int8_applies(w: ExpertWeights) -> bool:

@@ -1,4 +1,4 @@
-// Scalar q8 kernel (int8 activations) for the 4-bit and K-quant formats: integer dot per half block of 16
+// Scalar q8 kernel (int8 activations) for the 4-bit (row-wise and X16) and K-quant formats: integer dot per half block of 16
 // columns, scaled once. The ground truth of the SIMD q8 files; it reads the same block layout (cpu/q8.h).
 #include "cpu/q8.h"
 
@@ -6,10 +6,21 @@ namespace ft {
 
 // Integer code of weight (r, c) and the fp32 factor of its block of 16 / group, so that W = code * factor.
 static inline void code_and_scale(const WeightMat& w, int64_t r, int64_t c, int& code, float& f) {
+  static const int k2e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  if (is_nib_x16(w.fmt)) {  // MXFP4_X16, INT4_SYM_X16: 16 rows interleaved (cpu/formats.h)
+    const uint8_t n = nib_x16_code(w.q, w.cols, r, c);
+    if (w.fmt == Fmt::MXFP4_X16) {
+      code = k2e2m1[n];
+      f = 0.5f * e8m0_to_f32(static_cast<const uint8_t*>(w.scale)[nib_x16_scale_at(w.scale_stride, r, c / 32)]);
+    } else {
+      code = n - 8;
+      f = x16_scale(w, nib_x16_scale_at(w.scale_stride, r, c / w.group));
+    }
+    return;
+  }
   const uint8_t nib = (w.q[r * w.q_stride + c / 2] >> (4 * (c & 1))) & 0xf;
   const uint8_t* bs = static_cast<const uint8_t*>(w.scale) + r * w.scale_stride;
   const float* fs = static_cast<const float*>(w.scale) + r * w.scale_stride;
-  static const int k2e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   switch (w.fmt) {
     case Fmt::MXFP4: code = k2e2m1[nib]; f = 0.5f * e8m0_to_f32(bs[c / 32]); return;
     case Fmt::NVFP4: code = k2e2m1[nib]; f = 0.5f * e4m3_to_f32(bs[c / 16]) * w.global_scale; return;

@@ -30,5 +30,8 @@ struct Int4Scales {
 void FT_X16_NAME(rows_q16_int4x16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<BlockScaledX16<Int4Scales>>(m, r0, r1, x, Y, ldy);
 }
+void FT_X16_NAME(rows_q8_int4x16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<BlockScaledX16<Int4Scales>>(m, r0, r1, x, Y, ldy);
+}
 
 }  // namespace ft

@@ -37,5 +37,8 @@ struct Mxfp4Scales {
 void FT_X16_NAME(rows_q16_mxfp4x16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<BlockScaledX16<Mxfp4Scales>>(m, r0, r1, x, Y, ldy);
 }
+void FT_X16_NAME(rows_q8_mxfp4x16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<BlockScaledX16<Mxfp4Scales>>(m, r0, r1, x, Y, ldy);
+}
 
 }  // namespace ft

@@ -31,8 +31,9 @@ inline __m256 half_f16(const uint8_t* p, int h) {
 struct Q4kX16 {
   static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
   // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t.
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+  // x: 16-bit codes (E = int16_t) or int8 (int8_t).
+  template <int NT, int H, class E>
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
     const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
     const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
@@ -79,6 +80,9 @@ struct Q4kX16 {
 
 void FT_X16_NAME(rows_q16_q4kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<Q4kX16>(m, r0, r1, x, Y, ldy);
+}
+void FT_X16_NAME(rows_q8_q4kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<Q4kX16>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft

@@ -47,8 +47,9 @@ inline __m256i x16_mac(const __m256i& acc, const __m256i& w, const __m256i& x) {
 }
 
 // dx[t * nb + b] = token t's block b's d, sx[t * nb + b] = its sd over both halves (d times the sum of its codes:
-// exact, |sum| < 2^20), for tokens [0, nt) of x.
-inline void x16_block_scales(const Q16Act& x, int nt, int64_t nb, float* dx, float* sx) {
+// exact, |sum| < 2^20), for tokens [0, nt) of x (16-bit or int8 codes).
+template <class E>
+inline void x16_block_scales(const QAct<E>& x, int nt, int64_t nb, float* dx, float* sx) {
   for (int t = 0; t < nt; ++t)
     for (int64_t b = 0; b < nb; ++b) {
       dx[t * nb + b] = x.d[t * x.ldb + b];
@@ -83,6 +84,23 @@ inline void x16_copy_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int
 }
 using X16Prep = void (*)(const Q16Act&, int, int64_t, int16_t*, int64_t, float*, float*);
 
+// Int8 activations (cpu/q8.h: Q8Act, opt-in): tokens [0, nt) of x in natural column order (a Q8Act block holds its
+// 16 even columns, then its 16 odd ones), the order of a half-load's nibbles (low: columns 8u..8u+3, high:
+// 8u+4..8u+7, a row's 4 bytes); dx and sx by x16_block_scales.
+inline void x16_prep_i8(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_t ldo, float* dx, float* sx) {
+  const int64_t nb = cols / 32;
+  for (int t = 0; t < nt; ++t) {
+    const int8_t* q = x.q + t * x.ldq;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b));
+      const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xo + t * ldo + 32 * b), _mm_unpacklo_epi8(e, o));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xo + t * ldo + 32 * b + 16), _mm_unpackhi_epi8(e, o));
+    }
+  }
+  x16_block_scales(x, nt, nb, dx, sx);
+}
+
 // INT4_SYM_X16, INT8_SYM_X16: the scales of rows r + 8h..+7 for block j (columns 32j..32j+31), f16 or fp32, as fp32.
 inline __m256 x16_group_scales8(const WeightMat& m, int64_t r, int64_t j, int h) {
   const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group) + 8 * h;
@@ -103,6 +121,13 @@ struct X16Nib {
     const __m256i nib = _mm256_set1_epi16(0x000f);
     return k == 3 ? _mm256_srli_epi16(v, 12) : _mm256_and_si256(k ? _mm256_srli_epi16(v, 4 * k) : v, nib);
   }
+  // int8 x: a half-load's low and high nibbles as bytes (columns 8u..8u+3 and 8u+4..8u+7 of each row's dword)
+  static constexpr int kMaxCode = 15;
+  static void bytes(const __m256i& v, __m256i& lo, __m256i& hi) {
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    lo = _mm256_and_si256(v, m);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+  }
 };
 
 // 2 e2m1(code) + 12 for the codes 0..15 (X16E2m1; the AVX-512 VNNI kernels' E2m1x16).
@@ -118,6 +143,13 @@ struct X16E2m1 {
       return _mm256_and_si256(lut, _mm256_set1_epi16(0x00ff));
     }
     return _mm256_srli_epi16(lut, 8);
+  }
+  static constexpr int kMaxCode = 24;
+  static void bytes(const __m256i& v, __m256i& lo, __m256i& hi) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
+    X16Nib::bytes(v, lo, hi);
+    lo = _mm256_shuffle_epi8(table, lo);
+    hi = _mm256_shuffle_epi8(table, hi);
   }
 };
 
@@ -147,6 +179,47 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
   }
 }
 
+// The same over int8 x (x16_prep_i8's order) for Q8Act: the codes as unsigned bytes (D::bytes) against x's signed
+// ones, 4 columns a dword. With AVX-VNNI one `vpdpbusd` adds a row's 4 products to its lane in int32. In AVX2
+// `vpmaddubsw` sums pairs in int16 (|pair| <= 2 * D::kMaxCode * 127, no saturation), `vpaddw` adds the pairs of
+// kWiden loads (|sum| <= 4 kWiden kMaxCode 127 < 2^15: 4 loads for codes <= 15, 2 for MXFP4's <= 24), and one
+// `vpmaddwd` with ones widens them to int32: per 8 rows, 4 columns and token 1 + 1 instructions, against the 16-bit
+// path's 2 + 2. Exact: |sum| <= 32 * 24 * 127 < 2^17.
+template <int NT, int H, class D = X16Nib>
+inline void x16_dot_block(const uint8_t* q, int h0, const int8_t* xo, int64_t ldo, __m256i (&acc)[H][NT]) {
+#if defined(__AVXVNNI__)
+  FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
+#else
+  constexpr int kWiden = D::kMaxCode <= 15 ? 4 : 2;
+  static_assert(4 * kWiden * D::kMaxCode * 127 < 32768);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[H][NT];
+#endif
+  FT_UNROLL for (int u = 0; u < 4; ++u) {
+    const uint8_t* v0 = q + 64 * u;
+    _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+    __m256i lo[H], hi[H];
+    FT_UNROLL for (int h = 0; h < H; ++h)
+        D::bytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * (h0 + h))), lo[h], hi[h]);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m256i x0 = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u));
+      const __m256i x1 = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 4));
+      FT_UNROLL for (int h = 0; h < H; ++h) {
+#if defined(__AVXVNNI__)
+        acc[h][t] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc[h][t], lo[h], x0), hi[h], x1);
+#else
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], x0), _mm256_maddubs_epi16(hi[h], x1));
+        s[h][t] = u % kWiden ? _mm256_add_epi16(s[h][t], p) : p;
+        if (u % kWiden == kWiden - 1) {
+          const __m256i w = _mm256_madd_epi16(s[h][t], ones);
+          acc[h][t] = u < kWiden ? w : _mm256_add_epi32(acc[h][t], w);
+        }
+#endif
+      }
+    }
+  }
+}
+
 // The 4-bit X16 formats with one scale a row per block of 32 columns (INT4_SYM_X16: x86_avx2_int4x16.cpp;
 // MXFP4_X16: x86_avx2_mxfp4x16.cpp): per block the exact int32 dots by F's decoder (F::Dec), then y += s (F::kMul dx
 // dot - F::kOff sx) in two FMAs, s = F::scales(m, r, j, h) the 8 rows' scales (dx: the activation block's
@@ -155,8 +228,9 @@ template <class F>
 struct BlockScaledX16 {
   static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
   // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t.
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+  // x: 16-bit codes (E = int16_t) or int8 (int8_t).
+  template <int NT, int H, class E>
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
@@ -181,26 +255,17 @@ struct BlockScaledX16 {
   }
 };
 
-// Rows [r0, r1) of an X16 matrix m against x.ntok tokens: tiles of K::kTokens (4 or 8), then 4, 3, 2, 1 tokens, each over
-// every group of 16 rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes
-// Y[t * ldy + i] = row r + i . token t. Rows not in whole 16s: x as fp32 (exactly its codes times d) through the
-// scalar twin.
-template <class K, X16Prep Prep = x16_prep_i16>
-inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+// Rows [r0, r1) of an X16 matrix m against x.ntok tokens (E: int16_t, Q16Act; int8_t, Q8Act), rows in whole 16s:
+// tiles of K::kTokens (4 or 8), then 4, 3, 2, 1 tokens, x of each put by Prep into K's order at xo (rows ldo apart), each
+// tile over every group of 16 rows r by K::group<NT, H>(m, r, xo, ldo, dx, sx, Y, ldy) (H halves a pass), which writes
+// Y[t * ldy + i] = row r + i . token t.
+template <class K, class E, void (*Prep)(const QAct<E>&, int, int64_t, E*, int64_t, float*, float*)>
+inline void x16_tiles(const WeightMat& m, int64_t r0, int64_t r1, const QAct<E>& x, float* Y, int64_t ldy) {
   const int64_t cols = m.cols, nb = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing between tokens
   thread_local FloatBuf bx, bs;
-  if (r0 % 16 || r1 % 16) {  // callers split rows in 16s (linear.cpp, moe_ffn.cpp)
-    float* xf = bs.get(x.ntok * cols);
-    for (int64_t t = 0; t < x.ntok; ++t)
-      for (int64_t c = 0; c < cols; ++c) {
-        const int64_t b = c / 32, i = c % 32, at = 32 * b + (i % 2 ? 16 : 0) + i / 2;
-        xf[t * cols + c] = static_cast<float>(x.q[t * x.ldq + at]) * x.d[t * x.ldb + b];
-      }
-    return rows_scalar(m, r0, r1, xf, x.ntok, cols, Y, ldy);
-  }
   constexpr int kT = K::kTokens;
   static_assert(kT == 4 || kT == 8);
-  int16_t* xo = reinterpret_cast<int16_t*>(bx.get((kT * ldo + 1) / 2));
+  E* xo = reinterpret_cast<E*>(bx.get((kT * ldo * sizeof(E) + 3) / 4));
   float* dx = bs.get(2 * kT * nb);
   float* sx = dx + kT * nb;
   for (int64_t t0 = 0; t0 < x.ntok;) {
@@ -224,6 +289,30 @@ inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Ac
     }
     t0 += nt;
   }
+}
+
+// x16_tiles over 16-bit x; rows not in whole 16s: x as fp32 (exactly its codes times d) through the scalar twin.
+template <class K, X16Prep Prep = x16_prep_i16>
+inline void x16_rows_i16(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  if (r0 % 16 || r1 % 16) {  // callers split rows in 16s (linear.cpp, moe_ffn.cpp)
+    const int64_t cols = m.cols;
+    thread_local FloatBuf bs;
+    float* xf = bs.get(x.ntok * cols);
+    for (int64_t t = 0; t < x.ntok; ++t)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t b = c / 32, i = c % 32, at = 32 * b + (i % 2 ? 16 : 0) + i / 2;
+        xf[t * cols + c] = static_cast<float>(x.q[t * x.ldq + at]) * x.d[t * x.ldb + b];
+      }
+    return rows_scalar(m, r0, r1, xf, x.ntok, cols, Y, ldy);
+  }
+  x16_tiles<K, int16_t, Prep>(m, r0, r1, x, Y, ldy);
+}
+
+// x16_tiles over int8 x (opt-in int8 activations); rows not in whole 16s: the q8 scalar twin.
+template <class K>
+inline void x16_rows_i8(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);
+  x16_tiles<K, int8_t, x16_prep_i8>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace

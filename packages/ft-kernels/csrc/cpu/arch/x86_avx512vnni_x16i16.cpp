@@ -27,6 +27,12 @@ struct Nib16 {
     const __m512i nib = _mm512_set1_epi16(0x000f);
     return k == 3 ? _mm512_srli_epi16(v, 12) : _mm512_and_si512(k ? _mm512_srli_epi16(v, 4 * k) : v, nib);
   }
+  // int8 x: the low and high nibbles as bytes (columns 8u..8u+3 and 8u+4..8u+7 of each row's dword)
+  static void bytes(const __m512i& v, __m512i& lo, __m512i& hi) {
+    const __m512i m = _mm512_set1_epi8(0x0f);
+    lo = _mm512_and_si512(v, m);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+  }
 };
 
 struct E2m1x16 {
@@ -38,6 +44,12 @@ struct E2m1x16 {
       return _mm512_and_si512(lut, _mm512_set1_epi16(0x00ff));
     }
     return _mm512_srli_epi16(lut, 8);
+  }
+  static void bytes(const __m512i& v, __m512i& lo, __m512i& hi) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
+    Nib16::bytes(v, lo, hi);
+    lo = _mm512_shuffle_epi8(table, lo);
+    hi = _mm512_shuffle_epi8(table, hi);
   }
 };
 
@@ -63,12 +75,31 @@ inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512
   }
 }
 
+// The same over int8 x (x16_prep_i8's order: natural columns) for Q8Act: the codes as unsigned bytes (D::bytes), one
+// `vpdpbusd` with x's 4 int8 columns (a dword broadcast) per nibble half: 8 a block and token, not 16. Exact (|sum|
+// <= 32 * 24 * 127 < 2^17).
+template <int NT, class D = Nib16>
+inline void dot_block16(const uint8_t* q, const int8_t* xo, int64_t ldo, __m512i (&acc)[NT]) {
+  FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+  FT_UNROLL for (int u = 0; u < 4; ++u) {
+    const uint8_t* v0 = q + 64 * u;
+    _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+    __m512i lo, hi;
+    D::bytes(_mm512_loadu_si512(v0), lo, hi);
+    FT_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m512i x0 = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u));
+      const __m512i x1 = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 4));
+      acc[t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[t], lo, x0), hi, x1);
+    }
+  }
+}
+
 struct Q4kX16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
   // Rows r..r+15 of m against NT tokens (H: the AVX2 driver's halves a pass, one vector here): Y[t * ldy + i] = row
   // r + i . token t.
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+  template <int NT, int H, class E>  // x: 16-bit codes (int16_t) or int8 (int8_t)
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
     const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
     const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
@@ -105,8 +136,8 @@ struct Q4kX16 {
 template <class F>
 struct BlockScaled16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* sx,
+  template <int NT, int H, class E>  // x: 16-bit codes (int16_t) or int8 (int8_t)
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
@@ -192,6 +223,18 @@ void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, con
 
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
   x16_rows_i16<BlockScaled16<Mxfp4Scales>>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q8_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<Q4kX16>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q8_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<BlockScaled16<Int4Scales>>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q8_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<BlockScaled16<Mxfp4Scales>>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q16_int8x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
