@@ -437,7 +437,7 @@ def test_q4_k_m_decode_plans_equal_op_by_op(hf, tmp_path, dtype, int8):
     """A Q4_K_M file (experts' ffn_down and attn_v in Q6_K in some layers): the decode plan runs GQA's q, k, v
     as three matrices as the op-by-op path does, bit for bit. The Q4_K (and Q6_K) experts and dense projections
     are repacked 16 rows interleaved (q4_k_x16, q6_k_x16) in both engines where a rows-in-lanes kernel takes
-    the engine's activations (``x16_formats``): int8 on AVX2 and AVX-512 VNNI (Q4_K only), bf16 on AMD's AVX-512 BF16,
+    the engine's activations (``x16_formats``): int8 on AVX2 and AVX-512 VNNI, bf16 on AMD's AVX-512 BF16,
     16-bit on AVX2 (Q4_K only; fp32 activations: below)."""
     path, _ = write_gguf(hf("qwen3_moe"), tmp_path / "m.gguf", "Q4_K_M", "Q4_K_M")
     repacked = x16_formats(EngineConfig(model="m", dtype=dtype, int8_activations=int8))

@@ -32,8 +32,9 @@ from test_kquants import random_blocks
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
 # the 4-bit X16 layouts (16 rows interleaved) with int8 rows-in-lanes kernels (x86_avx2_x16.h; AVX-512 VNNI:
 # x86_avx512vnni_x16i16.cpp); "/f16": INT4 scales in f16 (GGUF Q4_0)
-X16 = ["q4_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16"]
-# the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; all but q4_k_x16 by the scalar twin)
+X16 = ["q4_k_x16", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16"]
+# the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; all but q4_k_x16 and q6_k_x16 by the
+# scalar twin)
 KQ = list(kquants.FORMATS)
 
 
@@ -186,7 +187,7 @@ def test_columns_not_a_multiple_of_32_keep_fp32():
 
 
 @pytest.mark.parametrize("T", [1, 4, 7, 40])
-@pytest.mark.parametrize("fmt", Q4 + KQ + X16)
+@pytest.mark.parametrize("fmt", Q4 + KQ + [f for f in X16 if f not in KQ])
 def test_moe_int8_matches_quantised_reference(fmt, T):
     g = torch.Generator().manual_seed(T)
     # K-quants: whole super-blocks; X16: rows in 16s

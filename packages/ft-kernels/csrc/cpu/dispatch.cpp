@@ -41,6 +41,7 @@ FT_DECL_Q8(q2k, avx512vnni)
 FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni) FT_DECL_Q8(q4kx16, avxvnni)
 FT_DECL_Q8(int4x16, avx2) FT_DECL_Q8(int4x16, avx512vnni) FT_DECL_Q8(int4x16, avxvnni)
 FT_DECL_Q8(mxfp4x16, avx2) FT_DECL_Q8(mxfp4x16, avx512vnni) FT_DECL_Q8(mxfp4x16, avxvnni)
+FT_DECL_Q8(q6kx16, avx2) FT_DECL_Q8(q6kx16, avx512vnni) FT_DECL_Q8(q6kx16, avxvnni)
 #define FT_DECL_Q16(fmt) \
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
@@ -192,6 +193,7 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::Q4_K_X16: FT_PICK_Q8_X16(q4kx16)
     case Fmt::INT4_SYM_X16: FT_PICK_Q8_X16(int4x16)
     case Fmt::MXFP4_X16: FT_PICK_Q8_X16(mxfp4x16)
+    case Fmt::Q6_K_X16: FT_PICK_Q8_X16(q6kx16)
     default: return rows_q8_scalar;
   }
 }

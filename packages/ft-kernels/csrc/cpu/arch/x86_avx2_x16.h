@@ -266,8 +266,8 @@ inline void x16_tiles(const WeightMat& m, int64_t r0, int64_t r1, const QAct<E>&
   constexpr int kT = K::kTokens;
   static_assert(kT == 4 || kT == 8);
   E* xo = reinterpret_cast<E*>(bx.get((kT * ldo * sizeof(E) + 3) / 4));
-  float* dx = bs.get(2 * kT * nb);
-  float* sx = dx + kT * nb;
+  float* dx = bs.get(3 * kT * nb);
+  float* sx = dx + kT * nb;  // room for a value a half block (Q6_K_X16's int8 Prep)
   for (int64_t t0 = 0; t0 < x.ntok;) {
     const int64_t left = x.ntok - t0;
     const int nt = static_cast<int>(left >= kT ? kT : left > 4 ? 4 : left);  // 8 (zmm), then 4, 3, 2, 1
