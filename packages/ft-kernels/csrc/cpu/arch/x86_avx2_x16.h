@@ -35,6 +35,9 @@ constexpr int kX16Tokens = 8;  // tokens a tile at most (then 4, 3, 2, 1)
 #define FT_X16_NAME(name) name##_avx2
 constexpr int kX16Tokens = 4;  // tokens a tile at most for 16 ymm registers (then 3, 2, 1)
 #endif
+// Int8 x: 8 tokens a tile in both builds (16-bit sums of 8 tokens and the 4 code vectors of a half-load fit the 16 ymm
+// registers; the fp32 results, once a block, go to the stack).
+constexpr int kX16TokensI8 = 8;
 constexpr int kX16Ahead = 8192;  // software prefetch distance on the (single, sequential) tile stream
 
 // acc + the int32 dot products of w's and x's 16-bit pairs, lane by lane.
@@ -263,7 +266,7 @@ template <class K, class E, void (*Prep)(const QAct<E>&, int, int64_t, E*, int64
 inline void x16_tiles(const WeightMat& m, int64_t r0, int64_t r1, const QAct<E>& x, float* Y, int64_t ldy) {
   const int64_t cols = m.cols, nb = cols / 32, ldo = cols + 32;  // + 32: no 4 KiB aliasing between tokens
   thread_local FloatBuf bx, bs;
-  constexpr int kT = K::kTokens;
+  constexpr int kT = sizeof(E) == 1 && K::kTokens < kX16TokensI8 ? kX16TokensI8 : K::kTokens;
   static_assert(kT == 4 || kT == 8);
   E* xo = reinterpret_cast<E*>(bx.get((kT * ldo * sizeof(E) + 3) / 4));
   float* dx = bs.get(3 * kT * nb);
