@@ -142,25 +142,37 @@ void moe_experts(const MoeArgs& a) {
     }
   };
   thread_local Scratch scratch;
-  float* xs = scratch.get<float>(0, k13b || x16 ? 0 : R * H);
+  // x of the routes in sorted order: as bf16 (bf16 kernels), fp32 (fp32 kernels; with int8 x, bf16 tokens widened
+  // for the quantiser), or int8 / 16-bit codes: each token quantised once (on the pool), then gathered per route
+  float* xs = scratch.get<float>(0, q8 ? (xb ? a.T * H : 0) : k13b || x16 ? 0 : R * H);
   float* gu = scratch.get<float>(1, R * 2 * I);
   float* h = scratch.get<float>(2, R * I);
   float* out = scratch.get<float>(3, R * H);
-  uint16_t* xsb = scratch.get<uint16_t>(4, k13b || x16 ? R * H : 0);
+  uint16_t* xsb = scratch.get<uint16_t>(4, k13b ? R * H : 0);
   uint16_t* hb = scratch.get<uint16_t>(5, xb ? R * I : 0);
-  for (int64_t j = 0; j < R; ++j) {
-    int64_t t = a.tok[order[j]];
-    if (k13b || x16) {
-      std::memcpy(&xsb[j * H], static_cast<const uint16_t*>(a.x) + t * H, sizeof(uint16_t) * H);
-    } else if (xb) {
-      bf16_to_f32_n(static_cast<const uint16_t*>(a.x) + t * H, H, &xs[j * H]);
+  std::vector<int64_t> rtok(R);
+  for (int64_t j = 0; j < R; ++j) rtok[j] = a.tok[order[j]];
+  if (q8 || x16) {
+    Q8Rows xt8;
+    Q16Rows xt16;
+    if (x16) {
+      xw.gather(xt16.set(static_cast<const uint16_t*>(a.x), a.T, H, H), rtok.data(), R);
     } else {
-      std::memcpy(&xs[j * H], static_cast<const float*>(a.x) + t * H, sizeof(float) * H);
+      if (xb) bf16_to_f32_n(static_cast<const uint16_t*>(a.x), a.T * H, xs);
+      xq.gather(xt8.set(xb ? xs : static_cast<const float*>(a.x), a.T, H, H), rtok.data(), R);
+    }
+  } else {
+    for (int64_t j = 0; j < R; ++j) {
+      const int64_t t = rtok[j];
+      if (k13b) {
+        std::memcpy(&xsb[j * H], static_cast<const uint16_t*>(a.x) + t * H, sizeof(uint16_t) * H);
+      } else if (xb) {
+        bf16_to_f32_n(static_cast<const uint16_t*>(a.x) + t * H, H, &xs[j * H]);
+      } else {
+        std::memcpy(&xs[j * H], static_cast<const float*>(a.x) + t * H, sizeof(float) * H);
+      }
     }
   }
-
-  if (q8) xq.set(xs, R, H, H);
-  if (x16) xw.set(xsb, R, H, H);
 
   // Phase 1, tasks = (group, block of I): the block's gate rows and up rows of W13, then the activation
   // (+ w13 bias) for those columns of h. No two tasks write the same element of gu or h.

@@ -1,6 +1,9 @@
 #include "cpu/q8.h"
 
-#include "cpu/dispatch.h"  // quantize_q16_fn
+#include "cpu/dispatch.h"    // quantize_q16_fn, quantize_q8_fn
+#include "cpu/threadpool.h"
+
+#include <cstring>
 
 #include <algorithm>
 #include <cmath>
@@ -73,22 +76,50 @@ QRowsBuf<E>::~QRowsBuf() {
   std::free(f);
 }
 
+template <class E>
+const QAct<E>& QRowsBuf<E>::gather(const QAct<E>& src, const int64_t* rows, int64_t n) {
+  const int64_t cols = src.ldq, nb = src.ldb;
+  view = reserve(n, cols);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rows[i];
+    std::memcpy(q + i * cols, src.q + r * src.ldq, sizeof(E) * cols);  // reserve's layout: codes, d, sd
+    std::memcpy(f + i * nb, src.d + r * nb, sizeof(float) * nb);
+    std::memcpy(f + (n + 2 * i) * nb, src.sd + r * 2 * nb, sizeof(float) * 2 * nb);
+  }
+  return view;
+}
+
+// fn(t) for t in [0, ntok): on the pool in runs of ~32K elements from 2^16 (the quantisers' rows are independent).
+template <class Fn>
+static void each_row(int64_t ntok, int64_t cols, const Fn& fn) {
+  if (ntok * cols < (1 << 16)) {
+    for (int64_t t = 0; t < ntok; ++t) fn(t);
+    return;
+  }
+  const int64_t per = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(cols, 1));
+  ThreadPool::get().run((ntok + per - 1) / per, [&](int64_t b) {
+    for (int64_t t = b * per; t < std::min(ntok, b * per + per); ++t) fn(t);
+  });
+}
+
 template struct QRowsBuf<int8_t>;
 template struct QRowsBuf<int16_t>;
 
 const Q8Act& Q8Rows::set(const float* X, int64_t ntok, int64_t ldx, int64_t cols) {
   view = reserve(ntok, cols);
   const QuantizeQ8Fn quantize = quantize_q8_fn();
-  for (int64_t t = 0; t < ntok; ++t)
+  each_row(ntok, cols, [&](int64_t t) {
     quantize(X + t * ldx, cols, q + t * cols, f + t * view.ldb, f + (ntok + 2 * t) * view.ldb);
+  });
   return view;
 }
 
 const Q16Act& Q16Rows::set(const uint16_t* X, int64_t ntok, int64_t ldx, int64_t cols) {
   view = reserve(ntok, cols);
   const QuantizeQ16Fn quantize = quantize_q16_fn();
-  for (int64_t t = 0; t < ntok; ++t)
+  each_row(ntok, cols, [&](int64_t t) {
     quantize(X + t * ldx, cols, q + t * cols, f + t * view.ldb, f + (ntok + 2 * t) * view.ldb);
+  });
   return view;
 }
 

@@ -49,6 +49,9 @@ struct QRowsBuf {
   QAct<E> view;
   // Room for ntok rows of cols columns; returns the view's layout over it (not yet filled).
   QAct<E> reserve(int64_t ntok, int64_t cols);
+  // Rows rows[0..n) of src (codes, d and sd) copied in that order into this buffer; returns the view. For a MoE
+  // call's routes: each token quantised once, then gathered per route.
+  const QAct<E>& gather(const QAct<E>& src, const int64_t* rows, int64_t n);
   QRowsBuf() = default;
   QRowsBuf(const QRowsBuf&) = delete;
   QRowsBuf& operator=(const QRowsBuf&) = delete;
@@ -57,7 +60,8 @@ struct QRowsBuf {
 
 // Owns the quantised rows of ntok tokens.
 struct Q8Rows : QRowsBuf<int8_t> {
-  // Quantise X [ntok, ldx] (cols columns of each row) into this buffer; returns the view.
+  // Quantise X [ntok, ldx] (cols columns of each row) into this buffer (on the kernel pool from 2^16 elements: a
+  // caller outside its tasks); returns the view.
   const Q8Act& set(const float* X, int64_t ntok, int64_t ldx, int64_t cols);
 };
 
@@ -80,6 +84,7 @@ using RowsQ16Fn = void (*)(const WeightMat& w, int64_t r0, int64_t r1, const Q16
 
 // Owns the 16-bit rows of ntok bf16 tokens, quantised by the active ISA's quantiser (dispatch.h: quantize_q16_fn).
 struct Q16Rows : QRowsBuf<int16_t> {
+  // As Q8Rows::set (on the pool from 2^16 elements).
   const Q16Act& set(const uint16_t* X, int64_t ntok, int64_t ldx, int64_t cols);
 };
 
