@@ -6,18 +6,13 @@
 #include <cstdint>
 #include <limits>
 
+#include "cpu/arch/x86_avx2.h"  // hsum_i32
 #include "cpu/q8.h"
 
 namespace ft {
 
 namespace {
 
-inline int hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
 
 inline float pow2(int e) {  // 2^e for -126 <= e <= 127
   const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
@@ -59,8 +54,8 @@ void quantize_q16_avx2(const uint16_t* x, int64_t cols, int16_t* q, float* d, fl
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(o0, o1), 0xd8));
     const float db = pow2(E - 14);
     d[b] = db;
-    sd[2 * b] = db * static_cast<float>(hsum(_mm256_add_epi32(e0, o0)));  // |sum| < 2^20: exact
-    sd[2 * b + 1] = db * static_cast<float>(hsum(_mm256_add_epi32(e1, o1)));
+    sd[2 * b] = db * static_cast<float>(hsum_i32(_mm256_add_epi32(e0, o0)));  // |sum| < 2^20: exact
+    sd[2 * b + 1] = db * static_cast<float>(hsum_i32(_mm256_add_epi32(e1, o1)));
   }
 }
 

@@ -7,18 +7,13 @@
 
 #include <cstdint>
 
+#include "cpu/arch/x86_avx2.h"  // hsum_i32
 #include "cpu/q8.h"
 
 namespace ft {
 
 namespace {
 
-inline int hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
 
 inline float hmax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -58,8 +53,8 @@ void quantize_q8_avx2(const float* x, int64_t cols, int8_t* q, float* d, float* 
                         _mm256_permute4x64_epi64(_mm256_shuffle_epi8(n, evod), 0xd8));
     const float db = amax / 127.f;
     d[b] = db;
-    sd[2 * b] = db * static_cast<float>(hsum(_mm256_add_epi32(c[0], c[1])));
-    sd[2 * b + 1] = db * static_cast<float>(hsum(_mm256_add_epi32(c[2], c[3])));
+    sd[2 * b] = db * static_cast<float>(hsum_i32(_mm256_add_epi32(c[0], c[1])));
+    sd[2 * b + 1] = db * static_cast<float>(hsum_i32(_mm256_add_epi32(c[2], c[3])));
   }
 }
 
