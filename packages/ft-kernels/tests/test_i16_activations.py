@@ -26,20 +26,19 @@ from ft_kernels.formats import scales_f16
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
 # the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp, x86_avx2_mxfp4x16.cpp,
 # x86_avx2_int8x16.cpp); "/f16": INT4 scales in f16 (as GGUF's Q4_0)
-FMTS = (
-    KQ
-    + [
-        "int4_sym",
-        "int4_asym",
-        "q4_k_x16",
-        "int4_sym_x16",
-        "int4_sym_x16/f16",
-        "mxfp4_x16",
-        "int8_sym_x16",
-        "int8_sym_x16/f16",
-        "q6_k_x16",  # AVX-VNNI only (x86_avx2_q6kx16.cpp); elsewhere fp32 products (through the scalar twin)
-    ]
-)
+FMTS = KQ + [
+    "int4_sym",
+    "int4_asym",
+    "q4_k_x16",
+    "int4_sym_x16",
+    "int4_sym_x16/f16",
+    "mxfp4_x16",
+    "int8_sym_x16",
+    "int8_sym_x16/f16",
+    # AVX-VNNI only (x86_avx2_q6kx16.cpp, x86_avx2_q4kx16.cpp); elsewhere fp32 products (the scalar twin)
+    "q6_k_x16",
+    "q5_k_x16",
+]
 # AVX-512 BF16 with its nibble kernels off (FT_BF16_NIBBLES=0, the default on Intel): the 16-bit ones run there
 ISAS = [i for i in ("avx2", "avx512", "avx512bf16") if i in fk.available_isas()]
 
@@ -100,11 +99,11 @@ from ft_kernels import reference as R
 from test_i16_activations import FMTS, _heavy, _quantize
 assert fk.active_isa() == {isa!r}
 on = {on}
-vnni = {vnni}  # AVX2 with AVX-VNNI on: Q6_K_X16 has a 16-bit kernel too
+vnni = {vnni}  # AVX2 with AVX-VNNI on: Q6_K_X16 and Q5_K_X16 have 16-bit kernels too
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        i16 = on and (fmt != "q6_k_x16" or vnni)
+        i16 = on and (fmt not in ("q6_k_x16", "q5_k_x16") or vnni)
         assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == i16, fmt
         N = -(-N // 16) * 16 if "_x16" in fmt else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):

@@ -30,11 +30,18 @@ from test_i16_activations import _quantize
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
-# the 4-bit X16 layouts (16 rows interleaved) with int8 rows-in-lanes kernels (x86_avx2_x16.h; AVX-512 VNNI:
+# the X16 layouts (16 rows interleaved) with int8 rows-in-lanes kernels (x86_avx2_x16.h; AVX-512 VNNI:
 # x86_avx512vnni_x16i16.cpp); "/f16": INT4 scales in f16 (GGUF Q4_0)
-X16 = ["q4_k_x16", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int4_sym_x16/f16"]
-# the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; all but q4_k_x16 and q6_k_x16 by the
-# scalar twin)
+X16 = [
+    "q4_k_x16",
+    "q5_k_x16",
+    "q6_k_x16",
+    "q3_k_x16",
+    "mxfp4_x16",
+    "int4_sym_x16",
+    "int4_sym_x16/f16",
+]
+# the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; Q2_K_X16 does not exist)
 KQ = list(kquants.FORMATS)
 
 
@@ -155,7 +162,7 @@ def test_x16_repack_in_place_equals_its_twin(fmt, pad):
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 17])
 @pytest.mark.parametrize("fmt", X16)
 def test_x16_linear_int8(fmt, T):
-    """The 4-bit X16 layouts with int8 x: a SIMD kernel on x86 (``int8_simd``), within the fp32 bound of (W,
+    """The X16 layouts with int8 x: a SIMD kernel on x86 (``int8_simd``), within the fp32 bound of (W,
     quantised x) with the kernels' split terms (code offset, min), T = 1..17 (tiles of 8 / 4 and their
     remainders), K up to 2048, INT4 groups of 32 and 128."""
     base = fmt.removesuffix("/f16")

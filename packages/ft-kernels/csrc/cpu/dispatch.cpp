@@ -42,6 +42,8 @@ FT_DECL_Q8(q4kx16, avx2) FT_DECL_Q8(q4kx16, avx512vnni) FT_DECL_Q8(q4kx16, avxvn
 FT_DECL_Q8(int4x16, avx2) FT_DECL_Q8(int4x16, avx512vnni) FT_DECL_Q8(int4x16, avxvnni)
 FT_DECL_Q8(mxfp4x16, avx2) FT_DECL_Q8(mxfp4x16, avx512vnni) FT_DECL_Q8(mxfp4x16, avxvnni)
 FT_DECL_Q8(q6kx16, avx2) FT_DECL_Q8(q6kx16, avx512vnni) FT_DECL_Q8(q6kx16, avxvnni)
+FT_DECL_Q8(q5kx16, avx2) FT_DECL_Q8(q5kx16, avx512vnni) FT_DECL_Q8(q5kx16, avxvnni)
+FT_DECL_Q8(q3kx16, avx2) FT_DECL_Q8(q3kx16, avx512vnni) FT_DECL_Q8(q3kx16, avxvnni)
 #define FT_DECL_Q16(fmt) \
   void rows_q16_##fmt##_avx2(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16(q4k) FT_DECL_Q16(q5k) FT_DECL_Q16(q6k) FT_DECL_Q16(q3k) FT_DECL_Q16(q2k)
@@ -49,7 +51,7 @@ FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16)
 #define FT_DECL_Q16_VNNI(fmt) \
   void rows_q16_##fmt##_avxvnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16_VNNI(q4kx16) FT_DECL_Q16_VNNI(int4x16) FT_DECL_Q16_VNNI(mxfp4x16) FT_DECL_Q16_VNNI(int8x16)
-FT_DECL_Q16_VNNI(q6kx16)
+FT_DECL_Q16_VNNI(q6kx16) FT_DECL_Q16_VNNI(q5kx16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
@@ -194,6 +196,8 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
     case Fmt::INT4_SYM_X16: FT_PICK_Q8_X16(int4x16)
     case Fmt::MXFP4_X16: FT_PICK_Q8_X16(mxfp4x16)
     case Fmt::Q6_K_X16: FT_PICK_Q8_X16(q6kx16)
+    case Fmt::Q5_K_X16: FT_PICK_Q8_X16(q5kx16)
+    case Fmt::Q3_K_X16: FT_PICK_Q8_X16(q3kx16)
     default: return rows_q8_scalar;
   }
 }
@@ -342,6 +346,10 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // the Q6_K row kernel 15-16 / 28-30 / 32 GMAC/s, Q6_K_X16 18.5-20 / 39 / 51 (in AVX2 code 15-17.5 / 24.4 / 29:
     // not taken). Not on AVX-512, whose tile kernel reads Q6_K row-wise.
     case Fmt::Q6_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q6kx16_avxvnni : nullptr;
+    // Q5_K_X16 the same (x86_avx2_q4kx16.cpp): [16384, 2048], 1 / 4 / 8 / 128 tokens, the Q5_K row kernel 15.5-15.9 /
+    // 26.7 / 29.3 / 31.1 GMAC/s, Q5_K_X16 18.5 / 32.7 / 38.4 / 44.4-46.7 (in AVX2 code 15.2 / 25 / 25.6 / 30.3 against
+    // 13.2-15.5 / 29 / 26.2 / 29.7: not taken)
+    case Fmt::Q5_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }

@@ -62,8 +62,8 @@ def to_x16_(
 
 def int8_simd(fmt: str) -> bool:
     """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
-    scalar twin, or a format int8 activations do not apply to). ``q4_k_x16`` has one on AVX-512 VNNI only,
-    the other K-quant X16 formats none."""
+    scalar twin, or a format int8 activations do not apply to). The X16 formats have one on AVX2 and up
+    (rows in the lanes)."""
     return bool(_C.int8_simd(FORMATS[fmt]))
 
 

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "cpu/arch/x86_avx2_x16.h"  // x16_rows_i16, x16_tiles, x16_prep_i8, x16_mac, kX16Ahead
+#include "cpu/arch/x86_avx2_x16.h"  // x16_rows_i16, x16_tiles, x16_prep_i8_halves, x16_mac, kX16Ahead
 
 namespace ft {
 namespace {
@@ -87,16 +87,8 @@ struct Q6kX16 {
     }
   }
 
-  // x16_prep_i8's x, but sx with a value a half block (16 columns): sx[t * 2 nb + 2b + h] (room: x16_tiles)
-  static void prep_i8(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_t ldo, float* dx, float* sx) {
-    const int64_t nb = cols / 32;
-    x16_prep_i8(x, nt, cols, xo, ldo, dx, sx);
-    for (int t = 0; t < nt; ++t)
-      for (int64_t i = 0; i < 2 * nb; ++i) sx[t * 2 * nb + i] = x.sd[t * 2 * x.ldb + i];
-  }
-
   // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t. x:
-  // 16-bit codes (E = int16_t, x16_prep_i16's order) or int8 (int8_t, prep_i8's).
+  // 16-bit codes (E = int16_t, x16_prep_i16's order) or int8 (int8_t, x16_prep_i8_halves').
   template <int NT, int H, class E>
   static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
@@ -153,7 +145,7 @@ struct Q6kX16 {
 
 void FT_X16_NAME(rows_q8_q6kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
-  x16_tiles<Q6kX16, int8_t, Q6kX16::prep_i8>(m, r0, r1, x, Y, ldy);
+  x16_tiles<Q6kX16, int8_t, x16_prep_i8_halves>(m, r0, r1, x, Y, ldy);
 }
 
 void FT_X16_NAME(rows_q16_q6kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {

@@ -104,6 +104,37 @@ inline void x16_prep_i8(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_
   x16_block_scales(x, nt, nb, dx, sx);
 }
 
+// x16_prep_i8's x, with sx a value a half block (16 columns; room: x16_tiles): sx[t * 2 nb + 2b + h] = Q8Act's
+// sd of half h of block b, for the K-quants with a scale per 16 columns and a code offset (Q6_K_X16, Q3_K_X16).
+inline void x16_prep_i8_halves(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_t ldo, float* dx, float* sx) {
+  const int64_t nb = cols / 32;
+  x16_prep_i8(x, nt, cols, xo, ldo, dx, sx);
+  for (int t = 0; t < nt; ++t)
+    for (int64_t i = 0; i < 2 * nb; ++i) sx[t * 2 * nb + i] = x.sd[t * 2 * x.ldb + i];
+}
+
+// Q3_K_X16 (x86_avx2_q3kx16.cpp, x86_avx512vnni_x16i16.cpp): x16_prep_i8_halves' x with each 16 columns in the
+// kernels' step order, xo[16p + 4j + b] = column 16p + {0, 8, 2, 10}[b] + {0, 4, 1, 5}[j]. With kOffsets sx holds
+// instead, as int32 at the same places, -4 times the sum of the codes over each 16 columns as int16 (|sum| <= 16 *
+// 127: exact) in its low half (the AVX2 kernel's offsets).
+template <bool kOffsets>
+inline void x16_prep_i8_q3(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_t ldo, float* dx, float* sx) {
+  x16_prep_i8_halves(x, nt, cols, xo, ldo, dx, sx);
+  const __m128i perm = _mm_setr_epi8(0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15);
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < cols; c += 16) {
+      int8_t* q = xo + t * ldo + c;
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(v, perm));
+      if constexpr (kOffsets) {  // the codes + 128 as unsigned bytes, summed by `vpsadbw` in two halves of 8
+        const __m128i h = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8(-128)), _mm_setzero_si128());
+        const int sum = _mm_cvtsi128_si32(h) + _mm_extract_epi16(h, 4) - 16 * 128;
+        const uint32_t off = static_cast<uint16_t>(static_cast<int16_t>(-4 * sum));
+        std::memcpy(sx + t * 2 * (cols / 32) + c / 16, &off, 4);
+      }
+    }
+}
+
 // INT4_SYM_X16, INT8_SYM_X16: the scales of rows r + 8h..+7 for block j (columns 32j..32j+31), f16 or fp32, as fp32.
 inline __m256 x16_group_scales8(const WeightMat& m, int64_t r, int64_t j, int h) {
   const int64_t i = nib_x16_scale_at(m.scale_stride, r, 32 * j / m.group) + 8 * h;
@@ -117,16 +148,18 @@ inline __m256 x16_group_scales8(const WeightMat& m, int64_t r, int64_t j, int h)
 // a mask). X16E2m1: MXFP4's e2m1 value times 2, plus 12 (0..24; exact small integers, so the offset 12 times x's sum
 // of codes comes off with the scale): one `vpshufb` over the low (k = 0, 2) or high (k = 1, 3) nibbles of v's bytes
 // gives each byte its value, kept in `lut` (per half) for the next k of the pair, whose word is its low (k = 0, 1)
-// or high (k = 2, 3) byte. Both run k in kOrder; k is a constant once the step loop is unrolled.
+// or high (k = 2, 3) byte. Both run k in kOrder; k is a constant once the step loop is unrolled. A decoder is passed
+// to x16_dot_block as an object, whose word and bytes also take the half h (0, 1) and the load u (0..3) of the block:
+// stateless here, a Q5_K sub-block's fifth-bit plane in x86_avx2_q4kx16.cpp's.
 struct X16Nib {
   static constexpr int kOrder[4] = {0, 1, 2, 3};
-  static __m256i word(int k, const __m256i& v, __m256i& /*lut*/) {
+  static __m256i word(int k, const __m256i& v, __m256i& /*lut*/, int /*h*/ = 0, int /*u*/ = 0) {
     const __m256i nib = _mm256_set1_epi16(0x000f);
     return k == 3 ? _mm256_srli_epi16(v, 12) : _mm256_and_si256(k ? _mm256_srli_epi16(v, 4 * k) : v, nib);
   }
   // int8 x: a half-load's low and high nibbles as bytes (columns 8u..8u+3 and 8u+4..8u+7 of each row's dword)
   static constexpr int kMaxCode = 15;
-  static void bytes(const __m256i& v, __m256i& lo, __m256i& hi) {
+  static void bytes(const __m256i& v, __m256i& lo, __m256i& hi, int /*h*/ = 0, int /*u*/ = 0) {
     const __m256i m = _mm256_set1_epi8(0x0f);
     lo = _mm256_and_si256(v, m);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
@@ -138,7 +171,7 @@ alignas(16) constexpr int8_t kX16E2m1Words[16] = {12, 13, 14, 15, 16, 18, 20, 24
 
 struct X16E2m1 {
   static constexpr int kOrder[4] = {0, 2, 1, 3};  // the low nibbles' pair, then the high ones'
-  static __m256i word(int k, const __m256i& v, __m256i& lut) {
+  static __m256i word(int k, const __m256i& v, __m256i& lut, int /*h*/ = 0, int /*u*/ = 0) {
     if (k < 2) {
       const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
       const __m256i lo = _mm256_set1_epi8(0x0f);
@@ -148,7 +181,7 @@ struct X16E2m1 {
     return _mm256_srli_epi16(lut, 8);
   }
   static constexpr int kMaxCode = 24;
-  static void bytes(const __m256i& v, __m256i& lo, __m256i& hi) {
+  static void bytes(const __m256i& v, __m256i& lo, __m256i& hi, int /*h*/ = 0, int /*u*/ = 0) {
     const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
     X16Nib::bytes(v, lo, hi);
     lo = _mm256_shuffle_epi8(table, lo);
@@ -157,10 +190,11 @@ struct X16E2m1 {
 };
 
 // acc[h][t] = the int32 dots of rows 8 (h0 + h)..+7 with token t over one block of 32 columns: its 4 loads at q, q +
-// 64, ... and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order); the weights' words by D (X16Nib,
-// X16E2m1).
+// 64, ... and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order); the weights' words by dec (X16Nib,
+// X16E2m1, ...).
 template <int NT, int H, class D = X16Nib>
-inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t ldo, __m256i (&acc)[H][NT]) {
+inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t ldo, __m256i (&acc)[H][NT],
+                          const D& dec = D()) {
   FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
   // a loop: unrolled, GCC hoisted the 4 loads and spilled products (Q4_K_X16, one Zen 4 core at one token: 31 -> 35
   // GMAC/s)
@@ -173,7 +207,7 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
     FT_UNROLL for (int i = 0; i < 4; ++i) {
       const int k = D::kOrder[i];
       __m256i w[H];
-      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = D::word(k, v[h], lut[h]);
+      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = dec.word(k, v[h], lut[h], h0 + h, u);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
         FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = x16_mac(acc[h][t], w[h], xp);
@@ -182,18 +216,19 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int16_t* xo, int64_t l
   }
 }
 
-// The same over int8 x (x16_prep_i8's order) for Q8Act: the codes as unsigned bytes (D::bytes) against x's signed
+// The same over int8 x (x16_prep_i8's order) for Q8Act: the codes as unsigned bytes (dec.bytes) against x's signed
 // ones, 4 columns a dword. With AVX-VNNI one `vpdpbusd` adds a row's 4 products to its lane in int32. In AVX2
 // `vpmaddubsw` sums pairs in int16 (|pair| <= 2 * D::kMaxCode * 127, no saturation), `vpaddw` adds the pairs of
 // kWiden loads (|sum| <= 4 kWiden kMaxCode 127 < 2^15: 4 loads for codes <= 15, 2 for MXFP4's <= 24), and one
 // `vpmaddwd` with ones widens them to int32: per 8 rows, 4 columns and token 1 + 1 instructions, against the 16-bit
-// path's 2 + 2. Exact: |sum| <= 32 * 24 * 127 < 2^17.
+// path's 2 + 2. Exact: |sum| <= 32 * 31 * 127 < 2^17.
 template <int NT, int H, class D = X16Nib>
-inline void x16_dot_block(const uint8_t* q, int h0, const int8_t* xo, int64_t ldo, __m256i (&acc)[H][NT]) {
+inline void x16_dot_block(const uint8_t* q, int h0, const int8_t* xo, int64_t ldo, __m256i (&acc)[H][NT],
+                          const D& dec = D()) {
 #if defined(__AVXVNNI__)
   FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
 #else
-  constexpr int kWiden = D::kMaxCode <= 15 ? 4 : 2;
+  constexpr int kWiden = D::kMaxCode <= 15 ? 4 : 2;  // Q5_K's codes <= 31: 2
   static_assert(4 * kWiden * D::kMaxCode * 127 < 32768);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i s[H][NT];
@@ -203,7 +238,7 @@ inline void x16_dot_block(const uint8_t* q, int h0, const int8_t* xo, int64_t ld
     _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
     __m256i lo[H], hi[H];
     FT_UNROLL for (int h = 0; h < H; ++h)
-        D::bytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * (h0 + h))), lo[h], hi[h]);
+        dec.bytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + 32 * (h0 + h))), lo[h], hi[h], h0 + h, u);
     FT_UNROLL for (int t = 0; t < NT; ++t) {
       const __m256i x0 = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u));
       const __m256i x1 = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 4));

@@ -19,6 +19,7 @@
 
 #include "cpu/arch/rows_common.h"         // FT_UNROLL
 #include "cpu/arch/x86_avx512bf16_x16.h"  // x16_rows, Sub16X16, kX16Ahead
+#include "cpu/arch/x86_kq_fields.h"       // x16_q3_scales6
 
 namespace ft {
 namespace {
@@ -39,14 +40,9 @@ struct Q3kX16 {
       _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 1728)));
   }
-  // The 16 rows' d (sc_j - 32) of sub-block j (0..15): sc_j's low 4 bits in nibble j / 8 of byte plane j % 8, its
-  // high 2 bits at bit 2 (j / 4) of plane 8 + j % 4 (planes of 16 rows at 1536 + 16k).
+  // The 16 rows' d (sc_j - 32) of sub-block j (0..15).
   static __m512 scale(const uint8_t* tile, int j, __m512 d) {
-    auto ld = [&](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1536 + 16 * k)); };
-    const __m128i a = ld(j % 8), b = ld(8 + j % 4);
-    const __m128i lo = _mm_and_si128(j < 8 ? a : _mm_srli_epi16(a, 4), _mm_set1_epi8(15));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2 * (j / 4)), _mm_set1_epi8(3));
-    const __m512i sc = _mm512_cvtepu8_epi32(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+    const __m512i sc = _mm512_cvtepu8_epi32(x16_q3_scales6(tile + 1536, j));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))));
   }
   void decode(const uint8_t* tile, int j, __m512bh (&w)[8]) const {

@@ -9,13 +9,15 @@
 // weights (16 rows, one block of 32 columns) and token: 16 `vpdpwssd` and 16 broadcasts after 4 loads and 7 shifts
 // and masks shared by the tile's tokens, then Q4_K's two FMAs (d sc dx; dmin m sx) or INT4's two (s dx; s 8 sx).
 // Tiles of 4..1 tokens (x16_rows_i16); Q4_K_X16 at one token a call goes to the AVX2 kernel. Exact integer dots;
-// the fp32 scaling is the AVX2 kernels' lane for lane.
+// the fp32 scaling is the AVX2 kernels' lane for lane. Int8 x (opt-in) also on Q5_K_X16 (Q4_K_X16's with the fifth
+// bits joined, Q5Bytes16) and Q3_K_X16 (x86_avx2_q3kx16.cpp's, 16 rows a vector).
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "cpu/arch/x86_avx2_x16.h"       // x16_rows_i16, x16_prep_i16's column-pair order, kX16Ahead
 #include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin, x16_group_scales
+#include "cpu/arch/x86_kq_fields.h"       // x16_q3_scales6
 
 namespace ft {
 namespace {
@@ -28,7 +30,7 @@ struct Nib16 {
     return k == 3 ? _mm512_srli_epi16(v, 12) : _mm512_and_si512(k ? _mm512_srli_epi16(v, 4 * k) : v, nib);
   }
   // int8 x: the low and high nibbles as bytes (columns 8u..8u+3 and 8u+4..8u+7 of each row's dword)
-  static void bytes(const __m512i& v, __m512i& lo, __m512i& hi) {
+  static void bytes(const __m512i& v, __m512i& lo, __m512i& hi, int /*u*/ = 0) {
     const __m512i m = _mm512_set1_epi8(0x0f);
     lo = _mm512_and_si512(v, m);
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
@@ -45,7 +47,7 @@ struct E2m1x16 {
     }
     return _mm512_srli_epi16(lut, 8);
   }
-  static void bytes(const __m512i& v, __m512i& lo, __m512i& hi) {
+  static void bytes(const __m512i& v, __m512i& lo, __m512i& hi, int /*u*/ = 0) {
     const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
     Nib16::bytes(v, lo, hi);
     lo = _mm512_shuffle_epi8(table, lo);
@@ -75,17 +77,31 @@ inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512
   }
 }
 
-// The same over int8 x (x16_prep_i8's order: natural columns) for Q8Act: the codes as unsigned bytes (D::bytes), one
+// Q5_K_X16's codes as bytes for int8 x (x86_avx2_q4kx16.cpp's Q5Bytes, 16 rows a vector): P, the sub-block's plane of
+// fifth bits; R, its dwords rotated down by a byte. A low nibble's fifth bit is bit 4 + u of its byte of P, a high
+// nibble's bit u of its byte of R (load u of the sub-block).
+struct Q5Bytes16 {
+  __m512i P, R;
+  explicit Q5Bytes16(const uint8_t* plane) : P(_mm512_loadu_si512(plane)), R(_mm512_ror_epi32(P, 8)) {}
+  void bytes(const __m512i& v, __m512i& lo, __m512i& hi, int u) const {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m5 = _mm512_set1_epi8(0x10);
+    // (a & b) | c, a | (b & c): ternary-logic 0xea, 0xf8
+    lo = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), _mm512_srli_epi16(P, u), m5, 0xf8);
+    hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_slli_epi16(R, 4 - u), m5, 0xf8);
+  }
+};
+
+// The same over int8 x (x16_prep_i8's order: natural columns) for Q8Act: the codes as unsigned bytes (dec.bytes), one
 // `vpdpbusd` with x's 4 int8 columns (a dword broadcast) per nibble half: 8 a block and token, not 16. Exact (|sum|
-// <= 32 * 24 * 127 < 2^17).
+// <= 32 * 31 * 127 < 2^17).
 template <int NT, class D = Nib16>
-inline void dot_block16(const uint8_t* q, const int8_t* xo, int64_t ldo, __m512i (&acc)[NT]) {
+inline void dot_block16(const uint8_t* q, const int8_t* xo, int64_t ldo, __m512i (&acc)[NT], const D& dec = D()) {
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
   FT_UNROLL for (int u = 0; u < 4; ++u) {
     const uint8_t* v0 = q + 64 * u;
     _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
     __m512i lo, hi;
-    D::bytes(_mm512_loadu_si512(v0), lo, hi);
+    dec.bytes(_mm512_loadu_si512(v0), lo, hi, u);
     FT_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512i x0 = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u));
       const __m512i x1 = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 4));
@@ -94,8 +110,11 @@ inline void dot_block16(const uint8_t* q, const int8_t* xo, int64_t ldo, __m512i
   }
 }
 
-struct Q4kX16 {
+// Q4_K_X16 (Q5 false) or Q5_K_X16 (Q5 true: int8 x only).
+template <bool Q5>
+struct KX16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
+  static constexpr int64_t kTileBytes = Q5 ? kX16Q5Tile : kX16Tile, kScales = Q5 ? 2560 : 2048, kD = kScales + 192;
   // Rows r..r+15 of m against NT tokens (H: the AVX2 driver's halves a pass, one vector here): Y[t * ldy + i] = row
   // r + i . token t.
   template <int NT, int H, class E>  // x: 16-bit codes (int16_t) or int8 (int8_t)
@@ -106,23 +125,84 @@ struct Q4kX16 {
     __m512 y[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* tile = g + s * kX16Tile;
-      const __m512 d = x16_d(tile), dmin = x16_dmin(tile);
+      const uint8_t* tile = g + s * kTileBytes;
+      const __m512 d = x16_d(tile, kD), dmin = x16_dmin(tile, kD);
       for (int jj = 0; jj < 4; ++jj) {
         // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
-        _mm_prefetch(reinterpret_cast<const char*>(tile + 2048 + 64 * jj) + kX16Ahead, _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
         __m512 sc[2], mn[2];
-        x16_scale_min(tile + 2048, jj, sc[0], mn[0], sc[1], mn[1]);
+        x16_scale_min(tile + kScales, jj, sc[0], mn[0], sc[1], mn[1]);
         FT_UNROLL for (int hb = 0; hb < 2; ++hb) {
           const int j = jj + 4 * hb;  // sub-block: block 8s + j of x
           __m512i acc[NT];
-          dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc);
+          if constexpr (Q5) {
+            static_assert(sizeof(E) == 1, "Q5_K_X16: int8 x only");
+            const uint8_t* plane = tile + 2048 + 64 * j;
+            _mm_prefetch(reinterpret_cast<const char*>(plane) + kX16Ahead, _MM_HINT_T1);
+            dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc, Q5Bytes16(plane));
+          } else {
+            dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc);
+          }
           const __m512 dsc = _mm512_mul_ps(d, sc[hb]), dmn = _mm512_mul_ps(dmin, mn[hb]);
           FT_UNROLL for (int t = 0; t < NT; ++t) {
             const int64_t b = t * nb + 8 * s + j;
             y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(dx[b])), y[t]);
             y[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(sx[b]), y[t]);
           }
+        }
+      }
+    }
+    FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
+// Q3_K_X16 with int8 x: x86_avx2_q3kx16.cpp's AVX-VNNI kernel with the 16 rows in one vector (x16_prep_i8_q3's
+// x): per sub-block of 16 columns and token 4 `vpdpbusd` (one a step of 4 columns), then y += d (sc - 32) (dx dot -
+// 4 sxh) in two FMAs. Exact integer dots (|dot| <= 16 * 7 * 127).
+struct Q3kX16 {
+  static constexpr int kTokens = 8;  // tokens a tile at most
+  // step j's codes (0..7) as bytes, from the low fields v, the high bits hv (shifted down by the sub-block's parity)
+  // and rv (hv's dwords rotated down by a byte: code 7's bit)
+  static __m512i bytes(int j, const __m512i& v, const __m512i& hv, const __m512i& rv) {
+    const __m512i lo = _mm512_and_si512(j ? _mm512_srli_epi16(v, 2 * j) : v, _mm512_set1_epi8(3));
+    if (j < 3) return _mm512_ternarylogic_epi32(lo, j ? _mm512_srli_epi16(hv, 2 * j) : hv, _mm512_set1_epi8(4), 0xf8);
+    const __m512i odd = _mm512_and_si512(_mm512_slli_epi16(rv, 2), _mm512_set1_epi16(0x0400));
+    return _mm512_ternarylogic_epi32(_mm512_or_si512(lo, odd), _mm512_srli_epi16(hv, 6), _mm512_set1_epi16(0x0004), 0xf8);
+  }
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int8_t* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
+    __m512 y[NT];
+    FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* tile = g + s * kX16Q3Tile;
+      FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+      const __m512 d = x16_d(tile, 1728);
+#pragma GCC unroll 1
+      for (int p = 0; p < 16; ++p) {  // sub-block p: columns 16p..16p+15 of the super-block
+        const uint8_t* lq = tile + 64 * p;
+        const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+        _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+        if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+        const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
+        const __m512i hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw, rv = _mm512_ror_epi32(hv, 8);
+        const int8_t* xs = xo + kQK * s + 16 * p;
+        __m512i acc[NT];
+        FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+        FT_UNROLL for (int j = 0; j < 4; ++j) {
+          const __m512i w = bytes(j, v, hv, rv);
+          FT_UNROLL for (int t = 0; t < NT; ++t)
+              acc[t] = _mm512_dpbusd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j)));
+        }
+        const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(x16_q3_scales6(tile + 1536, p)), _mm512_set1_epi32(32));
+        const __m512 dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+        FT_UNROLL for (int t = 0; t < NT; ++t) {
+          const int64_t b = t * nb + 8 * s + p / 2;  // the activation block of 32 columns
+          y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(dx[b])), y[t]);
+          y[t] = _mm512_fnmadd_ps(dsc, _mm512_set1_ps(4.f * sx[t * 2 * nb + 16 * s + p]), y[t]);
         }
       }
     }
@@ -214,7 +294,7 @@ void rows_q16_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, cons
   // one token: the AVX2 kernel kept one core's DRAM stream fuller (Sapphire-Rapids class, [73728, 2048]: 18.3-19.2
   // against 17.3-18.1 GMAC/s; a 48-layer Q4_K_M decode on one core 6.6 against 6.3 tok/s; equal on two)
   if (x.ntok == 1) return rows_q16_q4kx16_avx2(m, r0, r1, x, Y, ldy);
-  x16_rows_i16<Q4kX16>(m, r0, r1, x, Y, ldy);
+  x16_rows_i16<KX16<false>>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
@@ -226,7 +306,16 @@ void rows_q16_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, co
 }
 
 void rows_q8_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
-  x16_rows_i8<Q4kX16>(m, r0, r1, x, Y, ldy);
+  x16_rows_i8<KX16<false>>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q8_q5kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  x16_rows_i8<KX16<true>>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q8_q3kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
+  x16_tiles<Q3kX16, int8_t, x16_prep_i8_q3<false>>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q8_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {

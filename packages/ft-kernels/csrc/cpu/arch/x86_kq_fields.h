@@ -51,5 +51,16 @@ inline __m128i q3k_scales16(const uint8_t* b) {
   return _mm_or_si128(lo, _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi8(3)), 4));
 }
 
+// A Q3_K_X16 tile's (cpu/formats.h) 6-bit scales (0..63, before the - 32) of sub-block j (0..15) of its 16 rows, a
+// byte a row: sc_j's low 4 bits in nibble j / 8 of byte plane j % 8, its high 2 bits at bit 2 (j / 4) of plane
+// 8 + j % 4 (the planes of 16 rows at P + 16k: the tile's 1536).
+inline __m128i x16_q3_scales6(const uint8_t* P, int j) {
+  auto ld = [&](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 16 * k)); };
+  const __m128i a = ld(j % 8), b = ld(8 + j % 4);
+  const __m128i lo = _mm_and_si128(j < 8 ? a : _mm_srli_epi16(a, 4), _mm_set1_epi8(15));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2 * (j / 4)), _mm_set1_epi8(3));
+  return _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
+}
+
 }  // namespace
 }  // namespace ft

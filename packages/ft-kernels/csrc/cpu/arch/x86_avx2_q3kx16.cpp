@@ -1,0 +1,153 @@
+// AVX2, int8 activations (opt-in, cpu/q8.h: Q8Act) for Q3_K_X16 (Q3_K with 16 rows interleaved: Q3_K_M / Q3_K_S
+// files' experts and projections, cpu/formats.h): rows in the lanes (x86_avx2_x16.h). Built for AVX2 and for AVX-VNNI.
+//
+// A half-load of a sub-block's low 2-bit fields (16 columns, one scale) is row i's 16 codes in dword i: byte b holds
+// the fields k = 4 (b % 2) .. +3 of word b / 2, so ((v >> 2j) & 3) puts in byte b the code of column 16p + {0, 8, 2,
+// 10}[b] + {0, 4, 1, 5}[j] (cpu/formats.h), step j = 0..3 taking 4 columns of each row. The high-bit word (shifted
+// down by the sub-block's parity) has code k's bit 2 above its field (k < 7), so ((hv >> 2j) & 4) is its bit in
+// place; code 7's (j = 3, odd bytes) lies at bit 0 of the dword's other word: a byte rotation, once a sub-block. x is
+// put in the same column order (x16_prep_i8_q3), so each step is one dword broadcast of x's 4 int8 columns against 4 bytes a
+// row. With AVX-VNNI `vpdpbusd` sums them in int32, and per sub-block y += d (sc - 32) (dx dot - 4 sxh) (sxh: dx
+// times x's sum over those 16 columns, Q8Act's sd halves) in two FMAs. In AVX2 `vpmaddubsw` pairs of the 4 steps are
+// summed in int16 with -4 times x's sum of codes there, and one `vpmaddwd` by sc - 32 gives each row its scaled
+// integer sum (exact: below); the two sub-blocks of an activation block add in int32 before one conversion and FMA
+// by d dx. Exact integer dots (|dot| <= 16 * 7 * 127 < 2^14).
+//
+// Per 128 weights (8 rows, one sub-block) and token: 4 broadcasts and 4 `vpdpbusd` and 2 FMAs (or 4 `vpmaddubsw`, 4
+// `vpaddw`, 1 `vpmaddwd`, 1 `vpaddd` and half an FMA), after 2 loads and ~24 shifts, masks and ors shared by the
+// tile's tokens.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/arch/x86_avx2_x16.h"   // x16_tiles, x16_prep_i8_q3, kX16Ahead
+#include "cpu/arch/x86_kq_fields.h"  // x16_q3_scales6
+
+namespace ft {
+namespace {
+
+struct Q3kX16 {
+  static constexpr int kTokens = kX16TokensI8;  // tokens a tile at most
+
+#if defined(__AVXVNNI__)
+  static constexpr bool kOffsets = false;
+#else
+  static constexpr bool kOffsets = true;  // x16_prep_i8_q3's int16 offsets in sx
+#endif
+
+  // Step j's codes (0..7) as bytes, from a half-load v of low fields, hv (the high bits, shifted down by the
+  // sub-block's parity) and rv (hv's bytes rotated down by one within each dword).
+  static __m256i bytes(int j, const __m256i& v, const __m256i& hv, const __m256i& rv) {
+    const __m256i lo = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, _mm256_set1_epi8(3));
+    if (j < 3) return _mm256_or_si256(lo, _mm256_and_si256(j ? _mm256_srli_epi16(hv, 2 * j) : hv, _mm256_set1_epi8(4)));
+    const __m256i even = _mm256_and_si256(_mm256_srli_epi16(hv, 6), _mm256_set1_epi16(0x0004));
+    const __m256i odd = _mm256_and_si256(_mm256_slli_epi16(rv, 2), _mm256_set1_epi16(0x0400));
+    return _mm256_or_si256(lo, _mm256_or_si256(even, odd));
+  }
+
+  // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t; x in
+  // x16_prep_i8_q3's order.
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int8_t* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
+    const __m256i rot = _mm256_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,  //
+                                         1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12);
+    for (int h0 = 0; h0 < 2; h0 += H) {
+      __m256 y[H][NT];
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* tile = g + s * kX16Q3Tile;
+        FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+        __m256 d[H];
+        FT_UNROLL for (int h = 0; h < H; ++h)
+            d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+#if !defined(__AVXVNNI__)
+        __m256i acc2[H][NT];  // the int32 sums of the two sub-blocks of one activation block
+#endif
+#pragma GCC unroll 1
+        for (int p = 0; p < 16; ++p) {  // sub-block p: columns 16p..16p+15 of the super-block
+          const uint8_t* lq = tile + 64 * p;
+          const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+          if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+          __m256i v[H], hv[H], rv[H];
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
+            const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
+            hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
+            rv[h] = _mm256_shuffle_epi8(hv[h], rot);
+          }
+          const int8_t* xs = xo + kQK * s + 16 * p;
+#if defined(__AVXVNNI__)
+          __m256i acc[H][NT];
+          FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
+#else
+          __m256i s16[H][NT];
+#endif
+          FT_UNROLL for (int j = 0; j < 4; ++j) {
+            __m256i w[H];
+            FT_UNROLL for (int h = 0; h < H; ++h) w[h] = bytes(j, v[h], hv[h], rv[h]);
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i xq = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j));
+              FT_UNROLL for (int h = 0; h < H; ++h) {
+#if defined(__AVXVNNI__)
+                acc[h][t] = _mm256_dpbusd_avx_epi32(acc[h][t], w[h], xq);
+#else
+                const __m256i pr = _mm256_maddubs_epi16(w[h], xq);
+                s16[h][t] = j ? _mm256_add_epi16(s16[h][t], pr) : pr;
+#endif
+              }
+            }
+          }
+          const __m128i sc6 = x16_q3_scales6(tile + 1536, p);
+#if defined(__AVXVNNI__)
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
+            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32));
+            const __m256 dsc = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const int64_t b = t * nb + 8 * s + p / 2;  // the activation block of 32 columns
+              y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
+              y[h][t] = _mm256_fnmadd_ps(dsc, _mm256_set1_ps(4.f * sx[t * 2 * nb + 16 * s + p]), y[h][t]);
+            }
+          }
+#else
+          // the offset into the int16 sums (|sum| <= 16 * 7 * 127 + 4 * 16 * 127 < 2^15), the scale by `vpmaddwd`
+          // (sc - 32 in both words of a row's dword): exact, |sum| <= 2 * 32 * 22352 < 2^21 over the block's two
+          // sub-blocks, then one conversion and FMA by d dx a block
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
+            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32));
+            const __m256i scw = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xaa);
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i off = _mm256_set1_epi32(reinterpret_cast<const int32_t*>(sx)[t * 2 * nb + 16 * s + p]);
+              const __m256i a = _mm256_madd_epi16(_mm256_add_epi16(s16[h][t], off), scw);
+              acc2[h][t] = p % 2 ? _mm256_add_epi32(acc2[h][t], a) : a;
+            }
+            if (p % 2) {
+              FT_UNROLL for (int t = 0; t < NT; ++t) {
+                const int64_t b = t * nb + 8 * s + p / 2;
+                y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc2[h][t]), _mm256_mul_ps(d[h], _mm256_set1_ps(dx[b])), y[h][t]);
+              }
+            }
+          }
+#endif
+        }
+      }
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t)
+          _mm256_storeu_ps(Y + t * ldy + 8 * (h0 + h), y[h][t]);
+    }
+  }
+};
+
+}  // namespace
+
+void FT_X16_NAME(rows_q8_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
+  x16_tiles<Q3kX16, int8_t, x16_prep_i8_q3<Q3kX16::kOffsets>>(m, r0, r1, x, Y, ldy);
+}
+
+}  // namespace ft
