@@ -35,9 +35,10 @@ FMTS = KQ + [
     "mxfp4_x16",
     "int8_sym_x16",
     "int8_sym_x16/f16",
-    # AVX-VNNI only (x86_avx2_q6kx16.cpp, x86_avx2_q4kx16.cpp); elsewhere fp32 products (the scalar twin)
+    # AVX-VNNI only (x86_avx2_q6kx16.cpp, _q4kx16.cpp, _q3kx16.cpp); elsewhere fp32 products (the scalar twin)
     "q6_k_x16",
     "q5_k_x16",
+    "q3_k_x16",
 ]
 # AVX-512 BF16 with its nibble kernels off (FT_BF16_NIBBLES=0, the default on Intel): the 16-bit ones run there
 ISAS = [i for i in ("avx2", "avx512", "avx512bf16") if i in fk.available_isas()]
@@ -99,11 +100,11 @@ from ft_kernels import reference as R
 from test_i16_activations import FMTS, _heavy, _quantize
 assert fk.active_isa() == {isa!r}
 on = {on}
-vnni = {vnni}  # AVX2 with AVX-VNNI on: Q6_K_X16 and Q5_K_X16 have 16-bit kernels too
+vnni = {vnni}  # AVX2 with AVX-VNNI on: Q6_K_X16, Q5_K_X16 and Q3_K_X16 have 16-bit kernels too
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        i16 = on and (fmt not in ("q6_k_x16", "q5_k_x16") or vnni)
+        i16 = on and (fmt not in ("q6_k_x16", "q5_k_x16", "q3_k_x16") or vnni)
         assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == i16, fmt
         N = -(-N // 16) * 16 if "_x16" in fmt else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):
@@ -193,6 +194,7 @@ def test_not_where_bf16_kernels_run_or_for_other_formats():
         ("int8_sym", 256, 32),
         ("q6_k_x16", 256, 32),
         ("q5_k_x16", 256, 32),
+        ("q3_k_x16", 256, 32),
         ("mxfp4", 256, 32),
         ("nvfp4", 256, 32),
         ("int4_sym", 256, 128),

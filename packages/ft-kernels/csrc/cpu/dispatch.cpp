@@ -51,7 +51,7 @@ FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16)
 #define FT_DECL_Q16_VNNI(fmt) \
   void rows_q16_##fmt##_avxvnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 FT_DECL_Q16_VNNI(q4kx16) FT_DECL_Q16_VNNI(int4x16) FT_DECL_Q16_VNNI(mxfp4x16) FT_DECL_Q16_VNNI(int8x16)
-FT_DECL_Q16_VNNI(q6kx16) FT_DECL_Q16_VNNI(q5kx16)
+FT_DECL_Q16_VNNI(q6kx16) FT_DECL_Q16_VNNI(q5kx16) FT_DECL_Q16_VNNI(q3kx16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
@@ -350,6 +350,9 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // 26.7 / 29.3 / 31.1 GMAC/s, Q5_K_X16 18.5 / 32.7 / 38.4 / 44.4-46.7 (in AVX2 code 15.2 / 25 / 25.6 / 30.3 against
     // 13.2-15.5 / 29 / 26.2 / 29.7: not taken)
     case Fmt::Q5_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
+    // and Q3_K_X16 (x86_avx2_q3kx16.cpp): the Q3_K row kernel 17.7 / 27.1-29.7 / 27.7 / 30.1 GMAC/s, Q3_K_X16 18.2 /
+    // 37.2 / 44.3 / 48 (in AVX2 code 15.3 / 25.5 / 25.3 / 27 against 17.6 / 27.6 / 27.5 / 27.4: not taken)
+    case Fmt::Q3_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }

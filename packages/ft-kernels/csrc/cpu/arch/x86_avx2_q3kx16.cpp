@@ -143,11 +143,88 @@ struct Q3kX16 {
   }
 };
 
+// 16-bit x (a bf16 engine's exact path, Q16Act; x16_prep_i16's order is the low fields' column pairs: xo[16p + 2k +
+// {0, 1}] = columns 16p + 8 (k / 4) + {0, 4, 1, 5}[k % 4] + {0, 2}): code k's pair of words (k < 7: its field at 2k
+// of v, its high bit at 2k + 2 of hv; k = 7: the high bit at bit 0 of the dword's other word, sw) less 4, into
+// `vpmaddwd` (or `vpdpwssd`) with x's pair broadcast; y += d (sc - 32) dx dot a sub-block (|dot| <= 16 * 4 * 2^15).
+struct Q3kX16W {
+  static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
+  static __m256i word(int k, const __m256i& v, const __m256i& hv, const __m256i& sw) {
+    __m256i c;
+    if (k < 7)
+      c = _mm256_or_si256(_mm256_and_si256(k ? _mm256_srli_epi16(v, 2 * k) : v, _mm256_set1_epi16(3)),
+                          _mm256_and_si256(k ? _mm256_srli_epi16(hv, 2 * k) : hv, _mm256_set1_epi16(4)));
+    else
+      c = _mm256_or_si256(_mm256_srli_epi16(v, 14), _mm256_and_si256(_mm256_slli_epi16(sw, 2), _mm256_set1_epi16(4)));
+    return _mm256_sub_epi16(c, _mm256_set1_epi16(4));
+  }
+  template <int NT, int H>
+  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* /*sx*/,
+                    float* Y, int64_t ldy) {
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
+    const __m256i swap = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,  //
+                                          2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    for (int h0 = 0; h0 < 2; h0 += H) {
+      __m256 y[H][NT];
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* tile = g + s * kX16Q3Tile;
+        FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+        __m256 d[H];
+        FT_UNROLL for (int h = 0; h < H; ++h)
+            d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+#pragma GCC unroll 1
+        for (int p = 0; p < 16; ++p) {
+          const uint8_t* lq = tile + 64 * p;
+          const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+          if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+          __m256i v[H], hv[H], sw[H], acc[H][NT];
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
+            const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
+            hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
+            sw[h] = _mm256_shuffle_epi8(hv[h], swap);
+            FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
+          }
+          const int16_t* xs = xo + kQK * s + 16 * p;
+          FT_UNROLL for (int k = 0; k < 8; ++k) {
+            __m256i w[H];
+            FT_UNROLL for (int h = 0; h < H; ++h) w[h] = word(k, v[h], hv[h], sw[h]);
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 2 * k));
+              FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = x16_mac(acc[h][t], w[h], xp);
+            }
+          }
+          const __m128i sc6 = x16_q3_scales6(tile + 1536, p);
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
+            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32));
+            const __m256 dsc = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const int64_t b = t * nb + 8 * s + p / 2;
+              y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
+            }
+          }
+        }
+      }
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t)
+          _mm256_storeu_ps(Y + t * ldy + 8 * (h0 + h), y[h][t]);
+    }
+  }
+};
+
 }  // namespace
 
 void FT_X16_NAME(rows_q8_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
   x16_tiles<Q3kX16, int8_t, x16_prep_i8_q3<Q3kX16::kOffsets>>(m, r0, r1, x, Y, ldy);
+}
+
+void FT_X16_NAME(rows_q16_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  x16_rows_i16<Q3kX16W>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft
