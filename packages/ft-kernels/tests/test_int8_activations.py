@@ -26,21 +26,14 @@ import torch
 from fp32_bounds import linear_bound
 from ft_kernels import kquants
 from ft_kernels import reference as R
+from ft_kernels.formats import REPACKED
 from test_i16_activations import _quantize
 from test_kquants import random_blocks
 
 Q4 = ["mxfp4", "nvfp4", "int4_sym", "int4_asym"]
 # the X16 layouts (16 rows interleaved) with int8 rows-in-lanes kernels (x86_avx2_x16.h; AVX-512 VNNI:
 # x86_avx512vnni_x16i16.cpp); "/f16": INT4 scales in f16 (GGUF Q4_0)
-X16 = [
-    "q4_k_x16",
-    "q5_k_x16",
-    "q6_k_x16",
-    "q3_k_x16",
-    "mxfp4_x16",
-    "int4_sym_x16",
-    "int4_sym_x16/f16",
-]
+X16 = [f for f in REPACKED if f in R.INT8_FORMATS] + ["int4_sym_x16/f16"]
 # the K-quants, row-wise and X16 (rows in the lanes: 16 rows interleaved; Q2_K_X16 does not exist)
 KQ = list(kquants.FORMATS)
 

@@ -53,8 +53,8 @@ from ft_kernels import _C, kquants
 # "q4_k", "q5_k", "q6_k", "q4_k_x16", "q3_k", "q2_k", "q6_k_x16", "mxfp4_x16", "int4_sym_x16", "int8_sym_x16",
 # "fp8_e4m3_x16", "q5_k_x16", "q3_k_x16".
 FORMATS = {name: code for code, name in enumerate(_C.format_names())}
-# Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, int8 ones on
-# AVX-512 VNNI), never stored nor offered as a format to convert or re-quantise to.
+# Layouts made at load for a faster kernel (rows in the lanes: bf16 activations on AMD's AVX-512 BF16, 16-bit ones
+# elsewhere, int8 ones on x86), never stored nor offered as a format to convert or re-quantise to.
 REPACKED = (
     "q4_k_x16",
     "q5_k_x16",

@@ -1,5 +1,8 @@
 // AVX2, int8 activations (opt-in, cpu/q8.h: Q8Act) for Q3_K_X16 (Q3_K with 16 rows interleaved: Q3_K_M / Q3_K_S
 // files' experts and projections, cpu/formats.h): rows in the lanes (x86_avx2_x16.h). Built for AVX2 and for AVX-VNNI.
+// Also 16-bit x (a bf16 engine's exact path, Q16Act; taken with AVX-VNNI only, dispatch.cpp): x16_prep_i16's order is
+// the low fields' column pairs (xo[16p + 2k + {0, 1}] = columns 16p + 8 (k / 4) + {0, 4, 1, 5}[k % 4] + {0, 2}), so
+// code k's pair of words less 4 meets x's pair in `vpdpwssd` (or `vpmaddwd`); y += d (sc - 32) dx dot a sub-block.
 //
 // A half-load of a sub-block's low 2-bit fields (16 columns, one scale) is row i's 16 codes in dword i: byte b holds
 // the fields k = 4 (b % 2) .. +3 of word b / 2, so ((v >> 2j) & 3) puts in byte b the code of column 16p + {0, 8, 2,
@@ -27,15 +30,14 @@ namespace ft {
 namespace {
 
 struct Q3kX16 {
-  static constexpr int kTokens = kX16TokensI8;  // tokens a tile at most
-
+  static constexpr int kTokens = kX16Tokens;  // tokens a tile at most (int8 x: kX16TokensI8, x16_tiles)
 #if defined(__AVXVNNI__)
   static constexpr bool kOffsets = false;
 #else
-  static constexpr bool kOffsets = true;  // x16_prep_i8_q3's int16 offsets in sx
+  static constexpr bool kOffsets = true;  // int8 x: x16_prep_i8_q3's int16 offsets in sx
 #endif
 
-  // Step j's codes (0..7) as bytes, from a half-load v of low fields, hv (the high bits, shifted down by the
+  // Int8 x: step j's codes (0..7) as bytes, from a half-load v of low fields, hv (the high bits, shifted down by the
   // sub-block's parity) and rv (hv's bytes rotated down by one within each dword).
   static __m256i bytes(int j, const __m256i& v, const __m256i& hv, const __m256i& rv) {
     const __m256i lo = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, _mm256_set1_epi8(3));
@@ -45,110 +47,8 @@ struct Q3kX16 {
     return _mm256_or_si256(lo, _mm256_or_si256(even, odd));
   }
 
-  // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t; x in
-  // x16_prep_i8_q3's order.
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int8_t* xo, int64_t ldo, const float* dx, const float* sx,
-                    float* Y, int64_t ldy) {
-    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
-    const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
-    const __m256i rot = _mm256_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,  //
-                                         1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12);
-    for (int h0 = 0; h0 < 2; h0 += H) {
-      __m256 y[H][NT];
-      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
-      for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* tile = g + s * kX16Q3Tile;
-        FT_UNROLL for (int o = 1536; o < 1760; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
-        __m256 d[H];
-        FT_UNROLL for (int h = 0; h < H; ++h)
-            d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
-#if !defined(__AVXVNNI__)
-        __m256i acc2[H][NT];  // the int32 sums of the two sub-blocks of one activation block
-#endif
-#pragma GCC unroll 1
-        for (int p = 0; p < 16; ++p) {  // sub-block p: columns 16p..16p+15 of the super-block
-          const uint8_t* lq = tile + 64 * p;
-          const uint8_t* hq = tile + 1024 + 64 * (p / 2);
-          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-          if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-          __m256i v[H], hv[H], rv[H];
-          FT_UNROLL for (int h = 0; h < H; ++h) {
-            v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
-            const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
-            hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
-            rv[h] = _mm256_shuffle_epi8(hv[h], rot);
-          }
-          const int8_t* xs = xo + kQK * s + 16 * p;
-#if defined(__AVXVNNI__)
-          __m256i acc[H][NT];
-          FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
-#else
-          __m256i s16[H][NT];
-#endif
-          FT_UNROLL for (int j = 0; j < 4; ++j) {
-            __m256i w[H];
-            FT_UNROLL for (int h = 0; h < H; ++h) w[h] = bytes(j, v[h], hv[h], rv[h]);
-            FT_UNROLL for (int t = 0; t < NT; ++t) {
-              const __m256i xq = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j));
-              FT_UNROLL for (int h = 0; h < H; ++h) {
-#if defined(__AVXVNNI__)
-                acc[h][t] = _mm256_dpbusd_avx_epi32(acc[h][t], w[h], xq);
-#else
-                const __m256i pr = _mm256_maddubs_epi16(w[h], xq);
-                s16[h][t] = j ? _mm256_add_epi16(s16[h][t], pr) : pr;
-#endif
-              }
-            }
-          }
-          const __m128i sc6 = x16_q3_scales6(tile + 1536, p);
-#if defined(__AVXVNNI__)
-          FT_UNROLL for (int h = 0; h < H; ++h) {
-            const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
-            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32));
-            const __m256 dsc = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
-            FT_UNROLL for (int t = 0; t < NT; ++t) {
-              const int64_t b = t * nb + 8 * s + p / 2;  // the activation block of 32 columns
-              y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
-              y[h][t] = _mm256_fnmadd_ps(dsc, _mm256_set1_ps(4.f * sx[t * 2 * nb + 16 * s + p]), y[h][t]);
-            }
-          }
-#else
-          // the offset into the int16 sums (|sum| <= 16 * 7 * 127 + 4 * 16 * 127 < 2^15), the scale by `vpmaddwd`
-          // (sc - 32 in both words of a row's dword): exact, |sum| <= 2 * 32 * 22352 < 2^21 over the block's two
-          // sub-blocks, then one conversion and FMA by d dx a block
-          FT_UNROLL for (int h = 0; h < H; ++h) {
-            const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
-            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32));
-            const __m256i scw = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xaa);
-            FT_UNROLL for (int t = 0; t < NT; ++t) {
-              const __m256i off = _mm256_set1_epi32(reinterpret_cast<const int32_t*>(sx)[t * 2 * nb + 16 * s + p]);
-              const __m256i a = _mm256_madd_epi16(_mm256_add_epi16(s16[h][t], off), scw);
-              acc2[h][t] = p % 2 ? _mm256_add_epi32(acc2[h][t], a) : a;
-            }
-            if (p % 2) {
-              FT_UNROLL for (int t = 0; t < NT; ++t) {
-                const int64_t b = t * nb + 8 * s + p / 2;
-                y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc2[h][t]), _mm256_mul_ps(d[h], _mm256_set1_ps(dx[b])), y[h][t]);
-              }
-            }
-          }
-#endif
-        }
-      }
-      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t)
-          _mm256_storeu_ps(Y + t * ldy + 8 * (h0 + h), y[h][t]);
-    }
-  }
-};
-
-// 16-bit x (a bf16 engine's exact path, Q16Act; x16_prep_i16's order is the low fields' column pairs: xo[16p + 2k +
-// {0, 1}] = columns 16p + 8 (k / 4) + {0, 4, 1, 5}[k % 4] + {0, 2}): code k's pair of words (k < 7: its field at 2k
-// of v, its high bit at 2k + 2 of hv; k = 7: the high bit at bit 0 of the dword's other word, sw) less 4, into
-// `vpmaddwd` (or `vpdpwssd`) with x's pair broadcast; y += d (sc - 32) dx dot a sub-block (|dot| <= 16 * 4 * 2^15).
-struct Q3kX16W {
-  static constexpr int kTokens = kX16Tokens;  // tokens a tile at most
+  // 16-bit x: code k's pair of words less 4 (k < 7: its field at 2k of v, its high bit at 2k + 2 of hv; k = 7: the
+  // high bit at bit 0 of the dword's other word: sw, hv's words swapped).
   static __m256i word(int k, const __m256i& v, const __m256i& hv, const __m256i& sw) {
     __m256i c;
     if (k < 7)
@@ -158,13 +58,56 @@ struct Q3kX16W {
       c = _mm256_or_si256(_mm256_srli_epi16(v, 14), _mm256_and_si256(_mm256_slli_epi16(sw, 2), _mm256_set1_epi16(4)));
     return _mm256_sub_epi16(c, _mm256_set1_epi16(4));
   }
+
+  // A sub-block's dots of rows 8 (h0 + h)..+7 with token t (x of the sub-block at xs + t * ldo; aux: sw or rv) into
+  // acc[h][t]: 16-bit x, int32 sums of (code - 4) x.
   template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int16_t* xo, int64_t ldo, const float* dx, const float* /*sx*/,
+  static void dot(const __m256i (&v)[H], const __m256i (&hv)[H], const __m256i (&aux)[H], const int16_t* xs,
+                  int64_t ldo, __m256i (&acc)[H][NT]) {
+    FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
+    FT_UNROLL for (int k = 0; k < 8; ++k) {
+      __m256i w[H];
+      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = word(k, v[h], hv[h], aux[h]);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 2 * k));
+        FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = x16_mac(acc[h][t], w[h], xp);
+      }
+    }
+  }
+  // Int8 x: with AVX-VNNI int32 sums of code x; in AVX2 the int16 pair sums (|sum| <= 4 * 2 * 7 * 127).
+  template <int NT, int H>
+  static void dot(const __m256i (&v)[H], const __m256i (&hv)[H], const __m256i (&aux)[H], const int8_t* xs,
+                  int64_t ldo, __m256i (&acc)[H][NT]) {
+    FT_UNROLL for (int j = 0; j < 4; ++j) {
+      __m256i w[H];
+      FT_UNROLL for (int h = 0; h < H; ++h) w[h] = bytes(j, v[h], hv[h], aux[h]);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i xq = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j));
+        FT_UNROLL for (int h = 0; h < H; ++h) {
+#if defined(__AVXVNNI__)
+          acc[h][t] = _mm256_dpbusd_avx_epi32(j ? acc[h][t] : _mm256_setzero_si256(), w[h], xq);
+#else
+          const __m256i pr = _mm256_maddubs_epi16(w[h], xq);
+          acc[h][t] = j ? _mm256_add_epi16(acc[h][t], pr) : pr;
+#endif
+        }
+      }
+    }
+  }
+
+  // Rows r..r+15 of m against NT tokens, H halves (8 rows each) a pass: Y[t * ldy + i] = row r + i . token t. x:
+  // 16-bit codes (E = int16_t, x16_prep_i16's order) or int8 (int8_t, x16_prep_i8_q3's).
+  template <int NT, int H, class E>
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
+    constexpr bool k8 = sizeof(E) == 1, folded = k8 && kOffsets;
     const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
     const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
-    const __m256i swap = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,  //
-                                          2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    // int8: the bytes rotated down by one within each dword; 16-bit: the words swapped
+    const __m256i shuf = k8 ? _mm256_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,  //
+                                               1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12)
+                            : _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,  //
+                                               2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
     for (int h0 = 0; h0 < 2; h0 += H) {
       __m256 y[H][NT];
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
@@ -175,37 +118,47 @@ struct Q3kX16W {
         __m256 d[H];
         FT_UNROLL for (int h = 0; h < H; ++h)
             d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+        [[maybe_unused]] __m256i acc2[folded ? H : 1][folded ? NT : 1];  // folded: the two sub-blocks' int32 sums
 #pragma GCC unroll 1
-        for (int p = 0; p < 16; ++p) {
+        for (int p = 0; p < 16; ++p) {  // sub-block p: columns 16p..16p+15 of the super-block
           const uint8_t* lq = tile + 64 * p;
           const uint8_t* hq = tile + 1024 + 64 * (p / 2);
           _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
           if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-          __m256i v[H], hv[H], sw[H], acc[H][NT];
+          __m256i v[H], hv[H], aux[H], acc[H][NT];
           FT_UNROLL for (int h = 0; h < H; ++h) {
             v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
             const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
             hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
-            sw[h] = _mm256_shuffle_epi8(hv[h], swap);
-            FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
+            aux[h] = _mm256_shuffle_epi8(hv[h], shuf);
           }
-          const int16_t* xs = xo + kQK * s + 16 * p;
-          FT_UNROLL for (int k = 0; k < 8; ++k) {
-            __m256i w[H];
-            FT_UNROLL for (int h = 0; h < H; ++h) w[h] = word(k, v[h], hv[h], sw[h]);
-            FT_UNROLL for (int t = 0; t < NT; ++t) {
-              const __m256i xp = _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 2 * k));
-              FT_UNROLL for (int h = 0; h < H; ++h) acc[h][t] = x16_mac(acc[h][t], w[h], xp);
-            }
-          }
+          dot<NT, H>(v, hv, aux, xo + kQK * s + 16 * p, ldo, acc);
           const __m128i sc6 = x16_q3_scales6(tile + 1536, p);
           FT_UNROLL for (int h = 0; h < H; ++h) {
             const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
             const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32));
-            const __m256 dsc = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
-            FT_UNROLL for (int t = 0; t < NT; ++t) {
-              const int64_t b = t * nb + 8 * s + p / 2;
-              y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
+            if constexpr (folded) {
+              // the offset into the int16 sums (|sum| <= 16 * 7 * 127 + 4 * 16 * 127 < 2^15), the scale by
+              // `vpmaddwd` (sc - 32 in both words of a row's dword): exact, |sum| <= 2 * 32 * 22352 < 2^21 over the
+              // block's two sub-blocks, then one conversion and FMA by d dx a block
+              const __m256i scw = _mm256_blend_epi16(sc, _mm256_slli_epi32(sc, 16), 0xaa);
+              FT_UNROLL for (int t = 0; t < NT; ++t) {
+                const __m256i off = _mm256_set1_epi32(reinterpret_cast<const int32_t*>(sx)[t * 2 * nb + 16 * s + p]);
+                const __m256i a = _mm256_madd_epi16(_mm256_add_epi16(acc[h][t], off), scw);
+                acc2[h][t] = p % 2 ? _mm256_add_epi32(acc2[h][t], a) : a;
+              }
+              if (p % 2)
+                FT_UNROLL for (int t = 0; t < NT; ++t) {
+                  const int64_t b = t * nb + 8 * s + p / 2;
+                  y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc2[h][t]), _mm256_mul_ps(d[h], _mm256_set1_ps(dx[b])), y[h][t]);
+                }
+            } else {  // y += d (sc - 32) dx dot (int8 x: less d (sc - 32) 4 sxh)
+              const __m256 dsc = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
+              FT_UNROLL for (int t = 0; t < NT; ++t) {
+                const int64_t b = t * nb + 8 * s + p / 2;  // the activation block of 32 columns
+                y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
+                if constexpr (k8) y[h][t] = _mm256_fnmadd_ps(dsc, _mm256_set1_ps(4.f * sx[t * 2 * nb + 16 * s + p]), y[h][t]);
+              }
             }
           }
         }
@@ -224,7 +177,7 @@ void FT_X16_NAME(rows_q8_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, con
 }
 
 void FT_X16_NAME(rows_q16_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
-  x16_rows_i16<Q3kX16W>(m, r0, r1, x, Y, ldy);
+  x16_rows_i16<Q3kX16>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft
