@@ -695,24 +695,29 @@ def _reencrypt_elsewhere(sessions: Path) -> int:
     return n
 
 
+_TURN1_TRIES = 5
+
+
 def test_codex_resumes_reasoning_encrypted_elsewhere(thinking_server, tmp_path):
     """``codex exec resume --last`` of a session whose reasoning items carry OpenAI's
     encrypted_content (turn 1 ran here; its kept rollout is then rewritten as if it had run on
     OpenAI): ft answers 200 (the blob is foreign and dropped, the item's summary kept) and counts
     each such item."""
     _need("codex")
-    for attempt in range(2):  # a second try only when turn 1 returned no reasoning item
+    # Another try only when turn 1 returned no reasoning item: the random demo model, greedy, may end its
+    # reply at once (its first token after "<think>" an end token; Codex's prompt carries the date, so this
+    # changes from day to day); each try asks with other words after PROMPT, which changes that token.
+    for attempt in range(_TURN1_TRIES):
         work, env = _workspace(tmp_path, attempt)
+        argv = RUNS["codex"][:-1] + [PROMPT + ("" if attempt == 0 else f" Try {attempt + 1}.")]
         with Recorder(thinking_server) as rec:
-            rc1, out1, err1 = _run(
-                "codex", _launch_argv("codex", rec, RUNS["codex"]), work, env, rec
-            )
+            rc1, out1, err1 = _run("codex", _launch_argv("codex", rec, argv), work, env, rec)
         kept = Path(env["FT_AGENTS_STATE_DIR"]) / "sessions" / "codex"
         replaced = _reencrypt_elsewhere(kept) if rc1 == 0 else 0
         if rc1 != 0 or replaced:
             break
     assert rc1 == 0, f"codex turn 1 exited {rc1}\n{err1[-3000:]}"
-    assert replaced, "turn 1 left no reasoning item in the rollout twice"
+    assert replaced, f"turn 1 left no reasoning item in the rollout in {_TURN1_TRIES} tries"
     with Recorder(thinking_server) as rec:
         before = _foreign_counts(thinking_server)
         t0 = time.monotonic()
