@@ -10,7 +10,8 @@
 // and masks shared by the tile's tokens, then Q4_K's two FMAs (d sc dx; dmin m sx) or INT4's two (s dx; s 8 sx).
 // Tiles of 4..1 tokens (x16_rows_i16); Q4_K_X16 at one token a call goes to the AVX2 kernel. Exact integer dots;
 // the fp32 scaling is the AVX2 kernels' lane for lane. Int8 x (opt-in) also on Q5_K_X16 (Q4_K_X16's with the fifth
-// bits joined, Q5Bytes16) and Q3_K_X16 (x86_avx2_q3kx16.cpp's, 16 rows a vector).
+// bits joined, Q5Bytes16), Q3_K_X16 and Q6_K_X16 (x86_avx2_q3kx16.cpp's and x86_avx2_q6kx16.cpp's, 16 rows a vector:
+// Sub16I8).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -156,19 +157,13 @@ struct KX16 {
   }
 };
 
-// Q3_K_X16 with int8 x: x86_avx2_q3kx16.cpp's AVX-VNNI kernel with the 16 rows in one vector (x16_prep_i8_q3's
-// x): per sub-block of 16 columns and token 4 `vpdpbusd` (one a step of 4 columns), then y += d (sc - 32) (dx dot -
-// 4 sxh) in two FMAs. Exact integer dots (|dot| <= 16 * 7 * 127).
-struct Q3kX16 {
+// The K-quants with a scale per 16 columns and a code offset (Q3_K_X16, Q6_K_X16) with int8 x: per sub-block of 16
+// columns and token D::dot's `vpdpbusd` sums (one a 4 columns of 16 rows), then y += d sc (dx dot - D::kOff sxh) in
+// two FMAs (sc: D::scale, sxh: dx times x's code sum over those columns, x16_prep_i8_halves' sx). Exact integer dots
+// (|dot| <= 16 * 63 * 127).
+template <class D>
+struct Sub16I8 {
   static constexpr int kTokens = 8;  // tokens a tile at most
-  // step j's codes (0..7) as bytes, from the low fields v, the high bits hv (shifted down by the sub-block's parity)
-  // and rv (hv's dwords rotated down by a byte: code 7's bit)
-  static __m512i bytes(int j, const __m512i& v, const __m512i& hv, const __m512i& rv) {
-    const __m512i lo = _mm512_and_si512(j ? _mm512_srli_epi16(v, 2 * j) : v, _mm512_set1_epi8(3));
-    if (j < 3) return _mm512_ternarylogic_epi32(lo, j ? _mm512_srli_epi16(hv, 2 * j) : hv, _mm512_set1_epi8(4), 0xf8);
-    const __m512i odd = _mm512_and_si512(_mm512_slli_epi16(rv, 2), _mm512_set1_epi16(0x0400));
-    return _mm512_ternarylogic_epi32(_mm512_or_si512(lo, odd), _mm512_srli_epi16(hv, 6), _mm512_set1_epi16(0x0004), 0xf8);
-  }
   template <int NT, int H>
   static void group(const WeightMat& m, int64_t r, const int8_t* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
@@ -177,36 +172,92 @@ struct Q3kX16 {
     __m512 y[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* tile = g + s * kX16Q3Tile;
-      FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+      const uint8_t* tile = g + s * D::kTile;
+      FT_UNROLL for (int64_t o = D::kScales; o < D::kTile; o += 64)  // the lines the code loads' prefetches skip
         _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
-      const __m512 d = x16_d(tile, 1728);
+      const __m512 d = x16_d(tile, D::kD);
 #pragma GCC unroll 1
-      for (int p = 0; p < 16; ++p) {  // sub-block p: columns 16p..16p+15 of the super-block
-        const uint8_t* lq = tile + 64 * p;
-        const uint8_t* hq = tile + 1024 + 64 * (p / 2);
-        _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-        if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-        const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
-        const __m512i hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw, rv = _mm512_ror_epi32(hv, 8);
-        const int8_t* xs = xo + kQK * s + 16 * p;
+      for (int j = 0; j < 16; ++j) {  // sub-block j: columns 16j..16j+15 of the super-block
         __m512i acc[NT];
-        FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
-        FT_UNROLL for (int j = 0; j < 4; ++j) {
-          const __m512i w = bytes(j, v, hv, rv);
-          FT_UNROLL for (int t = 0; t < NT; ++t)
-              acc[t] = _mm512_dpbusd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j)));
-        }
-        const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(x16_q3_scales6(tile + 1536, p)), _mm512_set1_epi32(32));
-        const __m512 dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+        D::template dot<NT>(tile, j, xo + kQK * s + 16 * j, ldo, acc);
+        const __m512 dsc = _mm512_mul_ps(d, D::scale(tile, j));
         FT_UNROLL for (int t = 0; t < NT; ++t) {
-          const int64_t b = t * nb + 8 * s + p / 2;  // the activation block of 32 columns
+          const int64_t b = t * nb + 8 * s + j / 2;  // the activation block of 32 columns
           y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(dx[b])), y[t]);
-          y[t] = _mm512_fnmadd_ps(dsc, _mm512_set1_ps(4.f * sx[t * 2 * nb + 16 * s + p]), y[t]);
+          y[t] = _mm512_fnmadd_ps(dsc, _mm512_set1_ps(D::kOff * sx[t * 2 * nb + 16 * s + j]), y[t]);
         }
       }
     }
     FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
+  }
+};
+
+// Q3_K_X16 (x86_avx2_q3kx16.cpp's AVX-VNNI kernel, 16 rows a vector; x16_prep_i8_q3's x): a sub-block is one load
+// of low 2-bit fields and half a load of high bits, 4 steps of 4 columns.
+struct Q3kI8 {
+  static constexpr int64_t kTile = kX16Q3Tile, kScales = 1536, kD = 1728;
+  static constexpr float kOff = 4.f;
+  // step j's codes (0..7) as bytes, from the low fields v, the high bits hv (shifted down by the sub-block's parity)
+  // and rv (hv's dwords rotated down by a byte: code 7's bit)
+  static __m512i bytes(int j, const __m512i& v, const __m512i& hv, const __m512i& rv) {
+    const __m512i lo = _mm512_and_si512(j ? _mm512_srli_epi16(v, 2 * j) : v, _mm512_set1_epi8(3));
+    if (j < 3) return _mm512_ternarylogic_epi32(lo, j ? _mm512_srli_epi16(hv, 2 * j) : hv, _mm512_set1_epi8(4), 0xf8);
+    const __m512i odd = _mm512_and_si512(_mm512_slli_epi16(rv, 2), _mm512_set1_epi16(0x0400));
+    return _mm512_ternarylogic_epi32(_mm512_or_si512(lo, odd), _mm512_srli_epi16(hv, 6), _mm512_set1_epi16(0x0004), 0xf8);
+  }
+  template <int NT>
+  static void dot(const uint8_t* tile, int p, const int8_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
+    const uint8_t* lq = tile + 64 * p;
+    const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+    if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
+    const __m512i hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw, rv = _mm512_ror_epi32(hv, 8);
+    FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+    FT_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m512i w = bytes(j, v, hv, rv);
+      FT_UNROLL for (int t = 0; t < NT; ++t)
+          acc[t] = _mm512_dpbusd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j)));
+    }
+  }
+  static __m512 scale(const uint8_t* tile, int p) {  // sc - 32
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(x16_q3_scales6(tile + 1536, p)), _mm512_set1_epi32(32)));
+  }
+};
+
+// Q6_K_X16 (x86_avx2_q6kx16.cpp's int8 kernel, 16 rows a vector; x16_prep_i8_halves' x): a sub-block is two loads of
+// low nibbles and one of high 2-bit fields; each load's low- and high-nibble columns as bytes of 6-bit codes (the
+// low nibble's field in place in the same byte of the high-bit word, the high nibble's in the other byte of its
+// 16-bit word: one `vpshufb` swap), two `vpdpbusd` a load.
+struct Q6kI8 {
+  static constexpr int64_t kTile = kX16Q6Tile, kScales = 3072, kD = 3328;
+  static constexpr float kOff = 32.f;
+  template <int NT>
+  static void dot(const uint8_t* tile, int j, const int8_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
+    const __m512i swap = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const uint8_t* hq = tile + 2048 + 64 * j;
+    _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    const __m512i hw = _mm512_loadu_si512(hq);
+    FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+    FT_UNROLL for (int e = 0; e < 2; ++e) {
+      const uint8_t* q = tile + 64 * (2 * j + e);
+      _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
+      const __m512i v = _mm512_loadu_si512(q), he = e ? _mm512_srli_epi16(hw, 2) : hw;
+      // (a & b) | (c & ~b) with b the nibble mask: ternary-logic 0xe2 (b ? a : c)
+      const __m512i lo = _mm512_ternarylogic_epi32(v, m4, _mm512_and_si512(he, m30), 0xe2);
+      const __m512i hi = _mm512_ternarylogic_epi32(
+          _mm512_srli_epi16(v, 4), m4, _mm512_and_si512(_mm512_slli_epi16(_mm512_shuffle_epi8(he, swap), 4), m30), 0xe2);
+      FT_UNROLL for (int t = 0; t < NT; ++t) {
+        const int8_t* x = xs + t * ldo + 8 * e;
+        acc[t] = _mm512_dpbusd_epi32(acc[t], lo, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x)));
+        acc[t] = _mm512_dpbusd_epi32(acc[t], hi, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x + 4)));
+      }
+    }
+  }
+  static __m512 scale(const uint8_t* tile, int j) {  // the int8 sc
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 3072 + 16 * j));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8));
   }
 };
 
@@ -315,7 +366,12 @@ void rows_q8_q5kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const
 
 void rows_q8_q3kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
-  x16_tiles<Q3kX16, int8_t, x16_prep_i8_q3<false>>(m, r0, r1, x, Y, ldy);
+  x16_tiles<Sub16I8<Q3kI8>, int8_t, x16_prep_i8_q3<false>>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q8_q6kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
+  if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
+  x16_tiles<Sub16I8<Q6kI8>, int8_t, x16_prep_i8_halves>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q8_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
