@@ -13,7 +13,6 @@ namespace ft {
 
 namespace {
 
-
 inline float pow2(int e) {  // 2^e for -126 <= e <= 127
   const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
   float f;

@@ -37,23 +37,29 @@ inline __m256 half_f16(const uint8_t* p, int h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
 }
 
-// Q5_K_X16's codes as 16-bit words for x16_dot_block: P[h], the sub-block's plane of fifth bits for half h; S[h], its
-// words swapped within each dword (k = 3's bit). pl (x16_dot_block's per-half state): P[h] >> u, set at k = 0.
-struct Q5Words {
-  static constexpr int kOrder[4] = {0, 1, 2, 3};
-  __m256i P[2], S[2];
-  Q5Words(const uint8_t* plane, int h0, int H) {
-    const __m256i swap = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,  //
-                                          2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+// A Q5_K_X16 sub-block's plane of fifth bits for halves h0..h0+H-1: P[h], and A[h], P[h] through `vpshufb` by ctl
+// (Q5Words: its words swapped within each dword; Q5Bytes: its bytes rotated down by one within each dword).
+struct Q5Plane {
+  __m256i P[2], A[2];
+  Q5Plane(const uint8_t* plane, int h0, int H, __m128i ctl) {
+    const __m256i c = _mm256_broadcastsi128_si256(ctl);
     for (int h = h0; h < h0 + H; ++h) {
       P[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane + 32 * h));
-      S[h] = _mm256_shuffle_epi8(P[h], swap);
+      A[h] = _mm256_shuffle_epi8(P[h], c);
     }
   }
+};
+
+// Q5_K_X16's codes as 16-bit words for x16_dot_block (A: k = 3's bit). pl (x16_dot_block's per-half state): P[h] >>
+// u, set at k = 0.
+struct Q5Words : Q5Plane {
+  static constexpr int kOrder[4] = {0, 1, 2, 3};
+  Q5Words(const uint8_t* plane, int h0, int H)
+      : Q5Plane(plane, h0, H, _mm_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13)) {}
   __m256i word(int k, const __m256i& v, __m256i& pl, int h, int u) const {
     if (k == 3)
       return _mm256_or_si256(_mm256_srli_epi16(v, 12),
-                             _mm256_and_si256(_mm256_slli_epi16(S[h], 4 - u), _mm256_set1_epi16(0x0010)));
+                             _mm256_and_si256(_mm256_slli_epi16(A[h], 4 - u), _mm256_set1_epi16(0x0010)));
     if (k == 0) pl = u ? _mm256_srli_epi16(P[h], u) : P[h];
     const __m256i c = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi16(0x000f << 4 * k)),
                                       _mm256_and_si256(pl, _mm256_set1_epi16(0x0010 << 4 * k)));
@@ -61,24 +67,17 @@ struct Q5Words {
   }
 };
 
-// Q5_K_X16's codes as bytes for int8 x (columns 8u..8u+3 and 8u+4..8u+7 of each row's dword): P[h] as Q5Words', R[h]
-// its bytes rotated down by one within each dword.
-struct Q5Bytes {
+// Q5_K_X16's codes as bytes for int8 x (columns 8u..8u+3 and 8u+4..8u+7 of each row's dword; A: a high nibble's
+// bit).
+struct Q5Bytes : Q5Plane {
   static constexpr int kMaxCode = 31;
-  __m256i P[2], R[2];
-  Q5Bytes(const uint8_t* plane, int h0, int H) {
-    const __m256i rot = _mm256_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,  //
-                                         1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12);
-    for (int h = h0; h < h0 + H; ++h) {
-      P[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane + 32 * h));
-      R[h] = _mm256_shuffle_epi8(P[h], rot);
-    }
-  }
+  Q5Bytes(const uint8_t* plane, int h0, int H)
+      : Q5Plane(plane, h0, H, _mm_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12)) {}
   void bytes(const __m256i& v, __m256i& lo, __m256i& hi, int h, int u) const {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m5 = _mm256_set1_epi8(0x10);
     lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(P[h], u), m5));
     hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                         _mm256_and_si256(_mm256_slli_epi16(R[h], 4 - u), m5));
+                         _mm256_and_si256(_mm256_slli_epi16(A[h], 4 - u), m5));
   }
 };
 

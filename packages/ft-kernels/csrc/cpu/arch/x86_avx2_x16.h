@@ -119,7 +119,10 @@ inline void x16_prep_i8_halves(const Q8Act& x, int nt, int64_t cols, int8_t* xo,
 // 127: exact) in its low half (the AVX2 kernel's offsets).
 template <bool kOffsets>
 inline void x16_prep_i8_q3(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_t ldo, float* dx, float* sx) {
-  x16_prep_i8_halves(x, nt, cols, xo, ldo, dx, sx);
+  if constexpr (kOffsets)
+    x16_prep_i8(x, nt, cols, xo, ldo, dx, sx);  // every sx value is overwritten below
+  else
+    x16_prep_i8_halves(x, nt, cols, xo, ldo, dx, sx);
   const __m128i perm = _mm_setr_epi8(0, 8, 2, 10, 4, 12, 6, 14, 1, 9, 3, 11, 5, 13, 7, 15);
   for (int t = 0; t < nt; ++t)
     for (int64_t c = 0; c < cols; c += 16) {
