@@ -56,16 +56,25 @@ int64_t rows_of(const std::vector<DenseRef>& parts) {
 }
 
 // out [T, sum of rows] bf16 <- each part's projection of x, rounded, side by side (torch.cat of the parts'
-// bf16 outputs); f: fp32 scratch of T * (the widest part).
-void project_parts(const std::vector<DenseRef>& parts, const uint16_t* x, int64_t T, float* f, uint16_t* out) {
+// bf16 outputs): one job on the pool for all the parts.
+void project_parts(const std::vector<DenseRef>& parts, const uint16_t* x, int64_t T, uint16_t* out) {
   const int64_t W = rows_of(parts);
+  std::vector<LinearArgs> args(parts.size());
   int64_t off = 0;
-  for (const DenseRef& d : parts) {
-    const int64_t n = d.w.rows;
-    project(d, x, T, f);
-    for (int64_t t = 0; t < T; ++t) f32_to_bf16_n(f + t * n, n, out + t * W + off, nullptr);
-    off += n;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const DenseRef& d = parts[i];
+    LinearArgs& a = args[i];
+    a.x = x;
+    a.x_bf16 = true;
+    a.T = T;
+    a.w = d.w;
+    a.bias = d.bias;
+    a.y_bf16 = out + off;
+    a.ldy_bf16 = W;
+    a.act_int8 = d.act_int8;
+    off += d.w.rows;
   }
+  linear_parts(args.data(), static_cast<int64_t>(args.size()));
 }
 
 // x <- bf16(x + bf16(y)) elementwise: torch's `x + y.to(bfloat16)` on bf16 tensors.
@@ -113,7 +122,7 @@ void attn_gqa(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uint1
     project(L.qkv, h, T, f);
     f32_to_bf16_n(f, T * W, qkv, nullptr);
   } else {  // q, k, v in their own formats
-    project_parts(L.parts, h, T, f, qkv);
+    project_parts(L.parts, h, T, qkv);
   }
   uint16_t *q = grow(b.q, T * N * D), *k = grow(b.k, T * K * D), *v = grow(b.v, T * K * D);
   for (int64_t t = 0; t < T; ++t) {
@@ -142,7 +151,7 @@ void attn_gqa(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uint1
 void attn_gated(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uint16_t* h, float* f) {
   const int64_t T = s.T, N = L.N, K = L.K, D = L.D, W = 2 * N * D + 2 * K * D;
   uint16_t* qkv = grow(b.qkv, T * W);
-  project_parts(L.parts, h, T, f, qkv);
+  project_parts(L.parts, h, T, qkv);
   uint16_t *q = grow(b.q, T * N * D), *g = grow(b.gate, T * N * D), *k = grow(b.k, T * K * D),
            *v = grow(b.v, T * K * D);
   for (int64_t t = 0; t < T; ++t) {
@@ -171,7 +180,7 @@ void attn_gdn(const DecodeLayer& L, const DecodeStep& s, Scratch& b, const uint1
   const int64_t T = s.T, P = rows_of(L.parts), V = w.Hv * w.Dv;
   check(s.conv_state && s.state && s.state_slots, "decode_layer: a GDN layer needs its state pools and slots");
   uint16_t* proj = grow(b.qkv, T * P);
-  project_parts(L.parts, h, T, f, proj);
+  project_parts(L.parts, h, T, proj);
   uint16_t* a = grow(b.a, T * V);
   GdnDecode p{T,    s.Ns,     w.Hk,         w.Hv,        w.Dk,           w.Dv,      w.Kc,     true,    proj,
               w.conv_w, s.conv_state, s.state, s.state_slots, w.neg_A, w.dt_bias, w.norm_w, L.eps, a};
@@ -190,7 +199,7 @@ void shared_expert(const SharedExpert& e, int64_t T, int64_t H, Scratch& b, cons
                    uint16_t* sh) {
   const int64_t I = e.I;
   uint16_t *gu = grow(b.gu, T * 2 * I), *m = grow(b.m, T * I);
-  project_parts(e.gate_up, h, T, f, gu);
+  project_parts(e.gate_up, h, T, gu);
   for (int64_t t = 0; t < T; ++t) silu_mul(gu + t * 2 * I, gu + t * 2 * I + I, true, I, m + t * I);
   project(e.down, m, T, f);
   f32_to_bf16_n(f, T * H, sh, nullptr);

@@ -1,6 +1,7 @@
 #include "cpu/linear.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,66 +12,124 @@
 
 namespace ft {
 
-void linear(const LinearArgs& a) {
-  if (const char* why = check_mat(a.w)) throw std::invalid_argument(std::string("w: ") + why);
-  const int64_t T = a.T, K = a.w.cols, N = a.w.rows;
-  if (T == 0 || N == 0) return;
-  const RowsFn k = rows_kernel(a.w.fmt);
-  const bool q8 = a.act_int8 && q8_supported(a.w);
-  const RowsQ8Fn kq = q8 ? rows_q8_kernel(a.w.fmt) : nullptr;
+namespace {
+
+// One product prepared for the pool: its kernel, x in that kernel's form (its own, or an earlier part's of the
+// same form), and its blocks of rows.
+struct Part {
+  const LinearArgs* a = nullptr;
+  RowsFn k = nullptr;
+  RowsQ8Fn kq = nullptr;
+  RowsBf16Fn kb = nullptr;
+  RowsQ16Fn k16 = nullptr;
   Q8Rows xq;  // read by the pool's tasks: not thread_local
-  // bf16 x: the tile kernels from kTileMinTokens tokens, else the bf16 kernel where there is one
-  const RowsBf16Fn kt = a.x_bf16 && !q8 && T >= kTileMinTokens ? rows_tile_kernel(a.w) : nullptr;
-  const RowsBf16Fn kb = kt ? kt : a.x_bf16 && !q8 ? rows_bf16_kernel(a.w) : nullptr;
-  // bf16 x without a bf16 kernel: 16-bit blocks where the format has such a kernel, else widened to fp32
-  const RowsQ16Fn k16 = a.x_bf16 && !q8 && !kb ? rows_q16_kernel(a.w) : nullptr;
   Q16Rows x16;
   std::vector<float> xf;
-  const float* X = static_cast<const float*>(a.x);
-  if (k16) {
-    x16.set(static_cast<const uint16_t*>(a.x), T, K, K);
-  } else if (a.x_bf16 && !kb) {
-    xf.resize(T * K);
-    bf16_to_f32_n(static_cast<const uint16_t*>(a.x), T * K, xf.data());
-    X = xf.data();
+  const float* X = nullptr;          // fp32 x (given, or widened from bf16)
+  const Q8Act* q8v = nullptr;        // int8 x
+  const Q16Act* x16v = nullptr;      // 16-bit x
+  int64_t rb = 0, nb = 0, row_bytes = 0;
+
+  // Picks the kernel and prepares x, reusing `prev`'s preparations (parts [0, np) of the same x).
+  void prepare(const LinearArgs& args, Part* prev, int64_t np) {
+    a = &args;
+    const int64_t T = args.T, K = args.w.cols, N = args.w.rows;
+    k = rows_kernel(args.w.fmt);
+    const bool q8 = args.act_int8 && q8_supported(args.w);
+    kq = q8 ? rows_q8_kernel(args.w.fmt) : nullptr;
+    // bf16 x: the tile kernels from kTileMinTokens tokens, else the bf16 kernel where there is one
+    const RowsBf16Fn kt = args.x_bf16 && !q8 && T >= kTileMinTokens ? rows_tile_kernel(args.w) : nullptr;
+    kb = kt ? kt : args.x_bf16 && !q8 ? rows_bf16_kernel(args.w) : nullptr;
+    // bf16 x without a bf16 kernel: 16-bit blocks where the format has such a kernel, else widened to fp32
+    k16 = args.x_bf16 && !q8 && !kb ? rows_q16_kernel(args.w) : nullptr;
+    X = static_cast<const float*>(args.x);
+    if (k16) {
+      for (int64_t i = 0; i < np && !x16v; ++i) x16v = prev[i].x16v;
+      if (!x16v) x16v = &x16.set(static_cast<const uint16_t*>(args.x), T, K, K);
+    } else if (args.x_bf16 && !kb) {
+      X = nullptr;
+      for (int64_t i = 0; i < np && !X; ++i) X = prev[i].xf.empty() ? nullptr : prev[i].xf.data();
+      if (!X) {
+        xf.resize(T * K);
+        bf16_to_f32_n(static_cast<const uint16_t*>(args.x), T * K, xf.data());
+        X = xf.data();
+      }
+    }
+    if (q8) {
+      for (int64_t i = 0; i < np && !q8v; ++i) q8v = prev[i].q8v;
+      if (!q8v) q8v = &xq.set(X, T, K, K);
+    }
+    // Blocks of ~64 KiB of weights (a multiple of 8 rows): enough tasks to balance the pool, long enough
+    // runs of contiguous rows for the prefetchers. From 16 tokens (prefill) up to ~512 KiB, at least 4 tasks a
+    // thread: every task packs x for its kernel (the tokens-in-lanes kernels transpose it), so small blocks
+    // would pack it once per few rows.
+    // X16 blocks are whole groups of 16 rows.
+    row_bytes = std::max<int64_t>(args.w.q_stride, 1);
+    const int64_t u = rows_in_16s(args.w.fmt) ? 16 : 8;
+    rb = std::clamp<int64_t>((64 << 10) / row_bytes / u * u, u, 512);
+    if (T >= 16)
+      rb = std::clamp<int64_t>(std::min<int64_t>((512 << 10) / row_bytes, N / (4 * ThreadPool::get().size())) / u * u,
+                               rb, 512);
+    nb = (N + rb - 1) / rb;
   }
-  if (q8) xq.set(X, T, K, K);
-  // Blocks of ~64 KiB of weights (a multiple of 8 rows): enough tasks to balance the pool, long enough
-  // runs of contiguous rows for the prefetchers. From 16 tokens (prefill) up to ~512 KiB, at least 4 tasks a
-  // thread: every task packs x for its kernel (the tokens-in-lanes kernels transpose it), so small blocks
-  // would pack it once per few rows.
-  // X16 blocks are whole groups of 16 rows.
-  const int64_t row_bytes = std::max<int64_t>(a.w.q_stride, 1), u = rows_in_16s(a.w.fmt) ? 16 : 8;
-  int64_t rb = std::clamp<int64_t>((64 << 10) / row_bytes / u * u, u, 512);
-  if (T >= 16)
-    rb = std::clamp<int64_t>(std::min<int64_t>((512 << 10) / row_bytes, N / (4 * ThreadPool::get().size())) / u * u,
-                             rb, 512);
-  const int64_t nb = (N + rb - 1) / rb;
-  auto task = [&](int64_t b) {
+
+  void task(int64_t b) const {
+    const int64_t T = a->T, K = a->w.cols, N = a->w.rows;
     const int64_t r0 = b * rb, r1 = std::min(N, r0 + rb);
     // A bf16 result: the block's fp32 sums in a per-thread buffer, rounded into y_bf16 while in cache.
     thread_local std::vector<float> block;
-    if (a.y_bf16 && static_cast<int64_t>(block.size()) < T * (r1 - r0)) block.resize(T * (r1 - r0));
-    float* Y = a.y_bf16 ? block.data() : a.y + r0;
-    const int64_t ldy = a.y_bf16 ? r1 - r0 : N;
+    if (a->y_bf16 && static_cast<int64_t>(block.size()) < T * (r1 - r0)) block.resize(T * (r1 - r0));
+    float* Y = a->y_bf16 ? block.data() : a->y + r0;
+    const int64_t ldy = a->y_bf16 ? r1 - r0 : N;
     if (kb)
-      kb(a.w, r0, r1, static_cast<const uint16_t*>(a.x), T, K, Y, ldy);
-    else if (q8)
-      kq(a.w, r0, r1, xq.view, Y, ldy);
+      kb(a->w, r0, r1, static_cast<const uint16_t*>(a->x), T, K, Y, ldy);
+    else if (kq)
+      kq(a->w, r0, r1, *q8v, Y, ldy);
     else if (k16)
-      k16(a.w, r0, r1, x16.view, Y, ldy);
+      k16(a->w, r0, r1, *x16v, Y, ldy);
     else
-      k(a.w, r0, r1, X, T, K, Y, ldy);
-    if (a.bias)
+      k(a->w, r0, r1, X, T, K, Y, ldy);
+    if (a->bias)
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r - r0] += a.bias[r];
-    if (a.y_bf16)
-      for (int64_t t = 0; t < T; ++t) f32_to_bf16_n(Y + t * ldy, r1 - r0, a.y_bf16 + t * N + r0, nullptr);
+        for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r - r0] += a->bias[r];
+    if (a->y_bf16) {
+      const int64_t ldo = a->ldy_bf16 ? a->ldy_bf16 : N;
+      for (int64_t t = 0; t < T; ++t) f32_to_bf16_n(Y + t * ldy, r1 - r0, a->y_bf16 + t * ldo + r0, nullptr);
+    }
+  }
+};
+
+}  // namespace
+
+void linear(const LinearArgs& a) { linear_parts(&a, 1); }
+
+void linear_parts(const LinearArgs* parts, int64_t n) {
+  for (int64_t i = 1; i < n; ++i)
+    if (parts[i].x != parts[0].x || parts[i].x_bf16 != parts[0].x_bf16 || parts[i].T != parts[0].T ||
+        parts[i].w.cols != parts[0].w.cols)
+      throw std::invalid_argument("linear_parts: part " + std::to_string(i) + " does not share part 0's x");
+  for (int64_t i = 0; i < n; ++i)
+    if (const char* why = check_mat(parts[i].w))
+      throw std::invalid_argument((n > 1 ? "part " + std::to_string(i) + " w: " : std::string("w: ")) + why);
+  if (n <= 0 || parts[0].T == 0) return;
+  std::unique_ptr<Part[]> p(new Part[n]);
+  int64_t nb = 0, work = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (parts[i].w.rows == 0) continue;
+    p[i].prepare(parts[i], p.get(), i);
+    nb += p[i].nb;
+    work += parts[i].w.rows * p[i].row_bytes * parts[i].T;
+  }
+  // task j: part i's block j - (the blocks of the parts before it)
+  auto task = [&](int64_t j) {
+    int64_t i = 0;
+    while (j >= p[i].nb) j -= p[i++].nb;
+    p[i].task(j);
   };
   // Small (weight bytes times tokens): waking the pool would cost more than the work. A prefill's k / v
   // projection ([512, 2048] Q4_K, 128 tokens) is 590 KB of weights but ~1.4 ms of products a core.
-  if (N * row_bytes * T < (1 << 20)) {
-    for (int64_t b = 0; b < nb; ++b) task(b);
+  if (work < (1 << 20)) {
+    for (int64_t j = 0; j < nb; ++j) task(j);
   } else {
     ThreadPool::get().run(nb, task);
   }
