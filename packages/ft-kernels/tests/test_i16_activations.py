@@ -100,11 +100,11 @@ from ft_kernels import reference as R
 from test_i16_activations import FMTS, _heavy, _quantize
 assert fk.active_isa() == {isa!r}
 on = {on}
-vnni = {vnni}  # AVX2 with AVX-VNNI on: Q6_K_X16, Q5_K_X16 and Q3_K_X16 have 16-bit kernels too
+vnni = {vnni}  # AVX-VNNI on: Q5_K_X16 and Q3_K_X16 have 16-bit kernels too, and in AVX2 code Q6_K_X16
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        i16 = on and (fmt not in ("q6_k_x16", "q5_k_x16", "q3_k_x16") or vnni)
+        i16 = on and (fmt not in ("q6_k_x16", "q5_k_x16", "q3_k_x16") or vnni and (fmt != "q6_k_x16" or {isa!r} == "avx2"))
         assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == i16, fmt
         N = -(-N // 16) * 16 if "_x16" in fmt else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):
@@ -161,7 +161,7 @@ def test_kernels_match_the_twin(isa, vnni, on):
         here=os.path.dirname(os.path.abspath(__file__)),
         isa=isa,
         on=on == "1",
-        vnni=isa == "avx2" and _AVX_VNNI and vnni != "0",
+        vnni=_AVX_VNNI and vnni != "0",
     )
     res = subprocess.run(
         [sys.executable, "-c", code],
@@ -192,15 +192,17 @@ def test_not_where_bf16_kernels_run_or_for_other_formats():
         ("bf16", 256, 32),
         ("fp8_e4m3", 256, 32),
         ("int8_sym", 256, 32),
-        ("q6_k_x16", 256, 32),
-        ("q5_k_x16", 256, 32),
-        ("q3_k_x16", 256, 32),
         ("mxfp4", 256, 32),
         ("nvfp4", 256, 32),
         ("int4_sym", 256, 128),
         ("int4_asym", 80, 16),
     ):
         assert not fk.bf16_i16(fmt, cols, group), fmt
+    # the X16 K-quants with a 16-bit kernel only where AVX-VNNI is on (Q6_K_X16: in AVX2 code only)
+    vnni = _AVX_VNNI and os.environ.get("FT_AVX_VNNI") != "0" and fk.active_isa() != "scalar"
+    for fmt in ("q6_k_x16", "q5_k_x16", "q3_k_x16"):
+        i16 = vnni and (fmt != "q6_k_x16" or fk.active_isa() == "avx2") and not fk.bf16_simd(fmt)
+        assert fk.bf16_i16(fmt, 256, 32) == i16, fmt
 
 
 @pytest.mark.parametrize(

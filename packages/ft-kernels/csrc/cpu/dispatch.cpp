@@ -348,11 +348,13 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     case Fmt::Q6_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q6kx16_avxvnni : nullptr;
     // Q5_K_X16 the same (x86_avx2_q4kx16.cpp): [16384, 2048], 1 / 4 / 8 / 128 tokens, the Q5_K row kernel 15.5-15.9 /
     // 26.7 / 29.3 / 31.1 GMAC/s, Q5_K_X16 18.5 / 32.7 / 38.4 / 44.4-46.7 (in AVX2 code 15.2 / 25 / 25.6 / 30.3 against
-    // 13.2-15.5 / 29 / 26.2 / 29.7: not taken)
-    case Fmt::Q5_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
+    // 13.2-15.5 / 29 / 26.2 / 29.7: not taken). On Intel's AVX-512 too, where Q5_K has only the row kernel: 1 / 8 / 128
+    // tokens, 18.1 / 29-32 / 32.7 -> 20.3 / 43.3 / 49.4; pp128 of a 48-layer Q5_K_M model on two cores 24.6 -> 35.8
+    case Fmt::Q5_K_X16: return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
     // and Q3_K_X16 (x86_avx2_q3kx16.cpp): the Q3_K row kernel 17.7 / 27.1-29.7 / 27.7 / 30.1 GMAC/s, Q3_K_X16 18.2 /
-    // 37.2 / 44.3 / 48 (in AVX2 code 15.3 / 25.5 / 25.3 / 27 against 17.6 / 27.6 / 27.5 / 27.4: not taken)
-    case Fmt::Q3_K_X16: return isa == "avx2" && vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
+    // 37.2 / 44.3 / 48 (in AVX2 code 15.3 / 25.5 / 25.3 / 27 against 17.6 / 27.6 / 27.5 / 27.4: not taken); on Intel's
+    // AVX-512, 1 / 8 / 128 tokens, 18.5 / 29-31 / 31.5 -> 18.5 / 41.7 / 44.1, pp128 of the Q3_K_M model 31.5 -> 40.0
+    case Fmt::Q3_K_X16: return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }
