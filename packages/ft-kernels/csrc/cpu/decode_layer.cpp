@@ -35,16 +35,22 @@ auto* grow(V& v, int64_t n) {
   return v.data();
 }
 
-// y = x W^T (+ b) over bf16 x [T, K] -> fp32 [T, N] (the kernel's output, not yet rounded).
-void project(const DenseRef& d, const uint16_t* x, int64_t T, float* y) {
+// linear()'s arguments for x W^T (+ b) over bf16 x [T, K], the output not yet given.
+LinearArgs args_of(const DenseRef& d, const uint16_t* x, int64_t T) {
   LinearArgs a;
   a.x = x;
   a.x_bf16 = true;
   a.T = T;
   a.w = d.w;
   a.bias = d.bias;
-  a.y = y;
   a.act_int8 = d.act_int8;
+  return a;
+}
+
+// y = x W^T (+ b) over bf16 x [T, K] -> fp32 [T, N] (the kernel's output, not yet rounded).
+void project(const DenseRef& d, const uint16_t* x, int64_t T, float* y) {
+  LinearArgs a = args_of(d, x, T);
+  a.y = y;
   linear(a);
 }
 
@@ -59,19 +65,12 @@ int64_t rows_of(const std::vector<DenseRef>& parts) {
 // bf16 outputs): one job on the pool for all the parts.
 void project_parts(const std::vector<DenseRef>& parts, const uint16_t* x, int64_t T, uint16_t* out) {
   const int64_t W = rows_of(parts);
-  std::vector<LinearArgs> args(parts.size());
+  std::vector<LinearArgs> args;
   int64_t off = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const DenseRef& d = parts[i];
-    LinearArgs& a = args[i];
-    a.x = x;
-    a.x_bf16 = true;
-    a.T = T;
-    a.w = d.w;
-    a.bias = d.bias;
-    a.y_bf16 = out + off;
-    a.ldy_bf16 = W;
-    a.act_int8 = d.act_int8;
+  for (const DenseRef& d : parts) {
+    args.push_back(args_of(d, x, T));
+    args.back().y_bf16 = out + off;
+    args.back().ldy_bf16 = W;
     off += d.w.rows;
   }
   linear_parts(args.data(), static_cast<int64_t>(args.size()));
