@@ -9,13 +9,12 @@
 #include <vector>
 
 #include "bind_common.h"
+#include "bind_decode_step.h"
 #include "cpu/decode_layer.h"
 
 using namespace ft_bind;
 
 namespace {
-
-const auto kBf16 = nb::dlpack::dtype_code::Bfloat;
 
 class DecodeLayerPlan {
  public:
@@ -159,76 +158,31 @@ class DecodeLayerPlan {
     set_ |= 16;
   }
 
-  void run(Arr x, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx, Arr slots, Arr cos, Arr sin, OptArr eid_out,
-           OptArr conv_state, OptArr state, OptArr state_slots) {
+  // The layer as built, refused while a part is missing.
+  const ft::DecodeLayer& layer() const {
     const int need = L_.attn == ft::AttnKind::GQA && L_.parts.empty() ? 31 : 30;  // else parts instead of qkv
     expect((set_ & need) == need && (L_.attn == ft::AttnKind::GQA || !L_.parts.empty()),
            "the plan is incomplete: set_dense(qkv or parts, o, router), the attention and set_experts first");
     expect(!L_.has_shared || (!L_.shared.gate_up.empty() && L_.shared.down.w.q && (!L_.shared.gated || L_.shared.gate_w.w.q)),
            "the plan's shared expert is incomplete: its gate_up parts, shared_down (and shared_gate) first");
-    const int64_t H = L_.H, K = L_.K, D = L_.D;
-    expect(x.ndim() == 2 && is_dtype(x, kBf16, 16) && int64_t(x.shape(1)) == H,
-           "x must be bfloat16 [T, H=" + std::to_string(H) + "], got " + shape_of(x));
-    const int64_t T = x.shape(0);
-    for (const auto& [p, name] : {std::pair{&k_pool, "k_pool"}, std::pair{&v_pool, "v_pool"}})
-      expect(L_.attn == ft::AttnKind::GDN || p->ndim() == 4 && is_dtype(*p, kBf16, 16) && int64_t(p->shape(2)) == K && int64_t(p->shape(3)) == D &&
-                 p->shape(0) == k_pool.shape(0) && p->shape(1) == k_pool.shape(1),
-             std::string(name) + " must be bfloat16 [P, S, K=" + std::to_string(K) + ", D=" + std::to_string(D) +
-                 "] like k_pool, got " + shape_of(*p));
-    expect(page_table.ndim() == 2 && int64_t(page_table.shape(0)) == T && page_table.dtype() == nb::dtype<int64_t>(),
-           "page_table must be int64 [T=" + std::to_string(T) + ", Pmax], got " + shape_of(page_table));
-    for (const auto& [p, name] : {std::pair{&ctx, "ctx_lens"}, std::pair{&slots, "slots"}})
-      expect(p->ndim() == 1 && int64_t(p->shape(0)) == T && p->dtype() == nb::dtype<int64_t>(),
-             std::string(name) + " must be int64 [T=" + std::to_string(T) + "], got " + shape_of(*p));
-    expect(cos.ndim() == 2 && int64_t(cos.shape(0)) == T && cos.dtype() == nb::dtype<float>() && sin.ndim() == 2 &&
-               sin.shape(0) == cos.shape(0) && sin.shape(1) == cos.shape(1) && sin.dtype() == nb::dtype<float>(),
-           "cos and sin must be float32 [T, R/2], got " + shape_of(cos) + " and " + shape_of(sin));
+    return L_;
+  }
+
+  void run(Arr x, Arr k_pool, Arr v_pool, Arr page_table, Arr ctx, Arr slots, Arr cos, Arr sin, OptArr eid_out,
+           OptArr conv_state, OptArr state, OptArr state_slots) {
+    const ft::DecodeLayer& L = layer();
+    ft::DecodeStep s = step_of(L.H, x, page_table, ctx, slots, cos, sin);
+    kv_pools_of(L, s, k_pool, v_pool);
     if (eid_out)
-      expect(eid_out->ndim() == 2 && int64_t(eid_out->shape(0)) == T && int64_t(eid_out->shape(1)) == L_.top_k &&
+      expect(eid_out->ndim() == 2 && int64_t(eid_out->shape(0)) == s.T && int64_t(eid_out->shape(1)) == L.top_k &&
                  eid_out->dtype() == nb::dtype<int32_t>(),
-             "eid_out must be int32 [T, top_k=" + std::to_string(L_.top_k) + "], got " + shape_of(*eid_out));
-    ft::DecodeStep s;
-    s.x = static_cast<uint16_t*>(x.data());
-    s.T = T;
-    s.k_pool = static_cast<uint16_t*>(k_pool.data());
-    s.v_pool = static_cast<uint16_t*>(v_pool.data());
-    s.P = k_pool.ndim() == 4 ? k_pool.shape(0) : 0, s.S = k_pool.ndim() == 4 ? k_pool.shape(1) : 0;
-    s.pmax = page_table.shape(1);
-    s.page_table = static_cast<const int64_t*>(page_table.data());
-    s.ctx = static_cast<const int64_t*>(ctx.data());
-    s.slots = static_cast<const int64_t*>(slots.data());
-    s.cos = static_cast<const float*>(cos.data());
-    s.sin = static_cast<const float*>(sin.data());
-    s.R = 2 * int64_t(cos.shape(1));
+             "eid_out must be int32 [T, top_k=" + std::to_string(L.top_k) + "], got " + shape_of(*eid_out));
     s.eid_out = eid_out ? static_cast<int32_t*>(eid_out->data()) : nullptr;
-    if (L_.attn == ft::AttnKind::GDN) {
-      const ft::GdnWeights& g = L_.gdn;
-      const int64_t C = 2 * g.Hk * g.Dk + g.Hv * g.Dv;
-      expect(conv_state && state && state_slots, "a GDN layer's plan needs conv_state, state and state_slots");
-      expect(conv_state->ndim() == 3 && is_dtype(*conv_state, kBf16, 16) && int64_t(conv_state->shape(1)) == C &&
-                 int64_t(conv_state->shape(2)) == g.Kc - 1,
-             "conv_state must be bfloat16 [Ns, C, Kc-1], got " + shape_of(*conv_state));
-      const int64_t Ns = conv_state->shape(0);
-      expect(state->ndim() == 4 && state->dtype() == nb::dtype<float>() && int64_t(state->shape(0)) == Ns &&
-                 int64_t(state->shape(1)) == g.Hv && int64_t(state->shape(2)) == g.Dk && int64_t(state->shape(3)) == g.Dv,
-             "state must be float32 [Ns, Hv, Dk, Dv] like conv_state, got " + shape_of(*state));
-      expect(state_slots->ndim() == 1 && int64_t(state_slots->shape(0)) == T && state_slots->dtype() == nb::dtype<int64_t>(),
-             "state_slots must be int64 [T=" + std::to_string(T) + "], got " + shape_of(*state_slots));
-      s.conv_state = static_cast<uint16_t*>(conv_state->data());
-      s.state = static_cast<float*>(state->data());
-      s.state_slots = static_cast<const int64_t*>(state_slots->data());
-      s.Ns = Ns;
+    if (L.attn == ft::AttnKind::GDN) {
+      gdn_pools_of(L, s, conv_state, state);
+      state_slots_of(s, state_slots);
     }
-    std::string err;
-    {
-      nb::gil_scoped_release release;
-      try {
-        ft::decode_layer(L_, s);
-      } catch (const std::exception& e) {
-        err = e.what();
-      }
-    }
-    if (!err.empty()) throw nb::value_error(err.c_str());
+    release_and_run([&] { ft::decode_layer(L, s); });
   }
 
  private:
@@ -255,6 +209,8 @@ class DecodeLayerPlan {
 };
 
 }  // namespace
+
+const ft::DecodeLayer& ft_bind::plan_layer(nb::handle plan) { return nb::cast<DecodeLayerPlan&>(plan).layer(); }
 
 void bind_decode_layer(nb::module_& m) {
   nb::class_<DecodeLayerPlan>(m, "DecodeLayerPlan",

@@ -1,6 +1,6 @@
 // The module's functions: argument checks that name the argument (bind_common.h), then the Python-free core
 // with the GIL released. Tensors arrive by DLPack without copies. The decode-layer plan is bound in
-// bind_decode_layer.cpp.
+// bind_decode_layer.cpp, a run of them in bind_decode_stack.cpp.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -22,6 +22,7 @@
 #include "cpu/threadpool.h"
 
 void bind_decode_layer(nb::module_& m);
+void bind_decode_stack(nb::module_& m);
 void bind_layer_ops(nb::module_& m);
 
 namespace {
@@ -205,6 +206,7 @@ std::string isa() {
 NB_MODULE(_C, m) {
   m.doc() = "ft CPU expert kernels";
   bind_decode_layer(m);
+  bind_decode_stack(m);
   bind_layer_ops(m);
   m.def("moe_experts", &moe_experts, nb::arg("x"), nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
         nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(), nb::arg("w13_zero").none(),

@@ -35,10 +35,12 @@ from ft_kernels.cpu import (
     to_x16_,
 )
 from ft_kernels.decode_layer import DecodeLayer
+from ft_kernels.decode_stack import DecodeStack
 from ft_kernels.formats import FORMATS, ExpertWeights, quantize
 
 __all__ = [
     "DecodeLayer",
+    "DecodeStack",
     "active_isa",
     "available_isas",
     "decode_attention",

@@ -3,7 +3,8 @@
 ``GQAttention`` + ``MoELayer`` cost ~0.25 ms a layer -- 10-30 % of a 4-bit Qwen3-30B-A3B layer's weight
 reads. The Qwen3-Next family's layers (gated attention or Gated DeltaNet, (1 + w) norms, a shared expert) get
 one too. The plan runs the same kernels in the same order with the same roundings, so a step's result is the
-layer-by-layer path's bit for bit (tests/test_decode_plan.py); any other layer keeps that path.
+layer-by-layer path's bit for bit (tests/test_decode_plan.py); any other layer keeps that path. Consecutive
+planned layers run as one ``ft_kernels.DecodeStack``: one C++ call a step for a model planned throughout.
 
 Legend: T = tokens (one per sequence), H = hidden.
 """
@@ -189,35 +190,58 @@ def plan_applies(batch: ForwardBatch, x: torch.Tensor, top_k: int) -> bool:
     )
 
 
-def run_planned(
-    plan: ft_kernels.DecodeLayer,
+def stack_runs(plans: list) -> dict[int, ft_kernels.DecodeStack]:
+    """Each run of consecutive planned layers (``plans[i]`` not None) as one ``ft_kernels.DecodeStack``, keyed by
+    its first layer: a step calls C++ once a run instead of once a layer."""
+    runs, start = {}, None
+    for i, plan in enumerate([*plans, None]):
+        if plan is not None and start is None:
+            start = i
+        elif plan is None and start is not None:
+            runs[start] = ft_kernels.DecodeStack(plans[start:i])
+            start = None
+    return runs
+
+
+def _pools(stack: ft_kernels.DecodeStack, first: int, batch: ForwardBatch, kv) -> tuple:
+    """The stack's layers' pools as ``DecodeStack.bind`` takes them (layer ``first`` onwards)."""
+    n = len(stack.layers)
+    ks, vs = kv.k[first : first + n], kv.v[first : first + n]
+    convs, recs = [None] * n, [None] * n
+    for p, plan in enumerate(stack.layers):
+        if plan.state_index is not None:  # a Gated DeltaNet layer: its state pools instead of KV
+            convs[p], recs[p] = batch.state.live.layer(plan.state_index)
+            ks[p] = vs[p] = None
+    return ks, vs, convs, recs
+
+
+def run_stack(
+    stack: ft_kernels.DecodeStack,
+    first: int,
     x: torch.Tensor,
     batch: ForwardBatch,
     kv,
-    layer: int,
     cos_sin: tuple[torch.Tensor, torch.Tensor],
     routing_log: list | None,
     top_k: int,
 ) -> bool:
-    """Run layer ``layer`` through its plan, x [T, H] updated in place (``routing_log``, if given, receives its
-    flat expert ids [T, k] as ``MoELayer`` records them); False (nothing done) when this layer's KV pools are
-    not bf16 (the layer-by-layer path then runs it)."""
-    kp, vp = kv.k[layer], kv.v[layer]
-    j, st = plan.state_index, batch.state
-    states = {}
-    if j is not None:  # a Gated DeltaNet layer: its state pools instead of KV
-        conv, rec = st.live.layer(j)
-        if conv.dtype != torch.bfloat16:
+    """Run layers ``first`` .. ``first + len(stack.layers) - 1`` through their plans, x [T, H] updated in place
+    (``routing_log``, if given, receives each layer's flat expert ids [T, k] as ``MoELayer`` records them);
+    False (nothing done) when a layer's pools are not bf16 (the layer-by-layer path then runs them)."""
+    pools = _pools(stack, first, batch, kv)
+    if not stack.bound_to(*pools):
+        ks, vs, convs, _ = pools
+        if any(t is not None and t.dtype != torch.bfloat16 for t in (*ks, *vs, *convs)):
             return False
-        states = dict(conv_state=conv, state=rec, state_slots=batch.state_slots_tensor())
-        vp = kp
-    elif kp.dtype != torch.bfloat16 or vp is None or vp.dtype != torch.bfloat16:
-        return False
-    ctx = batch.ctx_tensor()
-    eid = None if routing_log is None else torch.empty(x.shape[0], top_k, dtype=torch.int32)
-    plan(x, kp, vp, batch.page_table, ctx, batch.slots, cos_sin[0], cos_sin[1], eid, **states)
+        stack.bind(*pools)
+    gdn = [p.state_index for p in stack.layers if p.state_index is not None]
+    eid = None
     if routing_log is not None:
-        routing_log.append(eid.tolist())
-    if j is not None:  # the checkpoints asked for after this token (as GatedDeltaNet takes them)
-        st.snapshot_decoded(j)
+        eid = torch.empty(len(stack.layers), x.shape[0], top_k, dtype=torch.int32)
+    slots = batch.state_slots_tensor() if gdn else None
+    stack(x, batch.page_table, batch.ctx_tensor(), batch.slots, *cos_sin, eid, slots)
+    if routing_log is not None:
+        routing_log.extend(eid.tolist())
+    for j in gdn:  # the checkpoints asked for after this token (as GatedDeltaNet takes them)
+        batch.state.snapshot_decoded(j)
     return True

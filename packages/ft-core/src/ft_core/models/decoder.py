@@ -27,7 +27,7 @@ from ft_core.layers.moe import MoELayer
 from ft_core.layers.norm_offset import offset_rms_norm
 from ft_core.layers.rope import Rotary
 from ft_core.model_config import ModelConfig
-from ft_core.models.decode_plan import layer_plan, plan_applies, run_planned
+from ft_core.models.decode_plan import layer_plan, plan_applies, run_stack, stack_runs
 from ft_core.models.dense_quant import interleave_dense, keep_native, native_matrix, quantize_dense
 from ft_core.models.placement import holds_nan, place_dense
 from ft_core.models.weight_source import WeightSource
@@ -128,6 +128,9 @@ class Decoder:
         # Each layer's one-call decode plan (None: the layer runs op by op), after quantize_dense.
         plans = engine.decode_plans and engine.dense_device == "cpu"  # plans run the CPU kernels
         self.plans = [layer_plan(cfg, *layer) if plans else None for layer in self.layers]
+        self.stacks = stack_runs(
+            self.plans
+        )  # each run of planned layers, by its first layer: one call a step
 
     @property
     def device(self) -> torch.device:
@@ -209,9 +212,13 @@ class Decoder:
             cos_sin = self.rotary.cos_sin(batch.positions)
             k = self.cfg.moe.top_k if self.bank is not None else 0
             planned = finite_log is None and k > 0 and plan_applies(batch, x, k)
+            done = 0  # the layers before it ran in a stack
             for i, (ln1, attn, ln2, mlp) in enumerate(self.layers):
-                plan = self.plans[i] if planned else None
-                if plan is not None and run_planned(plan, x, batch, kv, i, cos_sin, routing_log, k):
+                if i < done:
+                    continue
+                stack = self.stacks.get(i) if planned else None
+                if stack is not None and run_stack(stack, i, x, batch, kv, cos_sin, routing_log, k):
+                    done = i + len(stack.layers)
                     continue
                 x = x + attn(self._rms_norm(x, ln1), batch, kv, cos_sin)
                 trace(f"layer {i} attention", x)
