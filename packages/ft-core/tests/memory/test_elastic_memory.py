@@ -54,6 +54,27 @@ def test_resizes_during_generation_keep_the_output():
     assert split["total"] == split["kv"] + split["experts"] + split["states"]
 
 
+def test_kv_resizes_rebind_the_decode_plans():
+    """A bf16 engine on the CPU kernels decodes through its layers' plans (one C++ call a step over pools bound
+    once): the pools a resize rebuilds are bound again, so the output is the unresized engine's -- also when
+    every other step after a resize runs op by op (on the pools the engine holds: a plan still bound to the
+    old pools would have written its tokens' keys there)."""
+    kw = dict(moe_backend="cpu", moe_cache_slots=None, dtype="bfloat16")
+    ref = run(engine(**kw), {})
+    eng = engine(**kw)
+    assert all(p is not None for p in eng.model.plans) and eng.model.stacks
+    stacks, page = eng.model.stacks, eng.memory.page_bytes
+    seqs, step = [eng.add_request(p, GREEDY) for p in PROMPTS], 0
+    while any(not s.finished for s in seqs):
+        if step in (3, 9):
+            eng.resize(kv=(12 if step == 3 else 200) * page)
+        eng.model.stacks = {} if step > 3 and step % 2 else stacks  # odd steps op by op
+        eng.step()
+        step += 1
+    assert [list(s.output_ids) for s in seqs] == ref
+    assert [h["after"]["kv_pages"] for h in eng.memory.history] == [12, 200]
+
+
 def test_shrinking_keeps_the_hottest_experts():
     warm, cold = (
         engine(moe_cache_slots=64, prefix_cache=False),
