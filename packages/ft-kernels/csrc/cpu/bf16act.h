@@ -26,6 +26,10 @@ void bf16_to_f32_n(const uint16_t* src, int64_t n, float* dst);
 // Round n fp32 values to bf16, to nearest even (NaN stays NaN); dst_f (optional) gets the rounded values as fp32.
 void f32_to_bf16_n(const float* src, int64_t n, uint16_t* dst, float* dst_f);
 
+// x <- bf16(x + y) over n elements, y the bf16 yb or, when yb is nullptr, the fp32 yf rounded to bf16 first
+// (torch's `x + y` / `x + y.to(bfloat16)` on bf16 tensors: a residual sum).
+void add_bf16_n(uint16_t* x, const uint16_t* yb, const float* yf, int64_t n);
+
 // The prefetch distance, in bytes, of the rows-in-lanes bf16 kernels of the X16 formats (cpu/arch/
 // x86_avx512bf16_x16.h; defined out of their files on purpose, see there).
 int x16_prefetch_bytes();

@@ -77,14 +77,7 @@ void project_parts(const std::vector<DenseRef>& parts, const uint16_t* x, int64_
 }
 
 // x <- bf16(x + bf16(y)) elementwise: torch's `x + y.to(bfloat16)` on bf16 tensors.
-void add_rounded(uint16_t* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = f32_to_bf16(bf16_to_f32(x[i]) + bf16_to_f32(f32_to_bf16(y[i])));
-}
-
-// x <- bf16(x + y), both bf16.
-void add_bf16(uint16_t* x, const uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = f32_to_bf16(bf16_to_f32(x[i]) + bf16_to_f32(y[i]));
-}
+void add_rounded(uint16_t* x, const float* y, int64_t n) { add_bf16_n(x, nullptr, y, n); }
 
 void check(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(what);
@@ -292,8 +285,8 @@ void decode_layer(const DecodeLayer& L, const DecodeStep& s) {
   uint16_t *y = grow(b.y, T * H), *sh = grow(b.sh, T * H);
   f32_to_bf16_n(f, T * H, y, nullptr);
   shared_expert(L.shared, T, H, b, h, grow(b.f2, T * widest), sh);
-  add_bf16(y, sh, T * H);
-  add_bf16(s.x, y, T * H);
+  add_bf16_n(y, sh, nullptr, T * H);
+  add_bf16_n(s.x, y, nullptr, T * H);
 }
 
 }  // namespace ft

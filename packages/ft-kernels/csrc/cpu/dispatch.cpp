@@ -63,6 +63,9 @@ FT_DECL_TILE(q4kx16) FT_DECL_TILE(mxfp4x16) FT_DECL_TILE(int4x16) FT_DECL_TILE(q
 FT_DECL_TILE(fp8x16)
 void quantize_q16_avx2(const uint16_t*, int64_t, int16_t*, float*, float*) __attribute__((weak));
 void quantize_q8_avx2(const float*, int64_t, int8_t*, float*, float*) __attribute__((weak));
+void rms_norm_bf16_avx2(const uint16_t*, const void*, bool, int64_t, int64_t, float, uint16_t*) __attribute__((weak));
+void f32_to_bf16_avx2(const float*, int64_t, uint16_t*, float*) __attribute__((weak));
+void add_bf16_avx2(uint16_t*, const uint16_t*, const float*, int64_t) __attribute__((weak));
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
 FT_DECL_ALL(neon)
@@ -406,6 +409,14 @@ QuantizeQ8Fn quantize_q8_fn() {
   const std::string isa = active_isa();
   return (isa == "avx2" || is_avx512(isa)) && quantize_q8_avx2 ? quantize_q8_avx2 : quantize_q8;
 }
+
+static bool x86_simd() {
+  const std::string isa = active_isa();
+  return isa == "avx2" || is_avx512(isa);
+}
+RmsNormBf16Fn rms_norm_bf16_fn() { return x86_simd() ? rms_norm_bf16_avx2 : nullptr; }
+F32ToBf16Fn f32_to_bf16_fn() { return x86_simd() ? f32_to_bf16_avx2 : nullptr; }
+AddBf16Fn add_bf16_fn() { return x86_simd() ? add_bf16_avx2 : nullptr; }
 
 AttnSpanFn attn_span_kernel() {
   const std::string isa = active_isa();

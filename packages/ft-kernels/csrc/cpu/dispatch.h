@@ -46,6 +46,17 @@ QuantizeQ16Fn quantize_q16_fn();
 // bits).
 QuantizeQ8Fn quantize_q8_fn();
 
+// The AVX2 builds of the bf16 element-wise pieces of a decode step (cpu/arch/x86_avx2_bf16ops.cpp: the scalar
+// loops' results bit for bit) where the active ISA runs AVX2 code, else nullptr (the scalar loops). rms_norm's bf16 path
+// (norm.h), f32_to_bf16_n (bf16act.h) and add_bf16_n (x = bf16(x + y), y bf16 yb or bf16(yf)).
+using RmsNormBf16Fn = void (*)(const uint16_t* x, const void* w, bool w_f32, int64_t rows, int64_t D, float eps,
+                               uint16_t* y);
+using F32ToBf16Fn = void (*)(const float* src, int64_t n, uint16_t* dst, float* dst_f);
+using AddBf16Fn = void (*)(uint16_t* x, const uint16_t* yb, const float* yf, int64_t n);
+RmsNormBf16Fn rms_norm_bf16_fn();
+F32ToBf16Fn f32_to_bf16_fn();
+AddBf16Fn add_bf16_fn();
+
 // The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
 AttnSpanFn attn_span_kernel();
 

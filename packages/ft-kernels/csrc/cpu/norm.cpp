@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/dispatch.h"  // rms_norm_bf16_fn: the AVX2 build of the bf16 path
 #include "cpu/formats.h"
 #include "cpu/threadpool.h"
 
@@ -31,6 +32,8 @@ inline float sum_sq(Load ld, int64_t D) {
 }  // namespace
 
 void rms_norm(const void* x, const void* w, bool bf16, int64_t rows, int64_t D, float eps, void* y, bool w_f32) {
+  if (RmsNormBf16Fn fn = bf16 ? rms_norm_bf16_fn() : nullptr)
+    return fn(static_cast<const uint16_t*>(x), w, w_f32, rows, D, eps, static_cast<uint16_t*>(y));
   for (int64_t r = 0; r < rows; ++r) {
     if (bf16) {
       const uint16_t* xr = static_cast<const uint16_t*>(x) + r * D;
