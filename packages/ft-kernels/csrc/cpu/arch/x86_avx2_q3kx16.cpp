@@ -2,7 +2,8 @@
 // files' experts and projections, cpu/formats.h): rows in the lanes (x86_avx2_x16.h). Built for AVX2 and for AVX-VNNI.
 // Also 16-bit x (a bf16 engine's exact path, Q16Act; taken with AVX-VNNI only, dispatch.cpp): x16_prep_i16's order is
 // the low fields' column pairs (xo[16p + 2k + {0, 1}] = columns 16p + 8 (k / 4) + {0, 4, 1, 5}[k % 4] + {0, 2}), so
-// code k's pair of words less 4 meets x's pair in `vpdpwssd` (or `vpmaddwd`); y += d (sc - 32) dx dot a sub-block.
+// code k's pair of words less 4 meets x's pair in `vpdpwssd` (or `vpmaddwd`); y += d (sc - 32) dx dot a sub-block. Calls
+// of up to 4 tokens take Q3kX16Wide instead (the int8 path's bytes widened to words; below), the same bits.
 //
 // A half-load of a sub-block's low 2-bit fields (16 columns, one scale) is row i's 16 codes in dword i: byte b holds
 // the fields k = 4 (b % 2) .. +3 of word b / 2, so ((v >> 2j) & 3) puts in byte b the code of column 16p + {0, 8, 2,
@@ -22,7 +23,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
+#include "cpu/arch/x86_avx2.h"       // hsum_i32
 #include "cpu/arch/x86_avx2_x16.h"   // x16_tiles, x16_prep_i8_q3, kX16Ahead
 #include "cpu/arch/x86_kq_fields.h"  // x16_q3_scales6
 
@@ -169,6 +172,110 @@ struct Q3kX16 {
   }
 };
 
+// 16-bit x at few tokens, where the code assembly binds: the int8 path's bytes of each step (4 columns of a row),
+// widened to words by `vpunpcklbw` / `vpunpckhbw` (rows 0, 1 / 2, 3 of each lane, a row's 4 words in two dwords),
+// against one qword broadcast of x's 4 matching words (x16_prep_i16_q3's order); `vphaddd` of the two then gives row
+// i its sum in dword i, and -4 times x's sum over the sub-block (sx, as int32) replaces the per-code -4: the same
+// exact integer as Q3kX16's 16-bit dot, so the same result bit for bit. Per 128 weights (8 rows, one sub-block) and
+// token: 8 `vpdpwssd`, 4 broadcasts, a `vphaddd` and an add, after ~21 shifts, masks and ors and 8 unpacks (Q3kX16:
+// 8 and 8, after ~45). With AVX-VNNI, one Sapphire-Rapids-class core, [16384, 2048], 1 / 2 / 4 / 8 tokens: 18.5 / 30.2 /
+// 37.3 / 41 GMAC/s -> 21.1 / 30.6 / 37.8 / 37.2, so calls of up to 4 tokens take it (decode of a 48-layer Q3_K_M
+// model on two cores 12.8-13.1 -> 13.7 tok/s). In AVX2 code it ties the Q3_K row kernel at one token (18.5): still
+// not taken there (dispatch.cpp).
+constexpr int64_t kQ3WideTokens = 4;  // calls of up to this many tokens take Q3kX16Wide
+struct Q3kX16Wide {
+  static constexpr int kTokens = kX16Tokens;
+  template <int NT, int H, class E>
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
+                    float* Y, int64_t ldy) {
+    static_assert(sizeof(E) == 2, "16-bit x only");
+    const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
+    const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
+    const __m256i rot = _mm256_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,  //
+                                         1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12);
+    const int32_t* off = reinterpret_cast<const int32_t*>(sx);
+    for (int h0 = 0; h0 < 2; h0 += H) {
+      __m256 y[H][NT];
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* tile = g + s * kX16Q3Tile;
+        FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+        __m256 d[H];
+        FT_UNROLL for (int h = 0; h < H; ++h)
+            d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+#pragma GCC unroll 1
+        for (int p = 0; p < 16; ++p) {
+          const uint8_t* lq = tile + 64 * p;
+          const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+          if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+          __m256i v[H], hv[H], rv[H], lo[H][NT], hi[H][NT];
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
+            const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
+            hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
+            rv[h] = _mm256_shuffle_epi8(hv[h], rot);
+          }
+          const int16_t* xs = xo + kQK * s + 16 * p;
+          FT_UNROLL for (int j = 0; j < 4; ++j) {
+            __m256i wl[H], wh[H];
+            FT_UNROLL for (int h = 0; h < H; ++h) {
+              const __m256i b = Q3kX16::bytes(j, v[h], hv[h], rv[h]);
+              wl[h] = _mm256_unpacklo_epi8(b, _mm256_setzero_si256());
+              wh[h] = _mm256_unpackhi_epi8(b, _mm256_setzero_si256());
+            }
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i xq = _mm256_set1_epi64x(*reinterpret_cast<const int64_t*>(xs + t * ldo + 4 * j));
+              FT_UNROLL for (int h = 0; h < H; ++h) {
+                lo[h][t] = j ? x16_mac(lo[h][t], wl[h], xq) : _mm256_madd_epi16(wl[h], xq);
+                hi[h][t] = j ? x16_mac(hi[h][t], wh[h], xq) : _mm256_madd_epi16(wh[h], xq);
+              }
+            }
+          }
+          const __m128i sc6 = x16_q3_scales6(tile + 1536, p);
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            const __m128i sc8 = h0 + h ? _mm_srli_si128(sc6, 8) : sc6;
+            const __m256 dsc = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(32))));
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i a = _mm256_add_epi32(_mm256_hadd_epi32(lo[h][t], hi[h][t]), _mm256_set1_epi32(off[t * 2 * nb + 16 * s + p]));
+              const int64_t b = t * nb + 8 * s + p / 2;
+              y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
+            }
+          }
+        }
+      }
+      FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t)
+          _mm256_storeu_ps(Y + t * ldy + 8 * (h0 + h), y[h][t]);
+    }
+  }
+};
+
+// Q3kX16Wide's x: each sub-block's 16 columns as 4 qwords, step j's columns c, c + 8, c + 2, c + 10 (c = {0, 4, 1,
+// 5}[j]: the bytes of a row's dword), i.e. xo[16p + 4j + b] = column 16p + {0, 8, 2, 10}[b] + c, from a Q16Act block's
+// even and odd halves by one word shuffle each; sx[t * 2 nb + 16 s + p] = -4 times the sum of sub-block p's codes as
+// int32 (exact: |sum| <= 16 * 2^15); dx as x16_prep_i16's.
+inline void x16_prep_i16_q3(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int64_t ldo, float* dx, float* sx) {
+  const int64_t nb = cols / 32;
+  x16_block_scales(x, nt, nb, dx, sx);  // sx is overwritten below
+  const __m256i perm = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,  //
+                                        0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int t = 0; t < nt; ++t) {
+    const int16_t* q = x.q + t * x.ldq;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i e = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)), perm);
+      const __m256i o = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b + 16)), perm);
+      const __m256i s0 = _mm256_permute2x128_si256(e, o, 0x20), s1 = _mm256_permute2x128_si256(e, o, 0x31);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xo + t * ldo + 32 * b), s0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xo + t * ldo + 32 * b + 16), s1);
+      const int32_t o0 = -4 * hsum_i32(_mm256_madd_epi16(s0, ones)), o1 = -4 * hsum_i32(_mm256_madd_epi16(s1, ones));
+      std::memcpy(sx + t * 2 * nb + 2 * b, &o0, 4);
+      std::memcpy(sx + t * 2 * nb + 2 * b + 1, &o1, 4);
+    }
+  }
+}
+
 }  // namespace
 
 void FT_X16_NAME(rows_q8_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
@@ -177,7 +284,10 @@ void FT_X16_NAME(rows_q8_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, con
 }
 
 void FT_X16_NAME(rows_q16_q3kx16)(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
-  x16_rows_i16<Q3kX16>(m, r0, r1, x, Y, ldy);
+  if (x.ntok <= kQ3WideTokens)
+    x16_rows_i16<Q3kX16Wide, x16_prep_i16_q3>(m, r0, r1, x, Y, ldy);
+  else
+    x16_rows_i16<Q3kX16>(m, r0, r1, x, Y, ldy);
 }
 
 }  // namespace ft
