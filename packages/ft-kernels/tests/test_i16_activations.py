@@ -35,7 +35,8 @@ FMTS = KQ + [
     "mxfp4_x16",
     "int8_sym_x16",
     "int8_sym_x16/f16",
-    # AVX-VNNI only (x86_avx2_q6kx16.cpp, _q4kx16.cpp, _q3kx16.cpp); elsewhere fp32 products (the scalar twin)
+    # with AVX-VNNI (x86_avx2_q6kx16.cpp, _q4kx16.cpp, _q3kx16.cpp) or, but Q6_K_X16, AVX-512 VNNI
+    # (x86_avx512vnni_x16i16.cpp); elsewhere fp32 products (the scalar twin)
     "q6_k_x16",
     "q5_k_x16",
     "q3_k_x16",
@@ -101,10 +102,15 @@ from test_i16_activations import FMTS, _heavy, _quantize
 assert fk.active_isa() == {isa!r}
 on = {on}
 vnni = {vnni}  # AVX-VNNI on: Q5_K_X16 and Q3_K_X16 have 16-bit kernels too, and in AVX2 code Q6_K_X16
+zmm = {zmm}  # AVX-512 with VNNI: Q5_K_X16 and Q3_K_X16 have zmm 16-bit kernels
 for fmt in FMTS:
     gr = 32  # INT4 takes 16-bit x in groups of 32 only (GGUF Q4_0)
     for N, K in ((37, 256), (21, 768), (9, 2048)):
-        i16 = on and (fmt not in ("q6_k_x16", "q5_k_x16", "q3_k_x16") or vnni and (fmt != "q6_k_x16" or {isa!r} == "avx2"))
+        i16 = on and (
+            fmt not in ("q6_k_x16", "q5_k_x16", "q3_k_x16")
+            or vnni and (fmt != "q6_k_x16" or {isa!r} == "avx2")
+            or zmm and fmt != "q6_k_x16"
+        )
         assert fk.bf16_i16(fmt.removesuffix("/f16"), K, gr) == i16, fmt
         N = -(-N // 16) * 16 if "_x16" in fmt else N  # whole groups of 16 rows
         for T in (1, 2, 3, 4, 5, 9):
@@ -123,7 +129,7 @@ for fmt in FMTS:
                 off_exact = (yc - xc.double() @ W.T).abs().max()
                 off_twin = (yc - R.quantize_act_i16(xc) @ W.T).abs().max()
                 assert off_exact > 10 * off_twin, (fmt, N, K, T, off_exact, off_twin)
-            if i16 and fmt == "q3_k_x16" and T == 9:  # up to 4 tokens its bytes-widened kernel: the same bits
+            if i16 and fmt == "q3_k_x16" and T == 9 and not zmm:  # up to 4 tokens its bytes-widened kernel: the same bits
                 assert torch.equal(fk.linear(x[:4], w), y[:4]) and torch.equal(fk.linear(x[:1], w), y[:1])
             x[0, 7] = float("nan")
             y = fk.linear(x, w)
@@ -146,7 +152,9 @@ for fmt in FMTS:
 
 # AVX2 with AVX-VNNI (Intel desktops): its `vpdpwssd` build of the AVX2 kernels by default, the AVX2 one under
 # FT_AVX_VNNI=0 (as a Zen 2/3 machine runs)
-_AVX_VNNI = os.path.exists("/proc/cpuinfo") and " avx_vnni" in open("/proc/cpuinfo").read()  # noqa: SIM115
+_CPUINFO = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""  # noqa: SIM115
+_AVX_VNNI = " avx_vnni" in _CPUINFO
+_AVX512_VNNI = " avx512_vnni" in _CPUINFO
 RUNS = [(i, "") for i in ISAS] + ([("avx2", "0")] if _AVX_VNNI and "avx2" in ISAS else [])
 
 
@@ -164,6 +172,7 @@ def test_kernels_match_the_twin(isa, vnni, on):
         isa=isa,
         on=on == "1",
         vnni=_AVX_VNNI and vnni != "0",
+        zmm=_AVX512_VNNI and isa.startswith("avx512"),
     )
     res = subprocess.run(
         [sys.executable, "-c", code],
@@ -200,10 +209,14 @@ def test_not_where_bf16_kernels_run_or_for_other_formats():
         ("int4_asym", 80, 16),
     ):
         assert not fk.bf16_i16(fmt, cols, group), fmt
-    # the X16 K-quants with a 16-bit kernel only where AVX-VNNI is on (Q6_K_X16: in AVX2 code only)
+    # the X16 K-quants with a 16-bit kernel only where AVX-VNNI is on (Q6_K_X16: in AVX2 code only) or, but Q6_K_X16,
+    # on AVX-512 with VNNI
     vnni = _AVX_VNNI and os.environ.get("FT_AVX_VNNI") != "0" and fk.active_isa() != "scalar"
+    zmm = _AVX512_VNNI and fk.active_isa().startswith("avx512")
     for fmt in ("q6_k_x16", "q5_k_x16", "q3_k_x16"):
-        i16 = vnni and (fmt != "q6_k_x16" or fk.active_isa() == "avx2") and not fk.bf16_simd(fmt)
+        i16 = (
+            vnni and (fmt != "q6_k_x16" or fk.active_isa() == "avx2") or zmm and fmt != "q6_k_x16"
+        ) and not (fk.bf16_simd(fmt))
         assert fk.bf16_i16(fmt, 256, 32) == i16, fmt
 
 

@@ -56,6 +56,8 @@ void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int8x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+void rows_q16_q5kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+void rows_q16_q3kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 #define FT_DECL_TILE(fmt) \
   void rows_tile_##fmt##_amx(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t) \
       __attribute__((weak));
@@ -353,11 +355,19 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // 26.7 / 29.3 / 31.1 GMAC/s, Q5_K_X16 18.5 / 32.7 / 38.4 / 44.4-46.7 (in AVX2 code 15.2 / 25 / 25.6 / 30.3 against
     // 13.2-15.5 / 29 / 26.2 / 29.7: not taken). On Intel's AVX-512 too, where Q5_K has only the row kernel: 1 / 8 / 128
     // tokens, 18.1 / 29-32 / 32.7 -> 20.3 / 43.3 / 49.4; pp128 of a 48-layer Q5_K_M model on two cores 24.6 -> 35.8
-    case Fmt::Q5_K_X16: return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
+    // AVX-512 VNNI, both (x86_avx512vnni_x16i16.cpp, 16 rows a zmm): one Sapphire-Rapids-class core, [16384, 2048], 1 /
+    // 8 / 128 tokens, Q5_K_X16 20.3 / 43.3 / 49.4 -> 25.2 / 71 / 84.3 GMAC/s, Q3_K_X16 21.1 / 41.7 / 44.1 -> 25.1 / 66.8
+    // / 72.4 (also at one token from DRAM on two cores: 17.8 -> 18.6 and 14.9 -> 17.3 GB/s); pp128 of the 48-layer
+    // models on two cores Q5_K_M 35.7 -> 52.2 tok/s, Q3_K_M 40.5 -> 55.7
+    case Fmt::Q5_K_X16:
+      if (zmm && rows_q16_q5kx16_avx512vnni) return rows_q16_q5kx16_avx512vnni;
+      return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
     // and Q3_K_X16 (x86_avx2_q3kx16.cpp): the Q3_K row kernel 17.7 / 27.1-29.7 / 27.7 / 30.1 GMAC/s, Q3_K_X16 18.2 /
     // 37.2 / 44.3 / 48 (in AVX2 code 15.3 / 25.5 / 25.3 / 27 against 17.6 / 27.6 / 27.5 / 27.4: not taken); on Intel's
     // AVX-512, 1 / 8 / 128 tokens, 18.5 / 29-31 / 31.5 -> 18.5 / 41.7 / 44.1, pp128 of the Q3_K_M model 31.5 -> 40.0
-    case Fmt::Q3_K_X16: return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
+    case Fmt::Q3_K_X16:
+      if (zmm && rows_q16_q3kx16_avx512vnni) return rows_q16_q3kx16_avx512vnni;
+      return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }

@@ -87,7 +87,8 @@ def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
     q6_k, q3_k, mxfp4, int4_sym on AVX2, AVX-VNNI and AVX-512 VNNI); with bf16 ones (and for the formats int8 activations leave alone)
     those the bf16 kernels run (AMD's AVX-512 BF16: all eight; Intel's: mxfp4, int8_sym, fp8_e4m3), or the 16-bit
     ones where there is no bf16 kernel (AVX2, AVX-512 without BF16, Intel's AVX-512 BF16: q4_k, int4_sym, mxfp4
-    and int8_sym; with AVX-VNNI also q5_k and q3_k, and in AVX2 code q6_k; unless FT_BF16_I16=0). Elsewhere (fp32 activations) none: the row-wise layout stays."""
+    and int8_sym; with AVX-VNNI or AVX-512 VNNI also q5_k and q3_k, and with AVX-VNNI in AVX2 code q6_k; unless
+    FT_BF16_I16=0). Elsewhere (fp32 activations) none: the row-wise layout stays."""
 
     def simd(f: str) -> bool:
         if engine.int8_activations and f in INT8_FORMATS:

@@ -1,4 +1,4 @@
-// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16, INT4_SYM_X16, MXFP4_X16 and INT8_SYM_X16: the rows-in-lanes kernels of
+// AVX-512 VNNI, 16-bit activations (cpu/q8.h: Q16Act) for Q4_K_X16, Q5_K_X16, Q3_K_X16, INT4_SYM_X16, MXFP4_X16 and INT8_SYM_X16: the rows-in-lanes kernels of
 // x86_avx2_x16.h with all 16 rows of a group in one zmm, for bf16 engines on AVX-512 CPUs whose bf16 kernels are off
 // (Intel's AVX-512 BF16: dispatch.cpp, bf16_nibbles_fast) or absent (Ice Lake; Zen 4 under FT_CPU_ISA=avx512).
 //
@@ -11,10 +11,11 @@
 // Tiles of 4..1 tokens (x16_rows_i16); Q4_K_X16 at one token a call goes to the AVX2 kernel. Exact integer dots;
 // the fp32 scaling is the AVX2 kernels' lane for lane. Int8 x (opt-in) also on Q5_K_X16 (Q4_K_X16's with the fifth
 // bits joined, Q5Bytes16), Q3_K_X16 and Q6_K_X16 (x86_avx2_q3kx16.cpp's and x86_avx2_q6kx16.cpp's, 16 rows a vector:
-// Sub16I8).
+// Sub16). 16-bit x also on Q5_K_X16 (Q5Words16) and Q3_K_X16 (Sub16).
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cpu/arch/x86_avx2_x16.h"       // x16_rows_i16, x16_prep_i16's column-pair order, kX16Ahead
 #include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin, x16_group_scales
@@ -26,7 +27,7 @@ namespace {
 // A 4-bit code's 16-bit word for `vpdpwssd`, as x86_avx2_x16.h's X16Nib / X16E2m1 with 16 rows a vector.
 struct Nib16 {
   static constexpr int kOrder[4] = {0, 1, 2, 3};
-  static __m512i word(int k, const __m512i& v, __m512i& /*lut*/) {
+  static __m512i word(int k, const __m512i& v, __m512i& /*lut*/, int /*u*/ = 0) {
     const __m512i nib = _mm512_set1_epi16(0x000f);
     return k == 3 ? _mm512_srli_epi16(v, 12) : _mm512_and_si512(k ? _mm512_srli_epi16(v, 4 * k) : v, nib);
   }
@@ -40,7 +41,7 @@ struct Nib16 {
 
 struct E2m1x16 {
   static constexpr int kOrder[4] = {0, 2, 1, 3};
-  static __m512i word(int k, const __m512i& v, __m512i& lut) {
+  static __m512i word(int k, const __m512i& v, __m512i& lut, int /*u*/ = 0) {
     if (k < 2) {
       const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kX16E2m1Words)));
       lut = _mm512_shuffle_epi8(table, _mm512_and_si512(k ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f)));
@@ -57,9 +58,9 @@ struct E2m1x16 {
 };
 
 // acc[t] = the int32 dots of the 16 rows with token t over one block of 32 columns: its 4 loads at q, q + 64, ...
-// and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order); the weights' words by D.
+// and x at xo + t * ldo (that block's 32 codes, x16_prep_i16's order); the weights' words by dec.
 template <int NT, class D = Nib16>
-inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512i (&acc)[NT]) {
+inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512i (&acc)[NT], const D& dec = D()) {
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1
   for (int u = 0; u < 4; ++u) {
@@ -69,7 +70,7 @@ inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512
     __m512i lut;
     FT_UNROLL for (int i = 0; i < 4; ++i) {
       const int k = D::kOrder[i];
-      const __m512i w = D::word(k, v, lut);
+      const __m512i w = dec.word(k, v, lut, u);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
         const __m512i xp = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xo + t * ldo + 8 * u + 2 * k));
         acc[t] = _mm512_dpwssd_epi32(acc[t], w, xp);
@@ -92,6 +93,23 @@ struct Q5Bytes16 {
   }
 };
 
+// Q5_K_X16's codes as 16-bit words for `vpdpwssd` (x86_avx2_q4kx16.cpp's Q5Words, 16 rows a vector): P, the
+// sub-block's plane of fifth bits; A, its dwords' words swapped. Nibble k < 3 of load u finds its bit 4 above it once
+// P's words are shifted down by u (st: P >> u, set at k = 0), nibble 3 at bit u of A's word.
+struct Q5Words16 {
+  static constexpr int kOrder[4] = {0, 1, 2, 3};
+  __m512i P, A;
+  explicit Q5Words16(const uint8_t* plane) : P(_mm512_loadu_si512(plane)), A(_mm512_ror_epi32(P, 16)) {}
+  __m512i word(int k, const __m512i& v, __m512i& st, int u) const {
+    if (k == 3)  // a | (b & c): ternary-logic 0xf8
+      return _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 12), _mm512_slli_epi16(A, 4 - u), _mm512_set1_epi16(0x0010), 0xf8);
+    if (k == 0) st = u ? _mm512_srli_epi16(P, u) : P;
+    const __m512i c = _mm512_ternarylogic_epi32(_mm512_and_si512(v, _mm512_set1_epi16(0x000f << 4 * k)), st,
+                                                _mm512_set1_epi16(0x0010 << 4 * k), 0xf8);
+    return k ? _mm512_srli_epi16(c, 4 * k) : c;
+  }
+};
+
 // The same over int8 x (x16_prep_i8's order: natural columns) for Q8Act: the codes as unsigned bytes (dec.bytes), one
 // `vpdpbusd` with x's 4 int8 columns (a dword broadcast) per nibble half: 8 a block and token, not 16. Exact (|sum|
 // <= 32 * 31 * 127 < 2^17).
@@ -111,7 +129,7 @@ inline void dot_block16(const uint8_t* q, const int8_t* xo, int64_t ldo, __m512i
   }
 }
 
-// Q4_K_X16 (Q5 false) or Q5_K_X16 (Q5 true: int8 x only).
+// Q4_K_X16 (Q5 false) or Q5_K_X16 (Q5 true).
 template <bool Q5>
 struct KX16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
@@ -137,10 +155,10 @@ struct KX16 {
           const int j = jj + 4 * hb;  // sub-block: block 8s + j of x
           __m512i acc[NT];
           if constexpr (Q5) {
-            static_assert(sizeof(E) == 1, "Q5_K_X16: int8 x only");
             const uint8_t* plane = tile + 2048 + 64 * j;
             _mm_prefetch(reinterpret_cast<const char*>(plane) + kX16Ahead, _MM_HINT_T1);
-            dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc, Q5Bytes16(plane));
+            using Dec = std::conditional_t<sizeof(E) == 1, Q5Bytes16, Q5Words16>;
+            dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc, Dec(plane));
           } else {
             dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc);
           }
@@ -157,15 +175,16 @@ struct KX16 {
   }
 };
 
-// The K-quants with a scale per 16 columns and a code offset (Q3_K_X16, Q6_K_X16) with int8 x: per sub-block of 16
-// columns and token D::dot's `vpdpbusd` sums (one a 4 columns of 16 rows), then y += d sc (dx dot - D::kOff sxh) in
-// two FMAs (sc: D::scale, sxh: dx times x's code sum over those columns, x16_prep_i8_halves' sx). Exact integer dots
-// (|dot| <= 16 * 63 * 127).
+// The K-quants with a scale per 16 columns and a code offset (Q3_K_X16, Q6_K_X16): per sub-block of 16 columns and
+// token D::dot's sums -- int8 x: `vpdpbusd`, one a 4 columns of 16 rows, then y += d sc (dx dot - D::kOff sxh) in two
+// FMAs (sc: D::scale, sxh: dx times x's code sum over those columns, x16_prep_i8_halves' sx); 16-bit x (Q3_K_X16):
+// `vpdpwssd` of each code less its offset against x16_prep_i16's column pairs, then y += d sc dx dot. Exact integer
+// dots (|dot| <= 16 * 63 * 127; 16-bit: 16 * 4 * 2^15).
 template <class D>
-struct Sub16I8 {
+struct Sub16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
-  template <int NT, int H>
-  static void group(const WeightMat& m, int64_t r, const int8_t* xo, int64_t ldo, const float* dx, const float* sx,
+  template <int NT, int H, class E>
+  static void group(const WeightMat& m, int64_t r, const E* xo, int64_t ldo, const float* dx, const float* sx,
                     float* Y, int64_t ldy) {
     const uint8_t* g = x16_tile(m.fmt, m.q, m.cols, r, 0);
     const int64_t nsb = m.cols / kQK, nb = m.cols / 32;
@@ -184,7 +203,8 @@ struct Sub16I8 {
         FT_UNROLL for (int t = 0; t < NT; ++t) {
           const int64_t b = t * nb + 8 * s + j / 2;  // the activation block of 32 columns
           y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(dx[b])), y[t]);
-          y[t] = _mm512_fnmadd_ps(dsc, _mm512_set1_ps(D::kOff * sx[t * 2 * nb + 16 * s + j]), y[t]);
+          if constexpr (sizeof(E) == 1)
+            y[t] = _mm512_fnmadd_ps(dsc, _mm512_set1_ps(D::kOff * sx[t * 2 * nb + 16 * s + j]), y[t]);
         }
       }
     }
@@ -192,9 +212,10 @@ struct Sub16I8 {
   }
 };
 
-// Q3_K_X16 (x86_avx2_q3kx16.cpp's AVX-VNNI kernel, 16 rows a vector; x16_prep_i8_q3's x): a sub-block is one load
-// of low 2-bit fields and half a load of high bits, 4 steps of 4 columns.
-struct Q3kI8 {
+// Q3_K_X16 (x86_avx2_q3kx16.cpp's AVX-VNNI kernels, 16 rows a vector): a sub-block is one load of low 2-bit fields
+// and half a load of high bits; int8 x (x16_prep_i8_q3's) in 4 steps of 4 columns, 16-bit x (x16_prep_i16's) in 8
+// code pairs.
+struct Q3k {
   static constexpr int64_t kTile = kX16Q3Tile, kScales = 1536, kD = 1728;
   static constexpr float kOff = 4.f;
   // step j's codes (0..7) as bytes, from the low fields v, the high bits hv (shifted down by the sub-block's parity)
@@ -220,6 +241,30 @@ struct Q3kI8 {
           acc[t] = _mm512_dpbusd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j)));
     }
   }
+  // 16-bit x: code k's pair of words less 4 (k < 7: its field at 2k of v, its bit at 2k + 2 of hv; k = 7: the bit at
+  // bit 0 of the dword's other word: sw, hv's words swapped)
+  static __m512i word(int k, const __m512i& v, const __m512i& hv, const __m512i& sw) {
+    const __m512i c =
+        k < 7 ? _mm512_ternarylogic_epi32(_mm512_and_si512(k ? _mm512_srli_epi16(v, 2 * k) : v, _mm512_set1_epi16(3)),
+                                          k ? _mm512_srli_epi16(hv, 2 * k) : hv, _mm512_set1_epi16(4), 0xf8)
+              : _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 14), _mm512_slli_epi16(sw, 2), _mm512_set1_epi16(4), 0xf8);
+    return _mm512_sub_epi16(c, _mm512_set1_epi16(4));
+  }
+  template <int NT>
+  static void dot(const uint8_t* tile, int p, const int16_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
+    const uint8_t* lq = tile + 64 * p;
+    const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+    if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
+    const __m512i hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw, sw = _mm512_ror_epi32(hv, 16);
+    FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+    FT_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m512i w = word(k, v, hv, sw);
+      FT_UNROLL for (int t = 0; t < NT; ++t)
+          acc[t] = _mm512_dpwssd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 2 * k)));
+    }
+  }
   static __m512 scale(const uint8_t* tile, int p) {  // sc - 32
     return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(x16_q3_scales6(tile + 1536, p)), _mm512_set1_epi32(32)));
   }
@@ -229,7 +274,7 @@ struct Q3kI8 {
 // low nibbles and one of high 2-bit fields; each load's low- and high-nibble columns as bytes of 6-bit codes (the
 // low nibble's field in place in the same byte of the high-bit word, the high nibble's in the other byte of its
 // 16-bit word: one `vpshufb` swap), two `vpdpbusd` a load.
-struct Q6kI8 {
+struct Q6k {
   static constexpr int64_t kTile = kX16Q6Tile, kScales = 3072, kD = 3328;
   static constexpr float kOff = 32.f;
   template <int NT>
@@ -356,6 +401,14 @@ void rows_q16_mxfp4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, co
   x16_rows_i16<BlockScaled16<Mxfp4Scales>>(m, r0, r1, x, Y, ldy);
 }
 
+void rows_q16_q5kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  x16_rows_i16<KX16<true>>(m, r0, r1, x, Y, ldy);
+}
+
+void rows_q16_q3kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
+  x16_rows_i16<Sub16<Q3k>>(m, r0, r1, x, Y, ldy);
+}
+
 void rows_q8_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   x16_rows_i8<KX16<false>>(m, r0, r1, x, Y, ldy);
 }
@@ -366,12 +419,12 @@ void rows_q8_q5kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const
 
 void rows_q8_q3kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
-  x16_tiles<Sub16I8<Q3kI8>, int8_t, x16_prep_i8_q3<false>>(m, r0, r1, x, Y, ldy);
+  x16_tiles<Sub16<Q3k>, int8_t, x16_prep_i8_q3<false>>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q8_q6kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
   if (r0 % 16 || r1 % 16) return rows_q8_scalar(m, r0, r1, x, Y, ldy);  // callers split rows in 16s
-  x16_tiles<Sub16I8<Q6kI8>, int8_t, x16_prep_i8_halves>(m, r0, r1, x, Y, ldy);
+  x16_tiles<Sub16<Q6k>, int8_t, x16_prep_i8_halves>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q8_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
