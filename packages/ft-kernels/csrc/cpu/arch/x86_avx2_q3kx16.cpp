@@ -50,6 +50,32 @@ struct Q3kX16 {
     return _mm256_or_si256(lo, _mm256_or_si256(even, odd));
   }
 
+  // A super-block's tile: the prefetches of its lines past the codes (scales, d), and d of halves h0..h0+H-1.
+  template <int H>
+  static void tile_start(const uint8_t* tile, int h0, __m256 (&d)[H]) {
+    FT_UNROLL for (int o = 1536; o < 1760; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+    FT_UNROLL for (int h = 0; h < H; ++h)
+        d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+  }
+
+  // Sub-block p's low fields v and high bits hv (shifted down by its parity) of halves h0..h0+H-1, and aux: hv through
+  // `vpshufb` by shuf (int8: its bytes rotated; 16-bit: its words swapped); the next lines prefetched.
+  template <int H>
+  static void sub_load(const uint8_t* tile, int p, int h0, const __m256i& shuf, __m256i (&v)[H], __m256i (&hv)[H],
+                       __m256i (&aux)[H]) {
+    const uint8_t* lq = tile + 64 * p;
+    const uint8_t* hq = tile + 1024 + 64 * (p / 2);
+    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
+    if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    FT_UNROLL for (int h = 0; h < H; ++h) {
+      v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
+      const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
+      hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
+      aux[h] = _mm256_shuffle_epi8(hv[h], shuf);
+    }
+  }
+
   // 16-bit x: code k's pair of words less 4 (k < 7: its field at 2k of v, its high bit at 2k + 2 of hv; k = 7: the
   // high bit at bit 0 of the dword's other word: sw, hv's words swapped).
   static __m256i word(int k, const __m256i& v, const __m256i& hv, const __m256i& sw) {
@@ -116,25 +142,13 @@ struct Q3kX16 {
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* tile = g + s * kX16Q3Tile;
-        FT_UNROLL for (int o = 1536; o < 1760; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
         __m256 d[H];
-        FT_UNROLL for (int h = 0; h < H; ++h)
-            d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+        tile_start(tile, h0, d);
         [[maybe_unused]] __m256i acc2[folded ? H : 1][folded ? NT : 1];  // folded: the two sub-blocks' int32 sums
 #pragma GCC unroll 1
         for (int p = 0; p < 16; ++p) {  // sub-block p: columns 16p..16p+15 of the super-block
-          const uint8_t* lq = tile + 64 * p;
-          const uint8_t* hq = tile + 1024 + 64 * (p / 2);
-          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-          if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
           __m256i v[H], hv[H], aux[H], acc[H][NT];
-          FT_UNROLL for (int h = 0; h < H; ++h) {
-            v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
-            const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
-            hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
-            aux[h] = _mm256_shuffle_epi8(hv[h], shuf);
-          }
+          sub_load(tile, p, h0, shuf, v, hv, aux);
           dot<NT, H>(v, hv, aux, xo + kQK * s + 16 * p, ldo, acc);
           const __m128i sc6 = x16_q3_scales6(tile + 1536, p);
           FT_UNROLL for (int h = 0; h < H; ++h) {
@@ -199,24 +213,12 @@ struct Q3kX16Wide {
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* tile = g + s * kX16Q3Tile;
-        FT_UNROLL for (int o = 1536; o < 1760; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
         __m256 d[H];
-        FT_UNROLL for (int h = 0; h < H; ++h)
-            d[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 1728 + 16 * (h0 + h))));
+        Q3kX16::tile_start(tile, h0, d);
 #pragma GCC unroll 1
         for (int p = 0; p < 16; ++p) {
-          const uint8_t* lq = tile + 64 * p;
-          const uint8_t* hq = tile + 1024 + 64 * (p / 2);
-          _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-          if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
           __m256i v[H], hv[H], rv[H], lo[H][NT], hi[H][NT];
-          FT_UNROLL for (int h = 0; h < H; ++h) {
-            v[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lq + 32 * (h0 + h)));
-            const __m256i hw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hq + 32 * (h0 + h)));
-            hv[h] = p % 2 ? _mm256_srli_epi16(hw, 1) : hw;
-            rv[h] = _mm256_shuffle_epi8(hv[h], rot);
-          }
+          Q3kX16::sub_load(tile, p, h0, rot, v, hv, rv);
           const int16_t* xs = xo + kQK * s + 16 * p;
           FT_UNROLL for (int j = 0; j < 4; ++j) {
             __m256i wl[H], wh[H];
