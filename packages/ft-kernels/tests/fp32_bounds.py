@@ -166,11 +166,11 @@ def moe_bound(
     o = W2 h (+ b2); y = sum of gate * o over routes."""
     h_bf16 = x.dtype == torch.bfloat16
     H, I = x.shape[1], w2.cols
-    # 16-bit activations (``kernel_x``) where both banks take them: x, and h after its bf16 rounding; in a
+    # 16-bit activations (``kernel_x``) for each bank that takes them: x, and h after its bf16 rounding; in a
     # prefill-sized call a bank on the tile kernels takes its input as it is
-    i16 = h_bf16 and fk.bf16_i16(w13.fmt, H, w13.group) and fk.bf16_i16(w2.fmt, I, w2.group)
     prefill = max(torch.bincount(eid.long()).tolist(), default=0) > 4
-    x16, h16 = i16 and not tiles(w13, prefill), i16 and not tiles(w2, prefill)
+    x16 = h_bf16 and fk.bf16_i16(w13.fmt, H, w13.group) and not tiles(w13, prefill)
+    h16 = h_bf16 and fk.bf16_i16(w2.fmt, I, w2.group) and not tiles(w2, prefill)
     xd = R.quantize_act_i16(x) if x16 else x.double()
     W13, W2 = R.dequantize(w13).double(), R.dequantize(w2).double()
     # the magnitudes the kernels sum (INT8_SYM_X16, MXFP4_X16: their split terms)

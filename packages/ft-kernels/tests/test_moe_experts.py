@@ -226,7 +226,7 @@ for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40
             exact, bound = moe_bound(xin, tok, eid, gate, w13, w2, act=act)
             assert ((y.double() - exact).abs() <= bound).all(), (fmt, T, act, ((y.double() - exact).abs() - bound).max().item())
 """
-    # on AVX-512 BF16 the 4-bit formats' bf16-activation kernels run on AMD CPUs only: both ways on any CPU
+    # on AVX-512 BF16 the 4-bit formats' bf16-activation kernels run on AMD CPUs (Zen 5: not all): both ways on any CPU
     for nib in ("0", "1") if isa == "avx512bf16" else ("",):
         res = subprocess.run(
             [sys.executable, "-c", code],
@@ -236,6 +236,48 @@ for fmt, (H, I) in [("bf16", (72, 40)), ("f16", (130, 34)), ("fp8_e4m3", (72, 40
             timeout=600,
         )
         assert res.returncode == 0, res.stderr[-3000:]
+
+
+_MIXED = """
+import sys, torch, ft_kernels as fk
+sys.path.insert(0, {here!r})
+from fp32_bounds import moe_bound
+from test_i16_activations import _quantize  # a K-quant X16 format: its base format's blocks, repacked
+for f13, f2 in (("q4_k_x16", "q6_k_x16"), ("q6_k_x16", "q4_k_x16"), ("q5_k_x16", "q6_k"), ("mxfp4_x16", "bf16"),
+                ("int4_sym_x16", "q6_k_x16")):
+    for T in (1, 3, 8):
+        g = torch.Generator().manual_seed(T)
+        # heavy tails (many binades a block): 16-bit x differs from bf16 x well past the fp32 bound, so a bound of
+        # the other path fails
+        x = (torch.randn(T, 256, generator=g) * torch.exp(2 * torch.randn(T, 256, generator=g))).bfloat16()
+        R_ = 2 * T + 1
+        tok = torch.randint(0, T, (R_,), generator=g, dtype=torch.int32)
+        eid = torch.randint(0, 4, (R_,), generator=g, dtype=torch.int32)
+        gate = torch.rand(R_, generator=g)
+        w13 = _quantize(torch.randn(4, 512, 256, generator=g) * .1, f13, 32)
+        w2 = _quantize(torch.randn(4, 256, 256, generator=g) * .1, f2, 32)
+        y = fk.moe_experts(x, tok, eid, gate, w13, w2)
+        exact, bound = moe_bound(x, tok, eid, gate, w13, w2)
+        assert ((y.double() - exact).abs() <= bound).all(), (f13, f2, T)
+"""
+
+
+@pytest.mark.parametrize("nib", ["", "0", "1"])
+def test_banks_of_different_formats_take_their_own_paths(nib):
+    """W13 and W2 in different formats (GGUF's Q4_K_M: Q4_K gate / up, Q6_K down) each take their own kernel: bf16 x
+    as 16-bit blocks for a bank with a 16-bit kernel and no bf16 one, as it is for a bank with a bf16 kernel, widened
+    to fp32 for one with neither; each within the bound of its own path (moe_bound). FT_BF16_NIBBLES on AVX-512 BF16:
+    the CPU's default, all bf16 kernels, none."""
+    if nib and fk.active_isa() != "avx512bf16":
+        pytest.skip("FT_BF16_NIBBLES is read on AVX-512 BF16 only")
+    res = subprocess.run(
+        [sys.executable, "-c", _MIXED.format(here=os.path.dirname(os.path.abspath(__file__)))],
+        env={**os.environ, "FT_BF16_NIBBLES": nib},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
 
 
 def test_forced_unknown_isa_raises():

@@ -118,12 +118,12 @@ void moe_experts(const MoeArgs& a) {
   const bool decode = kmax <= 4;  // every expert's routes fit one token tile of the row kernels
   RowsBf16Fn k13b = xb && !q8 ? rows_bf16_kernel(a.w13.mat) : nullptr;
   RowsBf16Fn k2b = xb && !q8 ? rows_bf16_kernel(a.w2.mat) : nullptr;
-  // bf16 x without bf16 kernels: 16-bit blocks (cpu/q8.h: Q16Act) where both banks' formats have such kernels
-  RowsQ16Fn k13w = xb && !q8 && !k13b && !k2b ? rows_q16_kernel(a.w13.mat) : nullptr;
-  RowsQ16Fn k2w = k13w ? rows_q16_kernel(a.w2.mat) : nullptr;
-  if (!k2w) k13w = nullptr;
-  // Prefill: the tile kernels (AMX) for each bank that has one; a bank without keeps its kernel above, so x and h
-  // may take different paths (W13 on tiles, W2 in 16-bit blocks: Q4_K_M's Q6_K W2).
+  // a bank without a bf16 kernel: 16-bit blocks (cpu/q8.h: Q16Act) of its input where its format has such kernels, so
+  // x and h may take different paths (Zen 5's Q4_K_M: W13 in Q4_K_X16's 16-bit kernel, W2 in Q6_K_X16's bf16 one)
+  RowsQ16Fn k13w = xb && !q8 && !k13b ? rows_q16_kernel(a.w13.mat) : nullptr;
+  RowsQ16Fn k2w = xb && !q8 && !k2b ? rows_q16_kernel(a.w2.mat) : nullptr;
+  // Prefill: the tile kernels (AMX) for each bank that has one; a bank without keeps its kernel above (W13 on tiles,
+  // W2 in 16-bit blocks: Q4_K_M's Q6_K W2).
   bool tiles13 = false;
   if (xb && !q8 && !decode) {
     if (const RowsBf16Fn t = rows_tile_kernel(a.w13.mat)) k13b = t, k13w = nullptr, tiles13 = true;
