@@ -13,6 +13,7 @@ twin's than the exact x's (the 16-bit path is the one tested). Each ISA runs in 
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -155,6 +156,9 @@ for fmt in FMTS:
 _CPUINFO = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""  # noqa: SIM115
 _AVX_VNNI = " avx_vnni" in _CPUINFO
 _AVX512_VNNI = " avx512_vnni" in _CPUINFO
+_ZEN5 = (
+    "AuthenticAMD" in _CPUINFO and re.search(r"^cpu family\s*:\s*26$", _CPUINFO, re.M) is not None
+)
 RUNS = [(i, "") for i in ISAS] + ([("avx2", "0")] if _AVX_VNNI and "avx2" in ISAS else [])
 
 
@@ -192,13 +196,28 @@ def test_kernels_match_the_twin(isa, vnni, on):
 
 def test_not_where_bf16_kernels_run_or_for_other_formats():
     """On AVX-512 BF16 a K-quant's bf16 x meets its weights in either the bf16 kernel (AMD) or the 16-bit one
-    (Intel, FT_BF16_NIBBLES=0), never both; formats without a 16-bit kernel, and INT4 groups or columns not in 32s,
-    widen to fp32."""
+    (Intel, FT_BF16_NIBBLES=0; on Zen 5 Q4_K_X16, Q3_K_X16 and INT8_SYM_X16), never both; formats without a 16-bit
+    kernel, and INT4 groups or columns not in 32s, widen to fp32."""
     if fk.active_isa() == "avx512bf16":
         assert all(
             fk.bf16_i16(f, 256) != fk.bf16_simd(f)
             for f in KQ + ["q4_k_x16", "int4_sym_x16", "mxfp4_x16"]
         )
+        if _ZEN5 and os.environ.get("FT_BF16_NIBBLES", "") == "":
+            x16 = [
+                "q4_k_x16",
+                "q5_k_x16",
+                "q6_k_x16",
+                "q3_k_x16",
+                "mxfp4_x16",
+                "int4_sym_x16",
+                "int8_sym_x16",
+            ]
+            assert [f for f in x16 if fk.bf16_i16(f, 256)] == [
+                "q4_k_x16",
+                "q3_k_x16",
+                "int8_sym_x16",
+            ]
     for fmt, cols, group in (
         ("bf16", 256, 32),
         ("fp8_e4m3", 256, 32),

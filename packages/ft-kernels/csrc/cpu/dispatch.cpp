@@ -53,6 +53,7 @@ FT_DECL_Q16(int4) FT_DECL_Q16(q4kx16) FT_DECL_Q16(int4x16) FT_DECL_Q16(mxfp4x16)
 FT_DECL_Q16_VNNI(q4kx16) FT_DECL_Q16_VNNI(int4x16) FT_DECL_Q16_VNNI(mxfp4x16) FT_DECL_Q16_VNNI(int8x16)
 FT_DECL_Q16_VNNI(q6kx16) FT_DECL_Q16_VNNI(q5kx16) FT_DECL_Q16_VNNI(q3kx16)
 void rows_q16_q4kx16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
+void rows_q16_q4kx16_avx512vnni_ymm1(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_mxfp4x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
 void rows_q16_int8x16_avx512vnni(const WeightMat&, int64_t, int64_t, const Q16Act&, float*, int64_t) __attribute__((weak));
@@ -100,18 +101,22 @@ static bool supports(const std::string& best, const std::string& want) {
   return best == "avx512" && want == "avx2";
 }
 
-const char* active_isa() {
-  static const std::string best = detect();
+static std::string chosen_isa() {
+  const std::string best = detect();
   const char* forced = std::getenv("FT_CPU_ISA");
-  if (forced && *forced) {
-    std::string f(forced);
-    if (f != "scalar" && f != "avx2" && f != "avx512" && f != "avx512bf16" && f != "neon")
-      throw std::invalid_argument("FT_CPU_ISA=" + f + " is not one of: scalar, avx2, avx512, avx512bf16, neon");
-    if (!supports(best, f)) throw std::invalid_argument("FT_CPU_ISA=" + f + " but this CPU supports at most " + best);
-    static const std::string chosen = f;
-    return chosen.c_str();
-  }
-  return best.c_str();
+  if (!forced || !*forced) return best;
+  const std::string f(forced);
+  if (f != "scalar" && f != "avx2" && f != "avx512" && f != "avx512bf16" && f != "neon")
+    throw std::invalid_argument("FT_CPU_ISA=" + f + " is not one of: scalar, avx2, avx512, avx512bf16, neon");
+  if (!supports(best, f)) throw std::invalid_argument("FT_CPU_ISA=" + f + " but this CPU supports at most " + best);
+  return f;
+}
+
+// Read once per process (every kernel call dispatches through it: getenv each time was ~0.2 % of a decode step); a
+// bad FT_CPU_ISA throws at every call.
+const char* active_isa() {
+  static const std::string isa = chosen_isa();
+  return isa.c_str();
 }
 
 static bool is_avx512(const std::string& isa) { return isa == "avx512" || isa == "avx512bf16"; }
@@ -149,6 +154,20 @@ static bool has_vnni() {
   return __builtin_cpu_supports("avx512vnni");
 #else
   return false;
+#endif
+}
+
+// AMD's family as CPUID leaf 1 gives it (base plus extended family: 0x17 Zen 1/2, 0x19 Zen 3/4, 0x1A Zen 5); 0 on other
+// vendors' CPUs.
+static unsigned amd_family() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const unsigned base = (a >> 8) & 0xF;
+  return base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+#else
+  return 0;
 #endif
 }
 
@@ -207,6 +226,46 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
   }
 }
 
+// 16-bit activations (cpu/q8.h: Q16Act) for a bf16 engine's K-quant and INT4 products where the ISA has no bf16
+// dot product (avx2, avx512): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM at one token, Q4_K 15.5 -> 25.7
+// GMAC/s, Q6_K 8.0 -> 22.1 against the fp32 kernels. Also on AVX-512 BF16 where its nibble kernels are off
+// (bf16_nibbles_fast: Intel), as rows_bf16_kernel is asked first: 2 Sapphire-Rapids-class cores, [73728, 2048] from
+// DRAM at one token, fp32 products / bf16 nibble kernels (FT_BF16_NIBBLES=1) / 16-bit, GB/s: Q4_K 12.1 / 16.9-17.5 /
+// 19.0-19.3, Q6_K 13.5 / 16.5-17.6 / 19.7-20.7, Q4_0 18.9 (row-wise) / 17.1-18.5 / 21.3-23.5 (INT4_SYM_X16, f16
+// scales), against a read bandwidth of 22.8. MXFP4 / NVFP4 keep their fp32 kernels (faster at 4 tokens:
+// x86_avx2_q8.cpp). FT_BF16_I16=0 keeps fp32 products (exact) there; 1 (the default) or unset: 16-bit.
+static bool bf16_i16_on() {
+  const char* forced = std::getenv("FT_BF16_I16");
+  if (forced && *forced) {
+    const std::string f(forced);
+    if (f != "0" && f != "1") throw std::invalid_argument("FT_BF16_I16=" + f + " is not 0 or 1");
+    return f == "1";
+  }
+  return true;
+}
+
+// The AVX-512 VNNI 16-bit kernel of an X16 format (x86_avx512vnni_x16i16.cpp, 16 rows a zmm), or nullptr: where the ISA
+// is AVX-512 with VNNI, 16-bit x is on (bf16_i16_on) and the format and shape have one. Q4_K_X16 at one token: Intel's
+// cores keep the AVX2 kernel (the _ymm1 build), Zen 5's take the zmm one (one core, [16384, 2048] in cache: AVX2 49.2,
+// zmm 71.6 GMAC/s).
+static RowsQ16Fn zmm_q16_kernel(const WeightMat& w) {
+  static const bool on = bf16_i16_on() && has_vnni() && quantize_q16_avx2;
+  if (!on || !is_avx512(active_isa())) return nullptr;
+  const bool blocks32 = w.cols % 32 == 0 && w.group % 32 == 0;
+  switch (w.fmt) {
+    case Fmt::INT4_SYM_X16: return blocks32 ? rows_q16_int4x16_avx512vnni : nullptr;
+    case Fmt::INT8_SYM_X16: return blocks32 ? rows_q16_int8x16_avx512vnni : nullptr;
+    case Fmt::MXFP4_X16: return w.cols % 32 ? nullptr : rows_q16_mxfp4x16_avx512vnni;
+    case Fmt::Q4_K_X16:
+      if (!q8_supported(w)) return nullptr;
+      __builtin_cpu_init();
+      return __builtin_cpu_is("amd") ? rows_q16_q4kx16_avx512vnni : rows_q16_q4kx16_avx512vnni_ymm1;
+    case Fmt::Q5_K_X16: return q8_supported(w) ? rows_q16_q5kx16_avx512vnni : nullptr;
+    case Fmt::Q3_K_X16: return q8_supported(w) ? rows_q16_q3kx16_avx512vnni : nullptr;
+    default: return nullptr;
+  }
+}
+
 // The 4-bit, K-quant and INT8 bf16-activation kernels (x86_avx512bf16_lut4.h, x86_avx512bf16_kquant.cpp, _int8.cpp)
 // beat the fp32 table kernel on AMD's AVX-512 BF16 (Zen 4: 13-14 against 10-11 GB/s a core from DRAM) and lost to it
 // on Intel's (Sapphire Rapids: 6.9 against 8.8), so they run on AMD CPUs. On Intel bf16 x meets K-quant, INT4,
@@ -218,7 +277,16 @@ RowsQ8Fn rows_q8_kernel(Fmt fmt) {
 // 16.2 / 38.7 / 43 -> 20.7 / 59.6 / 75, INT8_SYM_X16 (f16 scales) 9.1 / 20.7 / 21.8 -> 11.2 / 37 / 62; a 48-layer
 // MXFP4_MOE model decodes at 5.9 -> 6.7 tok/s on one core, 10.6 -> 12.4 on two. FT_BF16_NIBBLES=1 or 0 forces them
 // all on or off (any other value throws).
-enum class Nib { Off, On, NoI16 };  // NoI16: the formats without a 16-bit kernel (row-wise MXFP4 and INT8, FP8)
+// On Zen 5 the zmm 16-bit kernels (zmm_q16_kernel) of Q4_K_X16, Q3_K_X16 and INT8_SYM_X16 win over the bf16 ones and
+// the bf16 kernels keep the rest. 2 Zen 5 cores (EPYC, family 0x1A; read bandwidth 50-95 GB/s, two regimes by the
+// minute), 48-layer models, decode tok/s, paired runs at ~90 GB/s, bf16 -> 16-bit: Q4_K_M 34.3-34.8 -> 37.5-39.1,
+// Q3_K_M 35.4-36.7 -> 38.3-39.7, Q5_K_M 28.2-28.8 -> 23.4-24.2 (so Q5_K_X16 stays bf16: its 16-bit kernel does not
+// rise with the bandwidth); one core, [8192-16384, 2048] in cache, 1 / 4 / 8 tokens, GMAC/s: Q4_K_X16 74.6 / 126 /
+// 133 -> 82.3 / 146 / 162, Q3_K_X16 56.6 / 111 / 125 -> 54.2 / 123 / 140, INT8_SYM_X16 35.6 / 86.5 / 82 -> 35.9 / 109 / 149, against MXFP4_X16
+// 104.5 -> 81.3 and INT4_SYM_X16 84 / 148 / 167 -> 77.4 / 137 / 158 (bf16 kept). Zen 4 keeps the bf16 kernels
+// (measured before the zmm 16-bit ones existed).
+enum class Nib { Off, On, NoI16, Zen5 };  // NoI16: the formats without a 16-bit kernel (row-wise MXFP4 and INT8, FP8);
+                                          // Zen5: all but Q4_K_X16, Q3_K_X16 and INT8_SYM_X16 where their zmm ones run
 
 static Nib bf16_nibbles_fast() {
   const char* forced = std::getenv("FT_BF16_NIBBLES");
@@ -229,7 +297,8 @@ static Nib bf16_nibbles_fast() {
   }
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
-  return __builtin_cpu_is("amd") ? Nib::On : Nib::NoI16;
+  if (!__builtin_cpu_is("amd")) return Nib::NoI16;
+  return amd_family() >= 0x1A ? Nib::Zen5 : Nib::On;
 #else
   return Nib::Off;
 #endif
@@ -242,7 +311,8 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const Nib mode = bf16_nibbles_fast();
   const bool no_i16 = w.fmt == Fmt::MXFP4 || w.fmt == Fmt::INT8_SYM || w.fmt == Fmt::FP8_E4M3_X16;
-  const bool nib = mode == Nib::On || (mode == Nib::NoI16 && no_i16);
+  const bool zen5_i16 = (w.fmt == Fmt::Q4_K_X16 || w.fmt == Fmt::Q3_K_X16 || w.fmt == Fmt::INT8_SYM_X16) && zmm_q16_kernel(w);
+  const bool nib = mode == Nib::On || (mode == Nib::NoI16 && no_i16) || (mode == Nib::Zen5 && !zen5_i16);
   switch (w.fmt) {
     case Fmt::BF16: FT_PICK_BF16(bf16)
     case Fmt::MXFP4: FT_PICK_BF16_NIB(mxfp4)
@@ -275,24 +345,6 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   }
 }
 
-// 16-bit activations (cpu/q8.h: Q16Act) for a bf16 engine's K-quant and INT4 products where the ISA has no bf16
-// dot product (avx2, avx512): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM at one token, Q4_K 15.5 -> 25.7
-// GMAC/s, Q6_K 8.0 -> 22.1 against the fp32 kernels. Also on AVX-512 BF16 where its nibble kernels are off
-// (bf16_nibbles_fast: Intel), as rows_bf16_kernel is asked first: 2 Sapphire-Rapids-class cores, [73728, 2048] from
-// DRAM at one token, fp32 products / bf16 nibble kernels (FT_BF16_NIBBLES=1) / 16-bit, GB/s: Q4_K 12.1 / 16.9-17.5 /
-// 19.0-19.3, Q6_K 13.5 / 16.5-17.6 / 19.7-20.7, Q4_0 18.9 (row-wise) / 17.1-18.5 / 21.3-23.5 (INT4_SYM_X16, f16
-// scales), against a read bandwidth of 22.8. MXFP4 / NVFP4 keep their fp32 kernels (faster at 4 tokens:
-// x86_avx2_q8.cpp). FT_BF16_I16=0 keeps fp32 products (exact) there; 1 (the default) or unset: 16-bit.
-static bool bf16_i16_on() {
-  const char* forced = std::getenv("FT_BF16_I16");
-  if (forced && *forced) {
-    const std::string f(forced);
-    if (f != "0" && f != "1") throw std::invalid_argument("FT_BF16_I16=" + f + " is not 0 or 1");
-    return f == "1";
-  }
-  return true;
-}
-
 #define FT_PICK_Q16(fmt) return rows_q16_##fmt##_avx2;
 
 // The AVX2 16-bit kernel of an X16 format, or its AVX-VNNI build where that is on.
@@ -308,25 +360,21 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
   // AVX-512 with VNNI: the same with 16 rows a zmm (x86_avx512vnni_x16i16.cpp). One Sapphire-Rapids-class core,
   // [73728, 2048] from DRAM, T = 2 / 4, GMAC/s: Q4_K_X16 30-31 / 34-36.5 -> 30.5-32.5 / 52-56, INT4_SYM_X16 (f16
   // scales) 32 / 35.5-36.4 -> 34.3-35 / 58-59.6; equal at one token
-  static const bool vnni = has_vnni();
+  if (const RowsQ16Fn zmm = zmm_q16_kernel(w)) return zmm;
   static const bool vnni2 = avx_vnni_on();
-  const bool zmm = is_avx512(isa) && vnni;
   if (w.fmt == Fmt::INT4_SYM_X16) {
     if (w.cols % 32 || w.group % 32) return nullptr;
-    if (zmm && rows_q16_int4x16_avx512vnni) return rows_q16_int4x16_avx512vnni;
     FT_PICK_X16(int4x16)
   }
   // MXFP4 (x86_avx2_mxfp4x16.cpp: e2m1 values times 2 are small integers, so as exact as INT4's), where it took fp32
   // products before
   if (w.fmt == Fmt::MXFP4_X16) {
     if (w.cols % 32) return nullptr;
-    if (zmm && rows_q16_mxfp4x16_avx512vnni) return rows_q16_mxfp4x16_avx512vnni;
     FT_PICK_X16(mxfp4x16)
   }
   // GGUF Q8_0 (x86_avx2_int8x16.cpp: a byte pair sign-extended to a word pair; exact int32 block sums)
   if (w.fmt == Fmt::INT8_SYM_X16) {
     if (w.cols % 32 || w.group % 32) return nullptr;
-    if (zmm && rows_q16_int8x16_avx512vnni) return rows_q16_int8x16_avx512vnni;
     FT_PICK_X16(int8x16)
   }
   if (!q8_supported(w)) return nullptr;
@@ -345,8 +393,7 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // rows in the lanes (x86_avx2_q4kx16.cpp): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM, T = 1 / 2 / 4,
     // the Q4_K row kernel 25-27 / 31-33 / 37-39 GMAC/s, Q4_K_X16 35 / 45-46 / 48
     case Fmt::Q4_K_X16:
-      if (zmm && rows_q16_q4kx16_avx512vnni) return rows_q16_q4kx16_avx512vnni;
-      FT_PICK_X16(q4kx16)
+        FT_PICK_X16(q4kx16)
     // with AVX-VNNI only (x86_avx2_q6kx16.cpp): one Sapphire-Rapids-class core, [16384, 2048], 1 / 8 / 128 tokens,
     // the Q6_K row kernel 15-16 / 28-30 / 32 GMAC/s, Q6_K_X16 18.5-20 / 39 / 51 (in AVX2 code 15-17.5 / 24.4 / 29:
     // not taken). Not on AVX-512, whose tile kernel reads Q6_K row-wise.
@@ -360,14 +407,12 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // / 72.4 (also at one token from DRAM on two cores: 17.8 -> 18.6 and 14.9 -> 17.3 GB/s); pp128 of the 48-layer
     // models on two cores Q5_K_M 35.7 -> 52.2 tok/s, Q3_K_M 40.5 -> 55.7
     case Fmt::Q5_K_X16:
-      if (zmm && rows_q16_q5kx16_avx512vnni) return rows_q16_q5kx16_avx512vnni;
-      return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
+        return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
     // and Q3_K_X16 (x86_avx2_q3kx16.cpp): the Q3_K row kernel 17.7 / 27.1-29.7 / 27.7 / 30.1 GMAC/s, Q3_K_X16 18.2 /
     // 37.2 / 44.3 / 48 (in AVX2 code 15.3 / 25.5 / 25.3 / 27 against 17.6 / 27.6 / 27.5 / 27.4: not taken); on Intel's
     // AVX-512, 1 / 8 / 128 tokens, 18.5 / 29-31 / 31.5 -> 18.5 / 41.7 / 44.1, pp128 of the Q3_K_M model 31.5 -> 40.0
     case Fmt::Q3_K_X16:
-      if (zmm && rows_q16_q3kx16_avx512vnni) return rows_q16_q3kx16_avx512vnni;
-      return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
+        return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }

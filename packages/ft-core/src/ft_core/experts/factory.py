@@ -85,8 +85,8 @@ def x16_formats(engine: EngineConfig) -> tuple[str, ...]:
     read faster 16 rows interleaved (their ``_x16`` layouts: rows in the lanes). With int8 activations, of the
     formats they apply to (``reference.INT8_FORMATS``), those with an int8 rows-in-lanes kernel (q4_k, q5_k,
     q6_k, q3_k, mxfp4, int4_sym on AVX2, AVX-VNNI and AVX-512 VNNI); with bf16 ones (and for the formats int8 activations leave alone)
-    those the bf16 kernels run (AMD's AVX-512 BF16: all eight; Intel's: mxfp4, int8_sym, fp8_e4m3), or the 16-bit
-    ones where there is no bf16 kernel (AVX2, AVX-512 without BF16, Intel's AVX-512 BF16: q4_k, int4_sym, mxfp4
+    those the bf16 kernels run (AMD's AVX-512 BF16: all eight, on Zen 5 but q4_k, q3_k and int8_sym; Intel's: mxfp4, int8_sym, fp8_e4m3), or the 16-bit
+    ones where there is no bf16 kernel (AVX2, AVX-512 without BF16, Intel's AVX-512 BF16, Zen 5 for those three: q4_k, int4_sym, mxfp4
     and int8_sym; with AVX-VNNI or AVX-512 VNNI also q5_k and q3_k, and with AVX-VNNI in AVX2 code q6_k; unless
     FT_BF16_I16=0). Elsewhere (fp32 activations) none: the row-wise layout stays."""
 

@@ -387,10 +387,15 @@ struct Int8X16 {  // x86_avx2_int8x16.cpp's, 16 rows a vector (x in Q16Act's own
 void rows_q16_q4kx16_avx2(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy);
 
 void rows_q16_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
-  // one token: the AVX2 kernel kept one core's DRAM stream fuller (Sapphire-Rapids class, [73728, 2048]: 18.3-19.2
-  // against 17.3-18.1 GMAC/s; a 48-layer Q4_K_M decode on one core 6.6 against 6.3 tok/s; equal on two)
-  if (x.ntok == 1) return rows_q16_q4kx16_avx2(m, r0, r1, x, Y, ldy);
   x16_rows_i16<KX16<false>>(m, r0, r1, x, Y, ldy);
+}
+
+// Intel's: one token in the AVX2 kernel, which kept one core's DRAM stream fuller (Sapphire-Rapids class, [73728,
+// 2048]: 18.3-19.2 against 17.3-18.1 GMAC/s; a 48-layer Q4_K_M decode on one core 6.6 against 6.3 tok/s; equal on two)
+void rows_q16_q4kx16_avx512vnni_ymm1(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y,
+                                     int64_t ldy) {
+  if (x.ntok == 1) return rows_q16_q4kx16_avx2(m, r0, r1, x, Y, ldy);
+  rows_q16_q4kx16_avx512vnni(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q16_int4x16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
