@@ -22,7 +22,7 @@ import pytest
 import torch
 from ft_kernels import kquants
 from ft_kernels import reference as R
-from ft_kernels.formats import scales_f16
+from ft_kernels.formats import REPACKED, scales_f16
 
 KQ = ["q4_k", "q5_k", "q6_k", "q3_k", "q2_k"]
 # the rows-in-lanes kernels (x86_avx2_q4kx16.cpp, x86_avx2_int4x16.cpp, x86_avx2_mxfp4x16.cpp,
@@ -204,16 +204,7 @@ def test_not_where_bf16_kernels_run_or_for_other_formats():
             for f in KQ + ["q4_k_x16", "int4_sym_x16", "mxfp4_x16"]
         )
         if _ZEN5 and os.environ.get("FT_BF16_NIBBLES", "") == "":
-            x16 = [
-                "q4_k_x16",
-                "q5_k_x16",
-                "q6_k_x16",
-                "q3_k_x16",
-                "mxfp4_x16",
-                "int4_sym_x16",
-                "int8_sym_x16",
-            ]
-            assert [f for f in x16 if fk.bf16_i16(f, 256)] == [
+            assert [f for f in REPACKED if fk.bf16_i16(f, 256)] == [
                 "q4_k_x16",
                 "q3_k_x16",
                 "int8_sym_x16",
