@@ -159,7 +159,7 @@ static bool has_vnni() {
 
 // AMD's family as CPUID leaf 1 gives it (base plus extended family: 0x17 Zen 1/2, 0x19 Zen 3/4, 0x1A Zen 5); 0 on other
 // vendors' CPUs.
-static unsigned amd_family() {
+static unsigned amd_family_of_cpu() {
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -169,6 +169,10 @@ static unsigned amd_family() {
 #else
   return 0;
 #endif
+}
+static unsigned amd_family() {
+  static const unsigned family = amd_family_of_cpu();
+  return family;
 }
 
 // AVX-VNNI (CPUID.(7, 1):EAX bit 4: Alder Lake and later Intel desktops and laptops, Zen 5): the AVX2 rows-in-lanes
@@ -258,8 +262,7 @@ static RowsQ16Fn zmm_q16_kernel(const WeightMat& w) {
     case Fmt::MXFP4_X16: return w.cols % 32 ? nullptr : rows_q16_mxfp4x16_avx512vnni;
     case Fmt::Q4_K_X16:
       if (!q8_supported(w)) return nullptr;
-      __builtin_cpu_init();
-      return __builtin_cpu_is("amd") ? rows_q16_q4kx16_avx512vnni : rows_q16_q4kx16_avx512vnni_ymm1;
+      return amd_family() ? rows_q16_q4kx16_avx512vnni : rows_q16_q4kx16_avx512vnni_ymm1;
     case Fmt::Q5_K_X16: return q8_supported(w) ? rows_q16_q5kx16_avx512vnni : nullptr;
     case Fmt::Q3_K_X16: return q8_supported(w) ? rows_q16_q3kx16_avx512vnni : nullptr;
     default: return nullptr;
@@ -282,9 +285,9 @@ static RowsQ16Fn zmm_q16_kernel(const WeightMat& w) {
 // minute), 48-layer models, decode tok/s, paired runs at ~90 GB/s, bf16 -> 16-bit: Q4_K_M 34.3-34.8 -> 37.5-39.1,
 // Q3_K_M 35.4-36.7 -> 38.3-39.7, Q5_K_M 28.2-28.8 -> 23.4-24.2 (so Q5_K_X16 stays bf16: its 16-bit kernel does not
 // rise with the bandwidth); one core, [8192-16384, 2048] in cache, 1 / 4 / 8 tokens, GMAC/s: Q4_K_X16 74.6 / 126 /
-// 133 -> 82.3 / 146 / 162, Q3_K_X16 56.6 / 111 / 125 -> 54.2 / 123 / 140, INT8_SYM_X16 35.6 / 86.5 / 82 -> 35.9 / 109 / 149, against MXFP4_X16
-// 104.5 -> 81.3 and INT4_SYM_X16 84 / 148 / 167 -> 77.4 / 137 / 158 (bf16 kept). Zen 4 keeps the bf16 kernels
-// (measured before the zmm 16-bit ones existed).
+// 133 -> 82.3 / 146 / 162, Q3_K_X16 56.6 / 111 / 125 -> 54.2 / 123 / 140, INT8_SYM_X16 35.6 / 86.5 / 82 -> 35.9 /
+// 109 / 149, against MXFP4_X16 104.5 -> 81.3 and INT4_SYM_X16 84 / 148 / 167 -> 77.4 / 137 / 158 (bf16 kept). Zen 4
+// keeps the bf16 kernels (measured before the zmm 16-bit ones existed).
 enum class Nib { Off, On, NoI16, Zen5 };  // NoI16: the formats without a 16-bit kernel (row-wise MXFP4 and INT8, FP8);
                                           // Zen5: all but Q4_K_X16, Q3_K_X16 and INT8_SYM_X16 where their zmm ones run
 
@@ -296,8 +299,7 @@ static Nib bf16_nibbles_fast() {
     return f == "1" ? Nib::On : Nib::Off;
   }
 #if defined(__x86_64__) || defined(_M_X64)
-  __builtin_cpu_init();
-  if (!__builtin_cpu_is("amd")) return Nib::NoI16;
+  if (!amd_family()) return Nib::NoI16;
   return amd_family() >= 0x1A ? Nib::Zen5 : Nib::On;
 #else
   return Nib::Off;
@@ -311,7 +313,8 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const Nib mode = bf16_nibbles_fast();
   const bool no_i16 = w.fmt == Fmt::MXFP4 || w.fmt == Fmt::INT8_SYM || w.fmt == Fmt::FP8_E4M3_X16;
-  const bool zen5_i16 = (w.fmt == Fmt::Q4_K_X16 || w.fmt == Fmt::Q3_K_X16 || w.fmt == Fmt::INT8_SYM_X16) && zmm_q16_kernel(w);
+  const bool zen5_i16 =
+      (w.fmt == Fmt::Q4_K_X16 || w.fmt == Fmt::Q3_K_X16 || w.fmt == Fmt::INT8_SYM_X16) && zmm_q16_kernel(w);
   const bool nib = mode == Nib::On || (mode == Nib::NoI16 && no_i16) || (mode == Nib::Zen5 && !zen5_i16);
   switch (w.fmt) {
     case Fmt::BF16: FT_PICK_BF16(bf16)
