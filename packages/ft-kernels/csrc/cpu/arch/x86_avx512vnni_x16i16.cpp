@@ -8,8 +8,8 @@
 // (the AVX2 kernel: `vpmaddwd` and `vpaddd` per half). A block's 16 such products sum exactly (as there). Per 512
 // weights (16 rows, one block of 32 columns) and token: 16 `vpdpwssd` and 16 broadcasts after 4 loads and 7 shifts
 // and masks shared by the tile's tokens, then Q4_K's two FMAs (d sc dx; dmin m sx) or INT4's two (s dx; s 8 sx).
-// Tiles of 4..1 tokens (x16_rows_i16); Q4_K_X16 at one token a call goes to the AVX2 kernel. Exact integer dots;
-// the fp32 scaling is the AVX2 kernels' lane for lane. Int8 x (opt-in) also on Q5_K_X16 (Q4_K_X16's with the fifth
+// Tiles of 4..1 tokens (x16_rows_i16); Q4_K_X16 at one token a call goes to the AVX2 kernel on Intel (_ymm1). Exact
+// integer dots; the fp32 scaling is the AVX2 kernels' lane for lane. Int8 x (opt-in) also on Q5_K_X16 (Q4_K_X16's with the fifth
 // bits joined, Q5Bytes16), Q3_K_X16 and Q6_K_X16 (x86_avx2_q3kx16.cpp's and x86_avx2_q6kx16.cpp's, 16 rows a vector:
 // Sub16). 16-bit x also on Q5_K_X16 (Q5Words16) and Q3_K_X16 (Sub16).
 #include <immintrin.h>
@@ -226,14 +226,21 @@ struct Q3k {
     const __m512i odd = _mm512_and_si512(_mm512_slli_epi16(rv, 2), _mm512_set1_epi16(0x0400));
     return _mm512_ternarylogic_epi32(_mm512_or_si512(lo, odd), _mm512_srli_epi16(hv, 6), _mm512_set1_epi16(0x0004), 0xf8);
   }
-  template <int NT>
-  static void dot(const uint8_t* tile, int p, const int8_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
+  // Sub-block p's low fields v and high bits hv (shifted down by its parity); the next lines prefetched.
+  static void sub_load(const uint8_t* tile, int p, __m512i& v, __m512i& hv) {
     const uint8_t* lq = tile + 64 * p;
     const uint8_t* hq = tile + 1024 + 64 * (p / 2);
     _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
     if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-    const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
-    const __m512i hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw, rv = _mm512_ror_epi32(hv, 8);
+    v = _mm512_loadu_si512(lq);
+    const __m512i hw = _mm512_loadu_si512(hq);
+    hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw;
+  }
+  template <int NT>
+  static void dot(const uint8_t* tile, int p, const int8_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
+    __m512i v, hv;
+    sub_load(tile, p, v, hv);
+    const __m512i rv = _mm512_ror_epi32(hv, 8);
     FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
     FT_UNROLL for (int j = 0; j < 4; ++j) {
       const __m512i w = bytes(j, v, hv, rv);
@@ -252,12 +259,9 @@ struct Q3k {
   }
   template <int NT>
   static void dot(const uint8_t* tile, int p, const int16_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
-    const uint8_t* lq = tile + 64 * p;
-    const uint8_t* hq = tile + 1024 + 64 * (p / 2);
-    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-    if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
-    const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
-    const __m512i hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw, sw = _mm512_ror_epi32(hv, 16);
+    __m512i v, hv;
+    sub_load(tile, p, v, hv);
+    const __m512i sw = _mm512_ror_epi32(hv, 16);
     FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
     FT_UNROLL for (int k = 0; k < 8; ++k) {
       const __m512i w = word(k, v, hv, sw);
