@@ -315,6 +315,10 @@ NB_MODULE(_C, m) {
     w.cols = cols;
     return ft::rows_bf16_kernel(w) == nullptr && ft::rows_q16_kernel(w) != nullptr;
   }, nb::arg("fmt"), nb::arg("cols"), nb::arg("group"), "Whether bf16 activations meet weights of format code fmt ([N, cols], INT4 groups of group columns) as 16-bit blocks (cpu/q8.h: Q16Act) on the active ISA.");
+  m.def("x16_prefetch", [] {
+    ft::check_x16_prefetch();
+    return ft::x16_prefetch_nta() ? "nta" : "l2";
+  }, "How the AVX-512 X16 kernels prefetch their weights: \"nta\" (non-temporal into L1: Zen 5) or \"l2\" (FT_X16_PREFETCH forces one).");
   m.def("num_threads", &ft::ThreadPool::num_threads, "Threads of the kernel pool (FT_NUM_THREADS, else physical cores).");
   m.def("set_spin_us", &ft::ThreadPool::set_spin_us, nb::arg("us"),
         "Idle pool workers spin this many microseconds before sleeping (0: sleep at once; FT_SPIN_US overrides).");

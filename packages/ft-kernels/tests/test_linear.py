@@ -4,6 +4,7 @@ paths, the ISAs this CPU has.
 Bound: elementwise, the fp32 arithmetic's own (``fp32_bounds.linear_bound``) against float64."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -225,14 +226,53 @@ for fmt in fk.FORMATS:
         exact, bound = linear_bound(x, w, b)
         assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
 """
-    for nib in (
-        ("0", "1") if isa == "avx512bf16" else ("",)
-    ):  # the 4-bit bf16-x kernels on and off (test_moe_experts)
+    # the 4-bit bf16-x kernels on and off (test_moe_experts); the AVX-512 X16 kernels' prefetch each way
+    runs = (
+        [("0", "nta"), ("1", "l2")]
+        if isa == "avx512bf16"
+        else [("", "l2" if isa == "avx512" else "")]
+    )
+    for nib, prefetch in runs:
         res = subprocess.run(
             [sys.executable, "-c", code],
-            env={**os.environ, "FT_CPU_ISA": isa, "FT_BF16_NIBBLES": nib},
+            env={
+                **os.environ,
+                "FT_CPU_ISA": isa,
+                "FT_BF16_NIBBLES": nib,
+                "FT_X16_PREFETCH": prefetch,
+            },
             capture_output=True,
             text=True,
             timeout=600,
         )
         assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_x16_prefetch_choice():
+    """The AVX-512 X16 kernels prefetch non-temporally on Zen 5 (AMD family 0x1A) and into L2 elsewhere;
+    FT_X16_PREFETCH=nta or l2 forces one, and any other value is refused naming the variable (the kernels, which read
+    it at load, go on with the default)."""
+    cpuinfo = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""  # noqa: SIM115
+    zen5 = (
+        "AuthenticAMD" in cpuinfo and re.search(r"^cpu family\s*:\s*26$", cpuinfo, re.M) is not None
+    )
+    code = (
+        "import ft_kernels as fk, torch\n"
+        "try:\n    print(fk.x16_prefetch())\nexcept ValueError as e:\n    print(e)\n"
+        "try:\n    fk.linear(torch.ones(1, 256).bfloat16(), fk.quantize(torch.ones(1, 16, 256), 'mxfp4'))\n"
+        "except ValueError as e:\n    print(e)\n"
+    )
+    for value, want in (("", "nta" if zen5 else "l2"), ("nta", "nta"), ("l2", "l2"), ("L1", None)):
+        res = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "FT_X16_PREFETCH": value},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr[-3000:]
+        lines = res.stdout.split("\n")
+        if want:
+            assert lines[0] == want and lines[1] == "", res.stdout
+        else:
+            assert lines[0] == lines[1] == "FT_X16_PREFETCH=L1 is not nta or l2", res.stdout

@@ -46,6 +46,13 @@ QuantizeQ16Fn quantize_q16_fn();
 // bits).
 QuantizeQ8Fn quantize_q8_fn();
 
+// Whether the AVX-512 X16 kernels prefetch their weight stream non-temporally into L1 (cpu/arch/x86_x16_prefetch.h)
+// rather than into L2: on AMD's Zen 5, where it streams more of the read bandwidth. FT_X16_PREFETCH=nta or l2 forces
+// one. Read once per process, at load by the kernels' files: it never throws (another value counts as unset there);
+// check_x16_prefetch, which the kernel pickers call, throws std::invalid_argument for it.
+bool x16_prefetch_nta();
+void check_x16_prefetch();
+
 // The AVX2 builds of the bf16 element-wise pieces of a decode step (cpu/arch/x86_avx2_bf16ops.cpp: the scalar
 // loops' results bit for bit) where the active ISA runs AVX2 code, else nullptr (the scalar loops). rms_norm's bf16 path
 // (norm.h), f32_to_bf16_n (bf16act.h) and add_bf16_n (x = bf16(x + y), y bf16 yb or bf16(yf)).

@@ -33,6 +33,7 @@ from ft_kernels.cpu import (
     sigmoid_mul,
     silu_mul,
     to_x16_,
+    x16_prefetch,
 )
 from ft_kernels.decode_layer import DecodeLayer
 from ft_kernels.decode_stack import DecodeStack
@@ -65,5 +66,6 @@ __all__ = [
     "FORMATS",
     "ExpertWeights",
     "quantize",
+    "x16_prefetch",
 ]
 __version__ = "0.1.0"

@@ -92,6 +92,13 @@ def bf16_tiles(fmt: str, group: int = 32) -> bool:
     return bool(_C.bf16_tiles(FORMATS[fmt], int(group)))
 
 
+def x16_prefetch() -> str:
+    """How the AVX-512 X16 kernels prefetch their weight stream: ``"nta"`` (non-temporal into L1, so streamed lines
+    pass L2 and L3 by: the default on AMD Zen 5) or ``"l2"`` (elsewhere); FT_X16_PREFETCH=nta or l2 forces one
+    (another value: ValueError). Results are the same either way."""
+    return _C.x16_prefetch()
+
+
 def available_isas() -> list[str]:
     """The instruction sets FT_CPU_ISA may force on this machine: "scalar", then "avx2", "avx512" and
     "avx512bf16" where /proc/cpuinfo lists their flags (for tests that run each in a fresh process)."""

@@ -37,7 +37,7 @@ struct Q3kX16 {
   }
   static __m512 d(const uint8_t* tile) {  // and the scale planes and d prefetched
     FT_UNROLL for (int o = 1536; o < 1760; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+      x16_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 1728)));
   }
   // The 16 rows' d (sc_j - 32) of sub-block j (0..15).
@@ -48,8 +48,8 @@ struct Q3kX16 {
   void decode(const uint8_t* tile, int j, __m512bh (&w)[8]) const {
     const uint8_t* lq = tile + 64 * j;
     const uint8_t* hq = tile + 1024 + 64 * (j / 2);
-    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-    if (j % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead);
+    if (j % 2 == 0) x16_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead);
     const __m512i v = _mm512_loadu_si512(lq), hw = _mm512_loadu_si512(hq);
     const __m512i hv = j % 2 ? _mm512_srli_epi16(hw, 1) : hw;  // code k's high bit at 2k + 2 (k < 7)
     FT_UNROLL for (int k = 0; k < 8; ++k) {

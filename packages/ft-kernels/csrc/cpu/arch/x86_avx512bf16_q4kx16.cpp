@@ -62,7 +62,7 @@ struct KX16 {
       FT_UNROLL for (int jj = 0; jj < 4; ++jj) {
         __m512 sc[2], mn[2];
         // the tile's 4 lines past its codes and fifth bits (scales, d, dmin): the code loads' prefetches skip them
-        _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
+        x16_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead);
         x16_scale_min(tile + kScales, jj, sc[0], mn[0], sc[1], mn[1]);
         FT_UNROLL for (int hb = 0; hb < 2; hb += H) {  // sub-blocks jj + 4 (hb .. hb + H - 1), side by side
           __m512 acc[H][NT][C];
@@ -72,14 +72,14 @@ struct KX16 {
           if constexpr (Q5) {
             FT_UNROLL for (int h = 0; h < H; ++h) {
               const uint8_t* f = tile + 2048 + 64 * (jj + 4 * (hb + h));
-              _mm_prefetch(reinterpret_cast<const char*>(f) + kX16Ahead, _MM_HINT_T1);
+              x16_prefetch(reinterpret_cast<const char*>(f) + kX16Ahead);
               plane[h] = _mm512_loadu_si512(f);
             }
           }
           FT_UNROLL for (int u = 0; u < 4; ++u) FT_UNROLL for (int h = 0; h < H; ++h) {
             const int p = 4 * (jj + 4 * (hb + h)) + u;  // columns 8p..8p+7 of the super-block
             const uint8_t* q = tile + 64 * p;
-            _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
+            x16_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead);
             const __m512i v = _mm512_loadu_si512(q);
             __m512i hi = v;  // Q5_K: the plane shifted down by u (nibble k's fifth bit at 4k + 4, or 0 of the other word)
             if constexpr (Q5) hi = u ? _mm512_srli_epi16(plane[h], u) : plane[h];

@@ -37,7 +37,7 @@ struct Q6kX16 {
     tlo = (__m512i)_mm512_cvtne2ps_pbh(plus(16.f), q0), thi = (__m512i)_mm512_cvtne2ps_pbh(plus(48.f), plus(32.f));
   }
   static __m512 d(const uint8_t* tile) {
-    _mm_prefetch(reinterpret_cast<const char*>(tile) + 3328 + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(tile) + 3328 + kX16Ahead);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 3328)));
   }
   static __m512 scale(const uint8_t* tile, int j, __m512 d) {  // d sc_j, sc_j int8 at 3072 + 16j
@@ -45,13 +45,13 @@ struct Q6kX16 {
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)));
   }
   void decode(const uint8_t* tile, int j, __m512bh (&w)[8]) const {
-    if (j % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(tile) + 3072 + 16 * j + kX16Ahead, _MM_HINT_T1);
+    if (j % 4 == 0) x16_prefetch(reinterpret_cast<const char*>(tile) + 3072 + 16 * j + kX16Ahead);
     const uint8_t* hq = tile + 2048 + 64 * j;
-    _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead);
     const __m512i hv = _mm512_loadu_si512(hq);
     FT_UNROLL for (int e = 0; e < 2; ++e) {
       const uint8_t* q = tile + 64 * (2 * j + e);  // columns 8p..8p+7, p = 2j + e
-      _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
+      x16_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead);
       const __m512i v = _mm512_loadu_si512(q), he = e ? _mm512_srli_epi16(hv, 2) : hv;
       __m512i idx[4];  // code of nibble k in bits 0..5 (vpermi2w reads no more)
       idx[0] = _mm512_ternarylogic_epi32(v, he, m0, 0xe4);  // m ? v : he

@@ -11,6 +11,7 @@
 
 #include "cpu/arch/rows_common.h"  // FloatBuf, u16_buf
 #include "cpu/arch/x86_avx512_q4kx16.h"  // x16_group_scales
+#include "cpu/arch/x86_x16_prefetch.h"   // x16_prefetch
 #include "cpu/bf16act.h"
 #include "cpu/dispatch.h"  // rows_scalar
 
@@ -18,12 +19,12 @@ namespace ft {
 namespace {
 
 constexpr int kX16Tokens = 8;  // tokens a tile at most (then 4, 3, 2, 1)
-// Software prefetch of the (single, sequential) tile stream: kX16Ahead bytes ahead, into L2 (prefetcht1). One Zen 4
-// core, T = 1, Q4_K experts of Qwen3-30B-A3B shape from DRAM: 4096 ahead into L1 13-14 GB/s, into L2 13; 8192 into
-// L2 19, 16384 20, 24576 21 (but 12288 and 32768 11: keep to the measured ones). The distance comes from another
-// file (bf16act.cpp: x16_prefetch_bytes) at load: built in as a constant, or passed down as an argument, the
-// Q4_K_X16 kernel ran at 8-10 GB/s instead of 19-23 on a Zen 4 VM (the Q6_K_X16 one at 23-25 either way), in
-// repeated interleaved runs, for a reason not found in the generated code.
+// Software prefetch of the (single, sequential) tile stream: kX16Ahead bytes ahead, into L2 (x16_prefetch: or non-
+// temporally into L1, on Zen 5). One Zen 4 core, T = 1, Q4_K experts of Qwen3-30B-A3B shape from DRAM: 4096 ahead into
+// L1 13-14 GB/s, into L2 13; 8192 into L2 19, 16384 20, 24576 21 (but 12288 and 32768 11: keep to the measured ones).
+// The distance comes from another file (bf16act.cpp: x16_prefetch_bytes) at load: built in as a constant, or passed
+// down as an argument, the Q4_K_X16 kernel ran at 8-10 GB/s instead of 19-23 on a Zen 4 VM (the Q6_K_X16 one at 23-25
+// either way), in repeated interleaved runs, for a reason not found in the generated code.
 static const int kX16Ahead = x16_prefetch_bytes();
 
 // x of nt tokens in the kernels' order, xo[t * ldo + 8 g + u] = X[t, 8 g + {0, 2, 4, 6, 1, 3, 5, 7}[u]] (dword k of
@@ -61,7 +62,7 @@ struct ScaledX16 {
         acc[b][t][c] = _mm512_setzero_ps();
     FT_UNROLL for (int p = 0; p < D::kLoads; ++p) FT_UNROLL for (int b = 0; b < B; ++b) {
       const uint8_t* v0 = q + 64 * (D::kLoads * b + p);
-      _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+      x16_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead);
       __m512bh w[D::kWords];
       d.decode(_mm512_loadu_si512(v0), w);
       FT_UNROLL for (int k = 0; k < D::kWords; ++k) FT_UNROLL for (int t = 0; t < NT; ++t) {

@@ -20,6 +20,7 @@
 #include "cpu/arch/x86_avx2_x16.h"       // x16_rows_i16, x16_prep_i16's column-pair order, kX16Ahead
 #include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin, x16_group_scales
 #include "cpu/arch/x86_kq_fields.h"       // x16_q3_scales6
+#include "cpu/arch/x86_x16_prefetch.h"    // x16_prefetch
 
 namespace ft {
 namespace {
@@ -65,7 +66,7 @@ inline void dot_block16(const uint8_t* q, const int16_t* xo, int64_t ldo, __m512
 #pragma GCC unroll 1
   for (int u = 0; u < 4; ++u) {
     const uint8_t* v0 = q + 64 * u;
-    _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead);
     const __m512i v = _mm512_loadu_si512(v0);
     __m512i lut;
     FT_UNROLL for (int i = 0; i < 4; ++i) {
@@ -118,7 +119,7 @@ inline void dot_block16(const uint8_t* q, const int8_t* xo, int64_t ldo, __m512i
   FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
   FT_UNROLL for (int u = 0; u < 4; ++u) {
     const uint8_t* v0 = q + 64 * u;
-    _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead);
     __m512i lo, hi;
     dec.bytes(_mm512_loadu_si512(v0), lo, hi, u);
     FT_UNROLL for (int t = 0; t < NT; ++t) {
@@ -148,7 +149,7 @@ struct KX16 {
       const __m512 d = x16_d(tile, kD), dmin = x16_dmin(tile, kD);
       for (int jj = 0; jj < 4; ++jj) {
         // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
-        _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
+        x16_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead);
         __m512 sc[2], mn[2];
         x16_scale_min(tile + kScales, jj, sc[0], mn[0], sc[1], mn[1]);
         FT_UNROLL for (int hb = 0; hb < 2; ++hb) {
@@ -156,7 +157,7 @@ struct KX16 {
           __m512i acc[NT];
           if constexpr (Q5) {
             const uint8_t* plane = tile + 2048 + 64 * j;
-            _mm_prefetch(reinterpret_cast<const char*>(plane) + kX16Ahead, _MM_HINT_T1);
+            x16_prefetch(reinterpret_cast<const char*>(plane) + kX16Ahead);
             using Dec = std::conditional_t<sizeof(E) == 1, Q5Bytes16, Q5Words16>;
             dot_block16<NT>(tile + 256 * j, xo + kQK * s + 32 * j, ldo, acc, Dec(plane));
           } else {
@@ -193,7 +194,7 @@ struct Sub16 {
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* tile = g + s * D::kTile;
       FT_UNROLL for (int64_t o = D::kScales; o < D::kTile; o += 64)  // the lines the code loads' prefetches skip
-        _mm_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead, _MM_HINT_T1);
+        x16_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead);
       const __m512 d = x16_d(tile, D::kD);
 #pragma GCC unroll 1
       for (int j = 0; j < 16; ++j) {  // sub-block j: columns 16j..16j+15 of the super-block
@@ -230,8 +231,8 @@ struct Q3k {
   static void sub_load(const uint8_t* tile, int p, __m512i& v, __m512i& hv) {
     const uint8_t* lq = tile + 64 * p;
     const uint8_t* hq = tile + 1024 + 64 * (p / 2);
-    _mm_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead, _MM_HINT_T1);
-    if (p % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(lq) + kX16Ahead);
+    if (p % 2 == 0) x16_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead);
     v = _mm512_loadu_si512(lq);
     const __m512i hw = _mm512_loadu_si512(hq);
     hv = p % 2 ? _mm512_srli_epi16(hw, 1) : hw;
@@ -286,12 +287,12 @@ struct Q6k {
     const __m512i swap = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const uint8_t* hq = tile + 2048 + 64 * j;
-    _mm_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead, _MM_HINT_T1);
+    x16_prefetch(reinterpret_cast<const char*>(hq) + kX16Ahead);
     const __m512i hw = _mm512_loadu_si512(hq);
     FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
     FT_UNROLL for (int e = 0; e < 2; ++e) {
       const uint8_t* q = tile + 64 * (2 * j + e);
-      _mm_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead, _MM_HINT_T1);
+      x16_prefetch(reinterpret_cast<const char*>(q) + kX16Ahead);
       const __m512i v = _mm512_loadu_si512(q), he = e ? _mm512_srli_epi16(hw, 2) : hw;
       // (a & b) | (c & ~b) with b the nibble mask: ternary-logic 0xe2 (b ? a : c)
       const __m512i lo = _mm512_ternarylogic_epi32(v, m4, _mm512_and_si512(he, m30), 0xe2);
@@ -370,7 +371,7 @@ struct Int8X16 {  // x86_avx2_int8x16.cpp's, 16 rows a vector (x in Q16Act's own
 #pragma GCC unroll 2
       for (int p = 0; p < 8; ++p) {
         const uint8_t* v0 = q + 512 * j + 64 * p;
-        _mm_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead, _MM_HINT_T1);
+        x16_prefetch(reinterpret_cast<const char*>(v0) + kX16Ahead);
         const __m512i v = _mm512_loadu_si512(v0);
         const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), odd = _mm512_srai_epi16(v, 8);
         FT_UNROLL for (int t = 0; t < NT; ++t) {
