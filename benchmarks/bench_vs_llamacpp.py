@@ -36,7 +36,8 @@ extensions without it, in ``build-noamx``: ``_native_flags``) when its binaries 
 missing (``--isa avx2``: built for AVX2 only in ``build-avx2``, and ft run with ``FT_CPU_ISA=avx2
 FT_AVX_VNNI=0``; ``--isa avxvnni``: AVX2 and AVX-VNNI in ``build-avxvnni``, ft with ``FT_AVX_VNNI=1``).
 Then ``--rounds`` rounds; in each, for every format and thread count, back to back: the read
-bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads), ft in a fresh process
+bandwidth (``ft_core.experts.probe.read_bandwidth`` on that many threads; again after each engine's
+run, so each engine's run lies between two samples), ft in a fresh process
 (``FT_NUM_THREADS`` = ``OMP_NUM_THREADS`` = N, ``torch.set_num_threads(N)``, ``Engine.from_pretrained(
 dtype="bfloat16", prefix_cache=False)``, one warm-up generation, then per prompt length a warm-up
 prompt of that length and the timed one, each with ``max_tokens=1`` -- distinct random token ids --
@@ -49,7 +50,9 @@ row count.
 Columns: ``ppP`` prefill tok/s of a P-token prompt; ``decode`` tok/s; ``MB/tok`` weight bytes one
 decode token reads (ft: ``weight_bytes_per_token()``; llama.cpp: every GGUF tensor but the token
 embedding, the ``*_exps`` expert tensors scaled by top_k / experts); ``of BW`` decode tok/s x bytes
-per token / the read bandwidth of that pair; ``RSS GB`` the child's peak resident set (``ru_maxrss``
+per token / ``read GB/s``, the mean of the two read-bandwidth samples around that engine's run (a
+shared or virtual machine's bandwidth can change between runs: one sample a pair has put an engine's
+decode against another level of it); ``RSS GB`` the child's peak resident set (``ru_maxrss``
 from ``wait4`` in a small launcher process; mapped file pages included; the JSON also has ft's own
 ``VmHWM``). Each cell is the median over rounds with [min-max] when there are
 several; the ``ft/llama`` row is the median of the per-round ratios. Not part of CI.
@@ -675,12 +678,15 @@ def stats(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
 
 
-def metrics(m: dict, bw: float, prompts: list[int]) -> dict:
+def metrics(m: dict, prompts: list[int]) -> dict:
+    """One engine's run: its table cells (``m["read_bandwidth_Bps"]``: the samples around that run, averaged)."""
+    bw = m["read_bandwidth_Bps"]
     out = {f"pp{P}": m["prefill_tok_s"][str(P)] for P in prompts}
     out.update(
         decode=m["decode_tok_s"],
         mb_per_token=m["bytes_per_token"] / 1e6,
         of_bw=m["decode_tok_s"] * m["bytes_per_token"] / bw,
+        read_gbps=bw / 1e9,
         rss_gb=m["peak_rss_bytes"] / 1e9,
     )
     return out
@@ -693,15 +699,8 @@ def summarize(
     for fmt in formats:
         for n in threads:
             ps = [p for p in pairs if p["format"] == fmt and p["threads"] == n]
-            per = {
-                eng: [metrics(p[eng], p["read_bandwidth_Bps"], prompts) for p in ps]
-                for eng in ("ft", "llama.cpp")
-            }
-            row = {
-                "format": fmt,
-                "threads": n,
-                "read_GBps": stats([p["read_bandwidth_Bps"] / 1e9 for p in ps]),
-            }
+            per = {eng: [metrics(p[eng], prompts) for p in ps] for eng in ("ft", "llama.cpp")}
+            row = {"format": fmt, "threads": n}
             keys = list(per["ft"][0])
             for eng in ("ft", "llama.cpp"):
                 row[eng] = {k: stats([m[k] for m in per[eng]]) for k in keys}
@@ -723,22 +722,21 @@ def cell(s: dict, ratio: bool = False) -> str:
 
 
 def print_table(rows: list[dict], prompts: list[int], rounds: int) -> None:
-    cols = [f"pp{P}" for P in prompts] + ["decode", "mb_per_token", "of_bw", "rss_gb"]
+    cols = [f"pp{P}" for P in prompts] + ["decode", "mb_per_token", "of_bw", "read_gbps", "rss_gb"]
     heads = (
         ["format", "thr", "engine"]
         + [f"pp{P} tok/s" for P in prompts]
-        + ["decode tok/s", "MB/tok", "of BW", "RSS GB"]
+        + ["decode tok/s", "MB/tok", "of BW", "read GB/s", "RSS GB"]
     )
     lines = []
     for r in rows:
         for eng, label in (("ft", "ft"), ("llama.cpp", "llama.cpp"), ("ratio", "ft/llama")):
             lead = [r["format"], str(r["threads"])] if eng == "ft" else ["", ""]
             lines.append(lead + [label] + [cell(r[eng][c], eng == "ratio") for c in cols])
-        lines.append(["", "", "read GB/s", cell(r["read_GBps"])] + [""] * (len(cols) - 1))
     w = [max(len(x) for x in col) + 2 for col in zip(heads, *lines)]
     log(
         f"\nmedian over {rounds} round(s){' [min-max]' if rounds > 1 else ''}; of BW = decode tok/s x MB/tok / "
-        "read bandwidth beside that pair; ft/llama = median of per-round ratios"
+        "read GB/s (mean of the samples around that engine's run); ft/llama = median of per-round ratios"
     )
     for line in [heads] + lines:
         log("".join(x.ljust(w[i]) if i < 3 else x.rjust(w[i]) for i, x in enumerate(line)).rstrip())
@@ -875,7 +873,9 @@ def main() -> None:
         for fmt in args.formats:
             ft_path, gguf_path = paths[fmt]
             for n in args.threads:
-                bw = read_bandwidth(buf, threads=n)
+                bw = [
+                    read_bandwidth(buf, threads=n)
+                ]  # before ft, after ft (before llama.cpp), after
                 opts = []
                 if fmt != "bf16":
                     opts += (
@@ -883,6 +883,7 @@ def main() -> None:
                     )
                     opts += ["--ft-int8"] if args.ft_int8 else []
                 ft = measure_ft(ft_path, n, args.prompt, args.decode, opts)
+                bw.append(read_bandwidth(buf, threads=n))
                 ll = measure_llama(
                     llama_dir,
                     gguf_path,
@@ -891,20 +892,23 @@ def main() -> None:
                     args.decode,
                     gguf_info[fmt]["bytes_per_token"],
                 )
+                bw.append(read_bandwidth(buf, threads=n))
+                ft["read_bandwidth_Bps"] = (bw[0] + bw[1]) / 2
+                ll["read_bandwidth_Bps"] = (bw[1] + bw[2]) / 2
                 pairs.append(
                     {
                         "round": rnd,
                         "format": fmt,
                         "threads": n,
-                        "read_bandwidth_Bps": bw,
+                        "read_bandwidth_samples_Bps": bw,
                         "ft": ft,
                         "llama.cpp": ll,
                     }
                 )
                 log(
-                    f"round {rnd + 1} {fmt} t={n}: read {bw / 1e9:.1f} GB/s | ft decode {ft['decode_tok_s']:.1f} "
-                    f"tok/s ({ft['wall_s']:.0f}s) | llama.cpp decode {ll['decode_tok_s']:.1f} tok/s "
-                    f"({ll['wall_s']:.0f}s)"
+                    f"round {rnd + 1} {fmt} t={n}: read {' / '.join(f'{b / 1e9:.1f}' for b in bw)} GB/s | ft "
+                    f"decode {ft['decode_tok_s']:.1f} tok/s ({ft['wall_s']:.0f}s) | llama.cpp decode "
+                    f"{ll['decode_tok_s']:.1f} tok/s ({ll['wall_s']:.0f}s)"
                 )
     rows = summarize(pairs, args.formats, args.threads, args.prompt)
     desc = shape.describe() if shape else f"--model {args.model or args.gguf}"
