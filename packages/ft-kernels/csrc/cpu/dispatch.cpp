@@ -182,15 +182,18 @@ static unsigned amd_family() {
 // decode tok/s, paired: MXFP4_MOE 24.0-24.7 -> 25.5-27.8, Q3_K_M 31.6-32.0 -> 33.2-34.1, Q5_K_M 20.2-20.7 ->
 // 20.9-22.0, Q4_K_M 24.9-25.3 -> 25.3-25.6 (at ~90 GB/s Q3_K_M 39.6-40.4 either way). Zen 4 and Intel keep L2 (not
 // measured with NTA).
-// FT_X16_PREFETCH: 1 nta, 0 l2, -1 unset, -2 another value.
+// FT_X16_PREFETCH, read once: 1 nta, 0 l2, -1 unset, -2 another value.
 static int x16_prefetch_forced() {
-  const char* f = std::getenv("FT_X16_PREFETCH");
-  if (!f || !*f) return -1;
-  const std::string v(f);
-  return v == "nta" ? 1 : v == "l2" ? 0 : -2;
+  static const int forced = [] {
+    const char* f = std::getenv("FT_X16_PREFETCH");
+    if (!f || !*f) return -1;
+    const std::string v(f);
+    return v == "nta" ? 1 : v == "l2" ? 0 : -2;
+  }();
+  return forced;
 }
 bool x16_prefetch_nta() {
-  static const int forced = x16_prefetch_forced();
+  const int forced = x16_prefetch_forced();
   return forced >= 0 ? forced == 1 : amd_family() >= 0x1A;
 }
 void check_x16_prefetch() {
@@ -278,8 +281,6 @@ static bool bf16_i16_on() {
 static RowsQ16Fn zmm_q16_kernel(const WeightMat& w) {
   static const bool on = bf16_i16_on() && has_vnni() && quantize_q16_avx2;
   if (!on || !is_avx512(active_isa())) return nullptr;
-  static const bool checked = (check_x16_prefetch(), true);
-  (void)checked;
   const bool blocks32 = w.cols % 32 == 0 && w.group % 32 == 0;
   switch (w.fmt) {
     case Fmt::INT4_SYM_X16: return blocks32 ? rows_q16_int4x16_avx512vnni : nullptr;
@@ -337,8 +338,7 @@ static Nib bf16_nibbles_fast() {
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w) {
   const std::string isa = active_isa();
   static const Nib mode = bf16_nibbles_fast();
-  static const bool checked = (check_x16_prefetch(), true);
-  (void)checked;
+  check_x16_prefetch();  // asked before any 16-bit kernel (linear.cpp, moe_ffn.cpp)
   const bool no_i16 = w.fmt == Fmt::MXFP4 || w.fmt == Fmt::INT8_SYM || w.fmt == Fmt::FP8_E4M3_X16;
   const bool zen5_i16 =
       (w.fmt == Fmt::Q4_K_X16 || w.fmt == Fmt::Q3_K_X16 || w.fmt == Fmt::INT8_SYM_X16) && zmm_q16_kernel(w);
@@ -422,8 +422,7 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     case Fmt::Q2_K: FT_PICK_Q16(q2k)
     // rows in the lanes (x86_avx2_q4kx16.cpp): one Zen 4 core in AVX2 code, [73728, 2048] from DRAM, T = 1 / 2 / 4,
     // the Q4_K row kernel 25-27 / 31-33 / 37-39 GMAC/s, Q4_K_X16 35 / 45-46 / 48
-    case Fmt::Q4_K_X16:
-        FT_PICK_X16(q4kx16)
+    case Fmt::Q4_K_X16: FT_PICK_X16(q4kx16)
     // with AVX-VNNI only (x86_avx2_q6kx16.cpp): one Sapphire-Rapids-class core, [16384, 2048], 1 / 8 / 128 tokens,
     // the Q6_K row kernel 15-16 / 28-30 / 32 GMAC/s, Q6_K_X16 18.5-20 / 39 / 51 (in AVX2 code 15-17.5 / 24.4 / 29:
     // not taken). Not on AVX-512, whose tile kernel reads Q6_K row-wise.
@@ -436,13 +435,11 @@ RowsQ16Fn rows_q16_kernel(const WeightMat& w) {
     // 8 / 128 tokens, Q5_K_X16 20.3 / 43.3 / 49.4 -> 25.2 / 71 / 84.3 GMAC/s, Q3_K_X16 21.1 / 41.7 / 44.1 -> 25.1 / 66.8
     // / 72.4 (also at one token from DRAM on two cores: 17.8 -> 18.6 and 14.9 -> 17.3 GB/s); pp128 of the 48-layer
     // models on two cores Q5_K_M 35.7 -> 52.2 tok/s, Q3_K_M 40.5 -> 55.7
-    case Fmt::Q5_K_X16:
-        return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
+    case Fmt::Q5_K_X16: return vnni2 ? rows_q16_q5kx16_avxvnni : nullptr;
     // and Q3_K_X16 (x86_avx2_q3kx16.cpp): the Q3_K row kernel 17.7 / 27.1-29.7 / 27.7 / 30.1 GMAC/s, Q3_K_X16 18.2 /
     // 37.2 / 44.3 / 48 (in AVX2 code 15.3 / 25.5 / 25.3 / 27 against 17.6 / 27.6 / 27.5 / 27.4: not taken); on Intel's
     // AVX-512, 1 / 8 / 128 tokens, 18.5 / 29-31 / 31.5 -> 18.5 / 41.7 / 44.1, pp128 of the Q3_K_M model 31.5 -> 40.0
-    case Fmt::Q3_K_X16:
-        return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
+    case Fmt::Q3_K_X16: return vnni2 ? rows_q16_q3kx16_avxvnni : nullptr;
     default: return nullptr;
   }
 }

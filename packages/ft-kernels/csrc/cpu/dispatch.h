@@ -49,7 +49,8 @@ QuantizeQ8Fn quantize_q8_fn();
 // Whether the AVX-512 X16 kernels prefetch their weight stream non-temporally into L1 (cpu/arch/x86_x16_prefetch.h)
 // rather than into L2: on AMD's Zen 5, where it streams more of the read bandwidth. FT_X16_PREFETCH=nta or l2 forces
 // one. Read once per process, at load by the kernels' files: it never throws (another value counts as unset there);
-// check_x16_prefetch, which the kernel pickers call, throws std::invalid_argument for it.
+// check_x16_prefetch, which rows_bf16_kernel calls (asked before any 16-bit kernel), throws std::invalid_argument
+// for it.
 bool x16_prefetch_nta();
 void check_x16_prefetch();
 
