@@ -27,6 +27,7 @@ struct Int8X16 {
                     float* Y, int64_t ldy) {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * m.cols;  // the group's blocks: 512 bytes each (16 rows x 32 columns)
+    const X16ScaleAhead sa(m, r, 512, kX16Ahead);
     for (int h0 = 0; h0 < 2; h0 += H) {
       __m256 y[H][NT];
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
@@ -34,6 +35,7 @@ struct Int8X16 {
         __m256i acc[H][NT];
         FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
         const int16_t* xb = xo + 32 * j;
+        _mm_prefetch(sa.at(j), _MM_HINT_T1);
 #pragma GCC unroll 2
         for (int p = 0; p < 8; ++p) {
           const uint8_t* v0 = q + 512 * j + 64 * p;

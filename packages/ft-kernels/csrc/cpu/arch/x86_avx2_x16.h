@@ -275,11 +275,13 @@ struct BlockScaledX16 {
                     float* Y, int64_t ldy) {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
+    const X16ScaleAhead sa(m, r, 256, kX16Ahead);
     for (int h0 = 0; h0 < 2; h0 += H) {
       __m256 y[H][NT];
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
       for (int64_t j = 0; j < nb; ++j) {
         __m256i acc[H][NT];
+        _mm_prefetch(sa.at(j), _MM_HINT_T1);
         x16_dot_block<NT, H, typename F::Dec>(q + 256 * j, h0, xo + 32 * j, ldo, acc);
         FT_UNROLL for (int h = 0; h < H; ++h) {
           const __m256 s = F::scales(m, r, j, h0 + h);

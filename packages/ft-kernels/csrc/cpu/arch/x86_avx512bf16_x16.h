@@ -55,8 +55,9 @@ struct ScaledX16 {
 
   // B blocks from block j of rows r..r+15 (their bytes at q, x per token t at xo + t * ldo), into y.
   template <int NT, int B, int C>
-  static void blocks(const D& d, const WeightMat& m, int64_t r, int64_t j, const uint8_t* q, const uint16_t* xo,
-                     int64_t ldo, __m512 (&y)[NT]) {
+  static void blocks(const D& d, const WeightMat& m, const X16ScaleAhead& sa, int64_t r, int64_t j, const uint8_t* q,
+                     const uint16_t* xo, int64_t ldo, __m512 (&y)[NT]) {
+    x16_prefetch(sa.at(j));
     __m512 acc[B][NT][C];
     FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
         acc[b][t][c] = _mm512_setzero_ps();
@@ -89,11 +90,12 @@ struct ScaledX16 {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * nb * (kBlock / 16);  // the group's blocks
     const D d{};
+    const X16ScaleAhead sa(m, r, kBlock, kX16Ahead);
     __m512 y[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     int64_t j = 0;
-    for (; j + B <= nb; j += B) blocks<NT, B, C>(d, m, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
-    for (; j < nb; ++j) blocks<NT, 1, C>(d, m, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
+    for (; j + B <= nb; j += B) blocks<NT, B, C>(d, m, sa, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
+    for (; j < nb; ++j) blocks<NT, 1, C>(d, m, sa, r, j, q + kBlock * j, xo + 32 * j, ldo, y);
     FT_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(Y + t * ldy, y[t]);
   }
 };

@@ -322,10 +322,12 @@ struct BlockScaled16 {
                     float* Y, int64_t ldy) {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * nb * 16;  // the group's blocks: 256 bytes each (16 rows x 32 columns)
+    const X16ScaleAhead sa(m, r, 256, kX16Ahead);
     __m512 y[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j) {
       __m512i acc[NT];
+      x16_prefetch(sa.at(j));
       dot_block16<NT, typename F::Dec>(q + 256 * j, xo + 32 * j, ldo, acc);
       const __m512 s = F::scales(m, r, j);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
@@ -362,11 +364,13 @@ struct Int8X16 {  // x86_avx2_int8x16.cpp's, 16 rows a vector (x in Q16Act's own
                     float* Y, int64_t ldy) {
     const int64_t nb = m.cols / 32;
     const uint8_t* q = m.q + r * m.cols;  // the group's blocks: 512 bytes each (16 rows x 32 columns)
+    const X16ScaleAhead sa(m, r, 512, kX16Ahead);
     __m512 y[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j) {
       __m512i acc[NT];
       FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
+      x16_prefetch(sa.at(j));
       const int16_t* xb = xo + 32 * j;
 #pragma GCC unroll 2
       for (int p = 0; p < 8; ++p) {
