@@ -26,8 +26,11 @@ void rows_q8_scalar(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, 
 
 // The bf16-activation kernel for `w` (cpu/bf16act.h) on the active ISA, or nullptr where it has none (or where
 // the fp32 kernel is the faster): the caller then widens x to fp32 and uses rows_kernel (the same values,
-// fp32 products).
-RowsBf16Fn rows_bf16_kernel(const WeightMat& w);
+// fp32 products). `tokens`: those of each call, where the caller knows them (linear.cpp): nullptr also where the
+// kernel would widen x itself for that few, once per call (row-wise INT8_SYM below 12 tokens) -- the caller widens
+// it once for all.
+constexpr int64_t kAnyTokens = -1;
+RowsBf16Fn rows_bf16_kernel(const WeightMat& w, int64_t tokens = kAnyTokens);
 
 // The tile (AMX) kernel of bf16 activations for `w`, for prefill-sized calls (the caller decides from its token
 // count), where the CPU has AMX-BF16, the OS grants the tile state, the active ISA is avx512bf16 and the format has
