@@ -35,7 +35,7 @@ struct Int8X16 {
         __m256i acc[H][NT];
         FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_si256();
         const int16_t* xb = xo + 32 * j;
-        _mm_prefetch(sa.at(j), _MM_HINT_T1);
+        _mm_prefetch(sa.at(j), _MM_HINT_T1);  // a block is at most a line of scales
 #pragma GCC unroll 2
         for (int p = 0; p < 8; ++p) {
           const uint8_t* v0 = q + 512 * j + 64 * p;

@@ -281,7 +281,7 @@ struct BlockScaledX16 {
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
       for (int64_t j = 0; j < nb; ++j) {
         __m256i acc[H][NT];
-        _mm_prefetch(sa.at(j), _MM_HINT_T1);
+        _mm_prefetch(sa.at(j), _MM_HINT_T1);  // a block is at most a line of scales
         x16_dot_block<NT, H, typename F::Dec>(q + 256 * j, h0, xo + 32 * j, ldo, acc);
         FT_UNROLL for (int h = 0; h < H; ++h) {
           const __m256 s = F::scales(m, r, j, h0 + h);

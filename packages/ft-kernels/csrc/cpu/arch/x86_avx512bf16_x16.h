@@ -57,7 +57,7 @@ struct ScaledX16 {
   template <int NT, int B, int C>
   static void blocks(const D& d, const WeightMat& m, const X16ScaleAhead& sa, int64_t r, int64_t j, const uint8_t* q,
                      const uint16_t* xo, int64_t ldo, __m512 (&y)[NT]) {
-    x16_prefetch(sa.at(j));
+    sa.lines(j, B, [](const char* a) { x16_prefetch(a); });
     __m512 acc[B][NT][C];
     FT_UNROLL for (int b = 0; b < B; ++b) FT_UNROLL for (int t = 0; t < NT; ++t) FT_UNROLL for (int c = 0; c < C; ++c)
         acc[b][t][c] = _mm512_setzero_ps();

@@ -327,7 +327,7 @@ struct BlockScaled16 {
     FT_UNROLL for (int t = 0; t < NT; ++t) y[t] = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j) {
       __m512i acc[NT];
-      x16_prefetch(sa.at(j));
+      x16_prefetch(sa.at(j));  // a block is at most a line of scales
       dot_block16<NT, typename F::Dec>(q + 256 * j, xo + 32 * j, ldo, acc);
       const __m512 s = F::scales(m, r, j);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
@@ -370,7 +370,7 @@ struct Int8X16 {  // x86_avx2_int8x16.cpp's, 16 rows a vector (x in Q16Act's own
     for (int64_t j = 0; j < nb; ++j) {
       __m512i acc[NT];
       FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
-      x16_prefetch(sa.at(j));
+      x16_prefetch(sa.at(j));  // a block is at most a line of scales
       const int16_t* xb = xo + 32 * j;
 #pragma GCC unroll 2
       for (int p = 0; p < 8; ++p) {
