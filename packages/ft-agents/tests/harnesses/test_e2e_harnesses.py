@@ -179,9 +179,13 @@ def _shows(printed: str, generated: str, n: int = 12) -> bool:
     Not only its tail: a harness drops from its display what it takes for markup -- OpenClaw cuts
     tag-like ``<word`` runs, tool-trace lines and special-token spans -- and a random model writes such
     runs now and then (a CI run printed the first 120 characters of a reply whose tail had been cut).
-    Twelve characters of random text in common cannot be chance."""
+    Twelve characters of random text in common cannot be chance. A display cut shorter than that must
+    be the reply's own start, 3 characters or more (OpenClaw once printed only "\ufffdttp" of a
+    105-character reply that began with a lone byte, then "ttp81umber...")."""
     if len(generated) <= n:
         return generated in printed
+    if len(printed) < n:
+        return len(printed) >= 3 and generated.startswith(printed)
     return any(generated[i : i + n] in printed for i in range(len(generated) - n + 1))
 
 
