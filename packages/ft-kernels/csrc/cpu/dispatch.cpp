@@ -353,7 +353,7 @@ RowsBf16Fn rows_bf16_kernel(const WeightMat& w, int64_t tokens) {
       FT_PICK_BF16_NIB(int4)
     case Fmt::INT8_SYM:  // the tokens-in-lanes prefill kernel; the fp32 one on x widened per call below 12 tokens
       // (a [50257, 2048] LM head at one token: 2 ms of products, 0.15 ms of widening x again for each of its 2094 tasks)
-      if (tokens != kAnyTokens && tokens < 12) return nullptr;
+      if (tokens != kAnyTokens && tokens < kInt8TokMin) return nullptr;
       FT_PICK_BF16_NIB(int8)
     case Fmt::Q4_K: FT_PICK_BF16_NIB(q4k)
     case Fmt::Q5_K: FT_PICK_BF16_NIB(q5k)

@@ -30,6 +30,7 @@ void rows_q8_scalar(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, 
 // kernel would widen x itself for that few, once per call (row-wise INT8_SYM below 12 tokens) -- the caller widens
 // it once for all.
 constexpr int64_t kAnyTokens = -1;
+constexpr int kInt8TokMin = 12;  // tokens from which row-wise INT8_SYM's bf16 kernel is its own (x86_avx512bf16_int8.cpp)
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w, int64_t tokens = kAnyTokens);
 
 // The tile (AMX) kernel of bf16 activations for `w`, for prefill-sized calls (the caller decides from its token

@@ -14,7 +14,7 @@ namespace {
 struct Int8T {
   static constexpr int kCols = 64, kSub = 32;
   static constexpr bool kMins = false;
-  static constexpr int kMin16 = 12, kMin8 = 0;
+  static constexpr int kMin16 = kInt8TokMin, kMin8 = 0;
   static void decode(const WeightMat& m, int64_t row, int64_t b, uint16_t* codes, float* sm) {
     const int8_t* q = reinterpret_cast<const int8_t*>(m.q + row * m.q_stride) + 64 * b;
     FT_UNROLL for (int u = 0; u < 4; ++u) {
