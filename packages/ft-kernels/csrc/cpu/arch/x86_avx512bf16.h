@@ -27,12 +27,29 @@ inline int64_t padded_ld(int64_t cols) { return (cols + 63) / 64 * 64 + 32; }  /
 
 inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
+// Lane i of the result = the sum of the 16 lanes of a[i]: 15 adds and 30 shuffles for 16 sums, against ~8
+// instructions each for hsum16 (a tile's closing sums are a third of its work on 768-column rows).
+inline __m512 hsum16x16(const __m512 (&a)[16]) {
+  __m512 b[8], c[4];
+  FT_UNROLL for (int i = 0; i < 8; ++i)  // 128-bit lane L of b[i]: a[2i] and a[2i + 1], two partial sums each
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  FT_UNROLL for (int m = 0; m < 4; ++m) {  // 128-bit lane L of c[m]: lane L's sums of a[4m .. 4m + 3]
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(b[2 * m]), _mm512_castps_pd(b[2 * m + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(b[2 * m]), _mm512_castps_pd(b[2 * m + 1]));
+    c[m] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  const __m512 e0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x44), _mm512_shuffle_f32x4(c[0], c[1], 0xee));
+  const __m512 e1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x44), _mm512_shuffle_f32x4(c[2], c[3], 0xee));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(e0, e1, 0x88), _mm512_shuffle_f32x4(e0, e1, 0xdd));
+}
+
 // ---------------------------------------------------------------------------------------------------
-// BF16 weights. NR rows x NT tokens per tile; U independent chains when the tile has few accumulators.
+// BF16 weights. NR rows x NT tokens per tile; U independent chains when the tile has few accumulators (12 or more
+// chains in all: Zen 5 issues two vdpbf16ps a cycle, each waiting ~6 cycles for its accumulator).
 template <int NR, int NT, int PF>
 inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t* xp, int64_t ldp, float* Y,
                       int64_t ldy) {
-  constexpr int U = NR * NT >= 8 ? 1 : NR * NT >= 4 ? 2 : 4;
+  constexpr int U = NR * NT >= 12 ? 1 : NR * NT >= 6 ? 2 : 4;
   __m512 acc[U][NR][NT];
   FT_UNROLL for (int u = 0; u < U; ++u)
     FT_UNROLL for (int r = 0; r < NR; ++r)
@@ -62,6 +79,16 @@ inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t
       FT_UNROLL for (int r = 0; r < NR; ++r) acc[0][r][t] = _mm512_dpbf16_ps(acc[0][r][t], as_bh(w[r]), as_bh(x));
     }
   }
+  if constexpr (NR == 4 && NT == 4 && U == 1) {  // one vector of the 16 sums, token t's 4 rows in its 128-bit lane t
+    __m512 a[16];
+    FT_UNROLL for (int t = 0; t < 4; ++t) FT_UNROLL for (int r = 0; r < 4; ++r) a[4 * t + r] = acc[0][r][t];
+    const __m512 s = hsum16x16(a);
+    _mm_storeu_ps(Y, _mm512_castps512_ps128(s));
+    _mm_storeu_ps(Y + ldy, _mm512_extractf32x4_ps(s, 1));
+    _mm_storeu_ps(Y + 2 * ldy, _mm512_extractf32x4_ps(s, 2));
+    _mm_storeu_ps(Y + 3 * ldy, _mm512_extractf32x4_ps(s, 3));
+    return;
+  }
   FT_UNROLL for (int r = 0; r < NR; ++r)
     FT_UNROLL for (int t = 0; t < NT; ++t) {
       __m512 v = acc[0][r][t];
@@ -73,7 +100,10 @@ inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t
 template <int NT>
 inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
                        int64_t ldy) {
-  constexpr int NR = NT == 2 ? 4 : 2;
+  // 4 rows from 2 tokens up: 16 chains. With 2 rows (8 chains at 4 tokens) one Zen 5 core in cache, [1536, 2048],
+  // did 34-48 / 49-59 / 131 GMAC/s at 4 / 8 / 128 tokens; with 4, 48-60 / 65-81 / 181-195 (the 16 closing sums
+  // in one hsum16x16 included). 5 or 6 rows, or tiles of 8 tokens (2 or 3 rows), were no faster or slower.
+  constexpr int NR = 4;
   if (NT == 1) {  // one row at a time, 4 chains, no software prefetch: one sequential stream for the prefetchers
     for (int64_t r = r0; r < r1; ++r) bf16_tile<1, 1, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
     return;
