@@ -44,8 +44,8 @@ prompt of that length and the timed one, each with ``max_tokens=1`` -- distinct 
 and ``--decode`` tokens, batch 1, greedy, after a 1-token prompt), then ``llama-bench -m X.gguf -p
 128,512 -n 64 -t N -r 1 -o json`` (which also runs a warm-up prompt of each length before the timed
 one; its tg test also starts from an empty context). The first prompt of a length costs ft more:
-torch's bf16 GEMMs (dense projections, prefill-sized expert routes) build a oneDNN kernel for each new
-row count.
+torch's bf16 GEMMs (dense projections; experts with many routes where the machine sends them
+there) build a oneDNN kernel for each new row count.
 
 Columns: ``ppP`` prefill tok/s of a P-token prompt; ``decode`` tok/s; ``MB/tok`` weight bytes one
 decode token reads (ft: ``weight_bytes_per_token()``; llama.cpp: every GGUF tensor but the token

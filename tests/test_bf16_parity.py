@@ -2,7 +2,8 @@
 
 Decode steps (one token per sequence) run the projections through ft_kernels' CPU kernel (bf16 weights,
 fp32 accumulation, one rounding to bf16 per product) and the routed experts through the expert kernel
-with bf16 activations; prefill runs torch's bf16 GEMMs. A bf16 forward rounds every activation to 8
+with bf16 activations; prefill runs torch's bf16 GEMMs for the projections and the kernel or the GEMM for
+the experts (``kernel_max_routes``). A bf16 forward rounds every activation to 8
 significant bits (unit roundoff 2^-8), so neither side equals float32; the bound is that ft's error
 against float32 stays within twice transformers' own bf16 error plus 2^-8 of max |logit| (one
 rounding of the logits), at every step of a 12-token decode and for the full-prefix scores.

@@ -1,5 +1,6 @@
-"""Prefill-sized routes of a bf16 bank run through torch's bf16 GEMM (experts/backends.py ``bf16_gemm``), decode-
-sized ones through the C++ kernel; both against the float32 torch backend on the same bf16 weights.
+"""The routes of a bf16 bank's experts with prefill-sized work (more than the backend's ``max_routes``; the machine's
+``kernel_max_routes()`` by default) run through torch's bf16 GEMM (experts/backends.py ``bf16_gemm``), the others
+through the C++ kernel, in one call; both against the float32 torch backend on the same bf16 weights.
 
 Bound: the GEMM path rounds three values to bf16 on the way (gate/up outputs, h, the down output), each a relative
 2^-9; through the activation and the gate-weighted sum that stays within a few bf16 steps of the output, so
@@ -7,7 +8,13 @@ Bound: the GEMM path rounds three values to bf16 on the way (gate/up outputs, h,
 
 import pytest
 import torch
-from ft_core.experts.backends import CpuKernelBackend, TorchBackend, bf16_gemm, gemm_sized
+from ft_core.experts.backends import (
+    CpuKernelBackend,
+    TorchBackend,
+    bf16_gemm,
+    gemm_routes,
+    kernel_max_routes,
+)
 from ft_core.experts.bank import ExpertBank
 
 
@@ -24,24 +31,48 @@ def _bank(act, E=6, H=96, I=64, bias=False, seed=0):
 
 
 @pytest.mark.parametrize("act, bias", [("swiglu", False), ("gptoss", True)])
-def test_prefill_routes_take_the_gemm_and_match(act, bias):
+def test_prefill_routes_split_between_gemm_and_kernel_and_match(act, bias):
     bank, g = _bank(act, bias=bias)
-    T, k = 200, 2
+    n = 16  # this machine's own limit may be none (kernel_max_routes)
+    # experts 0-2: n + 1 .. n + 3 routes (the GEMM); experts 3-5: 1-3 routes (the kernel); tokens in random order
+    eid = torch.cat(
+        [torch.full((n + 1 + e,), e) for e in range(3)]
+        + [torch.full((e - 2,), e) for e in range(3, 6)]
+    )
+    eid = eid[torch.randperm(eid.numel(), generator=g)]
+    T = eid.numel()
+    tok = torch.randperm(T, generator=g)  # one route a token: no token meets an expert twice
     x = torch.randn(T, bank.hidden, generator=g).bfloat16()
-    tok = torch.arange(T).repeat_interleave(k)
-    eid = torch.randint(0, bank.num_experts, (T * k,), generator=g)
-    gate = torch.rand(T * k, generator=g)
-    assert gemm_sized(eid)
+    gate = torch.rand(T, generator=g)
+    big = gemm_routes(eid, n)
+    assert big is not None and torch.equal(big, eid < 3)
     ref = TorchBackend().run(bank, x, tok, eid, gate)
     w13, w2 = bank.kernel_weights()
-    via_backend = CpuKernelBackend().run(bank, x, tok, eid, gate)
-    for y in (via_backend, bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, 1.702, 7.0)):
+    via_backend = CpuKernelBackend(max_routes=n).run(bank, x, tok, eid, gate)
+    only_gemm = bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, 1.702, 7.0)
+    for y in (via_backend, only_gemm):
         assert y.dtype == torch.float32 and y.shape == ref.shape
         assert (y - ref).norm() <= 2.0**-6 * ref.norm(), ((y - ref).norm() / ref.norm()).item()
+    # the small experts' tokens took the kernel (fp32 outputs, not rounded to bf16 as the GEMM's are)
+    small = tok[eid >= 3]
+    assert not torch.equal(via_backend[small], only_gemm[small])
+    assert torch.equal(via_backend[tok[big]], only_gemm[tok[big]])
 
 
 def test_decode_routes_stay_on_the_kernel():
-    bank, g = _bank("swiglu")
-    eid = torch.tensor([0, 3, 5, 1])
-    assert not gemm_sized(eid)  # a decode step: 4 routes over 4 experts
-    assert not gemm_sized(torch.zeros(100, dtype=torch.int64))  # few routes in all
+    for n in (16, 64):
+        # a decode step: 4 routes over 4 experts; then as many routes as the kernel takes, then one more
+        assert gemm_routes(torch.tensor([0, 3, 5, 1]), n) is None
+        assert gemm_routes(torch.zeros(n, dtype=torch.int64), n) is None
+        assert bool(gemm_routes(torch.zeros(n + 1, dtype=torch.int64), n).all())
+        assert gemm_routes(torch.arange(4 * n) % (2 * n), n) is None  # many routes, 2 an expert
+    assert gemm_routes(torch.zeros(1000, dtype=torch.int64), None) is None  # no limit
+
+
+def test_machine_limit():
+    """None (every expert on the kernel) exactly where the kernel has AVX-512 BF16 and torch no AMX."""
+    import ft_kernels
+
+    amd_like = ft_kernels.active_isa() == "avx512bf16" and not torch.cpu._is_amx_tile_supported()
+    assert kernel_max_routes() == (None if amd_like else 16)
+    assert CpuKernelBackend().max_routes == kernel_max_routes()

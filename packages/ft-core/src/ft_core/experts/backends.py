@@ -11,6 +11,7 @@ Legend: T = tokens, H = hidden, I = expert intermediate, R = routes.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 
 import torch
@@ -91,27 +92,44 @@ class TorchBackend(ExpertBackend):
 
 class CpuKernelBackend(ExpertBackend):
     """ft_kernels C++ CPU kernels: weights dequantised in the kernel (bf16, f16, fp8 block, mxfp4),
-    SwiGLU or the GPT-OSS activation with biases, on a persistent thread pool."""
+    SwiGLU or the GPT-OSS activation with biases, on a persistent thread pool. A bf16 bank's experts with more
+    than ``max_routes`` routes of bf16 x in one call (default ``kernel_max_routes()``; None: no limit) run on
+    torch's bf16 GEMM instead."""
 
     name = "kernel"
 
-    def __init__(self, alpha: float = 1.702, limit: float = 7.0, int8: bool = False):
-        self.alpha, self.limit, self.int8 = (
-            alpha,
-            limit,
-            int8,
-        )  # int8: EngineConfig.int8_activations
+    def __init__(
+        self,
+        alpha: float = 1.702,
+        limit: float = 7.0,
+        int8: bool = False,  # EngineConfig.int8_activations
+        max_routes: int | None | str = "machine",
+    ):
+        self.alpha, self.limit, self.int8 = alpha, limit, int8
+        self.max_routes = kernel_max_routes() if max_routes == "machine" else max_routes
 
     def supports(self, bank: ExpertBank) -> bool:
         return bank.kernel_weights() is not None
 
     def run(self, bank, x, tok, eid, gate):
-        import ft_kernels
-
         layer = int(eid[0]) // bank.num_experts if bank.layer_fmts and eid.numel() else 0
         w13, w2 = bank.kernel_weights(layer)  # one MoE layer's routes: its formats
-        if x.dtype == torch.bfloat16 and w13.fmt == "bf16" and not self.int8 and gemm_sized(eid):
-            return bf16_gemm(bank, w13.q, w2.q, x, tok, eid, gate, self.alpha, self.limit)
+        if x.dtype == torch.bfloat16 and w13.fmt == "bf16" and not self.int8:
+            # the GEMM-sized experts' routes on torch's GEMM, the others on the kernel
+            big = gemm_routes(eid, self.max_routes)
+            if big is not None:
+                y = bf16_gemm(
+                    bank, w13.q, w2.q, x, tok[big], eid[big], gate[big], self.alpha, self.limit
+                )
+                if not bool(big.all()):
+                    small = ~big
+                    y += self._kernel(bank, x, tok[small], eid[small], gate[small], w13, w2)
+                return y
+        return self._kernel(bank, x, tok, eid, gate, w13, w2)
+
+    def _kernel(self, bank, x, tok, eid, gate, w13, w2):
+        import ft_kernels
+
         xin = x if x.dtype in (torch.float32, torch.bfloat16) else x.float()
         return ft_kernels.moe_experts(
             xin.contiguous(),
@@ -127,19 +145,32 @@ class CpuKernelBackend(ExpertBackend):
         )
 
 
-GEMM_MIN_ROUTES = (
-    16  # routes per used expert from which torch's GEMM beats the streaming kernel (prefill)
-)
+@functools.cache
+def kernel_max_routes() -> int | None:
+    """Routes of one bf16 expert (bf16 x) up to which the C++ kernel runs it on this machine; torch's bf16 GEMM
+    (oneDNN) takes an expert with more. None (no limit) where the kernel has AVX-512 BF16 and torch no AMX (AMD
+    Zen 4 / 5). There, alone, the GEMM ran a Qwen3-30B-A3B-shaped expert faster only from ~64 routes (kernel time /
+    GEMM time 0.79 at 16 routes, 1.08 at 64, 1.27 at 512; one Zen 5 core pair), and inside a model it did not win
+    (its per-expert calls re-lay each expert's weights out and run in Python). Two Zen 5 threads, Qwen3-30B-A3B
+    expert shape, pp512 tok/s: 128 experts (skewed random routing), experts over 256 routes on the GEMM 620-740,
+    over 64 540-650, none 720-810; 16 experts (256 routes each), over 16 103-115, over 128 115-117, none 110-119.
+    Not measured in a model: DeepSeek-V3-shaped experts, which alone ran 1.47x faster on the GEMM at 256 routes.
+    16 elsewhere: with AMX the GEMM is several times faster, and where the kernel widens x to fp32 (AVX2,
+    AVX-512 without BF16) it ran experts of 32 routes each 2x slower than the GEMM."""
+    import ft_kernels
+
+    if ft_kernels.active_isa() == "avx512bf16" and not torch.cpu._is_amx_tile_supported():
+        return None
+    return 16
 
 
-def gemm_sized(eid: torch.Tensor) -> bool:
-    """Whether the routes ``eid`` [R] give their experts GEMM-sized work: >= GEMM_MIN_ROUTES per used expert on
-    average. At T = 512 (Qwen3-30B-A3B-shaped bf16 experts, 32 routes an expert) torch's bf16 GEMM ran the
-    experts 2x faster than the kernel, DeepSeek-V3-shaped (256 an expert) 5.6x (bench_cpu_experts x_torch)."""
-    return (
-        eid.numel() >= 16 * GEMM_MIN_ROUTES
-        and eid.numel() >= GEMM_MIN_ROUTES * torch.unique(eid).numel()
-    )
+def gemm_routes(eid: torch.Tensor, max_routes: int | None) -> torch.Tensor | None:
+    """Which routes ``eid`` [R] go to an expert with more than ``max_routes`` routes (None: no limit), as a bool
+    mask [R]; None where no expert has (every decode step)."""
+    if max_routes is None or eid.numel() <= max_routes:
+        return None
+    big = torch.bincount(eid)[eid] > max_routes
+    return big if bool(big.any()) else None
 
 
 def bf16_gemm(

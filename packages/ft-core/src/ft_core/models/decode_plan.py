@@ -22,7 +22,7 @@ from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.dense import KERNEL_MAX_TOKENS, QuantDense
 from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
-from ft_core.experts.backends import GEMM_MIN_ROUTES, CpuKernelBackend
+from ft_core.experts.backends import CpuKernelBackend, kernel_max_routes
 from ft_core.model_config import ModelConfig
 
 
@@ -176,17 +176,17 @@ def layer_plan(
     return plan
 
 
-def plan_applies(batch: ForwardBatch, x: torch.Tensor, top_k: int) -> bool:
+def plan_applies(batch: ForwardBatch, x: torch.Tensor) -> bool:
     """Whether a forward of ``x`` [T, H] over ``batch`` may run planned layers: a bf16 CPU decode step (one
     token a sequence) small enough that the layer-by-layer path would also take the kernels (``linear``'s
-    KERNEL_MAX_TOKENS, the experts below ``gemm_sized``)."""
+    KERNEL_MAX_TOKENS; an expert gets at most one route a token, so at most ``kernel_max_routes``)."""
     T = x.shape[0]
     return (
         batch.Lq == 1
         and x.device.type == "cpu"
         and x.dtype == torch.bfloat16
         and T <= KERNEL_MAX_TOKENS
-        and T * top_k < 16 * GEMM_MIN_ROUTES
+        and (kernel_max_routes() is None or T <= kernel_max_routes())
     )
 
 

@@ -211,7 +211,7 @@ class Decoder:
             trace("the embedding", x)
             cos_sin = self.rotary.cos_sin(batch.positions)
             k = self.cfg.moe.top_k if self.bank is not None else 0
-            planned = finite_log is None and k > 0 and plan_applies(batch, x, k)
+            planned = finite_log is None and k > 0 and plan_applies(batch, x)
             done = 0  # the layers before it ran in a stack
             for i, (ln1, attn, ln2, mlp) in enumerate(self.layers):
                 if i < done:
