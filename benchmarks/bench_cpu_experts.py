@@ -2,8 +2,8 @@
 
     uv run python benchmarks/bench_cpu_experts.py [--json FILE] [--quick] [--threads N] [--x-dtype D] [--formats F,..]
 
-In one process: (1) a STREAM-style read of a 1 GiB fp32 tensor on all cores (torch ``sum``, best of
-a few), measured again right before each format's rows since shared hosts drift, gives ``read_gbps``; (2) for Qwen3-30B-A3B-like experts (H=2048, I=768) and DeepSeek-V3-like ones
+In one process: (1) a STREAM-style read of a 1 GiB fp32 tensor on the kernel's threads (torch ``sum``, best of
+a few; one core reads less than all of them), measured again right before each format's rows since shared hosts drift, gives ``read_gbps``; (2) for Qwen3-30B-A3B-like experts (H=2048, I=768) and DeepSeek-V3-like ones
 (H=7168, I=2048), every format and T = 1, 4, 8 (decode: each token has its own random top-8 of N
 experts) and T = 512 (prefill), a bank of N expert slots totalling >= 1 GiB (a few quantised experts
 copied into N distinct slots) so the weights come from DRAM, timed over several calls with fresh
@@ -135,17 +135,16 @@ def main() -> None:
     if bad := [f for f in formats if f not in fk.FORMATS]:
         ap.error(f"--formats: {', '.join(bad)} not among {', '.join(fk.FORMATS)}")
 
-    cores = fk.num_threads()
+    threads = args.threads or fk.num_threads()
     buf = torch.ones(BANK_BYTES // 4, dtype=torch.float32)
-    read = read_bandwidth(buf, cores)
-    threads = args.threads or cores
+    read = read_bandwidth(buf, threads)
     fk.set_num_threads(threads)
     torch.set_num_threads(threads)
     Ts = [1] if args.quick else [1, 4, 8, 512]
     gen = torch.Generator().manual_seed(0)
     print(
         f"isa {fk.active_isa()}, {threads} threads, x {args.x_dtype}, read bandwidth {read / 1e9:.1f} GB/s "
-        f"(1 GiB fp32 sum, {cores} threads)"
+        f"(1 GiB fp32 sum, {threads} threads)"
     )
     print(
         f"{'shape':14} {'format':13} {'T':>4} {'N':>5} {'GB/s':>7} {'ratio':>6} {'torch GB/s':>10} {'x_torch':>7}"
@@ -176,7 +175,7 @@ def main() -> None:
             int8 = fmt in fk.reference.INT8_FORMATS and (fk.int8_simd(fmt) or fmt not in REPACKED)
             for q8 in (False, True) if int8 else (False,):
                 read = read_bandwidth(
-                    buf, cores, reps=3
+                    buf, threads, reps=3
                 )  # this host's bandwidth drifts: measure next to each group
                 for T in Ts:
                     x = torch.randn(T, H).to(xdt)
