@@ -1,6 +1,7 @@
-"""The routes of a bf16 bank's experts with prefill-sized work (more than the backend's ``max_routes``; the machine's
-``kernel_max_routes()`` by default) run through torch's bf16 GEMM (experts/backends.py ``bf16_gemm``), the others
-through the C++ kernel, in one call; both against the float32 torch backend on the same bf16 weights.
+"""The routes of a bf16 bank's experts with prefill-sized work (more than the backend's ``max_routes``; by default
+``kernel_max_routes`` of the machine and the expert shape) run through torch's bf16 GEMM (experts/backends.py
+``bf16_gemm``), the others through the C++ kernel, in one call; both against the float32 torch backend on the same
+bf16 weights.
 
 Bound: the GEMM path rounds three values to bf16 on the way (gate/up outputs, h, the down output), each a relative
 2^-9; through the activation and the gate-weighted sum that stays within a few bf16 steps of the output, so
@@ -33,7 +34,7 @@ def _bank(act, E=6, H=96, I=64, bias=False, seed=0):
 @pytest.mark.parametrize("act, bias", [("swiglu", False), ("gptoss", True)])
 def test_prefill_routes_split_between_gemm_and_kernel_and_match(act, bias):
     bank, g = _bank(act, bias=bias)
-    n = 16  # this machine's own limit may be none (kernel_max_routes)
+    n = 16  # this machine's own limit for this shape may be none (kernel_max_routes)
     # experts 0-2: n + 1 .. n + 3 routes (the GEMM); experts 3-5: 1-3 routes (the kernel); tokens in random order
     eid = torch.cat(
         [torch.full((n + 1 + e,), e) for e in range(3)]
@@ -70,9 +71,15 @@ def test_decode_routes_stay_on_the_kernel():
 
 
 def test_machine_limit():
-    """None (every expert on the kernel) exactly where the kernel has AVX-512 BF16 and torch no AMX."""
+    """On AVX-512 BF16 without AMX: none for Qwen3-30B-A3B-sized experts, 64 routes for DeepSeek-V3-sized ones; 16
+    elsewhere. Never below a decode step's tokens (decode_plan relies on it)."""
     import ft_kernels
+    from ft_core.layers.dense import KERNEL_MAX_TOKENS
 
     amd_like = ft_kernels.active_isa() == "avx512bf16" and not torch.cpu._is_amx_tile_supported()
-    assert kernel_max_routes() == (None if amd_like else 16)
-    assert CpuKernelBackend().max_routes == kernel_max_routes()
+    assert kernel_max_routes(2048, 768) == (None if amd_like else 16)
+    assert kernel_max_routes(7168, 2048) == (64 if amd_like else 16)
+    for shape in ((2048, 768), (7168, 2048), (96, 64), (4096, 1536)):
+        n = kernel_max_routes(*shape)
+        assert n is None or n >= KERNEL_MAX_TOKENS
+    assert CpuKernelBackend().max_routes == "machine"

@@ -93,8 +93,8 @@ class TorchBackend(ExpertBackend):
 class CpuKernelBackend(ExpertBackend):
     """ft_kernels C++ CPU kernels: weights dequantised in the kernel (bf16, f16, fp8 block, mxfp4),
     SwiGLU or the GPT-OSS activation with biases, on a persistent thread pool. A bf16 bank's experts with more
-    than ``max_routes`` routes of bf16 x in one call (default ``kernel_max_routes()``; None: no limit) run on
-    torch's bf16 GEMM instead."""
+    than ``max_routes`` routes of bf16 x in one call (default: ``kernel_max_routes`` of the machine and the bank's
+    expert shape; None: no limit) run on torch's bf16 GEMM instead."""
 
     name = "kernel"
 
@@ -106,7 +106,7 @@ class CpuKernelBackend(ExpertBackend):
         max_routes: int | None | str = "machine",
     ):
         self.alpha, self.limit, self.int8 = alpha, limit, int8
-        self.max_routes = kernel_max_routes() if max_routes == "machine" else max_routes
+        self.max_routes = max_routes
 
     def supports(self, bank: ExpertBank) -> bool:
         return bank.kernel_weights() is not None
@@ -116,7 +116,10 @@ class CpuKernelBackend(ExpertBackend):
         w13, w2 = bank.kernel_weights(layer)  # one MoE layer's routes: its formats
         if x.dtype == torch.bfloat16 and w13.fmt == "bf16" and not self.int8:
             # the GEMM-sized experts' routes on torch's GEMM, the others on the kernel
-            big = gemm_routes(eid, self.max_routes)
+            mr = self.max_routes
+            big = gemm_routes(
+                eid, kernel_max_routes(bank.hidden, bank.inter) if mr == "machine" else mr
+            )
             if big is not None:
                 y = bf16_gemm(
                     bank, w13.q, w2.q, x, tok[big], eid[big], gate[big], self.alpha, self.limit
@@ -146,21 +149,24 @@ class CpuKernelBackend(ExpertBackend):
 
 
 @functools.cache
-def kernel_max_routes() -> int | None:
-    """Routes of one bf16 expert (bf16 x) up to which the C++ kernel runs it on this machine; torch's bf16 GEMM
-    (oneDNN) takes an expert with more. None (no limit) where the kernel has AVX-512 BF16 and torch no AMX (AMD
-    Zen 4 / 5). There, alone, the GEMM ran a Qwen3-30B-A3B-shaped expert faster only from ~64 routes (kernel time /
-    GEMM time 0.79 at 16 routes, 1.08 at 64, 1.27 at 512; one Zen 5 core pair), and inside a model it did not win
-    (its per-expert calls re-lay each expert's weights out and run in Python). Two Zen 5 threads, Qwen3-30B-A3B
-    expert shape, pp512 tok/s: 128 experts (skewed random routing), experts over 256 routes on the GEMM 620-740,
-    over 64 540-650, none 720-810; 16 experts (256 routes each), over 16 103-115, over 128 115-117, none 110-119.
-    Not measured in a model: DeepSeek-V3-shaped experts, which alone ran 1.47x faster on the GEMM at 256 routes.
-    16 elsewhere: with AMX the GEMM is several times faster, and where the kernel widens x to fp32 (AVX2,
-    AVX-512 without BF16) it ran experts of 32 routes each 2x slower than the GEMM."""
+def kernel_max_routes(hidden: int, inter: int) -> int | None:
+    """Routes of one bf16 expert [hidden, inter] (bf16 x) up to which the C++ kernel runs it on this machine;
+    torch's bf16 GEMM (oneDNN) takes an expert with more. Never below KERNEL_MAX_TOKENS (a decode step's
+    experts stay on the kernel; decode_plan relies on it).
+
+    On AVX-512 BF16 without AMX (AMD Zen 4 / 5): 64 for experts of 4 Mi weights a matrix (hidden x inter) or
+    more, else None (no limit): the GEMM's per-expert calls (weights re-laid out, Python around them) pay off only
+    on big experts. Two Zen 5 threads, one MoE call on 64 bf16 experts with real routing (512 consecutive tokens
+    of an OLMoE trace: 55 routes an expert at the median, 248 at most), ms with no limit / 64: [7168, 2048]
+    (DeepSeek-V3) 795-808 / 562-607, [4096, 1536] 274-278 / 242, [2048, 768] (Qwen3-30B-A3B) 71-75 / 80; at 128
+    tokens 226 / 213, 90-91 / 93, 25-26 / 29. The Qwen3-30B-A3B-shaped mid model's pp512 (128 experts) ran
+    720-810 tok/s with no limit, 540-650 at 64. Elsewhere 16: with AMX the GEMM is several times faster, and
+    where the kernel widens x to fp32 (AVX2, AVX-512 without BF16) it ran experts of 32 routes each 2x slower
+    than the GEMM."""
     import ft_kernels
 
     if ft_kernels.active_isa() == "avx512bf16" and not torch.cpu._is_amx_tile_supported():
-        return None
+        return 64 if hidden * inter >= 4 << 20 else None
     return 16
 
 

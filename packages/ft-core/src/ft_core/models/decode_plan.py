@@ -22,7 +22,7 @@ from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.dense import KERNEL_MAX_TOKENS, QuantDense
 from ft_core.layers.linear_attn import GatedDeltaNet
 from ft_core.layers.moe import MoELayer
-from ft_core.experts.backends import CpuKernelBackend, kernel_max_routes
+from ft_core.experts.backends import CpuKernelBackend
 from ft_core.model_config import ModelConfig
 
 
@@ -179,14 +179,13 @@ def layer_plan(
 def plan_applies(batch: ForwardBatch, x: torch.Tensor) -> bool:
     """Whether a forward of ``x`` [T, H] over ``batch`` may run planned layers: a bf16 CPU decode step (one
     token a sequence) small enough that the layer-by-layer path would also take the kernels (``linear``'s
-    KERNEL_MAX_TOKENS; an expert gets at most one route a token, so at most ``kernel_max_routes``)."""
+    KERNEL_MAX_TOKENS, which ``kernel_max_routes`` never goes below: an expert gets at most one route a token)."""
     T = x.shape[0]
     return (
         batch.Lq == 1
         and x.device.type == "cpu"
         and x.dtype == torch.bfloat16
         and T <= KERNEL_MAX_TOKENS
-        and (kernel_max_routes() is None or T <= kernel_max_routes())
     )
 
 
