@@ -19,7 +19,6 @@
 
 #include "cpu/arch/x86_avx2_x16.h"       // x16_rows_i16, x16_prep_i16's column-pair order, kX16Ahead
 #include "cpu/arch/x86_avx512_q4kx16.h"  // x16_scale_min, x16_d, x16_dmin, x16_group_scales
-#include "cpu/arch/x86_kq_fields.h"       // x16_q3_scales6
 #include "cpu/arch/x86_x16_prefetch.h"    // x16_prefetch
 
 namespace ft {
@@ -178,9 +177,10 @@ struct KX16 {
 
 // The K-quants with a scale per 16 columns and a code offset (Q3_K_X16, Q6_K_X16): per sub-block of 16 columns and
 // token D::dot's sums -- int8 x: `vpdpbusd`, one a 4 columns of 16 rows, then y += d sc (dx dot - D::kOff sxh) in two
-// FMAs (sc: D::scale, sxh: dx times x's code sum over those columns, x16_prep_i8_halves' sx); 16-bit x (Q3_K_X16):
-// `vpdpwssd` of each code less its offset against x16_prep_i16's column pairs, then y += d sc dx dot. Exact integer
-// dots (|dot| <= 16 * 63 * 127; 16-bit: 16 * 4 * 2^15).
+// FMAs (sc: D::scales8, sxh: dx times x's code sum over those columns, x16_prep_i8_halves' sx); 16-bit x (Q3_K_X16):
+// `vpdpwssd` of the codes against x16_prep_i16's column pairs, less the offset either in each code (y += d sc dx dot)
+// or, where D::kOffBySums, by the same two FMAs (x16_prep_i16_halves' sx). Exact integer dots (|dot| <= 16 * 63 *
+// 127; 16-bit: 16 * 7 * 2^15).
 template <class D>
 struct Sub16 {
   static constexpr int kTokens = 8;  // tokens a tile at most
@@ -196,15 +196,18 @@ struct Sub16 {
       FT_UNROLL for (int64_t o = D::kScales; o < D::kTile; o += 64)  // the lines the code loads' prefetches skip
         x16_prefetch(reinterpret_cast<const char*>(tile) + o + kX16Ahead);
       const __m512 d = x16_d(tile, D::kD);
+      alignas(64) int8_t buf[256];
+      const int8_t* sc8 = D::scales8(tile, buf);  // the int8 scale of sub-block j, row i: sc8[16 j + i]
 #pragma GCC unroll 1
       for (int j = 0; j < 16; ++j) {  // sub-block j: columns 16j..16j+15 of the super-block
         __m512i acc[NT];
         D::template dot<NT>(tile, j, xo + kQK * s + 16 * j, ldo, acc);
-        const __m512 dsc = _mm512_mul_ps(d, D::scale(tile, j));
+        const __m128i scj = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc8 + 16 * j));
+        const __m512 dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(scj)));
         FT_UNROLL for (int t = 0; t < NT; ++t) {
           const int64_t b = t * nb + 8 * s + j / 2;  // the activation block of 32 columns
           y[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(dx[b])), y[t]);
-          if constexpr (sizeof(E) == 1)
+          if constexpr (sizeof(E) == 1 || D::template kOffBySums<NT>)
             y[t] = _mm512_fnmadd_ps(dsc, _mm512_set1_ps(D::kOff * sx[t * 2 * nb + 16 * s + j]), y[t]);
         }
       }
@@ -249,14 +252,21 @@ struct Q3k {
           acc[t] = _mm512_dpbusd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 4 * j)));
     }
   }
-  // 16-bit x: code k's pair of words less 4 (k < 7: its field at 2k of v, its bit at 2k + 2 of hv; k = 7: the bit at
-  // bit 0 of the dword's other word: sw, hv's words swapped)
+  // Whether the 16-bit dots of NT tokens leave the code offset to Sub16 (x's sums, one FMA a token and sub-block) rather
+  // than take it off each code (a subtract a code pair, shared by the tokens): at one token. One Zen 5 core, T = 1,
+  // GMAC/s in cache [8192, 2048] 61 -> 63, Qwen3-30B-A3B experts from DRAM 23.8 -> 25.4 GB/s; at 4 / 8 tokens the
+  // FMAs cost more (134 / 145 -> 122 / 131 GMAC/s).
+  template <int NT>
+  static constexpr bool kOffBySums = NT == 1;
+  // 16-bit x: code k's pair of words, 0..7, less 4 if Sub (k < 7: its field at 2k of v, its bit at 2k + 2 of hv;
+  // k = 7: the bit at bit 0 of the dword's other word: sw, hv's words swapped)
+  template <bool Sub>
   static __m512i word(int k, const __m512i& v, const __m512i& hv, const __m512i& sw) {
     const __m512i c =
         k < 7 ? _mm512_ternarylogic_epi32(_mm512_and_si512(k ? _mm512_srli_epi16(v, 2 * k) : v, _mm512_set1_epi16(3)),
                                           k ? _mm512_srli_epi16(hv, 2 * k) : hv, _mm512_set1_epi16(4), 0xf8)
               : _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 14), _mm512_slli_epi16(sw, 2), _mm512_set1_epi16(4), 0xf8);
-    return _mm512_sub_epi16(c, _mm512_set1_epi16(4));
+    return Sub ? _mm512_sub_epi16(c, _mm512_set1_epi16(4)) : c;
   }
   template <int NT>
   static void dot(const uint8_t* tile, int p, const int16_t* xs, int64_t ldo, __m512i (&acc)[NT]) {
@@ -265,13 +275,24 @@ struct Q3k {
     const __m512i sw = _mm512_ror_epi32(hv, 16);
     FT_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_si512();
     FT_UNROLL for (int k = 0; k < 8; ++k) {
-      const __m512i w = word(k, v, hv, sw);
+      const __m512i w = word<!kOffBySums<NT>>(k, v, hv, sw);
       FT_UNROLL for (int t = 0; t < NT; ++t)
           acc[t] = _mm512_dpwssd_epi32(acc[t], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xs + t * ldo + 2 * k)));
     }
   }
-  static __m512 scale(const uint8_t* tile, int p) {  // sc - 32
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(x16_q3_scales6(tile + 1536, p)), _mm512_set1_epi32(32)));
+  // The tile's scales less 32 (-32..31), 16 bytes a sub-block (byte i: row i), into buf: all 16 sub-blocks at once
+  // (x86_kq_fields.h x16_q3_scales6's fields, 4 sub-blocks a vector), not one sub-block at a time with its index
+  // arithmetic.
+  static const int8_t* scales8(const uint8_t* tile, int8_t* buf) {
+    const uint8_t* P = tile + 1536;  // planes 0..7: low nibbles (sub-blocks j % 8; j >= 8 the high nibble), 8..11: high bits
+    const __m512i a0 = _mm512_loadu_si512(P), a1 = _mm512_loadu_si512(P + 64), b = _mm512_loadu_si512(P + 128);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+    // (a & b) | c: ternary-logic 0xea; sub-blocks 4m .. 4m + 3: low nibbles, high bits at 2m of planes 8..11
+    const __m512i lo[4] = {a0, a1, _mm512_srli_epi16(a0, 4), _mm512_srli_epi16(a1, 4)};
+    const __m512i hi[4] = {_mm512_slli_epi16(b, 4), _mm512_slli_epi16(b, 2), b, _mm512_srli_epi16(b, 2)};
+    FT_UNROLL for (int q = 0; q < 4; ++q)
+      _mm512_store_si512(buf + 64 * q, _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo[q], m4, _mm512_and_si512(hi[q], m30), 0xea), k32));
+    return buf;
   }
 };
 
@@ -305,10 +326,9 @@ struct Q6k {
       }
     }
   }
-  static __m512 scale(const uint8_t* tile, int j) {  // the int8 sc
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 3072 + 16 * j));
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8));
-  }
+  template <int NT>
+  static constexpr bool kOffBySums = false;  // int8 x only: the offset always by x's sums
+  static const int8_t* scales8(const uint8_t* tile, int8_t* /*buf*/) { return reinterpret_cast<const int8_t*>(tile + 3072); }
 };
 
 // The 4-bit X16 formats with one scale a row per block of 32 columns (INT4_SYM_X16: its group's f16 / fp32 scale,
@@ -420,7 +440,7 @@ void rows_q16_q5kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, cons
 }
 
 void rows_q16_q3kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q16Act& x, float* Y, int64_t ldy) {
-  x16_rows_i16<Sub16<Q3k>>(m, r0, r1, x, Y, ldy);
+  x16_rows_i16<Sub16<Q3k>, x16_prep_i16_halves>(m, r0, r1, x, Y, ldy);
 }
 
 void rows_q8_q4kx16_avx512vnni(const WeightMat& m, int64_t r0, int64_t r1, const Q8Act& x, float* Y, int64_t ldy) {
