@@ -78,15 +78,6 @@ inline void x16_prep_i16(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int
   x16_block_scales(x, nt, nb, dx, sx);
 }
 
-// x16_prep_i16's x, with sx a value a half block (16 columns; room: x16_tiles): sx[t * 2 nb + 2b + h] = Q16Act's sd
-// of half h of block b, for Q3_K_X16's 16-bit kernel, which takes its code offset off with them.
-inline void x16_prep_i16_halves(const Q16Act& x, int nt, int64_t cols, int16_t* xo, int64_t ldo, float* dx, float* sx) {
-  const int64_t nb = cols / 32;
-  x16_prep_i16(x, nt, cols, xo, ldo, dx, sx);
-  for (int t = 0; t < nt; ++t)
-    for (int64_t i = 0; i < 2 * nb; ++i) sx[t * 2 * nb + i] = x.sd[t * 2 * x.ldb + i];
-}
-
 // Tokens [0, nt) of x in Q16Act's own order (each block's 16 even columns, then its 16 odd ones), for the 8-bit X16
 // formats (x86_avx2_int8x16.cpp), whose byte pairs are columns 4p + {0, 2} and 4p + {1, 3}: rows ldo apart (no 4 KiB
 // aliasing), dx and sx as x16_prep_i16's.
@@ -115,12 +106,16 @@ inline void x16_prep_i8(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_
 
 // x16_prep_i8's x, with sx a value a half block (16 columns; room: x16_tiles): sx[t * 2 nb + 2b + h] = Q8Act's
 // sd of half h of block b, for the K-quants with a scale per 16 columns and a code offset (Q6_K_X16, Q3_K_X16).
-inline void x16_prep_i8_halves(const Q8Act& x, int nt, int64_t cols, int8_t* xo, int64_t ldo, float* dx, float* sx) {
+template <class E, void (*Prep)(const QAct<E>&, int, int64_t, E*, int64_t, float*, float*)>
+inline void x16_prep_halves(const QAct<E>& x, int nt, int64_t cols, E* xo, int64_t ldo, float* dx, float* sx) {
   const int64_t nb = cols / 32;
-  x16_prep_i8(x, nt, cols, xo, ldo, dx, sx);
+  Prep(x, nt, cols, xo, ldo, dx, sx);
   for (int t = 0; t < nt; ++t)
     for (int64_t i = 0; i < 2 * nb; ++i) sx[t * 2 * nb + i] = x.sd[t * 2 * x.ldb + i];
 }
+inline constexpr auto x16_prep_i8_halves = x16_prep_halves<int8_t, x16_prep_i8>;
+// The same over x16_prep_i16's x (Q3_K_X16's zmm 16-bit kernel, which takes its code offset off with them).
+inline constexpr auto x16_prep_i16_halves = x16_prep_halves<int16_t, x16_prep_i16>;
 
 // Q3_K_X16 (x86_avx2_q3kx16.cpp, x86_avx512vnni_x16i16.cpp): x16_prep_i8_halves' x with each 16 columns in the
 // kernels' step order, xo[16p + 4j + b] = column 16p + {0, 8, 2, 10}[b] + {0, 4, 1, 5}[j]. With kOffsets sx holds
