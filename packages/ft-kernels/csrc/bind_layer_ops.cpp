@@ -1,8 +1,11 @@
-// The nanobind functions of a decode step's layer pieces beyond the projections: gdn_decode (the Gated
-// DeltaNet core, cpu/gdn_decode.h) and the gates (cpu/gates.h); every argument checked and named first.
+// The nanobind functions of the layer pieces beyond the projections: gdn_decode (the Gated DeltaNet core,
+// cpu/gdn_decode.h), the gates (cpu/gates.h) and prefill attention (cpu/attn_prefill.h); every argument checked
+// and named first.
 #include <string>
 
 #include "bind_common.h"
+#include "cpu/attn_prefill.h"
+#include "cpu/dispatch.h"
 #include "cpu/gates.h"
 #include "cpu/gdn_decode.h"
 
@@ -75,6 +78,43 @@ void silu_mul(Arr g, Arr u, Arr y) {
   ft::silu_mul(g.data(), u.data(), bf, static_cast<int64_t>(g.size()), y.data());
 }
 
+void prefill_attention(Arr q, Arr k_pool, Arr v_pool, Arr page_table, Arr q_lens, Arr ctx_lens, float scale,
+                       int64_t window, OptArr sinks, Arr o) {
+  const auto bf16 = nb::dlpack::dtype_code::Bfloat;
+  expect(q.ndim() == 3 && is_dtype(q, bf16, 16), "q must be bfloat16 [T, N, D], got " + shape_of(q));
+  const int64_t T = q.shape(0), N = q.shape(1), D = q.shape(2);
+  expect(D % 2 == 0, "q's D=" + std::to_string(D) + " must be even");
+  expect(k_pool.ndim() == 4 && is_dtype(k_pool, bf16, 16) && int64_t(k_pool.shape(3)) == D,
+         "k_pool must be bfloat16 [P, S, K, D=" + std::to_string(D) + "], got " + shape_of(k_pool));
+  const int64_t P = k_pool.shape(0), S = k_pool.shape(1), K = k_pool.shape(2);
+  expect(K >= 1 && N % K == 0, "q's heads N=" + std::to_string(N) + " must be a multiple of k_pool's KV heads K=" + std::to_string(K));
+  expect(v_pool.ndim() == 4 && is_dtype(v_pool, bf16, 16) && int64_t(v_pool.shape(0)) == P && int64_t(v_pool.shape(1)) == S &&
+             int64_t(v_pool.shape(2)) == K, "v_pool must be bfloat16 [P, S, K, Dv] like k_pool, got " + shape_of(v_pool));
+  const int64_t Dv = v_pool.shape(3);
+  expect(page_table.ndim() == 2 && page_table.dtype() == nb::dtype<int64_t>(), "page_table must be int64 [B, Pmax], got " + shape_of(page_table));
+  const int64_t B = page_table.shape(0);
+  for (const auto& [a, name] : {std::pair{&q_lens, "q_lens"}, std::pair{&ctx_lens, "ctx_lens"}})
+    expect(a->ndim() == 1 && int64_t(a->shape(0)) == B && a->dtype() == nb::dtype<int64_t>(),
+           std::string(name) + " must be int64 [B=" + std::to_string(B) + "], got " + shape_of(*a));
+  expect(window >= 0, "window must be >= 0 (0: no window)");
+  if (sinks)
+    expect(sinks->ndim() == 1 && int64_t(sinks->shape(0)) == N && sinks->dtype() == nb::dtype<float>(),
+           "sinks must be float32 [N=" + std::to_string(N) + "], got " + shape_of(*sinks));
+  expect(o.ndim() == 3 && int64_t(o.shape(0)) == T && int64_t(o.shape(1)) == N && int64_t(o.shape(2)) == Dv &&
+             o.dtype() == nb::dtype<float>(), "o must be float32 [T, N, Dv], got " + shape_of(o));
+  ft::PrefillAttn a{static_cast<const uint16_t*>(q.data()), static_cast<const uint16_t*>(k_pool.data()),
+                    static_cast<const uint16_t*>(v_pool.data()), static_cast<const int64_t*>(page_table.data()),
+                    static_cast<const int64_t*>(q_lens.data()), static_cast<const int64_t*>(ctx_lens.data()),
+                    T, B, N, K, D, Dv, S, P, int64_t(page_table.shape(1)), scale, window,
+                    sinks ? static_cast<const float*>(sinks->data()) : nullptr, static_cast<float*>(o.data())};
+  nb::gil_scoped_release release;
+  try {
+    ft::prefill_attention(a);
+  } catch (const std::invalid_argument& e) {
+    throw nb::value_error(e.what());
+  }
+}
+
 }  // namespace
 
 void bind_layer_ops(nb::module_& m) {
@@ -86,4 +126,8 @@ void bind_layer_ops(nb::module_& m) {
         nb::arg("slots"), nb::arg("neg_A"), nb::arg("dt_bias"), nb::arg("norm_w"), nb::arg("eps"), nb::arg("Hk"),
         nb::arg("out"),
         "Gated DeltaNet decode core: conv, norms, delta rule and gated RMSNorm; states updated in place. GIL released.");
+  m.def("prefill_attention", &prefill_attention, nb::arg("q"), nb::arg("k_pool"), nb::arg("v_pool"), nb::arg("page_table"),
+        nb::arg("q_lens"), nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
+        "Causal attention of packed new tokens over paged bf16 K/V pools (flash, weights rounded to bf16). GIL released.");
+  m.def("prefill_attention_simd", &ft::attn_prefill_simd, "Whether prefill_attention runs its SIMD build here.");
 }

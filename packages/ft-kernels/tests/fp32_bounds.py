@@ -256,6 +256,59 @@ def decode_attention_bound(
     return exact, bound
 
 
+def prefill_attention_bound(
+    q, k_pool, v_pool, page_table, q_lens, ctx_lens, scale, window=0, sinks=None, block=32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact o [T, N, Dv] in float64, bound [T, N] on |kernel - exact| per row) for
+    ``ft_kernels.prefill_attention``, as ``decode_attention_bound`` per query row with two more terms: each weight
+    is rounded to bf16 before the value sum (relative 2^-9; the denominator sums the rounded weights, so the
+    rounding enters as a relative weight error), and vdpbf16ps flushes products and sums below 2^-126 to zero
+    (2^-126 per term of a score, D of them; 2^-126 per weight, against a largest weight of 1)."""
+    exact = R.prefill_attention(
+        q,
+        k_pool,
+        v_pool,
+        page_table,
+        q_lens,
+        ctx_lens,
+        scale,
+        window,
+        None if sinks is None else sinks.double(),
+    )
+    T, N, D = q.shape
+    S, K = k_pool.shape[1], k_pool.shape[2]
+    tiny = 2.0**-126
+    bound = torch.zeros(T, N, dtype=torch.float64)
+    t0 = 0
+    for b in range(page_table.shape[0]):
+        ql, ctx = int(q_lens[b]), int(ctx_lens[b])
+        pos = torch.arange(ctx)
+        rows = page_table[b, pos // S] * S + pos % S
+        k = k_pool.reshape(-1, K, D)[rows].double().repeat_interleave(N // K, dim=1)  # [L, N, D]
+        v = v_pool.reshape(-1, K, v_pool.shape[-1])[rows].double()
+        for i in range(ql):
+            p = ctx - ql + i
+            lo = max(0, p - window + 1) if window > 0 else 0
+            qi = q[t0 + i].double()
+            s = torch.einsum("nd,lnd->nl", qi, k[lo : p + 1]) * scale
+            mag = (
+                torch.einsum("nd,lnd->nl", qi.abs(), k[lo : p + 1].abs()).max(dim=1).values * scale
+            )
+            top = (
+                s.max(dim=1).values
+                if sinks is None
+                else torch.maximum(s.max(dim=1).values, sinks.double())
+            )
+            spread = (top[:, None] - s).abs().max(dim=1).values
+            d = gamma(D + 1) * mag + U * spread + D * tiny * scale
+            L = p + 1 - lo
+            blocks = -(-(p + 1) // block) + 2
+            e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U + 2.0**-9 + L * tiny
+            bound[t0 + i] = v[lo : p + 1].abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
+        t0 += ql
+    return exact, bound
+
+
 def gdn_decode_bound(
     proj, conv_w, conv_state, state, slots, neg_A, dt_bias, norm_w, eps, k_heads
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -76,6 +76,8 @@ void attn_span_scalar(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, flo
 void attn_span_avx2(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 void attn_span_avx512(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 void attn_span_neon(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void attn_prefill_scalar(const PrefillAttn&, const PrefillTask&);
+void attn_prefill_avx512bf16(const PrefillAttn&, const PrefillTask&) __attribute__((weak));
 void gdn_head_scalar(const GdnDecode&, int64_t, int64_t, float*);
 void gdn_head_avx2(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
 void gdn_head_avx512(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
@@ -510,6 +512,9 @@ AttnSpanFn attn_span_kernel() {
   if (isa == "neon" && attn_span_neon) return attn_span_neon;
   return attn_span_scalar;
 }
+
+bool attn_prefill_simd() { return std::string(active_isa()) == "avx512bf16" && attn_prefill_avx512bf16; }
+AttnPrefillFn attn_prefill_kernel() { return attn_prefill_simd() ? attn_prefill_avx512bf16 : attn_prefill_scalar; }
 
 GdnHeadFn gdn_head_kernel() {
   const std::string isa = active_isa();

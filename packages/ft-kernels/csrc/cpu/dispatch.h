@@ -1,6 +1,7 @@
 // Run-time choice of instruction set and of the row kernel for each weight format.
 #pragma once
 #include "cpu/attn_decode.h"
+#include "cpu/attn_prefill.h"
 #include "cpu/bf16act.h"
 #include "cpu/formats.h"
 #include "cpu/gdn_decode.h"
@@ -71,6 +72,11 @@ AddBf16Fn add_bf16_fn();
 
 // The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
 AttnSpanFn attn_span_kernel();
+
+// The prefill-attention task (cpu/attn_prefill.h) built for the active ISA: AVX-512 BF16, else the scalar ground
+// truth; attn_prefill_simd() says which (callers without it keep their own attention).
+AttnPrefillFn attn_prefill_kernel();
+bool attn_prefill_simd();
 
 // The Gated DeltaNet decode task (cpu/gdn_decode.h) built for the active ISA.
 GdnHeadFn gdn_head_kernel();

@@ -318,6 +318,52 @@ def decode_attention(
     return out
 
 
+def prefill_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    page_table: torch.Tensor,
+    q_lens: torch.Tensor,
+    ctx_lens: torch.Tensor,
+    scale: float,
+    window: int = 0,
+    sinks: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Causal attention of a packed batch's new tokens over their paged contexts, straight from bf16 KV pools
+    (no gather, padding or mask): flash attention in blocks of 32 keys, tasks of (sequence, KV head, ~64 rows of
+    queries x heads) on the kernel pool.
+
+    q [T, N, D] bfloat16 (D even), sequence b's q_lens[b] tokens consecutive, in order of b; k_pool [P, S, K, D]
+    and v_pool [P, S, K, Dv] bfloat16 (this forward's keys already written); page_table [B, Pmax] int64;
+    q_lens, ctx_lens [B] int64 (the new tokens are the last q_lens[b] of ctx_lens[b]); window > 0: a query at
+    position p sees keys p - window + 1 .. p; sinks [N] float32 adds one value-less logit per head (GPT-OSS).
+    Scores are fp32 sums of exact bf16 products; the softmax weights are rounded to bf16 for the value sum (as a
+    bf16 flash kernel does: relative 2^-9 each) and summed as rounded. Returns float32 [T, N, Dv]. Runs its
+    AVX-512 BF16 build where ``prefill_attention_simd()``, else the scalar ground truth (slow: for tests).
+    Twin: ``ft_kernels.reference.prefill_attention``."""
+    if out is None:
+        out = torch.empty(q.shape[0], q.shape[1], v_pool.shape[-1], dtype=torch.float32)
+    _C.prefill_attention(
+        _a(q),
+        _a(k_pool),
+        _a(v_pool),
+        _a(page_table),
+        _a(q_lens),
+        _a(ctx_lens),
+        float(scale),
+        int(window),
+        _a(sinks),
+        _a(out),
+    )
+    return out
+
+
+def prefill_attention_simd() -> bool:
+    """Whether ``prefill_attention`` runs its SIMD build on this CPU (AVX-512 BF16; FT_CPU_ISA respected)."""
+    return bool(_C.prefill_attention_simd())
+
+
 def gdn_decode(
     proj: torch.Tensor,
     conv_w: torch.Tensor,

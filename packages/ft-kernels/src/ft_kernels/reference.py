@@ -222,6 +222,44 @@ def decode_attention(
     return torch.stack(out)
 
 
+def prefill_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    page_table: torch.Tensor,
+    q_lens: torch.Tensor,
+    ctx_lens: torch.Tensor,
+    scale: float,
+    window: int = 0,
+    sinks: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reference for ``ft_kernels.prefill_attention`` in float64: each sequence's keys and values gathered page
+    by page, the causal (and window) mask, softmax with the sink as one more logit, then p.v. Returns float64
+    [T, N, Dv]."""
+    T, N, D = q.shape
+    S, K = k_pool.shape[1], k_pool.shape[2]
+    dt = torch.float64
+    out, t0 = [], 0
+    for b in range(page_table.shape[0]):
+        ql, ctx = int(q_lens[b]), int(ctx_lens[b])
+        pos = torch.arange(ctx)
+        rows = page_table[b, pos // S] * S + pos % S
+        k = k_pool.reshape(-1, K, D)[rows].to(dt).repeat_interleave(N // K, dim=1)  # [L, N, D]
+        v = v_pool.reshape(-1, K, v_pool.shape[-1])[rows].to(dt).repeat_interleave(N // K, dim=1)
+        qpos = torch.arange(ctx - ql, ctx)
+        s = torch.einsum("tnd,lnd->ntl", q[t0 : t0 + ql].to(dt), k) * scale  # [N, ql, L]
+        vis = pos[None, :] <= qpos[:, None]
+        if window > 0:
+            vis &= pos[None, :] > qpos[:, None] - window
+        s = s.masked_fill(~vis, float("-inf"))
+        if sinks is not None:
+            s = torch.cat([s, sinks.to(dt)[:, None, None].expand(N, ql, 1)], dim=-1)
+        p = torch.softmax(s, dim=-1)[..., :ctx]
+        out.append(torch.einsum("ntl,lnd->tnd", p, v))
+        t0 += ql
+    return torch.cat(out) if out else torch.empty(0, N, v_pool.shape[-1], dtype=dt)
+
+
 def rope(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False
 ) -> torch.Tensor:
