@@ -4,6 +4,7 @@ groupings, causal / windowed / padded masks, prompts longer than a query block, 
 sinks; ``paged_attention``'s plain causal path (one prompt with no earlier context) against the same twin
 on the masked, page-padded keys."""
 
+import ft_kernels
 import pytest
 import torch
 from bounds import attention_tol
@@ -93,3 +94,44 @@ def test_fresh_prompt_takes_plain_causal(K, G, n, window, monkeypatch):
     want = want.permute(0, 3, 1, 2, 4).reshape(n, K * G, D)
     tol = attention_tol(qb, kk, vv, D**-0.5, None)
     torch.testing.assert_close(got, want, rtol=0, atol=tol)
+
+
+@pytest.mark.skipif(
+    not ft_kernels.prefill_attention_simd(),
+    reason="this CPU has no AVX-512 BF16: bf16 prefills keep the gather + SDPA path",
+)
+@pytest.mark.parametrize("window,sinks", [(None, False), (8, True)], ids=["causal", "window-sinks"])
+def test_bf16_prefill_reads_the_pools_in_place(window, sinks, monkeypatch):
+    """A bf16 CPU forward with a prompt chunk after earlier context and a decode token in one batch: attention
+    runs ``ft_kernels.prefill_attention`` over the pools (the gather path must not run) and agrees with that
+    twin path within its bound plus the kernel's bf16 weights (2^-8 max|v|) and both outputs' bf16 rounding."""
+    from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+
+    torch.manual_seed(5)
+    K, G, D, page = 2, 3, 64, 16
+    kv = PagedKVCache([KVLayout(12, page, K, D, D, torch.bfloat16)])
+    kv.k[0].copy_(torch.randn(kv.k[0].shape))
+    kv.v[0].copy_(torch.randn(kv.v[0].shape))
+    table = torch.tensor(
+        [[7, 2, 9, 4], [5, 11, 0, 0]]
+    )  # 50 keys, then 30 (padding entries point at page 0)
+    bt = ForwardBatch(
+        input_ids=torch.zeros(21, dtype=torch.int64),
+        positions=torch.cat([torch.arange(30, 50), torch.tensor([29])]),
+        slots=torch.zeros(21, dtype=torch.int64),
+        page_table=table,
+        q_lens=[20, 1],
+        ctx_lens=[50, 30],
+        page_size=page,
+    )
+    q = torch.randn(21, K * G, D).bfloat16()
+    s = torch.randn(K * G) * 2 if sinks else None
+    want = attention.paged_attention(q, *kv.gather(0, table), bt, D**-0.5, window, s)
+    monkeypatch.setattr(attention, "paged_attention", lambda *a, **kw: pytest.fail("gathered"))
+    got = attention.attend_paged(q, kv, 0, bt, D**-0.5, window, s)
+    vmax = kv.v[0].float().abs().max().item()
+    kall = (
+        kv.k[0].view(-1, K, D).transpose(0, 1).float()
+    )  # every cached key [K, P S, D], for the bound's max
+    tol = attention_tol(q.float().view(21, K, G, D).transpose(0, 1), kall, kall, D**-0.5, s)
+    torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=tol + 2**-7 * vmax)

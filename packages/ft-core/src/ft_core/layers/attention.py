@@ -165,29 +165,39 @@ def attend_paged(
     window: int | None = None,
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [T, N, Dv] in q's dtype
-    """Attention of the packed queries over layer ``layer``'s paged KV. Decode-only CPU forwards (every
-    sequence one new token) read the pools in place with ``ft_kernels.decode_attention`` (twin: the gather +
-    ``paged_attention`` path below, which every other forward takes)."""
+    """Attention of the packed queries over layer ``layer``'s paged KV. CPU forwards read the pools in place:
+    decode-only ones (every sequence one new token) with ``ft_kernels.decode_attention``; others, in a bf16
+    engine where the CPU has the kernel's SIMD build (AVX-512 BF16), with ``ft_kernels.prefill_attention``
+    (its weights rounded to bf16 for the value sum, as torch's bf16 flash kernel does). Twin of both: the
+    gather + ``paged_attention`` path below, which every other forward takes."""
     kp, vp = kv.k[layer], kv.v[layer]
-    if (
-        batch.Lq == 1
-        and q.device.type == "cpu"
-        and vp is not None
-        and q.dtype in (torch.float32, torch.bfloat16)
-        and kp.dtype in (torch.float32, torch.bfloat16)
-        and vp.dtype == kp.dtype
-    ):
-        ctx = batch.ctx_tensor()
-        o = ft_kernels.decode_attention(
-            q.contiguous(),
-            kp,
-            vp,
-            batch.page_table,
-            ctx,
-            scale,
-            window or 0,
-            None if sinks is None else sinks.float().contiguous(),
-        )
-        return o.to(q.dtype)
+    if q.device.type == "cpu" and vp is not None and vp.dtype == kp.dtype:
+        sk = None if sinks is None else sinks.float().contiguous()
+        if (
+            batch.Lq == 1
+            and q.dtype in (torch.float32, torch.bfloat16)
+            and kp.dtype in (torch.float32, torch.bfloat16)
+        ):
+            o = ft_kernels.decode_attention(
+                q.contiguous(), kp, vp, batch.page_table, batch.ctx_tensor(), scale, window or 0, sk
+            )
+            return o.to(q.dtype)
+        if (
+            q.dtype == kp.dtype == torch.bfloat16
+            and q.shape[-1] % 2 == 0
+            and ft_kernels.prefill_attention_simd()
+        ):
+            o = ft_kernels.prefill_attention(
+                q.contiguous(),
+                kp,
+                vp,
+                batch.page_table,
+                batch.q_lens_tensor(),
+                batch.ctx_tensor(),
+                scale,
+                window or 0,
+                sk,
+            )
+            return o.to(q.dtype)
     kc, vc = kv.gather(layer, batch.page_table)
     return paged_attention(q, kc, vc, batch, scale, window, sinks)

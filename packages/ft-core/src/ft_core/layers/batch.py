@@ -79,6 +79,15 @@ class ForwardBatch:
             )
         return t
 
+    def q_lens_tensor(self) -> torch.Tensor:
+        """[B] int64 new tokens of each sequence, built once per forward."""
+        t = self.memo.get("q_lens")
+        if t is None:
+            t = self.memo["q_lens"] = torch.tensor(
+                self.q_lens, dtype=torch.int64, device=self.device
+            )
+        return t
+
     def state_slots_tensor(self) -> torch.Tensor:
         """[B] int64 live state slot of each sequence (models with state layers), built once per forward."""
         t = self.memo.get("state_slots")
