@@ -56,6 +56,14 @@ decode against another level of it); ``RSS GB`` the child's peak resident set (`
 from ``wait4`` in a small launcher process; mapped file pages included; the JSON also has ft's own
 ``VmHWM``). Each cell is the median over rounds with [min-max] when there are
 several; the ``ft/llama`` row is the median of the per-round ratios. Not part of CI.
+
+``--depth D`` measures both engines after a D-token context, as a coding agent's later turns run: llama-bench
+``-d D`` (its pp and tg tests each start from a D-token context, filled untimed); ft keeps its prefix cache on,
+prefills the D tokens once (untimed), then times the same D tokens plus P new ones (the D reused from the
+cache, so only the P are computed, attending to all D + P) and decode after D + 1 tokens. Contexts past the
+generated model's trained length are let through (``FT_ALLOW_LONG_MAX_MODEL_LEN=1``: random weights, speed
+only). ``of BW`` still counts weight bytes only; at depth each decode token also reads its context's keys and
+values (the same bytes for both engines: bf16 / f16 caches).
 """
 
 from __future__ import annotations
@@ -541,7 +549,12 @@ def thread_env(n: int) -> dict:
 
 
 def measure_ft(
-    path: Path, threads: int, prompts: list[int], decode: int, options: list[str] = ()
+    path: Path,
+    threads: int,
+    prompts: list[int],
+    decode: int,
+    options: list[str] = (),
+    depth: int = 0,
 ) -> dict:
     cmd = [
         sys.executable,
@@ -554,16 +567,27 @@ def measure_ft(
         ",".join(map(str, prompts)),
         "--decode",
         decode,
+        "--depth",
+        depth,
         *options,
     ]
     t0 = time.perf_counter()
-    out, _, rss = run_child(cmd, thread_env(threads))
+    env = thread_env(threads)
+    if depth:
+        env["FT_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+    out, _, rss = run_child(cmd, env)
     res = json.loads(out.strip().splitlines()[-1])
     return {**res, "peak_rss_bytes": rss, "wall_s": time.perf_counter() - t0}
 
 
 def measure_llama(
-    llama_dir: Path, gguf_path: Path, threads: int, prompts: list[int], decode: int, bpt: int
+    llama_dir: Path,
+    gguf_path: Path,
+    threads: int,
+    prompts: list[int],
+    decode: int,
+    bpt: int,
+    depth: int = 0,
 ) -> dict:
     bench, _ = llama_bins(llama_dir)
     cmd = [
@@ -576,6 +600,8 @@ def measure_llama(
         decode,
         "-t",
         threads,
+        "-d",
+        depth,
         "-r",
         1,
         "-o",
@@ -610,11 +636,15 @@ def child(args) -> None:
     from ft_core import Engine, SamplingParams
 
     t0 = time.perf_counter()
+    depth = args.depth
     eng = Engine.from_pretrained(
         args.child,
         dtype="bfloat16",
-        prefix_cache=False,
-        kv_cache_bytes=256 << 20,
+        prefix_cache=depth
+        > 0,  # at depth: the context is prefilled once, then reused from the cache
+        kv_cache_bytes=(256 << 20)
+        + 2 * depth * (128 << 10),  # <= 128 KiB a token of context, twice
+        max_model_len=depth + max(args.prompt) + args.decode + 64 if depth else None,
         dense_format=args.ft_dense_format,
         int8_activations=args.ft_int8,
     )
@@ -629,15 +659,18 @@ def child(args) -> None:
 
     greedy = lambda n: SamplingParams(max_tokens=n, temperature=0, ignore_eos=True)  # noqa: E731
     eng.generate([ids(32, 1)], greedy(2))  # warm-up: one prefill and one decode step
+    ctx = ids(depth, 3)  # the context every timed request continues (none at depth 0)
+    if depth:
+        eng.generate([ctx], greedy(1))  # prefilled once, untimed; kept in the prefix cache
     prefill = {}
     for i, P in enumerate(args.prompt):
         # as llama-bench: a warm-up prompt of this length, then the timed one
-        eng.generate([ids(P, 200 + i)], greedy(1))
-        prompt = ids(P, 100 + i)
+        eng.generate([ctx + ids(P, 200 + i)], greedy(1))
+        prompt = ctx + ids(P, 100 + i)
         t = time.perf_counter()
         eng.generate([prompt], greedy(1))
         prefill[str(P)] = P / (time.perf_counter() - t)
-    seq = eng.add_request(ids(1, 2), greedy(args.decode + 1))
+    seq = eng.add_request(ctx + ids(1, 2), greedy(args.decode + 1))
     while not seq.output_ids:  # the 1-token prefill and the first token
         eng.step()
     t = time.perf_counter()
@@ -660,6 +693,8 @@ def child(args) -> None:
                 "vm_hwm_bytes": vm_hwm(),
                 "dense_format": args.ft_dense_format,
                 "int8_activations": args.ft_int8,
+                "depth": depth,
+                "prefix_hit_tokens": eng.prefix_stats().get("hit_tokens") if depth else None,
             }
         )
     )
@@ -769,6 +804,12 @@ def main() -> None:
     )
     ap.add_argument("--decode", type=int, default=64, help="decode tokens (default 64)")
     ap.add_argument(
+        "--depth",
+        type=int,
+        default=0,
+        help="context tokens before each prefill and decode (llama-bench -d; ft: a cached prefix; default 0)",
+    )
+    ap.add_argument(
         "--model",
         default=None,
         help="an existing qwen3_moe HF checkpoint instead of a generated one",
@@ -831,8 +872,12 @@ def main() -> None:
             ap.error(f"--formats {f} needs --ft-gguf (ft runs llama-quantize's file)")
     if args.shape not in SHAPES:
         ap.error(f"--shape {args.shape!r}: mid or deep")
-    if args.rounds < 1 or not args.threads or not args.prompt or args.decode < 1:
-        ap.error("--rounds, --threads, --prompt and --decode need positive values")
+    if args.rounds < 1 or not args.threads or not args.prompt or args.decode < 1 or args.depth < 0:
+        ap.error("--rounds, --threads, --prompt and --decode need positive values, --depth >= 0")
+    if args.depth % 16:
+        ap.error(
+            "--depth must be a multiple of 16 (ft's prefix cache reuses whole pages of 16 tokens)"
+        )
     from ft_core.paths import cache_dir
 
     shape = None if args.model else replace(SHAPES[args.shape], vocab=VOCABS[args.vocab])
@@ -882,7 +927,7 @@ def main() -> None:
                         ["--ft-dense-format", args.ft_dense_format] if args.ft_dense_format else []
                     )
                     opts += ["--ft-int8"] if args.ft_int8 else []
-                ft = measure_ft(ft_path, n, args.prompt, args.decode, opts)
+                ft = measure_ft(ft_path, n, args.prompt, args.decode, opts, args.depth)
                 bw.append(read_bandwidth(buf, threads=n))
                 ll = measure_llama(
                     llama_dir,
@@ -891,6 +936,7 @@ def main() -> None:
                     args.prompt,
                     args.decode,
                     gguf_info[fmt]["bytes_per_token"],
+                    args.depth,
                 )
                 bw.append(read_bandwidth(buf, threads=n))
                 ft["read_bandwidth_Bps"] = (bw[0] + bw[1]) / 2
@@ -912,7 +958,10 @@ def main() -> None:
                 )
     rows = summarize(pairs, args.formats, args.threads, args.prompt)
     desc = shape.describe() if shape else f"--model {args.model or args.gguf}"
-    log(f"\n{desc}; llama.cpp {pairs[0]['llama.cpp']['build_commit']}; ft {pairs[0]['ft']['isa']}")
+    at = f"; after a {args.depth}-token context" if args.depth else ""
+    log(
+        f"\n{desc}; llama.cpp {pairs[0]['llama.cpp']['build_commit']}; ft {pairs[0]['ft']['isa']}{at}"
+    )
     print_table(rows, args.prompt, args.rounds)
     if stages:
         log("stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
@@ -932,6 +981,7 @@ def main() -> None:
             "rounds": args.rounds,
             "prompt": args.prompt,
             "decode": args.decode,
+            "depth": args.depth,
             "omp_wait_policy": USER_OMP_WAIT_POLICY,
             "stages_s": stages,
             "gguf": gguf_info,
