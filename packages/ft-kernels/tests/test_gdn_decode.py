@@ -7,13 +7,10 @@ rounding point moves outputs by ~2^-8 of their size or more, far above the bound
 Each ISA this CPU has runs the same cases in a fresh process (FT_CPU_ISA).
 """
 
-import os
-import subprocess
-import sys
-
 import ft_kernels as fk
 import pytest
 import torch
+from isa_run import run_all_in_isa
 from fp32_bounds import gdn_decode_bound
 from ft_kernels import reference as R
 
@@ -128,15 +125,4 @@ def run_all():
 
 @pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa(isa):
-    code = f"""
-import sys, ft_kernels as fk
-sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-assert fk.active_isa() == {isa!r}
-import test_gdn_decode
-test_gdn_decode.run_all()
-"""
-    env = {**os.environ, "FT_CPU_ISA": isa}
-    res = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_all_in_isa("test_gdn_decode", isa)

@@ -17,6 +17,7 @@ import sys
 import ft_kernels as fk
 import pytest
 import torch
+from isa_run import run_all_in_isa
 from fp32_bounds import prefill_attention_bound
 
 SHAPES = [
@@ -208,18 +209,4 @@ def test_bad_arguments_raise_naming_them(call, match):
 
 @pytest.mark.parametrize("isa", fk.available_isas())
 def test_each_isa(isa):
-    code = f"""
-import sys, ft_kernels as fk
-sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-assert fk.active_isa() == {isa!r}
-import test_prefill_attention
-test_prefill_attention.run_all()
-"""
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "FT_CPU_ISA": isa},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_all_in_isa("test_prefill_attention", isa, timeout=900)
