@@ -209,17 +209,42 @@ def moe_bound(
     return y, err + gamma(max(routes, default=1)) * mag  # the sum over a token's routes
 
 
+def _context(k_pool, v_pool, page_table, b, lo, hi, N):
+    """Keys lo .. hi - 1 of sequence b from the pools in float64: k [L, N, D] (repeated over each KV head's
+    query heads), v [L, K, Dv]."""
+    S, K, D = k_pool.shape[1], k_pool.shape[2], k_pool.shape[3]
+    pos = torch.arange(lo, hi)
+    rows = page_table[b, pos // S] * S + pos % S
+    k = k_pool.reshape(-1, K, D)[rows].double().repeat_interleave(N // K, dim=1)
+    return k, v_pool.reshape(-1, K, v_pool.shape[-1])[rows].double()
+
+
+def _attention_row_bound(q, k, v, scale, sinks, blocks, e_w=0.0, e_s=0.0) -> torch.Tensor:
+    """Bound [N] on |kernel - exact| of one query's heads q [N, D] over keys k [L, N, D], values v [L, ...].
+
+    Each score errs by d = gamma(D + 1) scale max_j sum |q||k_j| (the dot, then the scale) plus u max|s - m|
+    (the subtraction before exp), plus e_s. A weight p_j = exp(s_j - m) then errs relatively by e^(2d) - 1 plus
+    16 u (exp_neg) plus 17 u per block (each rescale of the running sums by an exp_neg factor, rounded), plus
+    e_w; a relative error e in every weight moves the normalised sum by at most 2 e max|v|; the sums over L keys
+    add gamma(L + blocks + 2) to the numerator and the denominator, 2 gamma max|v|."""
+    D, L = q.shape[-1], k.shape[0]
+    s = torch.einsum("nd,lnd->nl", q, k) * scale
+    mag = torch.einsum("nd,lnd->nl", q.abs(), k.abs()).max(dim=1).values * scale  # [N]
+    top = (
+        s.max(dim=1).values if sinks is None else torch.maximum(s.max(dim=1).values, sinks.double())
+    )
+    spread = (top[:, None] - s).abs().max(dim=1).values
+    d = gamma(D + 1) * mag + U * spread + e_s
+    e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U + e_w
+    return v.abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
+
+
 def decode_attention_bound(
     q, k_pool, v_pool, page_table, ctx_lens, scale, window=0, sinks=None, block=64, spans=1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(exact o [B, N, Dv] in float64, bound [B, N] on |kernel - exact| per row) for ``ft_kernels.decode_attention``.
-
-    Each score errs by d = gamma(D + 1) scale max_j sum |q||k_j| (the dot, then the scale) plus u max|s - m|
-    (the subtraction before exp). A weight p_j = exp(s_j - m) then errs relatively by e^(2d) - 1 plus 16 u
-    (the kernel's exp_neg) plus 17 u per block (each rescale of the running sums by an exp_neg factor, rounded);
-    a relative error e in every weight moves the normalised sum by at most 2 e max|v|; the sums over L keys
-    add gamma(L + blocks + 2) to the numerator and the denominator, 2 gamma max|v|. A context split in up to
-    ``spans`` spans adds a partial block and one merge (an exp and a rescale, counted as a block) per span."""
+    """(exact o [B, N, Dv] in float64, bound [B, N] on |kernel - exact| per row) for ``ft_kernels.decode_attention``:
+    ``_attention_row_bound`` over the visible keys in blocks of ``block``. A context split in up to ``spans``
+    spans adds a partial block and one merge (an exp and a rescale, counted as a block) per span."""
     exact = R.decode_attention(
         q.double(),
         k_pool.double(),
@@ -231,28 +256,13 @@ def decode_attention_bound(
         None if sinks is None else sinks.double(),
     )
     B, N, D = q.shape
-    S, K = k_pool.shape[1], k_pool.shape[2]
     bound = torch.zeros(B, N, dtype=torch.float64)
     for b in range(B):
         ctx = int(ctx_lens[b])
         lo = max(0, ctx - window) if window > 0 else 0
-        pos = torch.arange(lo, ctx)
-        rows = page_table[b, pos // S] * S + pos % S
-        k = k_pool.reshape(-1, K, D)[rows].double().repeat_interleave(N // K, dim=1)  # [L, N, D]
-        v = v_pool.reshape(-1, K, v_pool.shape[-1])[rows].double()
-        qb = q[b].double()
-        s = torch.einsum("nd,lnd->nl", qb, k) * scale
-        mag = torch.einsum("nd,lnd->nl", qb.abs(), k.abs()).max(dim=1).values * scale  # [N]
-        top = (
-            s.max(dim=1).values
-            if sinks is None
-            else torch.maximum(s.max(dim=1).values, sinks.double())
-        )
-        spread = (top[:, None] - s).abs().max(dim=1).values
-        d = gamma(D + 1) * mag + U * spread
-        L, blocks = len(pos), -(-len(pos) // block) + 2 * spans
-        e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U
-        bound[b] = v.abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
+        k, v = _context(k_pool, v_pool, page_table, b, lo, ctx, N)
+        blocks = -(-(ctx - lo) // block) + 2 * spans
+        bound[b] = _attention_row_bound(q[b].double(), k, v, scale, sinks, blocks)
     return exact, bound
 
 
@@ -260,7 +270,7 @@ def prefill_attention_bound(
     q, k_pool, v_pool, page_table, q_lens, ctx_lens, scale, window=0, sinks=None, block=32
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact o [T, N, Dv] in float64, bound [T, N] on |kernel - exact| per row) for
-    ``ft_kernels.prefill_attention``, as ``decode_attention_bound`` per query row with two more terms: each weight
+    ``ft_kernels.prefill_attention``: ``_attention_row_bound`` per query row with two more terms: each weight
     is rounded to bf16 before the value sum (relative 2^-9; the denominator sums the rounded weights, so the
     rounding enters as a relative weight error), and vdpbf16ps flushes products and sums below 2^-126 to zero
     (2^-126 per term of a score, D of them; 2^-126 per weight, against a largest weight of 1)."""
@@ -276,35 +286,26 @@ def prefill_attention_bound(
         None if sinks is None else sinks.double(),
     )
     T, N, D = q.shape
-    S, K = k_pool.shape[1], k_pool.shape[2]
     tiny = 2.0**-126
     bound = torch.zeros(T, N, dtype=torch.float64)
     t0 = 0
     for b in range(page_table.shape[0]):
         ql, ctx = int(q_lens[b]), int(ctx_lens[b])
-        pos = torch.arange(ctx)
-        rows = page_table[b, pos // S] * S + pos % S
-        k = k_pool.reshape(-1, K, D)[rows].double().repeat_interleave(N // K, dim=1)  # [L, N, D]
-        v = v_pool.reshape(-1, K, v_pool.shape[-1])[rows].double()
+        k, v = _context(k_pool, v_pool, page_table, b, 0, ctx, N)
         for i in range(ql):
             p = ctx - ql + i
             lo = max(0, p - window + 1) if window > 0 else 0
-            qi = q[t0 + i].double()
-            s = torch.einsum("nd,lnd->nl", qi, k[lo : p + 1]) * scale
-            mag = (
-                torch.einsum("nd,lnd->nl", qi.abs(), k[lo : p + 1].abs()).max(dim=1).values * scale
+            L, blocks = p + 1 - lo, -(-(p + 1) // block) + 2
+            bound[t0 + i] = _attention_row_bound(
+                q[t0 + i].double(),
+                k[lo : p + 1],
+                v[lo : p + 1],
+                scale,
+                sinks,
+                blocks,
+                e_w=2.0**-9 + L * tiny,
+                e_s=D * tiny * scale,
             )
-            top = (
-                s.max(dim=1).values
-                if sinks is None
-                else torch.maximum(s.max(dim=1).values, sinks.double())
-            )
-            spread = (top[:, None] - s).abs().max(dim=1).values
-            d = gamma(D + 1) * mag + U * spread + D * tiny * scale
-            L = p + 1 - lo
-            blocks = -(-(p + 1) // block) + 2
-            e_p = torch.expm1(2 * d) + (16 + 17 * blocks) * U + 2.0**-9 + L * tiny
-            bound[t0 + i] = v[lo : p + 1].abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
         t0 += ql
     return exact, bound
 

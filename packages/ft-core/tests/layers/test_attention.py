@@ -98,7 +98,7 @@ def test_fresh_prompt_takes_plain_causal(K, G, n, window, monkeypatch):
 
 @pytest.mark.skipif(
     not ft_kernels.prefill_attention_simd(),
-    reason="this CPU has no AVX-512 BF16: bf16 prefills keep the gather + SDPA path",
+    reason="no AVX-512 BF16 build of prefill_attention runs here (CPU without it, or FT_CPU_ISA set lower): bf16 prefills keep the gather + SDPA path",
 )
 @pytest.mark.parametrize("window,sinks", [(None, False), (8, True)], ids=["causal", "window-sinks"])
 def test_bf16_prefill_reads_the_pools_in_place(window, sinks, monkeypatch):

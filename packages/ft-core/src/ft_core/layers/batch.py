@@ -70,32 +70,24 @@ class ForwardBatch:
             self.memo[("mask", window)] = m
         return m
 
+    def _int64(self, key: str, values) -> torch.Tensor:
+        """``values`` as an int64 tensor on the batch's device, built once per forward (memo ``key``)."""
+        t = self.memo.get(key)
+        if t is None:
+            t = self.memo[key] = torch.tensor(values, dtype=torch.int64, device=self.device)
+        return t
+
     def ctx_tensor(self) -> torch.Tensor:
         """[B] int64 context lengths (the new tokens included), built once per forward."""
-        t = self.memo.get("ctx")
-        if t is None:
-            t = self.memo["ctx"] = torch.tensor(
-                self.ctx_lens, dtype=torch.int64, device=self.device
-            )
-        return t
+        return self._int64("ctx", self.ctx_lens)
 
     def q_lens_tensor(self) -> torch.Tensor:
         """[B] int64 new tokens of each sequence, built once per forward."""
-        t = self.memo.get("q_lens")
-        if t is None:
-            t = self.memo["q_lens"] = torch.tensor(
-                self.q_lens, dtype=torch.int64, device=self.device
-            )
-        return t
+        return self._int64("q_lens", self.q_lens)
 
     def state_slots_tensor(self) -> torch.Tensor:
         """[B] int64 live state slot of each sequence (models with state layers), built once per forward."""
-        t = self.memo.get("state_slots")
-        if t is None:
-            t = self.memo["state_slots"] = torch.tensor(
-                self.state.slots, dtype=torch.int64, device=self.device
-            )
-        return t
+        return self._int64("state_slots", self.state.slots)
 
     def last_token_index(self) -> torch.Tensor:
         """[B] flat index of each sequence's last new token (the one whose logits are sampled)."""

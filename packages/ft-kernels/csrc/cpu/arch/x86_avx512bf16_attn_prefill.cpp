@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cpu/arch/attn_common.h"  // exp_neg_v, FloatBuf
@@ -109,32 +109,36 @@ void attn_prefill_avx512bf16(const PrefillAttn& a, const PrefillTask& t) {
   }
 
   const __m512i zero = _mm512_setzero_si512();
-  for (int64_t j0 = lo; j0 < hi; j0 += KB) {
-    const int64_t nb = std::min(KB, hi - j0), nh = nb > GL ? 2 : 1, npair = (nb + 1) / 2;
-    // The next block's key and value rows are fetched while this one computes (rows of pages the table picks).
-    for (int64_t j = j0 + KB; j < std::min(hi, j0 + 2 * KB); ++j) {
+  // Pool rows (head kh) of a block's keys, each found once: the next block's while this one's are fetched.
+  const auto block_rows = [&](int64_t j0, int64_t* out, bool fetch) {
+    for (int64_t j = j0; j < std::min(hi, j0 + KB); ++j) {
       const int64_t row = (table[j / a.S] * a.S + j % a.S) * a.K + t.kh;
-      prefetch_row(a.k + row * a.D, a.D);
-      prefetch_row(a.v + row * Dv, Dv);
+      out[j - j0] = row;
+      if (fetch) prefetch_row(a.k + row * a.D, a.D), prefetch_row(a.v + row * Dv, Dv);
     }
+  };
+  int64_t kv_rows[2][KB];
+  int64_t *cur = kv_rows[0], *next = kv_rows[1];
+  block_rows(lo, cur, false);
+  for (int64_t j0 = lo; j0 < hi; j0 += KB, std::swap(cur, next)) {
+    const int64_t nb = std::min(KB, hi - j0), nh = nb > GL ? 2 : 1, npair = (nb + 1) / 2;
+    block_rows(j0 + KB, next, true);  // fetched while this block computes
     // Keys: rows into [D2p][KB] pairs, 16 keys x 16 pairs a transpose (rows past nb and pairs past D2 zero).
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t d0 = 0; d0 < D2p; d0 += 16) {
         __m512i r[16];
         const __mmask16 m = D2 - d0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (D2 - d0)) - 1);
         for (int64_t jj = 0; jj < 16; ++jj) {
-          const int64_t j = j0 + h * 16 + jj;
-          r[jj] = j < j0 + nb ? _mm512_maskz_loadu_epi32(m, a.k + ((table[j / a.S] * a.S + j % a.S) * a.K + t.kh) * a.D + 2 * d0)
-                              : zero;
+          const int64_t j = h * 16 + jj;
+          r[jj] = j < nb ? _mm512_maskz_loadu_epi32(m, a.k + cur[j] * a.D + 2 * d0) : zero;
         }
         transpose16(r);
         for (int64_t d = 0; d < 16; ++d) _mm512_storeu_si512(kt + (d0 + d) * KB + h * 16, r[d]);
       }
     // Values: keys 2p and 2p + 1 interleaved a bf16 pair per column (the odd last key with a zero row).
     for (int64_t p = 0; p < npair; ++p) {
-      const int64_t j = j0 + 2 * p;
-      const uint16_t* v0 = a.v + ((table[j / a.S] * a.S + j % a.S) * a.K + t.kh) * Dv;
-      const uint16_t* v1 = j + 1 < j0 + nb ? a.v + ((table[(j + 1) / a.S] * a.S + (j + 1) % a.S) * a.K + t.kh) * Dv : nullptr;
+      const uint16_t* v0 = a.v + cur[2 * p] * Dv;
+      const uint16_t* v1 = 2 * p + 1 < nb ? a.v + cur[2 * p + 1] * Dv : nullptr;
       int32_t* dst = vp + p * Dv;
       int64_t c = 0;
       for (; c + 32 <= Dv; c += 32) {
