@@ -55,14 +55,15 @@ template <class I, class D, int NR, int NT, int PF = 0>  // PF: as pair_tile
 inline void dense_tile(const uint8_t* q, int64_t qs, int64_t cols, const float* X, int64_t ldx, float* Y,
                        int64_t ldy) {
   using V = typename I::V;
-  constexpr int L = I::L, U = NR * NT >= 6 ? 1 : 2;  // U column steps in flight: >= 6 independent FMA chains
+  constexpr int L = I::L, U = NR * NT >= 6 ? 1 : NR * NT >= 3 ? 2 : 4;  // U column steps in flight: >= 4 FMA chains
   V acc[U][NR][NT];
   FT_UNROLL for (int u = 0; u < U; ++u)
     FT_UNROLL for (int r = 0; r < NR; ++r)
       FT_UNROLL for (int t = 0; t < NT; ++t) acc[u][r][t] = I::zero();
   int64_t c = 0;
   for (; c + U * L <= cols; c += U * L) {
-    if (PF) __builtin_prefetch(q + 2 * c + PF);  // NR == 1 when PF is set
+    if (PF)  // NR == 1 when PF is set: the step's lines PF ahead
+      FT_UNROLL for (int k = 0; k < 2 * U * L; k += 64) __builtin_prefetch(q + 2 * c + k + PF);
     FT_UNROLL for (int u = 0; u < U; ++u) {
       V w[NR];
       FT_UNROLL for (int r = 0; r < NR; ++r) w[r] = D::load(q + r * qs, c + u * L);
@@ -96,9 +97,9 @@ template <class I, class D, int NT>
 inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ldx, float* Y,
                         int64_t ldy) {
   constexpr int NR = I::kDenseNR[NT];
-  if (NT == 1 && m.q_stride < 4096) {  // one token, rows shorter than a page: one row at a time (see pair_block)
+  if (NT == 1) {  // one token: one row at a time on one stream prefetched 8 KiB ahead (see pair_block)
     for (int64_t r = r0; r < r1; ++r)
-      dense_tile<I, D, 1, 1, 2048>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
+      dense_tile<I, D, 1, 1, 8192>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
     return;
   }
   int64_t r = r0;
@@ -111,15 +112,17 @@ inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float*
 // Columns past the last whole chunk (cv..cols) use the scalar decoder on the original x.
 // PF > 0: software prefetch PF bytes ahead on each row stream (a template parameter: a run-time branch in
 // this loop cost ~10 %).
-template <class I, class D, int NR, int NT, int PF = 0>
+template <class I, class D, int NR, int NT, int PF = 0, int U = 1>
 inline void pair_tile(const uint8_t* q, int64_t qs, int64_t cv, int64_t cols, const float* Xp, int64_t ldp,
                       const float* X, int64_t ldx, float* Y, int64_t ldy) {
   using V = typename I::V;
   constexpr int L = I::L, C = 2 * L;
-  V acc0[NR][NT], acc1[NR][NT];  // two independent FMA chains per (row, token)
-  FT_UNROLL for (int r = 0; r < NR; ++r)
-    FT_UNROLL for (int t = 0; t < NT; ++t) acc0[r][t] = acc1[r][t] = I::zero();
-  for (int64_t c = 0; c < cv; c += C) {
+  V acc0[U][NR][NT], acc1[U][NR][NT];  // 2U independent FMA chains per (row, token)
+  FT_UNROLL for (int u = 0; u < U; ++u)
+    FT_UNROLL for (int r = 0; r < NR; ++r)
+      FT_UNROLL for (int t = 0; t < NT; ++t) acc0[u][r][t] = acc1[u][r][t] = I::zero();
+  int64_t c = 0;
+  auto chunk = [&](int u, int64_t c) {
     V x0[NT], x1[NT];
     FT_UNROLL for (int t = 0; t < NT; ++t) {
       x0[t] = I::loadx(Xp + t * ldp + c);
@@ -127,19 +130,23 @@ inline void pair_tile(const uint8_t* q, int64_t qs, int64_t cv, int64_t cols, co
     }
     FT_UNROLL for (int r = 0; r < NR; ++r) {
       V w0, w1;
-      if (PF) __builtin_prefetch(q + r * qs + 2 * c + PF);
+      if (PF && u == 0) __builtin_prefetch(q + r * qs + 2 * c + PF);  // one a 64-byte line when U = 2
       D::decode(q + r * qs, c, w0, w1);
       FT_UNROLL for (int t = 0; t < NT; ++t) {
-        acc0[r][t] = I::fma(w0, x0[t], acc0[r][t]);
-        acc1[r][t] = I::fma(w1, x1[t], acc1[r][t]);
+        acc0[u][r][t] = I::fma(w0, x0[t], acc0[u][r][t]);
+        acc1[u][r][t] = I::fma(w1, x1[t], acc1[u][r][t]);
       }
     }
-  }
+  };
+  for (; c + U * C <= cv; c += U * C) FT_UNROLL for (int u = 0; u < U; ++u) chunk(u, c + u * C);
+  for (; c < cv; c += C) chunk(0, c);
   FT_UNROLL for (int r = 0; r < NR; ++r)
     FT_UNROLL for (int t = 0; t < NT; ++t) {
       float tail = 0.f;
       for (int64_t c = cv; c < cols; ++c) tail += D::scalar(q + r * qs, c) * X[t * ldx + c];
-      Y[t * ldy + r] = I::hsum(I::add(acc0[r][t], acc1[r][t])) + tail;
+      V v = I::add(acc0[0][r][t], acc1[0][r][t]);
+      FT_UNROLL for (int u = 1; u < U; ++u) v = I::add(v, I::add(acc0[u][r][t], acc1[u][r][t]));
+      Y[t * ldy + r] = I::hsum(v) + tail;
     }
 }
 
@@ -157,12 +164,13 @@ template <class I, class D, int NT>
 inline void pair_block(const WeightMat& m, int64_t r0, int64_t r1, int64_t cv, const float* Xp, int64_t ldp,
                        const float* X, int64_t ldx, float* Y, int64_t ldy) {
   constexpr int NR = I::kPairNR[NT];
-  if (NT == 1 && m.q_stride < 4096) {
-    // One token, rows shorter than a page (Qwen3-30B's w2: 1.5 KiB): several rows in flight made
-    // several short streams the prefetchers track badly (6.2 GB/s a core from DRAM); one row at a time
-    // with a 2 KiB software prefetch streams at ~9.5 (4 KiB rows keep NR rows: ~10.9 against ~10).
+  if (NT == 1) {
+    // One token: one row at a time, 4 FMA chains, software prefetch 8 KiB ahead on the one stream. Several rows
+    // in flight made several short streams the prefetchers track badly; one Zen 5 core from DRAM, rows of
+    // 768 / 2048 / 7168 columns: 4 rows a tile 18 / 18 / 19 GB/s, one row with a 2 KiB prefetch 30 / 30 / 22,
+    // one row with 8 KiB 33 / 35 / 31 (1 KiB: 27 / 27 / 21; 16 KiB: 33 / 34 / 28) of ~40.
     for (int64_t r = r0; r < r1; ++r)
-      pair_tile<I, D, 1, 1, 2048>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
+      pair_tile<I, D, 1, 1, 8192, 2>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
     return;
   }
   int64_t r = r0;
