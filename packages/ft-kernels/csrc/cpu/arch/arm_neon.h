@@ -23,6 +23,17 @@ struct Neon {
   static V fma(V a, V b, V c) { return V{vfmaq_f32(c.a, a.a, b.a), vfmaq_f32(c.b, a.b, b.b)}; }
   static V add(V a, V b) { return V{vaddq_f32(a.a, b.a), vaddq_f32(a.b, b.b)}; }
   static V bcast(float s) { return V{vdupq_n_f32(s), vdupq_n_f32(s)}; }
+  static V mul(V a, V b) { return V{vmulq_f32(a.a, b.a), vmulq_f32(a.b, b.b)}; }
+  static void store(float* p, V v) {
+    vst1q_f32(p, v.a);
+    vst1q_f32(p + 4, v.b);
+  }
+  // a = x0..x7, b = x8..x15 -> a = x0, x2, ..., x14; b = x1, x3, ..., x15
+  static void deint(V& a, V& b) {
+    const V e{vuzp1q_f32(a.a, a.b), vuzp1q_f32(b.a, b.b)};
+    b = V{vuzp2q_f32(a.a, a.b), vuzp2q_f32(b.a, b.b)};
+    a = e;
+  }
   static float hsum(V v) { return vaddvq_f32(vaddq_f32(v.a, v.b)); }
   // 8 f16 bit patterns -> fp32 (fcvtl: exact, subnormals included).
   static V from_f16(uint16x8_t h) {

@@ -6,7 +6,8 @@
 // that file's ISA flags, so no AVX-512 code can leak into another file's symbols.
 //
 // ISA traits I:   using V; static constexpr int L (fp32 lanes of V); zero(); loadx(const float*) (unaligned);
-//                 fma(a, b, c) = a * b + c; add(a, b); bcast(float); hsum(V) -> float;
+//                 fma(a, b, c) = a * b + c; add(a, b); mul(a, b); bcast(float); hsum(V) -> float; store(float*, V);
+//                 deint(a, b): the 2L floats a, b (columns c..c+2L-1) as their even columns in a, odd ones in b;
 //                 kDenseNR[NT], kGroupNR[NT] (rows per tile for NT = 1..4 tokens per tile).
 // Dense decoder:  load(const uint8_t* row, int64_t c) -> V of columns c..c+L-1; scalar(row, c) -> float.
 // Group decoder:  kScaleMul (constant folded into every group scale), kZero (subtract zero * sum(x) per group),
@@ -151,13 +152,15 @@ inline void pair_tile(const uint8_t* q, int64_t qs, int64_t cv, int64_t cols, co
 }
 
 // x rows in the paired decoders' order: per chunk of C = 2L columns, the even columns then the odd ones.
-template <int L>
+template <class I>
 inline void perm_x(const float* x, float* d, int64_t cv) {
-  for (int64_t c = 0; c < cv; c += 2 * L)
-    FT_UNROLL for (int i = 0; i < L; ++i) {
-      d[c + i] = x[c + 2 * i];
-      d[c + L + i] = x[c + 2 * i + 1];
-    }
+  constexpr int L = I::L;
+  for (int64_t c = 0; c < cv; c += 2 * L) {
+    typename I::V a = I::loadx(x + c), b = I::loadx(x + c + L);
+    I::deint(a, b);
+    I::store(d + c, a);
+    I::store(d + c + L, b);
+  }
 }
 
 template <class I, class D, int NT>
@@ -189,7 +192,7 @@ inline void pair_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X
   float* xp = xbuf.get(kTokBlock * ldp);
   for (int64_t t = 0; t < ntok; t += kTokBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t));
-    for (int j = 0; j < nt; ++j) perm_x<L>(X + (t + j) * ldx, xp + j * ldp, cv);
+    for (int j = 0; j < nt; ++j) perm_x<I>(X + (t + j) * ldx, xp + j * ldp, cv);
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
     switch (nt) {
@@ -314,25 +317,33 @@ inline void group_block(const WeightMat& m, int64_t r0, int64_t r1, const GroupA
 // when D::kPerm, reordered inside each group's chunks of 2L columns (c0 even) so that lane i of the first vector
 // is column c0 + 2i and lane i of the second column c0 + 2i + 1 (int4: low / high nibbles of byte i). Also the
 // sums of x over each group's vector part, for the zero points.
-template <int L, class D>
+template <class I, class D>
 inline void prep_x(const WeightMat& m, const float* X, int64_t ntok, int64_t ldx, float* xv, float* sx) {
-  constexpr int C = 2 * L;
+  using V = typename I::V;
+  constexpr int L = I::L, C = 2 * L;
   const int64_t cols = m.cols, G = m.group, ng = (cols + G - 1) / G;
   const bool ok = D::vec_ok(m);
+  const V lo = I::bcast(D::kXLo), hi = I::bcast(D::kXHi);
   for (int64_t t = 0; t < ntok; ++t) {
     const float* x = X + t * ldx;
     float* d = xv + t * cols;
     for (int64_t g = 0; g < ng; ++g) {
       const int64_t g0 = g * G, g1 = std::min(cols, g0 + G), gv = vec_end(g0, g1, C, ok);
-      float sum = 0.f;
-      for (int64_t c = g0; c < gv; c += C)
-        FT_UNROLL for (int i = 0; i < L; ++i) {
-          const float lo = x[c + 2 * i], hi = x[c + 2 * i + 1];
-          d[D::kPerm ? c + i : c + 2 * i] = lo * D::kXLo;
-          d[D::kPerm ? c + L + i : c + 2 * i + 1] = hi * D::kXHi;
-          sum += lo + hi;
+      V sum = I::zero();
+      for (int64_t c = g0; c < gv; c += C) {
+        V a = I::loadx(x + c), b = I::loadx(x + c + L);
+        if (D::kZero) sum = I::add(sum, I::add(a, b));
+        if constexpr (D::kPerm) {
+          I::deint(a, b);
+          I::store(d + c, I::mul(a, lo));
+          I::store(d + c + L, I::mul(b, hi));
+        } else {
+          static_assert(D::kXLo == D::kXHi, "unpermuted x takes one factor");
+          I::store(d + c, I::mul(a, lo));
+          I::store(d + c + L, I::mul(b, lo));
         }
-      sx[t * ng + g] = sum;
+      }
+      sx[t * ng + g] = D::kZero ? I::hsum(sum) : 0.f;
     }
   }
 }
@@ -345,7 +356,7 @@ inline void group_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* 
   GroupAct a{X, ldx, nullptr, 0};
   if (D::kPrep) {
     float *pxv = xv.get(ntok * m.cols), *psx = sx.get(ntok * ng);
-    prep_x<I::L, D>(m, X, ntok, ldx, pxv, psx);
+    prep_x<I, D>(m, X, ntok, ldx, pxv, psx);
     a = GroupAct{pxv, m.cols, psx, ng};
   }
   for (int64_t t = 0; t < ntok; t += kTokBlock) {

@@ -18,6 +18,16 @@ struct Avx512 {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V bcast(float s) { return _mm512_set1_ps(s); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  // a = x0..x15, b = x16..x31 -> a = x0, x2, ..., x30; b = x1, x3, ..., x31
+  static void deint(V& a, V& b) {
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
+    const __m512 e = _mm512_permutex2var_ps(a, ie, b);
+    b = _mm512_permutex2var_ps(a, io, b);
+    a = e;
+  }
   static float hsum(V v) {
     __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
