@@ -130,4 +130,6 @@ void bind_layer_ops(nb::module_& m) {
         nb::arg("q_lens"), nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
         "Causal attention of packed new tokens over paged bf16 K/V pools (flash, weights rounded to bf16). GIL released.");
   m.def("prefill_attention_simd", &ft::attn_prefill_simd, "Whether prefill_attention runs its SIMD build here.");
+  m.def("decode_attention_bf16", &ft::attn_decode_bf16_takes, nb::arg("G"), nb::arg("D"), nb::arg("Dv"),
+        "Whether decode_attention multiplies bf16 q and pools with vdpbf16ps here for these shapes.");
 }

@@ -240,11 +240,23 @@ def _attention_row_bound(q, k, v, scale, sinks, blocks, e_w=0.0, e_s=0.0) -> tor
 
 
 def decode_attention_bound(
-    q, k_pool, v_pool, page_table, ctx_lens, scale, window=0, sinks=None, block=64, spans=1
+    q,
+    k_pool,
+    v_pool,
+    page_table,
+    ctx_lens,
+    scale,
+    window=0,
+    sinks=None,
+    block=64,
+    spans=1,
+    bf16_weights=False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(exact o [B, N, Dv] in float64, bound [B, N] on |kernel - exact| per row) for ``ft_kernels.decode_attention``:
     ``_attention_row_bound`` over the visible keys in blocks of ``block``. A context split in up to ``spans``
-    spans adds a partial block and one merge (an exp and a rescale, counted as a block) per span."""
+    spans adds a partial block and one merge (an exp and a rescale, counted as a block) per span.
+    ``bf16_weights``: the bf16 dot-product span (``ft_kernels.decode_attention_bf16``), blocks of 32 with the
+    prefill kernel's two more terms (weights rounded to bf16, vdpbf16ps's flush below 2^-126)."""
     exact = R.decode_attention(
         q.double(),
         k_pool.double(),
@@ -261,8 +273,13 @@ def decode_attention_bound(
         ctx = int(ctx_lens[b])
         lo = max(0, ctx - window) if window > 0 else 0
         k, v = _context(k_pool, v_pool, page_table, b, lo, ctx, N)
-        blocks = -(-(ctx - lo) // block) + 2 * spans
-        bound[b] = _attention_row_bound(q[b].double(), k, v, scale, sinks, blocks)
+        L = ctx - lo
+        if bf16_weights:
+            blocks = -(-L // 32) + 2 * spans
+            e_w, e_s = 2.0**-9 + L * 2.0**-126, D * 2.0**-126 * scale
+        else:
+            blocks, e_w, e_s = -(-L // block) + 2 * spans, 0.0, 0.0
+        bound[b] = _attention_row_bound(q[b].double(), k, v, scale, sinks, blocks, e_w=e_w, e_s=e_s)
     return exact, bound
 
 

@@ -1,6 +1,6 @@
 """ft_kernels.decode_attention (one query per sequence over its paged KV) against its twin in float64.
 
-Cases: fp32 and bf16 pools and queries; whole contexts and contexts split in spans merged at the end; G = N / K of 1, 2, 4 and 6 (tiles of 4 plus a remainder); head widths
+Cases: fp32 and bf16 pools and queries; whole contexts and contexts split in spans merged at the end; G = N / K of 1, 2, 4, 6 (tiles of 4 plus a remainder), 8 and 16; head widths
 with vector tails (36, 40); value width apart from key width; ragged contexts (1 key, partial pages, several
 64-key blocks); page sizes 16 and 5; pages in shuffled order; windows; sinks above and below the scores. The
 bound is elementwise from the arithmetic (fp32_bounds.decode_attention_bound); a dropped or extra key, a wrong
@@ -20,7 +20,12 @@ SHAPES = [
     (6, 6, 36, 36),
     (12, 2, 40, 40),
     (4, 1, 48, 32),
-]  # N, K, D, Dv
+    (16, 2, 128, 128),
+    (32, 2, 64, 96),
+    (4, 4, 32, 64),
+    (4, 2, 96, 32),
+]  # N, K, D, Dv; with bf16 q and pools, G = N / K of 1, 2, 4, 8, 16 and widths in 32s take the bf16 dot product
+# where the CPU has one (fk.decode_attention_bf16), the others the exact-product span
 
 
 def make_case(N, K, D, Dv, dtype, S, ctx, seed):
@@ -51,8 +56,9 @@ def check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, seed=0, split_keys=0):
     )
     got = fk.decode_attention(q, kp, vp, table, ctx_t, scale, window, sinks, split_keys=split_keys)
     spans = max(ctx) // split_keys + 1 if split_keys else max(ctx) // 256 + 1
+    bf16_weights = dtype == torch.bfloat16 and fk.decode_attention_bf16(N, K, D, Dv)
     exact, bound = decode_attention_bound(
-        q, kp, vp, table, ctx_t, scale, window, sinks, spans=spans
+        q, kp, vp, table, ctx_t, scale, window, sinks, spans=spans, bf16_weights=bf16_weights
     )
     err = (got.double() - exact).abs().amax(-1)
     assert (err <= bound).all(), (
@@ -98,7 +104,10 @@ def test_long_context_in_blocks(K, split_keys):
 def test_bound_catches_a_dropped_key():
     """The bound is tight enough to fail a kernel that ignores the newest key (the one decode just wrote)."""
     q, kp, vp, table, ctx = make_case(16, 4, 128, 128, torch.bfloat16, 16, [300], 0)
-    exact, bound = decode_attention_bound(q, kp, vp, table, ctx, 128**-0.5)
+    bf16_weights = fk.decode_attention_bf16(16, 4, 128, 128)
+    exact, bound = decode_attention_bound(
+        q, kp, vp, table, ctx, 128**-0.5, bf16_weights=bf16_weights
+    )
     short = fk.decode_attention(q, kp, vp, table, ctx - 1, 128**-0.5)
     assert ((short.double() - exact).abs().amax(-1) > bound).any()
 

@@ -38,4 +38,11 @@ void decode_attention(const DecodeAttn& a);
 // max score), then [G] l (the sum of e^(s - m)).
 using AttnSpanFn = void (*)(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part);
 
+// The same for every KV head at once (kh's part at parts + kh * head_stride), block by block so that each block's
+// rows of all heads are read as whole runs of their pages: the bf16 dot-product span (arch/
+// x86_avx512bf16_attn_decode.cpp), for at most kMaxHeads KV heads.
+using AttnSeqSpanFn = void (*)(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts,
+                               int64_t head_stride);
+constexpr int64_t kMaxHeads = 64;
+
 }  // namespace ft

@@ -76,6 +76,8 @@ void attn_span_scalar(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, flo
 void attn_span_avx2(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 void attn_span_avx512(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 void attn_span_neon(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void attn_seq_span_avx512bf16(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t) __attribute__((weak));
+bool attn_decode_bf16_shapes(int64_t, int64_t, int64_t) __attribute__((weak));
 void attn_prefill_scalar(const PrefillAttn&, const PrefillTask&);
 void attn_prefill_avx512bf16(const PrefillAttn&, const PrefillTask&) __attribute__((weak));
 void gdn_head_scalar(const GdnDecode&, int64_t, int64_t, float*);
@@ -511,6 +513,15 @@ AttnSpanFn attn_span_kernel() {
   if ((is_avx512(isa) || isa == "avx2") && attn_span_avx2) return attn_span_avx2;
   if (isa == "neon" && attn_span_neon) return attn_span_neon;
   return attn_span_scalar;
+}
+
+bool attn_decode_bf16_takes(int64_t G, int64_t D, int64_t Dv) {
+  return std::string(active_isa()) == "avx512bf16" && attn_seq_span_avx512bf16 && attn_decode_bf16_shapes(G, D, Dv);
+}
+
+AttnSeqSpanFn attn_seq_span_kernel(const DecodeAttn& a) {
+  const bool takes = a.q_bf16 && a.kv_bf16 && a.K <= kMaxHeads && attn_decode_bf16_takes(a.N / a.K, a.D, a.Dv);
+  return takes ? attn_seq_span_avx512bf16 : nullptr;
 }
 
 bool attn_prefill_simd() { return std::string(active_isa()) == "avx512bf16" && attn_prefill_avx512bf16; }

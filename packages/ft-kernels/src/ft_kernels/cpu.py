@@ -299,7 +299,10 @@ def decode_attention(
     ctx_lens [B] int64 (keys 0 .. ctx_lens[b] - 1, the query being the last); window > 0 keeps the last
     ``window`` keys; sinks [N] float32 adds one value-less logit per head (GPT-OSS). Returns float32 [B, N, Dv].
     Where (sequence, KV head) pairs are fewer than twice the pool's threads, contexts are split into spans of at
-    least ``split_keys`` keys (0: 256) run in parallel and merged. Twin: ``ft_kernels.reference.decode_attention``."""
+    least ``split_keys`` keys (0: 256) run in parallel and merged. Scores and value sums are exact products with
+    fp32 sums, except where ``decode_attention_bf16`` says the CPU's bf16 dot product takes bf16 q and pools:
+    there the softmax weights are rounded to bf16 for the value sum and summed as rounded, as in
+    ``prefill_attention``. Twin: ``ft_kernels.reference.decode_attention``."""
     B, N, _ = q.shape
     if out is None:
         out = torch.empty(B, N, v_pool.shape[-1], dtype=torch.float32)
@@ -357,6 +360,14 @@ def prefill_attention(
         _a(out),
     )
     return out
+
+
+def decode_attention_bf16(heads: int, kv_heads: int, d: int, dv: int) -> bool:
+    """Whether ``decode_attention`` runs bf16 q and pools of these shapes (``heads`` query heads over
+    ``kv_heads``, key / value widths ``d`` / ``dv``) on the bf16 dot product here (AVX-512 BF16, FT_CPU_ISA
+    respected: heads / kv_heads of 1, 2, 4, 8 or 16, widths in 32s), weights rounded to bf16 as in
+    ``prefill_attention``."""
+    return heads % kv_heads == 0 and bool(_C.decode_attention_bf16(heads // kv_heads, d, dv))
 
 
 def prefill_attention_simd() -> bool:
