@@ -1,4 +1,4 @@
-"""Prefill attention over a paged bf16 KV cache, Qwen3-30B-A3B's attention shape (16 query / 4 KV heads of 128):
+"""Prefill attention over a paged bf16 KV cache, 16 query / 4 KV heads of 128 (the mid model's; ``--heads``):
 ``ft_kernels.prefill_attention`` (the pools read in place) against the path a bf16 engine took before it and
 still takes on CPUs without AVX-512 BF16 -- the context gathered, converted to fp32, torch's SDPA with the
 causal mask (``ft_core.layers.attention.paged_attention``). One sequence; a chunk of ``--chunk`` new tokens after
