@@ -25,43 +25,32 @@ void decode_attention(const DecodeAttn& a) {
                                     "] = " + std::to_string(page) + " is outside [0, " + std::to_string(a.P) + ")");
     }
   }
-  // Spans: (sequence, KV head) pairs, each split in up to `want` spans of >= split_keys keys when the tasks
-  // would leave threads idle otherwise. A task is one span of one pair, or (the all-heads span) one span of a
-  // sequence for all its KV heads, which then split alike.
+  // Spans: each sequence's context split in up to `want` spans of >= split_keys keys when the sequences alone
+  // would leave threads idle; a task is one span of one sequence for all its KV heads (every head's part of it).
   ThreadPool& pool = ThreadPool::get();
-  const AttnSeqSpanFn seq = attn_seq_span_kernel(a);
-  const int64_t units = seq ? a.B : a.B * a.K;  // tasks before splitting
   const int64_t min_keys = a.split_keys > 0 ? a.split_keys : 256;
-  const int64_t want = std::max<int64_t>(1, (2 * pool.size() + units - 1) / units);
-  struct Span { int64_t b, kh, lo, hi; };
+  const int64_t want = std::max<int64_t>(1, (2 * pool.size() + a.B - 1) / a.B);
+  struct Span { int64_t b, lo, hi; };
   std::vector<Span> spans;
-  std::vector<int64_t> first(a.B * a.K + 1, 0);  // spans of pair i: first[i] .. first[i + 1] - 1
-  std::vector<int64_t> nspan(a.B);
+  std::vector<int64_t> first(a.B * a.K + 1, 0);  // parts of (sequence, KV head) pair i: first[i] .. first[i + 1] - 1
+  std::vector<int64_t> tasks;                   // the part of KV head 0 of each span (head kh's: + kh * spans)
   for (int64_t b = 0; b < a.B; ++b) {
     const int64_t ctx = a.ctx[b], lo = a.window > 0 ? std::max<int64_t>(0, ctx - a.window) : 0;
-    const int64_t n = nspan[b] = std::max<int64_t>(1, std::min(want, (ctx - lo) / min_keys));
-    for (int64_t kh = 0; kh < a.K; ++kh) {
-      for (int64_t s = 0; s < n; ++s) spans.push_back({b, kh, lo + (ctx - lo) * s / n, lo + (ctx - lo) * (s + 1) / n});
-      first[b * a.K + kh + 1] = static_cast<int64_t>(spans.size());
+    const int64_t n = std::max<int64_t>(1, std::min(want, (ctx - lo) / min_keys));
+    for (int64_t s = 0; s < n; ++s) {
+      tasks.push_back(first[b * a.K] + s);
+      spans.push_back({b, lo + (ctx - lo) * s / n, lo + (ctx - lo) * (s + 1) / n});
     }
+    for (int64_t kh = 0; kh < a.K; ++kh) first[b * a.K + kh + 1] = first[b * a.K + kh] + n;
   }
   const int64_t G = a.N / a.K, Dv = a.Dv, stride = G * (Dv + 2);
-  std::vector<float> parts(spans.size() * stride);
-  if (seq) {  // task: sequence b's span s, every head (head kh's part n = nspan[b] parts after head kh - 1's)
-    std::vector<int64_t> task_span;  // the head-0 span of each task
-    for (int64_t b = 0; b < a.B; ++b)
-      for (int64_t s = 0; s < nspan[b]; ++s) task_span.push_back(first[b * a.K] + s);
-    pool.run(static_cast<int64_t>(task_span.size()), [&](int64_t i) {
-      const Span& s = spans[task_span[i]];
-      seq(a, s.b, s.lo, s.hi, parts.data() + task_span[i] * stride, nspan[s.b] * stride);
-    });
-  } else {
-    const AttnSpanFn span = attn_span_kernel();
-    pool.run(static_cast<int64_t>(spans.size()), [&](int64_t i) {
-      const Span& s = spans[i];
-      span(a, s.b, s.kh, s.lo, s.hi, parts.data() + i * stride);
-    });
-  }
+  std::vector<float> parts(first[a.B * a.K] * stride);
+  const AttnSpanFn span = attn_span_kernel(a);
+  pool.run(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
+    const Span& s = spans[i];
+    const int64_t n = first[s.b * a.K + 1] - first[s.b * a.K];
+    span(a, s.b, s.lo, s.hi, parts.data() + tasks[i] * stride, n * stride);
+  });
   // Merge: with M the largest span max (and the sink, one more value-less logit), o = sum_s e^(m_s - M) acc_s /
   // (sum_s e^(m_s - M) l_s + e^(sink - M)); every exponent <= 0.
   for (int64_t i = 0; i < a.B * a.K; ++i) {

@@ -1,8 +1,8 @@
 // Attention of decode tokens over a paged KV cache: one new query token per sequence attends to every key
 // of its context in the cache pools directly (no gather into a padded copy, no mask tensor). Tasks on the pool
-// are (sequence, KV head, span of keys): G = N / K query heads share each key and value row as it is read, and
-// a long context is split into spans (>= split_keys keys each) when there are fewer (sequence, KV head) pairs
-// than twice the pool's threads, their partial softmax sums merged at the end (flash-decoding).
+// are (sequence, span of keys) for every KV head at once: G = N / K query heads share each key and value row as it
+// is read, and a long context is split into spans (>= split_keys keys each) when there are fewer sequences than
+// twice the pool's threads, their partial softmax sums merged at the end (flash-decoding).
 // Python-free.
 #pragma once
 #include <cstdint>
@@ -33,16 +33,11 @@ struct DecodeAttn {
 // [0, P) or a context longer than the table.
 void decode_attention(const DecodeAttn& a);
 
-// One task of decode_attention (per-ISA builds of cpu/arch/attn_common.h): keys lo .. hi - 1 of sequence b
-// for the G heads of KV head kh, into part = [G, Dv] unnormalised sum of e^(s - m) v, then [G] m (the span's
-// max score), then [G] l (the sum of e^(s - m)).
-using AttnSpanFn = void (*)(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part);
-
-// The same for every KV head at once (kh's part at parts + kh * head_stride), block by block so that each block's
-// rows of all heads are read as whole runs of their pages: the bf16 dot-product span (arch/
-// x86_avx512bf16_attn_decode.cpp), for at most kMaxHeads KV heads.
-using AttnSeqSpanFn = void (*)(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts,
-                               int64_t head_stride);
+// One task of decode_attention: keys lo .. hi - 1 of sequence b for every KV head kh, into its part at parts +
+// kh * head_stride = [G, Dv] unnormalised sum of e^(s - m) v, then [G] m (the span's max score), then [G] l (the
+// sum of e^(s - m)). Built per ISA from cpu/arch/attn_common.h (exact products), and on AVX-512 BF16 for bf16 q
+// and pools (arch/x86_avx512bf16_attn_decode.cpp, at most kMaxHeads KV heads).
+using AttnSpanFn = void (*)(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts, int64_t head_stride);
 constexpr int64_t kMaxHeads = 64;
 
 }  // namespace ft

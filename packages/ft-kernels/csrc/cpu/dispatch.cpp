@@ -72,11 +72,11 @@ void add_bf16_avx2(uint16_t*, const uint16_t*, const float*, int64_t) __attribut
 FT_DECL_ALL(avx2)
 FT_DECL_ALL(avx512)
 FT_DECL_ALL(neon)
-void attn_span_scalar(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*);
-void attn_span_avx2(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
-void attn_span_avx512(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
-void attn_span_neon(const DecodeAttn&, int64_t, int64_t, int64_t, int64_t, float*) __attribute__((weak));
-void attn_seq_span_avx512bf16(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t) __attribute__((weak));
+void attn_span_scalar(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t);
+void attn_span_avx2(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t) __attribute__((weak));
+void attn_span_avx512(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t) __attribute__((weak));
+void attn_span_neon(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t) __attribute__((weak));
+void attn_span_avx512bf16(const DecodeAttn&, int64_t, int64_t, int64_t, float*, int64_t) __attribute__((weak));
 bool attn_decode_bf16_shapes(int64_t, int64_t, int64_t) __attribute__((weak));
 void attn_prefill_scalar(const PrefillAttn&, const PrefillTask&);
 void attn_prefill_avx512bf16(const PrefillAttn&, const PrefillTask&) __attribute__((weak));
@@ -507,21 +507,17 @@ RmsNormBf16Fn rms_norm_bf16_fn() { return x86_simd() ? rms_norm_bf16_avx2 : null
 F32ToBf16Fn f32_to_bf16_fn() { return x86_simd() ? f32_to_bf16_avx2 : nullptr; }
 AddBf16Fn add_bf16_fn() { return x86_simd() ? add_bf16_avx2 : nullptr; }
 
-AttnSpanFn attn_span_kernel() {
+bool attn_decode_bf16_takes(int64_t G, int64_t D, int64_t Dv) {
+  return std::string(active_isa()) == "avx512bf16" && attn_span_avx512bf16 && attn_decode_bf16_shapes(G, D, Dv);
+}
+
+AttnSpanFn attn_span_kernel(const DecodeAttn& a) {
+  if (a.q_bf16 && a.kv_bf16 && a.K <= kMaxHeads && attn_decode_bf16_takes(a.N / a.K, a.D, a.Dv)) return attn_span_avx512bf16;
   const std::string isa = active_isa();
   if (is_avx512(isa) && attn_span_avx512) return attn_span_avx512;
   if ((is_avx512(isa) || isa == "avx2") && attn_span_avx2) return attn_span_avx2;
   if (isa == "neon" && attn_span_neon) return attn_span_neon;
   return attn_span_scalar;
-}
-
-bool attn_decode_bf16_takes(int64_t G, int64_t D, int64_t Dv) {
-  return std::string(active_isa()) == "avx512bf16" && attn_seq_span_avx512bf16 && attn_decode_bf16_shapes(G, D, Dv);
-}
-
-AttnSeqSpanFn attn_seq_span_kernel(const DecodeAttn& a) {
-  const bool takes = a.q_bf16 && a.kv_bf16 && a.K <= kMaxHeads && attn_decode_bf16_takes(a.N / a.K, a.D, a.Dv);
-  return takes ? attn_seq_span_avx512bf16 : nullptr;
 }
 
 bool attn_prefill_simd() { return std::string(active_isa()) == "avx512bf16" && attn_prefill_avx512bf16; }

@@ -70,14 +70,13 @@ RmsNormBf16Fn rms_norm_bf16_fn();
 F32ToBf16Fn f32_to_bf16_fn();
 AddBf16Fn add_bf16_fn();
 
-// The decode-attention span task (cpu/attn_decode.h) built for the active ISA.
-AttnSpanFn attn_span_kernel();
+// The decode-attention span task (cpu/attn_decode.h) for a's shapes and dtypes on the active ISA: the bf16
+// dot-product span where attn_decode_bf16_takes, else the exact-product span.
+AttnSpanFn attn_span_kernel(const DecodeAttn& a);
 // Whether decode attention multiplies bf16 q and pools with `vdpbf16ps` for G = N / K query heads a KV head and
 // key / value widths D / Dv (AVX-512 BF16: G of 1, 2, 4, 8, 16, widths in 32s), weights rounded to bf16 as in
-// the prefill kernel; fp32 q or pools always take the exact-product span above.
+// the prefill kernel; fp32 q or pools always take the exact-product span.
 bool attn_decode_bf16_takes(int64_t G, int64_t D, int64_t Dv);
-// That all-heads span for a's shapes and dtypes, or nullptr (then attn_span_kernel's, a task per KV head).
-AttnSeqSpanFn attn_seq_span_kernel(const DecodeAttn& a);
 
 // The prefill-attention task (cpu/attn_prefill.h) built for the active ISA: AVX-512 BF16, else the scalar ground
 // truth; attn_prefill_simd() says which (callers without it keep their own attention).

@@ -292,7 +292,7 @@ def decode_attention(
     split_keys: int = 0,
 ) -> torch.Tensor:
     """Attention of one new token per sequence over its paged context, straight from the KV pools (no gather,
-    padding or mask), one task per (sequence, KV head) on the kernel pool.
+    padding or mask), a task per sequence (and span of its keys) for all its KV heads on the kernel pool.
 
     q [B, N, D] float32 or bfloat16; k_pool [P, S, K, D] and v_pool [P, S, K, Dv] of one dtype (float32 or
     bfloat16); page_table [B, Pmax] int64 (token j of sequence b sits at row j % S of page page_table[b, j // S]);

@@ -93,8 +93,8 @@ inline void score_tile(const float* __restrict q, int64_t D, const KT* __restric
 }
 
 // acc[g] += sum_jj p[g * pstride + jj] v[jj] over a block's nb value rows (v[jj] = vpool + rows[jj] * Dv), GN
-// heads: 2L columns at a time with the 2 GN sums in registers while the block's rows (in L1 after the score
-// pass prefetched them) stream by -- the keys in order, as one running sum per element.
+// heads: 2L columns at a time with the 2 GN sums in registers while the block's rows (in cache, prefetched while
+// the block before ran) stream by -- the keys in order, as one running sum per element.
 template <class I, int GN, class VT>
 inline void value_tile(float* __restrict acc, int64_t Dv, const float* p, int64_t pstride, const VT* vpool,
                        const int64_t* rows, int64_t nb) {
@@ -156,95 +156,155 @@ inline void values(float* acc, int64_t G, int64_t Dv, const float* p, int64_t ps
   }
 }
 
-// Rows of one KV head sit a K * D stride apart in pages chosen by the table, so every row is prefetched
-// ahead: keys kPrefetch rows before their scores, a block's value rows while its scores are computed.
-constexpr int64_t kPrefetch = 24;
-
 template <class T>
 inline void prefetch_row(const T* p, int64_t n) {
   const char* c = reinterpret_cast<const char*>(p);
   for (int64_t off = 0; off < n * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(c + off);
 }
 
+// A block's next rows as runs of whole pages' rows in address order, prefetched a few lines at a time while the
+// current block computes (one sequential stream a pool; a burst of prefetches at a block's start stalls the core on
+// its miss buffers). Runs: up to one a key of each pool in a block of kKeyBlock.
+struct RunPrefetch {
+  const char* p[2 * kKeyBlock + 2];
+  int64_t len[2 * kKeyBlock + 2];
+  int n = 0, r = 0;
+  int64_t off = 0, left = 0;
+  void reset() { n = r = 0, off = left = 0; }
+  void add(const char* q, int64_t bytes) {  // extends the last run where q continues it
+    if (n && p[n - 1] + len[n - 1] == q)
+      len[n - 1] += bytes;
+    else
+      p[n] = q, len[n] = bytes, ++n;
+    left += (bytes + 63) / 64;
+  }
+  void step(int64_t lines) {
+    for (; lines > 0 && r < n; --lines, --left) {
+      __builtin_prefetch(p[r] + off);
+      if ((off += 64) >= len[r]) ++r, off = 0;
+    }
+  }
+};
+
+// First pool rows (page row times K) of keys j0 .. j0 + n - 1 of a sequence (table: its page table); past n, up
+// to blk (<= kKeyBlock), the first key's again. Returns n = min(blk, hi - j0).
+inline int64_t block_rows(const DecodeAttn& a, const int64_t* table, int64_t j0, int64_t hi, int64_t* tok,
+                          int64_t blk = kKeyBlock) {
+  const int64_t nb = std::min<int64_t>(blk, hi - j0);
+  for (int64_t jj = 0, pg = j0 / a.S, off = j0 % a.S; jj < nb; ++jj) {
+    tok[jj] = (table[pg] * a.S + off) * a.K;
+    if (++off == a.S) off = 0, ++pg;
+  }
+  for (int64_t jj = nb; jj < blk; ++jj) tok[jj] = tok[0];
+  return nb;
+}
+
+// Queues the rows of every KV head of keys tok[0 .. nb) in both pools (element size E) on pf.
+template <class E>
+inline void queue_block(const DecodeAttn& a, const int64_t* tok, int64_t nb, RunPrefetch& pf) {
+  const char* kp = static_cast<const char*>(a.k);
+  const char* vp = static_cast<const char*>(a.v);
+  const int64_t e = static_cast<int64_t>(sizeof(E));
+  for (int64_t jj = 0; jj < nb; ++jj) pf.add(kp + tok[jj] * a.D * e, a.K * a.D * e);
+  for (int64_t jj = 0; jj < nb; ++jj) pf.add(vp + tok[jj] * a.Dv * e, a.K * a.Dv * e);
+}
+
+// One block of one KV head: keys with pool rows rows[0 .. nb), the head's G queries qf [G, D] (fp32), its part
+// [G, Dv] acc, [G] m, [G] l (attn_decode.h). pf.step(step) once a key and once before the values.
 template <class I, class KT>
-void attn_span_impl(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part) {
-  const int64_t G = a.N / a.K, D = a.D, Dv = a.Dv, S = a.S;
+inline void head_block(const DecodeAttn& a, const float* qf, const int64_t* rows, int64_t nb, float* part,
+                       RunPrefetch& pf, int64_t step) {
+  const int64_t G = a.N / a.K, D = a.D, Dv = a.Dv;
   const KT* kpool = static_cast<const KT*>(a.k);
   const KT* vpool = static_cast<const KT*>(a.v);
-  const int64_t* table = a.page_table + b * a.pmax;
-
   thread_local FloatBuf buf;
-  float* qf = buf.get(G * (D + kKeyBlock));  // [G, D] q, fp32
-  float* s = qf + G * D;             // [G, kKeyBlock] scores, then weights, of one block
-  float* acc = part;                 // [G, Dv] running sum of p v
-  float* m = acc + G * Dv;           // [G] running max score
-  float* l = m + G;                  // [G] running sum of weights
-  for (int64_t g = 0; g < G; ++g) {
-    const int64_t n = kh * G + g;
-    for (int64_t d = 0; d < D; ++d)
-      qf[g * D + d] = a.q_bf16 ? ld(static_cast<const uint16_t*>(a.q) + (b * a.N + n) * D, d)
-                               : static_cast<const float*>(a.q)[(b * a.N + n) * D + d];
-    m[g] = -std::numeric_limits<float>::infinity();
-    l[g] = 0.f;
+  float* s = buf.get(G * kKeyBlock);  // [G, kKeyBlock] scores, then weights, of the block
+  float* acc = part;                  // [G, Dv] running sum of p v
+  float* m = acc + G * Dv;            // [G] running max score
+  float* l = m + G;                   // [G] running sum of weights
+  for (int64_t jj = 0; jj < nb; ++jj) {
+    pf.step(step);
+    scores<I>(qf, G, D, kpool + rows[jj] * D, a.scale, s + jj, kKeyBlock);
   }
-  std::fill(acc, acc + G * Dv, 0.f);
+  for (int64_t g = 0; g < G; ++g) {
+    float* sg = s + g * kKeyBlock;
+    const int64_t nv = nb / I::L * I::L;  // whole vectors; the rest in scalars
+    typename I::V vm = I::bcast(-std::numeric_limits<float>::infinity());
+    for (int64_t jj = 0; jj < nv; jj += I::L) vm = I::max(vm, I::load(sg + jj));
+    float bm = I::hmax(vm);
+    for (int64_t jj = nv; jj < nb; ++jj) bm = std::max(bm, sg[jj]);
+    const float mn = std::max(m[g], bm);
+    const float c = exp_neg(m[g] - mn);  // 0 on the first block (m = -inf)
+    m[g] = mn;
+    const typename I::V vmn = I::bcast(mn);
+    typename I::V vs = I::zero();
+    for (int64_t jj = 0; jj < nv; jj += I::L) {
+      const typename I::V e = exp_neg_v<I>(I::sub(I::load(sg + jj), vmn));
+      I::store(sg + jj, e);
+      vs = I::add(vs, e);
+    }
+    float sum = I::hsum(vs);
+    for (int64_t jj = nv; jj < nb; ++jj) {
+      sg[jj] = exp_neg(sg[jj] - mn);
+      sum += sg[jj];
+    }
+    l[g] = l[g] * c + sum;
+    if (c != 1.f) {
+      const typename I::V cv = I::bcast(c);
+      int64_t d = 0;
+      for (; d + I::L <= Dv; d += I::L) I::store(acc + g * Dv + d, I::mul(cv, I::load(acc + g * Dv + d)));
+      for (; d < Dv; ++d) acc[g * Dv + d] *= c;
+    }
+  }
+  pf.step(step);
+  values<I>(acc, G, Dv, s, kKeyBlock, vpool, rows, nb);
+}
 
-  int64_t rows[kKeyBlock];  // row of token j0 + jj (head kh) in the pools
+// The span task (attn_decode.h's AttnSpanFn): keys lo .. hi - 1 of sequence b for every KV head, block by block
+// (a page holds all heads' rows of its tokens, so a block's rows of all heads are whole runs of its pages, where
+// one head's rows alone, a D-row every K, read at under half the bandwidth), the next block queued on pf.
+template <class I, class KT>
+void attn_span_impl(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts, int64_t head_stride) {
+  const int64_t G = a.N / a.K, D = a.D, Dv = a.Dv, K = a.K;
+  const int64_t* table = a.page_table + b * a.pmax;
+  thread_local FloatBuf qbuf;
+  float* qf = qbuf.get(a.N * D);  // [N, D] q, fp32
+  for (int64_t i = 0; i < a.N * D; ++i)
+    qf[i] = a.q_bf16 ? ld(static_cast<const uint16_t*>(a.q) + b * a.N * D, i)
+                     : static_cast<const float*>(a.q)[b * a.N * D + i];
+  for (int64_t kh = 0; kh < K; ++kh) {
+    float* part = parts + kh * head_stride;
+    std::fill(part, part + G * Dv, 0.f);
+    std::fill(part + G * Dv, part + G * Dv + G, -std::numeric_limits<float>::infinity());
+    std::fill(part + G * Dv + G, part + G * Dv + 2 * G, 0.f);
+  }
+  int64_t tok[2][kKeyBlock], rows[kKeyBlock];
+  RunPrefetch pf;
+  int cur = 0;
+  block_rows(a, table, lo, hi, tok[0]);
   for (int64_t j0 = lo; j0 < hi; j0 += kKeyBlock) {
-    const int64_t nb = std::min(kKeyBlock, hi - j0);
-    for (int64_t jj = 0, pg = j0 / S, off = j0 % S; jj < nb; ++jj) {
-      rows[jj] = (table[pg] * S + off) * a.K + kh;
-      if (++off == S) off = 0, ++pg;
+    const int64_t nb = std::min<int64_t>(kKeyBlock, hi - j0);
+    pf.reset();
+    if (j0 + kKeyBlock < hi) queue_block<KT>(a, tok[cur ^ 1], block_rows(a, table, j0 + kKeyBlock, hi, tok[cur ^ 1]), pf);
+    const int64_t step = (pf.left + K * (nb + 1) - 1) / (K * (nb + 1));
+    for (int64_t kh = 0; kh < K; ++kh) {
+      for (int64_t jj = 0; jj < nb; ++jj) rows[jj] = tok[cur][jj] + kh;
+      head_block<I, KT>(a, qf + kh * G * D, rows, nb, parts + kh * head_stride, pf, step);
     }
-    for (int64_t jj = 0; jj < std::min(kPrefetch, nb); ++jj) prefetch_row(kpool + rows[jj] * D, D);
-    for (int64_t jj = 0; jj < nb; ++jj) {
-      if (jj + kPrefetch < nb) prefetch_row(kpool + rows[jj + kPrefetch] * D, D);
-      prefetch_row(vpool + rows[jj] * Dv, Dv);
-      scores<I>(qf, G, D, kpool + rows[jj] * D, a.scale, s + jj, kKeyBlock);
-    }
-    for (int64_t g = 0; g < G; ++g) {
-      float* sg = s + g * kKeyBlock;
-      const int64_t nv = nb / I::L * I::L;  // whole vectors; the rest in scalars
-      typename I::V vm = I::bcast(-std::numeric_limits<float>::infinity());
-      for (int64_t jj = 0; jj < nv; jj += I::L) vm = I::max(vm, I::load(sg + jj));
-      float bm = I::hmax(vm);
-      for (int64_t jj = nv; jj < nb; ++jj) bm = std::max(bm, sg[jj]);
-      const float mn = std::max(m[g], bm);
-      const float c = exp_neg(m[g] - mn);  // 0 on the first block (m = -inf)
-      m[g] = mn;
-      const typename I::V vmn = I::bcast(mn);
-      typename I::V vs = I::zero();
-      for (int64_t jj = 0; jj < nv; jj += I::L) {
-        const typename I::V e = exp_neg_v<I>(I::sub(I::load(sg + jj), vmn));
-        I::store(sg + jj, e);
-        vs = I::add(vs, e);
-      }
-      float sum = I::hsum(vs);
-      for (int64_t jj = nv; jj < nb; ++jj) {
-        sg[jj] = exp_neg(sg[jj] - mn);
-        sum += sg[jj];
-      }
-      l[g] = l[g] * c + sum;
-      if (c != 1.f) {
-        const typename I::V cv = I::bcast(c);
-        int64_t d = 0;
-        for (; d + I::L <= Dv; d += I::L) I::store(acc + g * Dv + d, I::mul(cv, I::load(acc + g * Dv + d)));
-        for (; d < Dv; ++d) acc[g * Dv + d] *= c;
-      }
-    }
-    values<I>(acc, G, Dv, s, kKeyBlock, vpool, rows, nb);
+    pf.step(pf.left);
+    cur ^= 1;
   }
 }
 
 }  // namespace
 
 // Defines the span task NAME (cpu/attn_decode.h's AttnSpanFn) over traits TRAITS, for bf16 or fp32 pools.
-#define FT_ATTN_SPAN(NAME, TRAITS)                                                                    \
-  void NAME(const DecodeAttn& a, int64_t b, int64_t kh, int64_t lo, int64_t hi, float* part) {       \
-    if (a.kv_bf16)                                                                                    \
-      attn_span_impl<TRAITS, uint16_t>(a, b, kh, lo, hi, part);                                       \
-    else                                                                                              \
-      attn_span_impl<TRAITS, float>(a, b, kh, lo, hi, part);                                          \
+#define FT_ATTN_SPAN(NAME, TRAITS)                                                                                \
+  void NAME(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts, int64_t head_stride) {        \
+    if (a.kv_bf16)                                                                                                \
+      attn_span_impl<TRAITS, uint16_t>(a, b, lo, hi, parts, head_stride);                                         \
+    else                                                                                                          \
+      attn_span_impl<TRAITS, float>(a, b, lo, hi, parts, head_stride);                                           \
   }
 
 }  // namespace ft

@@ -45,42 +45,11 @@ inline __m512 fold_add(__m512 v) {
   return v;
 }
 
-inline void prefetch_rows(const uint16_t* pool, const int64_t* rows, int n, int64_t width) {
-  for (int j = 0; j < n; ++j)
-    for (int64_t off = 0; off < width * 2; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pool + rows[j] * width) + off, _MM_HINT_T0);
-}
-
-// The next block's key and value rows of every head, as runs of whole pages' rows in address order, prefetched a
-// few lines at a time while the current block computes (one sequential stream per pool, where a burst of
-// prefetches at a block's start stalls the core on its miss buffers).
-struct RunPrefetch {
-  const char* p[2 * kBlock + 2];
-  int64_t len[2 * kBlock + 2];
-  int n = 0, r = 0;
-  int64_t off = 0;
-  void reset() { n = r = 0, off = 0; }
-  void add(const char* q, int64_t bytes) {  // extends the last run where q continues it
-    if (n && p[n - 1] + len[n - 1] == q) len[n - 1] += bytes;
-    else p[n] = q, len[n] = bytes, ++n;
-  }
-  int64_t lines_left() const {
-    int64_t t = 0;
-    for (int i = r; i < n; ++i) t += (len[i] + 63) / 64;
-    return t - off / 64;
-  }
-  void step(int64_t lines) {
-    for (; lines > 0 && r < n; --lines) {
-      _mm_prefetch(p[r] + off, _MM_HINT_T0);
-      if ((off += 64) >= len[r]) ++r, off = 0;
-    }
-  }
-};
-
 // Keys j0 .. j0 + nb - 1 (nb <= kBlock) of one KV head: tok[jj] is key j0 + jj's first pool row (its page row
 // times K; past nb, the block's first key's), the head's row tok[jj] + kh. M, Lsum: the head's running max and
 // denominator (lane i: head i % G); acc: its [G, Dv] sums in the value tiles' column order.
 template <int G>
-inline void head_block(const DecodeAttn& a, const uint16_t* q, const int64_t* tok, int64_t kh, int64_t nb, __m512& M,
+inline void bf16_block(const DecodeAttn& a, const uint16_t* q, const int64_t* tok, int64_t kh, int64_t nb, __m512& M,
                        __m512& Lsum, float* acc, RunPrefetch& pf, int64_t pf_step) {
   constexpr int NK = 16 / G;         // keys a score vector
   constexpr int NV = kBlock / NK;    // score vectors a block
@@ -166,7 +135,7 @@ inline void head_block(const DecodeAttn& a, const uint16_t* q, const int64_t* to
 // of its pages ([S, K, D] each), where one head's rows alone (a D-row every K) read at under half the bandwidth.
 template <int G>
 void seq_span(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts, int64_t head_stride) {
-  const int64_t K = a.K, D = a.D, Dv = a.Dv, S = a.S;
+  const int64_t K = a.K, D = a.D, Dv = a.Dv;
   const int64_t* table = a.page_table + b * a.pmax;
   const uint16_t* q = static_cast<const uint16_t*>(a.q) + b * a.N * D;  // [N, D]
   alignas(64) __m512 M[kMaxHeads], Lsum[kMaxHeads];
@@ -175,35 +144,20 @@ void seq_span(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* par
     M[kh] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     Lsum[kh] = _mm512_setzero_ps();
   }
-  int64_t tok[2][kBlock];
-  auto fill = [&](int64_t j0, int64_t* t) {
-    const int64_t nb = std::min<int64_t>(kBlock, hi - j0);
-    for (int64_t jj = 0, pg = j0 / S, off = j0 % S; jj < nb; ++jj) {
-      t[jj] = (table[pg] * S + off) * K;
-      if (++off == S) off = 0, ++pg;
-    }
-    for (int64_t jj = nb; jj < kBlock; ++jj) t[jj] = t[0];
-    return nb;
-  };
   // call sites of pf.step in a block: per head, the score vectors and the value tiles
   const int64_t sites = K * (kBlock / (16 / G) + Dv / 32 * ((G + 7) / 8));
+  int64_t tok[2][kBlock];
   RunPrefetch pf;
   int cur = 0;
-  fill(lo, tok[0]);
+  block_rows(a, table, lo, hi, tok[0], kBlock);
   for (int64_t j0 = lo; j0 < hi; j0 += kBlock) {
     const int64_t nb = std::min<int64_t>(kBlock, hi - j0);
     pf.reset();
-    if (j0 + kBlock < hi) {
-      const int64_t nn = fill(j0 + kBlock, tok[cur ^ 1]);
-      const char* kp = static_cast<const char*>(a.k);
-      const char* vp = static_cast<const char*>(a.v);
-      for (int64_t jj = 0; jj < nn; ++jj) pf.add(kp + tok[cur ^ 1][jj] * D * 2, K * D * 2);
-      for (int64_t jj = 0; jj < nn; ++jj) pf.add(vp + tok[cur ^ 1][jj] * Dv * 2, K * Dv * 2);
-    }
-    const int64_t step = (pf.lines_left() + sites - 1) / sites;
+    if (j0 + kBlock < hi) queue_block<uint16_t>(a, tok[cur ^ 1], block_rows(a, table, j0 + kBlock, hi, tok[cur ^ 1], kBlock), pf);
+    const int64_t step = (pf.left + sites - 1) / sites;
     for (int64_t kh = 0; kh < K; ++kh)
-      head_block<G>(a, q + kh * G * D, tok[cur], kh, nb, M[kh], Lsum[kh], parts + kh * head_stride, pf, step);
-    pf.step(pf.lines_left());
+      bf16_block<G>(a, q + kh * G * D, tok[cur], kh, nb, M[kh], Lsum[kh], parts + kh * head_stride, pf, step);
+    pf.step(pf.left);
     cur ^= 1;
   }
   // columns back in order: natural column 8L + i of a chunk is lo lane 4L + i (i < 4) or hi lane 4L + i - 4
@@ -230,7 +184,7 @@ bool attn_decode_bf16_shapes(int64_t G, int64_t D, int64_t Dv) {
   return (G == 1 || G == 2 || G == 4 || G == 8 || G == 16) && D > 0 && D % 32 == 0 && Dv > 0 && Dv % 32 == 0;
 }
 
-void attn_seq_span_avx512bf16(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts, int64_t head_stride) {
+void attn_span_avx512bf16(const DecodeAttn& a, int64_t b, int64_t lo, int64_t hi, float* parts, int64_t head_stride) {
   switch (a.N / a.K) {
     case 1: return seq_span<1>(a, b, lo, hi, parts, head_stride);
     case 2: return seq_span<2>(a, b, lo, hi, parts, head_stride);
