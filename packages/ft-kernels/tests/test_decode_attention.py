@@ -55,7 +55,7 @@ def check(N, K, D, Dv, dtype, S, ctx, window, sinks_on, seed=0, split_keys=0):
         else None
     )
     got = fk.decode_attention(q, kp, vp, table, ctx_t, scale, window, sinks, split_keys=split_keys)
-    spans = max(ctx) // split_keys + 1 if split_keys else max(ctx) // 256 + 1
+    spans = max(ctx) // (split_keys or max(32, 256 // K)) + 1
     bf16_weights = dtype == torch.bfloat16 and fk.decode_attention_bf16(N, K, D, Dv)
     exact, bound = decode_attention_bound(
         q, kp, vp, table, ctx_t, scale, window, sinks, spans=spans, bf16_weights=bf16_weights
@@ -97,7 +97,7 @@ def test_matches_twin(shape, dtype, S, ctx, window, sinks_on, split_keys):
 @pytest.mark.parametrize("K,split_keys", [(4, 0), (1, 0), (1, 100)])
 def test_long_context_in_blocks(K, split_keys):
     """2000 keys: 32 blocks of the online softmax, every rescale on the path; with one KV head the context is
-    split in spans across the pool's threads (default 256 keys a span at least, or 100)."""
+    split in spans across the pool's threads (default 256 / K keys a span at least, or 100)."""
     check(16, K, 128, 128, torch.bfloat16, 16, [2000], 0, False, seed=3, split_keys=split_keys)
 
 

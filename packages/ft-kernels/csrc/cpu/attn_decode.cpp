@@ -28,7 +28,8 @@ void decode_attention(const DecodeAttn& a) {
   // Spans: each sequence's context split in up to `want` spans of >= split_keys keys when the sequences alone
   // would leave threads idle; a task is one span of one sequence for all its KV heads (every head's part of it).
   ThreadPool& pool = ThreadPool::get();
-  const int64_t min_keys = a.split_keys > 0 ? a.split_keys : 256;
+  // default: a span's work over every head about that of 256 keys of one head
+  const int64_t min_keys = a.split_keys > 0 ? a.split_keys : std::max<int64_t>(32, 256 / a.K);
   const int64_t want = std::max<int64_t>(1, (2 * pool.size() + a.B - 1) / a.B);
   struct Span { int64_t b, lo, hi; };
   std::vector<Span> spans;

@@ -24,7 +24,7 @@ struct DecodeAttn {
   int64_t window;       // > 0: only the last `window` keys (ctx - window .. ctx - 1); 0: all
   const float* sinks;   // [N] per-head sink logit (one more softmax term with no value; GPT-OSS) or nullptr
   float* o;             // [B, N, Dv] fp32
-  int64_t split_keys;   // keys per span at least (0: 256); spans only where the pool would idle otherwise
+  int64_t split_keys;   // keys per span at least (0: 256 / K, >= 32); spans only where the pool would idle otherwise
 };
 
 // o[b, n] = sum_j softmax_j(scale q[b, n] . k[b, j]) v[b, j] over the visible keys (with the sink as one more
