@@ -13,21 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import ft_kernels as fk
 import torch
+from bench_attention import best_of  # this folder, first on the path of a script run
 from ft_core.experts.probe import read_bandwidth
-
-
-def best_of(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:
