@@ -1,8 +1,8 @@
 // Decode attention (cpu/attn_decode.h's span task) on AVX-512 BF16, for bf16 q and pools with G = N / K of 1, 2, 4,
 // 8 or 16 and key / value widths in 32s (the shapes attn_decode_bf16_takes admits; others keep the fp32 span of
 // attn_common.h). The fp32 span widens every key and value element and multiplies in fp32 with a horizontal sum
-// per (key, head): ~150 cycles per key and KV head at G = 8, a third of one core's read bandwidth. Here both
-// products are `vdpbf16ps`, 32 bf16 pairs an instruction, per block of kBlock keys of one KV head:
+// per (key, head): ~150 cycles per key and KV head at G = 8 on Zen 5, a fifth of one core's read bandwidth. Here
+// both products are `vdpbf16ps`, 32 bf16 pairs an instruction, per block of kBlock keys, each KV head in turn:
 //   scores  a key row's 32-column chunk against the G heads' q chunks (q as stored, bf16): 16 accumulators are
 //           16 / G keys x G heads, closed by one 16 x 16 transposing sum into [key][head] (exact bf16 products,
 //           fp32 sums);
@@ -13,7 +13,8 @@
 //           head's pair of weights broadcast, into fp32 sums kept in the interleave's column order and put back in
 //           order once a span.
 // The arithmetic and its bound are the prefill kernel's (attn_prefill.h; fp32_bounds.prefill_attention_bound's
-// weight and flush terms). Rows are prefetched a block ahead (keys) and while the block's scores run (values).
+// weight and flush terms). The next block's page runs (keys and values of every head) are prefetched a few lines
+// at a time while a block computes (attn_common.h's RunPrefetch).
 #include <immintrin.h>
 
 #include <algorithm>
