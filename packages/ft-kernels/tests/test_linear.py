@@ -225,6 +225,12 @@ for fmt in fk.FORMATS:
         x = torch.randn(T, K, generator=g).to(xd); b = torch.randn(N, generator=g)
         exact, bound = linear_bound(x, w, b)
         assert ((fk.linear(x, w, b).double() - exact).abs() <= bound).all(), (fmt, T)
+for K in (8, 40, 72, 520):  # one token, bf16 x and weights: 32- and 16-column steps and scalar tails (AVX2's own kernel)
+    g = torch.Generator().manual_seed(K)
+    w = fk.quantize(torch.randn(1, 21, K, generator=g) * .1, "bf16")
+    x = torch.randn(1, K, generator=g).bfloat16()
+    exact, bound = linear_bound(x, w)
+    assert ((fk.linear(x, w).double() - exact).abs() <= bound).all(), ("bf16 one token", K)
 """
     # the 4-bit bf16-x kernels on and off (test_moe_experts); the AVX-512 X16 kernels' prefetch each way
     runs = (

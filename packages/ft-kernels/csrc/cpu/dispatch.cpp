@@ -33,6 +33,8 @@ FT_DECL_BF16(bf16) FT_DECL_BF16(int8) FT_DECL_BF16(mxfp4) FT_DECL_BF16(nvfp4) FT
 FT_DECL_BF16(q6k) FT_DECL_BF16(q3k) FT_DECL_BF16(q2k) FT_DECL_BF16(q4kx16) FT_DECL_BF16(q5kx16) FT_DECL_BF16(q6kx16)
 FT_DECL_BF16(q3kx16)
 FT_DECL_BF16(mxfp4x16) FT_DECL_BF16(int4x16) FT_DECL_BF16(int8x16) FT_DECL_BF16(fp8x16)
+void rows_bf16act_bf16_avx2(const WeightMat&, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t)
+    __attribute__((weak));
 FT_DECL_Q8(mxfp4, avx2) FT_DECL_Q8(nvfp4, avx2) FT_DECL_Q8(int4, avx2)
 FT_DECL_Q8(mxfp4, avx512vnni) FT_DECL_Q8(nvfp4, avx512vnni) FT_DECL_Q8(int4, avx512vnni)
 FT_DECL_Q8(q4k, avx2) FT_DECL_Q8(q5k, avx2) FT_DECL_Q8(q6k, avx2) FT_DECL_Q8(q3k, avx2) FT_DECL_Q8(q2k, avx2)
@@ -338,6 +340,10 @@ static Nib bf16_nibbles_fast() {
 
 #define FT_PICK_BF16(fmt) return isa == "avx512bf16" ? rows_bf16act_##fmt##_avx512bf16 : nullptr;
 #define FT_PICK_BF16_NIB(fmt) return isa == "avx512bf16" && nib ? rows_bf16act_##fmt##_avx512bf16 : nullptr;
+
+RowsBf16Fn rows_bf16_one_kernel(const WeightMat& w) {
+  return w.fmt == Fmt::BF16 && std::string(active_isa()) == "avx2" ? rows_bf16act_bf16_avx2 : nullptr;
+}
 
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w, int64_t tokens) {
   const std::string isa = active_isa();

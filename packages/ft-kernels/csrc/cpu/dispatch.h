@@ -33,6 +33,9 @@ void rows_q8_scalar(const WeightMat& w, int64_t r0, int64_t r1, const Q8Act& x, 
 constexpr int64_t kAnyTokens = -1;
 constexpr int kInt8TokMin = 12;  // tokens from which row-wise INT8_SYM's bf16 kernel is its own (x86_avx512bf16_int8.cpp)
 RowsBf16Fn rows_bf16_kernel(const WeightMat& w, int64_t tokens = kAnyTokens);
+// Where rows_bf16_kernel has none, a bf16-activation kernel for calls of one token, or nullptr: AVX2 BF16 weights
+// (x decoded as the weights are, no widened copy; arch/x86_avx2_bf16act.cpp).
+RowsBf16Fn rows_bf16_one_kernel(const WeightMat& w);
 
 // The tile (AMX) kernel of bf16 activations for `w`, for prefill-sized calls (the caller decides from its token
 // count), where the CPU has AMX-BF16, the OS grants the tile state, the active ISA is avx512bf16 and the format has

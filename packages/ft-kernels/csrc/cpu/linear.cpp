@@ -40,6 +40,7 @@ struct Part {
     // bf16 x: the tile kernels from kTileMinTokens tokens, else the bf16 kernel where there is one
     const RowsBf16Fn kt = args.x_bf16 && !q8 && T >= kTileMinTokens ? rows_tile_kernel(args.w) : nullptr;
     kb = kt ? kt : args.x_bf16 && !q8 ? rows_bf16_kernel(args.w, T) : nullptr;
+    if (!kb && args.x_bf16 && !q8 && T == 1) kb = rows_bf16_one_kernel(args.w);
     // bf16 x without a bf16 kernel: 16-bit blocks where the format has such a kernel, else widened to fp32
     k16 = args.x_bf16 && !q8 && !kb ? rows_q16_kernel(args.w) : nullptr;
     X = static_cast<const float*>(args.x);

@@ -118,6 +118,10 @@ void moe_experts(const MoeArgs& a) {
   const bool decode = kmax <= 4;  // every expert's routes fit one token tile of the row kernels
   RowsBf16Fn k13b = xb && !q8 ? rows_bf16_kernel(a.w13.mat) : nullptr;
   RowsBf16Fn k2b = xb && !q8 ? rows_bf16_kernel(a.w2.mat) : nullptr;
+  if (xb && !q8 && kmax == 1) {  // one route an expert: the one-token kernels where those above have none
+    if (!k13b) k13b = rows_bf16_one_kernel(a.w13.mat);
+    if (!k2b) k2b = rows_bf16_one_kernel(a.w2.mat);
+  }
   // a bank without a bf16 kernel: 16-bit blocks (cpu/q8.h: Q16Act) of its input where its format has such kernels, so
   // x and h may take different paths (Zen 5's Q4_K_M: W13 in Q4_K_X16's 16-bit kernel, W2 in Q6_K_X16's bf16 one)
   RowsQ16Fn k13w = xb && !q8 && !k13b ? rows_q16_kernel(a.w13.mat) : nullptr;
