@@ -239,6 +239,14 @@ def _attention_row_bound(q, k, v, scale, sinks, blocks, e_w=0.0, e_s=0.0) -> tor
     return v.abs().max() * (2 * e_p + 4 * gamma(L + blocks + 2))
 
 
+def _bf16_dot_terms(L: int, D: int, scale: float) -> tuple[float, float]:
+    """(e_w, e_s) of ``_attention_row_bound`` for the bf16 dot-product kernels (prefill, and decode's bf16 span):
+    each weight rounded to bf16 (relative 2^-9) and vdpbf16ps's flush below 2^-126 (2^-126 per weight against a
+    largest weight of 1, over L keys; 2^-126 per term of a score, D of them)."""
+    tiny = 2.0**-126
+    return 2.0**-9 + L * tiny, D * tiny * scale
+
+
 def decode_attention_bound(
     q,
     k_pool,
@@ -276,7 +284,7 @@ def decode_attention_bound(
         L = ctx - lo
         if bf16_weights:
             blocks = -(-L // 32) + 2 * spans
-            e_w, e_s = 2.0**-9 + L * 2.0**-126, D * 2.0**-126 * scale
+            e_w, e_s = _bf16_dot_terms(L, D, scale)
         else:
             blocks, e_w, e_s = -(-L // block) + 2 * spans, 0.0, 0.0
         bound[b] = _attention_row_bound(q[b].double(), k, v, scale, sinks, blocks, e_w=e_w, e_s=e_s)
@@ -303,7 +311,6 @@ def prefill_attention_bound(
         None if sinks is None else sinks.double(),
     )
     T, N, D = q.shape
-    tiny = 2.0**-126
     bound = torch.zeros(T, N, dtype=torch.float64)
     t0 = 0
     for b in range(page_table.shape[0]):
@@ -320,8 +327,7 @@ def prefill_attention_bound(
                 scale,
                 sinks,
                 blocks,
-                e_w=2.0**-9 + L * tiny,
-                e_s=D * tiny * scale,
+                *_bf16_dot_terms(L, D, scale),
             )
         t0 += ql
     return exact, bound

@@ -298,10 +298,10 @@ def decode_attention(
     bfloat16); page_table [B, Pmax] int64 (token j of sequence b sits at row j % S of page page_table[b, j // S]);
     ctx_lens [B] int64 (keys 0 .. ctx_lens[b] - 1, the query being the last); window > 0 keeps the last
     ``window`` keys; sinks [N] float32 adds one value-less logit per head (GPT-OSS). Returns float32 [B, N, Dv].
-    Where (sequence, KV head) pairs are fewer than twice the pool's threads, contexts are split into spans of at
-    least ``split_keys`` keys (0: 256 / K, at least 32) run in parallel and merged. Scores and value sums are exact products with
-    fp32 sums, except where ``decode_attention_bf16`` says the CPU's bf16 dot product takes bf16 q and pools:
-    there the softmax weights are rounded to bf16 for the value sum and summed as rounded, as in
+    Where sequences are fewer than twice the pool's threads, contexts are split into spans of at least
+    ``split_keys`` keys (0: 256 / K, at least 32) run in parallel and merged. Scores and value sums are exact
+    products with fp32 sums, except where ``decode_attention_bf16`` says the CPU's bf16 dot product takes bf16 q
+    and pools: there the softmax weights are rounded to bf16 for the value sum and summed as rounded, as in
     ``prefill_attention``. Twin: ``ft_kernels.reference.decode_attention``."""
     B, N, _ = q.shape
     if out is None:

@@ -35,6 +35,13 @@ struct Avx2 {
   }
 };
 
+// 16 bf16 (one 256-bit load) as two exact fp32 vectors: the even elements (a shift left 16) and the odd ones (the
+// low halves masked off).
+inline void bf16_even_odd(__m256i v, __m256& even, __m256& odd) {
+  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
 // The sum of a vector's 8 int32 lanes.
 inline int hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

@@ -6,9 +6,8 @@ namespace ft {
 namespace {
 struct Bf16Avx2 {
   static void decode(const uint8_t* row, int64_t c, __m256& w0, __m256& w1) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + c));
-    w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));                                        // columns c, c+2, ...
-    w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));  // c+1, c+3, ...
+    // columns c, c+2, ... in w0; c+1, c+3, ... in w1
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + c)), w0, w1);
   }
   static float scalar(const uint8_t* row, int64_t c) { return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[c]); }
 };

@@ -15,11 +15,6 @@
 namespace ft {
 namespace {
 
-inline void split(__m256i v, __m256& even, __m256& odd) {
-  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-}
-
 // Y[r] = sum_c w[r, c] x[c] for one row: 32 columns a step into four chains, the tail in scalars.
 inline float row_dot(const uint16_t* w, const uint16_t* x, int64_t cols) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -27,10 +22,10 @@ inline float row_dot(const uint16_t* w, const uint16_t* x, int64_t cols) {
   for (; c + 32 <= cols; c += 32) {
     _mm_prefetch(reinterpret_cast<const char*>(w + c) + 8192, _MM_HINT_T0);
     __m256 we, wo, ue, uo, xe, xo, ye, yo;
-    split(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)), we, wo);
-    split(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c + 16)), ue, uo);
-    split(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c)), xe, xo);
-    split(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c + 16)), ye, yo);
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)), we, wo);
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c + 16)), ue, uo);
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c)), xe, xo);
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c + 16)), ye, yo);
     a0 = _mm256_fmadd_ps(we, xe, a0);
     a1 = _mm256_fmadd_ps(wo, xo, a1);
     a2 = _mm256_fmadd_ps(ue, ye, a2);
@@ -38,8 +33,8 @@ inline float row_dot(const uint16_t* w, const uint16_t* x, int64_t cols) {
   }
   for (; c + 16 <= cols; c += 16) {
     __m256 we, wo, xe, xo;
-    split(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)), we, wo);
-    split(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c)), xe, xo);
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)), we, wo);
+    bf16_even_odd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c)), xe, xo);
     a0 = _mm256_fmadd_ps(we, xe, a0);
     a1 = _mm256_fmadd_ps(wo, xo, a1);
   }
