@@ -48,16 +48,6 @@ class ModelRunner:
         """Run the scheduled chunks; returns logits [B, V] of each sequence's last token in the chunk.
         ``live``: the pool of the sequences' recurrent states (default: the engine's);
         ``finite_log``: see ``Decoder.forward`` (the non-finite diagnosis)."""
-        ids, pos, slots = [], [], []
-        for seq, n in zip(b.seqs, b.chunk):
-            start = seq.num_computed
-            p = torch.arange(start, start + n)
-            ids.append(torch.tensor(seq.all_ids[start : start + n]))
-            pos.append(p)
-            slots.append(self.kv.slots(seq.seq_id, p))
-        tables = [self.kv.tables[s.seq_id] for s in b.seqs]
-        width = max(len(t) for t in tables)
-        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
         state = None
         if self.state_layout is not None:
             snaps = [
@@ -70,7 +60,41 @@ class ModelRunner:
                 snaps,
                 self.checkpoints.pool if self.checkpoints else None,
             )
-        fb = ForwardBatch(
+        tables = [self.kv.tables[s.seq_id] for s in b.seqs]
+        if all(n == 1 for n in b.chunk):  # a decode step: its index tensors from plain ints
+            pos = [s.num_computed for s in b.seqs]
+            fb = ForwardBatch.one_token(
+                [s.token(p) for s, p in zip(b.seqs, pos)],
+                pos,
+                [self.kv.slot(s.seq_id, p) for s, p in zip(b.seqs, pos)],
+                tables,
+                self.kv.page_size,
+                state,
+            )
+        else:
+            fb = self._chunk_batch(b, tables, state)
+        fb.to(self.model.device)
+        log = [] if self.config.record_routing and finite_log is None else None
+        h = self.model.forward(fb, self.kv, log, finite_log)
+        if log is not None:
+            self._record(b, log)
+        # logits to the host, where sampling runs (a no-op when the model is there)
+        if len(b.seqs) == 1 and b.seqs[0].want_all_logits:
+            b.seqs[0].logits.append(self.model.logits(h).cpu())
+        return self.model.logits(h if fb.Lq == 1 else h[fb.last_token_index()]).cpu()
+
+    def _chunk_batch(self, b: ScheduledBatch, tables: list[list[int]], state) -> ForwardBatch:
+        """The ForwardBatch of chunks of any length (prompt chunks; a decode step has ``one_token``)."""
+        ids, pos, slots = [], [], []
+        for seq, n in zip(b.seqs, b.chunk):
+            start = seq.num_computed
+            p = torch.arange(start, start + n)
+            ids.append(torch.tensor(seq.all_ids[start : start + n]))
+            pos.append(p)
+            slots.append(self.kv.slots(seq.seq_id, p))
+        width = max(len(t) for t in tables)
+        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+        return ForwardBatch(
             torch.cat(ids),
             torch.cat(pos),
             torch.cat(slots),
@@ -79,15 +103,7 @@ class ModelRunner:
             [s.num_computed + n for s, n in zip(b.seqs, b.chunk)],
             self.kv.page_size,
             state,
-        ).to(self.model.device)
-        log = [] if self.config.record_routing and finite_log is None else None
-        h = self.model.forward(fb, self.kv, log, finite_log)
-        if log is not None:
-            self._record(b, log)
-        # logits to the host, where sampling runs (a no-op when the model is there)
-        if len(b.seqs) == 1 and b.seqs[0].want_all_logits:
-            b.seqs[0].logits.append(self.model.logits(h).cpu())
-        return self.model.logits(h[fb.last_token_index()]).cpu()
+        )
 
     def _record(self, b: ScheduledBatch, layers: list) -> None:
         """One JSON line per forward: phase ("prefill" when any prompt chunk ran, else "decode"), tokens per

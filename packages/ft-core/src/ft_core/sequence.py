@@ -33,6 +33,11 @@ class Sequence:
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
+    def token(self, i: int) -> int:
+        """``all_ids[i]`` without building the joined list."""
+        n = len(self.prompt_ids)
+        return self.prompt_ids[i] if i < n else self.output_ids[i - n]
+
     @property
     def total_len(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)

@@ -129,6 +129,11 @@ class PagedKVCache:
         for page in reversed(self.tables.pop(seq, [])):
             self.unref(page)
 
+    def slot(self, seq: int, position: int) -> int:
+        """Flat slot index page * S + offset of one position of sequence ``seq`` (``slots`` for one int)."""
+        S = self.page_size
+        return self.tables[seq][position // S] * S + position % S
+
     def slots(self, seq: int, positions: torch.Tensor) -> torch.Tensor:
         """Flat slot index page * S + offset for each position [T] of one sequence."""
         table = torch.tensor(self.tables[seq], dtype=torch.int64)

@@ -23,27 +23,70 @@ class ForwardBatch:
     ctx_lens: list[int]
     page_size: int
     state: Any = None  # StateBatch (cache/state_store.py) for models with linear-attention layers
-    dest: torch.Tensor = field(init=False)  # [T] index into the padded [B * Lq] query rows
-    q_pos: torch.Tensor = field(init=False)  # [B, Lq] position of each padded query row
     memo: dict = field(
         init=False, default_factory=dict
     )  # values every layer of this forward shares (masks, ...)
 
     def __post_init__(self):
-        B, Lq = len(self.q_lens), max(self.q_lens)
-        self.Lq = Lq
-        dest, qpos = [], torch.zeros(B, Lq, dtype=torch.int64)
-        for b, (ql, cl) in enumerate(zip(self.q_lens, self.ctx_lens)):
-            dest.append(torch.arange(ql) + b * Lq)
-            qpos[b, :ql] = torch.arange(cl - ql, cl)
-        self.dest = torch.cat(dest)
-        self.q_pos = qpos
+        self.Lq = max(self.q_lens)
+
+    @classmethod
+    def one_token(
+        cls,
+        ids: list[int],
+        positions: list[int],
+        slots: list[int],
+        tables: list[list[int]],
+        page_size: int,
+        state: Any = None,
+    ) -> ForwardBatch:
+        """A batch of one new token a sequence (a decode step), from plain ints: ids, positions, slots [B],
+        tables (each sequence's page list). Built in two tensor ops (a decode step's glue runs after
+        weight streams have emptied the caches, where each torch op costs tens of microseconds)."""
+        cols = torch.tensor([ids, positions, slots, [p + 1 for p in positions]], dtype=torch.int64)
+        width = max(len(t) for t in tables)
+        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+        B = len(ids)
+        fb = cls(
+            cols[0],
+            cols[1],
+            cols[2],
+            page_table,
+            [1] * B,
+            [p + 1 for p in positions],
+            page_size,
+            state,
+        )
+        fb.memo["ctx"] = cols[3]
+        return fb
+
+    @property
+    def dest(self) -> torch.Tensor:
+        """[T] index of each packed token into the padded [B * Lq] query rows (built once per forward)."""
+        d = self.memo.get("dest")
+        if d is None:
+            Lq = self.Lq
+            d = self.memo["dest"] = torch.cat(
+                [torch.arange(ql, device=self.device) + b * Lq for b, ql in enumerate(self.q_lens)]
+            )
+        return d
+
+    @property
+    def q_pos(self) -> torch.Tensor:
+        """[B, Lq] position of each padded query row (built once per forward)."""
+        q = self.memo.get("q_pos")
+        if q is None:
+            q = torch.zeros(len(self.q_lens), self.Lq, dtype=torch.int64)
+            for b, (ql, cl) in enumerate(zip(self.q_lens, self.ctx_lens)):
+                q[b, :ql] = torch.arange(cl - ql, cl)
+            q = self.memo["q_pos"] = q.to(self.device)
+        return q
 
     def to(self, device: torch.device) -> ForwardBatch:
         """Move the index tensors to ``device`` (where the dense weights are), in place; what the
         layers build from the batch later is made there too. Returns self."""
         if device != self.input_ids.device:
-            for name in ("input_ids", "positions", "slots", "page_table", "dest", "q_pos"):
+            for name in ("input_ids", "positions", "slots", "page_table"):
                 setattr(self, name, getattr(self, name).to(device))
             self.memo.clear()
         return self
