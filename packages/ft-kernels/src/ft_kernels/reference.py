@@ -25,15 +25,25 @@ def _per_col(s: torch.Tensor, g: int, C: int) -> torch.Tensor:
     return s.repeat_interleave(g, -1)[..., :C]
 
 
+def _scaled(v: torch.Tensor, s: torch.Tensor, g: int) -> torch.Tensor:
+    """v [..., C] float32 times its group's scale s [..., ceil(C / g)]: the products of ``v * _per_col(s, g, C)``,
+    broadcast over whole groups where C is a multiple of g (no [..., C] copy of the scales: an embedding lookup's
+    one row in a decode step is several torch ops fewer)."""
+    C = v.shape[-1]
+    if C % g:
+        return v * _per_col(s, g, C)
+    return (v.view(*v.shape[:-1], C // g, g) * s[..., None]).view(v.shape)
+
+
 def dequantize(w: ExpertWeights) -> torch.Tensor:
     """ExpertWeights -> float32 [N, rows, cols], exactly the value the kernel multiplies."""
     C, g = w.cols, w.group
     if w.fmt in ("bf16", "f16"):
         return w.q.float()
     if w.fmt == "fp8_e4m3":
-        return w.q.view(torch.float8_e4m3fn).float() * _per_col(w.scale, g, C)
+        return _scaled(w.q.view(torch.float8_e4m3fn).float(), w.scale.float(), g)
     if w.fmt == "int8_sym":
-        return w.q.view(torch.int8).float() * _per_col(w.scale, g, C)
+        return _scaled(w.q.view(torch.int8).float(), w.scale.float(), g)
     if w.fmt in kquants.BLOCK_BYTES:
         return kquants.dequantize(w.q, w.fmt, C)
     if w.fmt in kquants.X16:

@@ -87,7 +87,7 @@ def embedding(ids: torch.Tensor, w, dtype: torch.dtype) -> torch.Tensor:
     if not isinstance(w, QuantDense):
         return F.embedding(ids, w).to(dtype)
     e = w.w
-    pick = lambda t: None if t is None else t[:, ids]  # noqa: E731
+    pick = lambda t: None if t is None else t.index_select(1, ids)  # noqa: E731
     rows = ExpertWeights(
         e.fmt, pick(e.q), e.cols, pick(e.scale), pick(e.zero), e.group, e.global_scale
     )
