@@ -43,21 +43,12 @@ class ForwardBatch:
         """A batch of one new token a sequence (a decode step), from plain ints: ids, positions, slots [B],
         tables (each sequence's page list). Built in two tensor ops (a decode step's glue runs after
         weight streams have emptied the caches, where each torch op costs tens of microseconds)."""
-        cols = torch.tensor([ids, positions, slots, [p + 1 for p in positions]], dtype=torch.int64)
+        ctx = [p + 1 for p in positions]
+        cols = torch.tensor([ids, positions, slots, ctx], dtype=torch.int64)
         width = max(len(t) for t in tables)
         page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
-        B = len(ids)
-        fb = cls(
-            cols[0],
-            cols[1],
-            cols[2],
-            page_table,
-            [1] * B,
-            [p + 1 for p in positions],
-            page_size,
-            state,
-        )
-        fb.memo["ctx"] = cols[3]
+        fb = cls(cols[0], cols[1], cols[2], page_table, [1] * len(ids), ctx, page_size, state)
+        fb.memo["ctx"] = cols[3]  # ctx_tensor()
         return fb
 
     @property
