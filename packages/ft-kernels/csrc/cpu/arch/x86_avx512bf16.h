@@ -7,16 +7,21 @@
 // `vdpbf16ps` issues once per ~2.6 cycles, and a vpermw-table + vdpbf16ps MXFP4 kernel streamed 6.9 GB/s a
 // core from DRAM against 8.8 for the fp32 table kernel (x86_avx512_lut4.h) on the same, exactly widened, x.
 // x rows go to a zero-padded buffer (the partial last chunk reads zeros; rows a few lines longer than a
-// multiple of 4 KiB, so token rows do not alias one L1 set); the weights' last chunk is a masked load. At T = 1
-// rows go one at a time with no software prefetch (Zen 4, one core from DRAM, Qwen3-30B expert shape: 16.0-16.6
-// -> 19.5-20.1 GB/s against 4-row tiles, and short rows with a 2 KiB prefetch).
+// multiple of 4 KiB, so token rows do not alias one L1 set); the weights' last chunk is a masked load. A call of
+// up to 4 tokens (decode: the weights stream once from DRAM) goes one row at a time, a single stream prefetched
+// kBf16Ahead bytes ahead (x16_prefetch: non-temporally into L1 on Zen 5, else into L2); more tokens take 4-row
+// tiles, which load each x vector once for 4 rows (the rows come from cache after the first 4 tokens). One Zen 5
+// core, [32768, 2048] from DRAM (x on a cache line, rows_common.h: FloatBuf): 4-row tiles 19-20 GB/s at 4 tokens,
+// one row prefetched into L2 23, non-temporally 32.5-33; one token, no prefetch 35-37, non-temporally 39.5-40.6.
+// (Zen 4, one core: one row at T = 1 made 19.5-20.1 GB/s against 16.0-16.6 for 4-row tiles.)
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu/arch/rows_common.h"  // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/rows_common.h"       // FT_UNROLL, FloatBuf, kTokBlock
+#include "cpu/arch/x86_x16_prefetch.h"  // x16_prefetch
 #include "cpu/bf16act.h"
 
 namespace ft {
@@ -61,7 +66,7 @@ inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t
       __m512i w[NR];
       FT_UNROLL for (int r = 0; r < NR; ++r) {
         const uint8_t* p = q + r * qs + 2 * (c + 32 * u);
-        if (PF) _mm_prefetch(reinterpret_cast<const char*>(p) + PF, _MM_HINT_T0);
+        if (PF) x16_prefetch(reinterpret_cast<const char*>(p) + PF);
         w[r] = _mm512_loadu_si512(p);
       }
       FT_UNROLL for (int t = 0; t < NT; ++t) {
@@ -97,17 +102,21 @@ inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t
     }
 }
 
+constexpr int kBf16Ahead = 8192;  // bytes a single row stream is prefetched ahead (4096: slower; 16384: no faster)
+
+// Rows [r0, r1) against NT tokens. `stream`: the call's tokens fit one tile, so each weight is read once (from DRAM).
 template <int NT>
 inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
-                       int64_t ldy) {
+                       int64_t ldy, bool stream) {
+  if (NT == 1 || stream) {  // one row at a time: one sequential stream, prefetched
+    for (int64_t r = r0; r < r1; ++r)
+      bf16_tile<1, NT, kBf16Ahead>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+    return;
+  }
   // 4 rows from 2 tokens up: 16 chains. With 2 rows (8 chains at 4 tokens) one Zen 5 core in cache, [1536, 2048],
   // did 34-48 / 49-59 / 131 GMAC/s at 4 / 8 / 128 tokens; with 4, 48-60 / 65-81 / 181-195 (the 16 closing sums
   // in one hsum16x16 included). 5 or 6 rows, or tiles of 8 tokens (2 or 3 rows), were no faster or slower.
   constexpr int NR = 4;
-  if (NT == 1) {  // one row at a time, 4 chains, no software prefetch: one sequential stream for the prefetchers
-    for (int64_t r = r0; r < r1; ++r) bf16_tile<1, 1, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
-    return;
-  }
   int64_t r = r0;
   for (; r + NR <= r1; r += NR) bf16_tile<NR, NT, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
   for (; r < r1; ++r) bf16_tile<1, NT, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
@@ -125,11 +134,12 @@ inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t
       std::fill(xp + t * ldp + cols, xp + (t + 1) * ldp, uint16_t(0));
     }
     float* Yt = Y + t0 * ldy;
+    const bool stream = ntok <= kTokBlock;
     switch (nt) {
-      case 4: bf16_block<4>(m, r0, r1, xp, ldp, Yt, ldy); break;
-      case 3: bf16_block<3>(m, r0, r1, xp, ldp, Yt, ldy); break;
-      case 2: bf16_block<2>(m, r0, r1, xp, ldp, Yt, ldy); break;
-      default: bf16_block<1>(m, r0, r1, xp, ldp, Yt, ldy); break;
+      case 4: bf16_block<4>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
+      case 3: bf16_block<3>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
+      case 2: bf16_block<2>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
+      default: bf16_block<1>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
     }
   }
 }
