@@ -98,13 +98,14 @@ inline void dense_tile(const uint8_t* q, int64_t qs, int64_t cols, const float* 
     }
 }
 
+// `stream`: the call's tokens fit one tile (decode), so each weight is read once, from DRAM (see pair_block).
 template <class I, class D, int NT>
 inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ldx, float* Y,
-                        int64_t ldy) {
+                        int64_t ldy, bool stream) {
   constexpr int NR = I::kDenseNR[NT];
-  if (NT == 1) {  // one token: one row at a time on one stream prefetched 8 KiB ahead (see pair_block)
+  if (NT == 1 || stream) {  // one row at a time on one stream prefetched 8 KiB ahead (see pair_block)
     for (int64_t r = r0; r < r1; ++r)
-      dense_tile<I, D, 1, 1, 8192>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
+      dense_tile<I, D, 1, NT, 8192>(m.q + r * m.q_stride, m.q_stride, m.cols, X, ldx, Y + (r - r0), ldy);
     return;
   }
   int64_t r = r0;
@@ -167,17 +168,24 @@ inline void perm_x(const float* x, float* d, int64_t cv) {
   }
 }
 
+// `stream`: the call's tokens fit one tile (decode: each weight is read once, from DRAM).
 template <class I, class D, int NT>
 inline void pair_block(const WeightMat& m, int64_t r0, int64_t r1, int64_t cv, const float* Xp, int64_t ldp,
-                       const float* X, int64_t ldx, float* Y, int64_t ldy) {
+                       const float* X, int64_t ldx, float* Y, int64_t ldy, bool stream) {
   constexpr int NR = I::kPairNR[NT];
-  if (NT == 1) {
-    // One token: one row at a time, 4 FMA chains, software prefetch 8 KiB ahead on the one stream. Several rows
-    // in flight made several short streams the prefetchers track badly; one Zen 5 core from DRAM, rows of
-    // 768 / 2048 / 7168 columns: 4 rows a tile 18 / 18 / 19 GB/s, one row with a 2 KiB prefetch 30 / 30 / 22,
-    // one row with 8 KiB 33 / 35 / 31 (1 KiB: 27 / 27 / 21; 16 KiB: 33 / 34 / 28) of ~40.
-    for (int64_t r = r0; r < r1; ++r)
-      pair_tile<I, D, 1, 1, 8192, 2>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
+  if (NT == 1 || stream) {
+    // Streaming: one row at a time, software prefetch 8 KiB ahead on the one stream (one token: 4 FMA chains).
+    // Several rows in flight made several short streams the prefetchers track badly; one Zen 5 core from DRAM,
+    // one token, rows of 768 / 2048 / 7168 columns: 4 rows a tile 18 / 18 / 19 GB/s, one row with a 2 KiB prefetch
+    // 30 / 30 / 22, one row with 8 KiB 33 / 35 / 31 (1 KiB: 27 / 27 / 21; 16 KiB: 33 / 34 / 28) of ~40. AVX2 BF16,
+    // [32768, 2048], 2 / 4 tokens: tiles of 2 / 1 rows with no prefetch 11.6 / 8.0 GB/s, one row prefetched
+    // 25.6-26.9 / 18.9-20.7.
+    for (int64_t r = r0; r < r1; ++r) {
+      if (NT == 1)
+        pair_tile<I, D, 1, 1, 8192, 2>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
+      else
+        pair_tile<I, D, 1, NT, 8192>(m.q + r * m.q_stride, m.q_stride, cv, m.cols, Xp, ldp, X, ldx, Y + (r - r0), ldy);
+    }
     return;
   }
   int64_t r = r0;
@@ -199,11 +207,12 @@ inline void pair_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X
     for (int j = 0; j < nt; ++j) perm_x<I>(X + (t + j) * ldx, xp + j * ldp, cv);
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
+    const bool stream = ntok <= kTokBlock;
     switch (nt) {
-      case 4: pair_block<I, D, 4>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
-      case 3: pair_block<I, D, 3>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
-      case 2: pair_block<I, D, 2>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
-      default: pair_block<I, D, 1>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy); break;
+      case 4: pair_block<I, D, 4>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
+      case 3: pair_block<I, D, 3>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
+      case 2: pair_block<I, D, 2>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
+      default: pair_block<I, D, 1>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
     }
   }
 }
@@ -215,11 +224,12 @@ inline void dense_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* 
   for (int64_t t = 0; t < ntok; t += kTokBlock) {
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
+    const bool stream = ntok <= kTokBlock;
     switch (std::min<int64_t>(kTokBlock, ntok - t)) {
-      case 4: dense_block<I, D, 4>(m, r0, r1, Xt, ldx, Yt, ldy); break;
-      case 3: dense_block<I, D, 3>(m, r0, r1, Xt, ldx, Yt, ldy); break;
-      case 2: dense_block<I, D, 2>(m, r0, r1, Xt, ldx, Yt, ldy); break;
-      default: dense_block<I, D, 1>(m, r0, r1, Xt, ldx, Yt, ldy); break;
+      case 4: dense_block<I, D, 4>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
+      case 3: dense_block<I, D, 3>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
+      case 2: dense_block<I, D, 2>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
+      default: dense_block<I, D, 1>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
     }
   }
 }
