@@ -8,12 +8,14 @@
 // core from DRAM against 8.8 for the fp32 table kernel (x86_avx512_lut4.h) on the same, exactly widened, x.
 // x rows go to a zero-padded buffer (the partial last chunk reads zeros; rows a few lines longer than a
 // multiple of 4 KiB, so token rows do not alias one L1 set); the weights' last chunk is a masked load. A call of
-// up to 4 tokens (decode: the weights stream once from DRAM) goes one row at a time, a single stream prefetched
-// kBf16Ahead bytes ahead (x16_prefetch: non-temporally into L1 on Zen 5, else into L2); more tokens take 4-row
-// tiles, which load each x vector once for 4 rows (the rows come from cache after the first 4 tokens). One Zen 5
-// core, [32768, 2048] from DRAM (x on a cache line, rows_common.h: FloatBuf): 4-row tiles 19-20 GB/s at 4 tokens,
-// one row prefetched into L2 23, non-temporally 32.5-33; one token, no prefetch 35-37, non-temporally 39.5-40.6.
-// (Zen 4, one core: one row at T = 1 made 19.5-20.1 GB/s against 16.0-16.6 for 4-row tiles.)
+// up to 4 tokens (decode: the weights stream once from DRAM) goes one row at a time, a single stream, from 2 tokens
+// prefetched kBf16Ahead bytes ahead (x16_prefetch: non-temporally into L1 on Zen 5, else into L2); more tokens take
+// 4-row tiles, which load each x vector once for 4 rows (the rows come from cache after the first 4 tokens). One
+// Zen 5 core, [32768, 2048] from DRAM (x on a cache line, rows_common.h: FloatBuf), 4 tokens: 4-row tiles 19-20
+// GB/s, one row prefetched into L2 23, non-temporally 32.5-33. One token has no prefetch: on that one long matrix it
+// helped (35-37 -> 39.5-40.6 GB/s), but the engine lost by it (mid BF16 model, one thread: one sequence 42.3-44.8
+// -> 41.3-42.5 tok/s, four 67.5-67.9 -> 61.6-64.5; bench_cpu_experts T = 1: 0.89-0.99 / 0.92-0.96 -> 0.86-0.96 /
+// 0.82-0.88). (Zen 4, one core: one row at T = 1 made 19.5-20.1 GB/s against 16.0-16.6 for 4-row tiles.)
 #pragma once
 #include <immintrin.h>
 
@@ -108,9 +110,10 @@ constexpr int kBf16Ahead = 8192;  // bytes a single row stream is prefetched ahe
 template <int NT>
 inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
                        int64_t ldy, bool stream) {
-  if (NT == 1 || stream) {  // one row at a time: one sequential stream, prefetched
+  if (NT == 1 || stream) {  // one row at a time: one sequential stream, prefetched from 2 tokens
+    constexpr int PF = NT == 1 ? 0 : kBf16Ahead;
     for (int64_t r = r0; r < r1; ++r)
-      bf16_tile<1, NT, kBf16Ahead>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+      bf16_tile<1, NT, PF>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
     return;
   }
   // 4 rows from 2 tokens up: 16 chains. With 2 rows (8 chains at 4 tokens) one Zen 5 core in cache, [1536, 2048],
