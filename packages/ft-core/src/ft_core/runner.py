@@ -13,7 +13,7 @@ from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.state_store import StateBatch, StateLayout, StatePool
 from ft_core.config import EngineConfig
 from ft_core.constraint import mask_logits
-from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.batch import ForwardBatch, padded_page_table
 from ft_core.sampling import sample_one
 from ft_core.scheduler import ScheduledBatch
 from ft_core.sequence import Sequence
@@ -92,13 +92,11 @@ class ModelRunner:
             ids.append(torch.tensor(seq.all_ids[start : start + n]))
             pos.append(p)
             slots.append(self.kv.slots(seq.seq_id, p))
-        width = max(len(t) for t in tables)
-        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
         return ForwardBatch(
             torch.cat(ids),
             torch.cat(pos),
             torch.cat(slots),
-            page_table,
+            padded_page_table(tables),
             list(b.chunk),
             [s.num_computed + n for s, n in zip(b.seqs, b.chunk)],
             self.kv.page_size,

@@ -13,6 +13,12 @@ from typing import Any
 import torch
 
 
+def padded_page_table(tables: list[list[int]]) -> torch.Tensor:
+    """Each sequence's page list as one row of [B, Pmax] int64, padded with page 0 (masked by context length)."""
+    width = max(len(t) for t in tables)
+    return torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
+
+
 @dataclass
 class ForwardBatch:
     input_ids: torch.Tensor  # [T] int64
@@ -45,9 +51,16 @@ class ForwardBatch:
         weight streams have emptied the caches, where each torch op costs tens of microseconds)."""
         ctx = [p + 1 for p in positions]
         cols = torch.tensor([ids, positions, slots, ctx], dtype=torch.int64)
-        width = max(len(t) for t in tables)
-        page_table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int64)
-        fb = cls(cols[0], cols[1], cols[2], page_table, [1] * len(ids), ctx, page_size, state)
+        fb = cls(
+            cols[0],
+            cols[1],
+            cols[2],
+            padded_page_table(tables),
+            [1] * len(ids),
+            ctx,
+            page_size,
+            state,
+        )
         fb.memo["ctx"] = cols[3]  # ctx_tensor()
         return fb
 
