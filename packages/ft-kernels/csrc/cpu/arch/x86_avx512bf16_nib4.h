@@ -40,8 +40,12 @@ struct Int4Sym {  // q - 8, fp32 scales per group (a multiple of 32 columns)
 template <class F>
 struct Nib4 {
   static constexpr int kLoads = 4, kWords = 4;
-  static constexpr int side(int nt) { return nt == 1 ? 4 : nt <= 3 ? 2 : 1; }  // 8 chains a token at 1 and 2 tokens
-  static constexpr int chains(int nt) { return nt <= 2 ? 2 : 1; }
+  // Dot-product chains: 8 a token at 1 and 2 tokens, 4 at 3 and 4 (12 / 16 in all; they had 1 block with 1 chain, 3 /
+  // 4 in all: one Zen 5 core, 3 / 4 tokens, [131072, 2048] from DRAM, MXFP4_X16 27.5 / 20.3 -> 30.2 / 23.8 GB/s,
+  // INT4_SYM_X16 26.7 / 18.9 -> 27.8 / 22.5; the loop alone in L1 31 / 23 -> 38 / 30). 2 tokens with 4 blocks (16
+  // chains) ran faster in L1 (50 -> 58 GB/s) but slower from DRAM (38 -> 36.4), so they keep 2.
+  static constexpr int side(int nt) { return nt == 1 ? 4 : nt <= 4 ? 2 : 1; }
+  static constexpr int chains(int nt) { return nt <= 4 ? 2 : 1; }
   static constexpr int x_at(int p, int k) { return 8 * p + 2 * k; }
   static __m512 scales(const WeightMat& m, int64_t r, int64_t j) { return F::scales(m, r, j); }
   __m512i lut;  // the 16 values twice: vpermw reads 5 index bits

@@ -9,7 +9,7 @@
 // bf16, twice: e2m1's, or q - 8) directly, and `vdpbf16ps` takes x's matching column pair as one dword broadcast (x16_prep's order).
 // Per 512 weights (one block of 16 rows) and token: 16 `vdpbf16ps`, after 12 shifts and 16 lookups shared by the
 // tile's tokens; then one FMA with the block's scales (16 e8m0 bytes, or 16 fp32 of the block's group). Blocks run side by side, with 1-2 chains each, so a token
-// has 8 (1, 2 tokens) or 2-4 dot-product chains in flight.
+// has 8 (1, 2 tokens), 4 (3, 4 tokens) or 1 (8 tokens) dot-product chains in flight (Nib4::side, Nib4::chains).
 //
 // Every code value is exact in bf16 and each product with a bf16 x exact in fp32, so the result differs from the
 // row-wise kernel's only in fp32 summation order (MXFP4's power-of-two scale is exact bar under- or overflow; INT4's
