@@ -163,6 +163,10 @@ def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
     tasks, then helps the others): results equal bit for bit from 1 to 8 threads, with fewer tasks than
     threads too (the linear: 17 blocks of rows)."""
     args = _case("fp8_e4m3", 512, 512, 8, 24, N=8, seed=5)  # > 1 MiB read: the pool runs it
+    # decode (<= 4 routes an expert): on one thread whole experts a task, on more blocks of ~256 KiB (here 128 of
+    # W13's 160 gate rows, 1024 of W2's 2048 rows)
+    dec = _case("mxfp4_x16", 2048, 160, 2, 4, N=4, seed=6)
+    dec = (dec[0].bfloat16(), *dec[1:])
     g = torch.Generator().manual_seed(9)
     w = fk.quantize(
         torch.randn(1, 4 * 136, 1024, generator=g), "bf16"
@@ -171,13 +175,15 @@ def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
     n = fk.num_threads()
     try:
         fk.set_num_threads(1)
-        y1, l1 = fk.moe_experts(*args), fk.linear(x, w)
+        y1, l1, d1 = fk.moe_experts(*args), fk.linear(x, w), fk.moe_experts(*dec)
         for k in (2, 3, 5, 8, 24):
             fk.set_num_threads(k)
             assert fk.num_threads() == k
             assert torch.equal(fk.moe_experts(*args), y1), k
             assert torch.equal(fk.linear(x, w), l1), k
+            assert torch.equal(fk.moe_experts(*dec), d1), k
         _check(y1, args)
+        _check(d1, dec)
     finally:
         fk.set_num_threads(n)
     results, errors = [None] * 4, []
