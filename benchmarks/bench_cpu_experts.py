@@ -173,7 +173,15 @@ def main() -> None:
             n, per = w13.num_experts, w13.nbytes_per_expert() + w2.nbytes_per_expert()
             # int8 rows where a SIMD kernel takes them (q6_k_x16 has none: it stays q6_k under int8 engines)
             int8 = fmt in fk.reference.INT8_FORMATS and (fk.int8_simd(fmt) or fmt not in REPACKED)
-            for q8 in (False, True) if int8 else (False,):
+            # The rows-in-lanes layouts have kernels for bf16 and int8 activations only: fp32 ones take the scalar
+            # twin there, a path no engine runs (an fp32 engine keeps the row-wise layout: x16_formats)
+            exact = not (fmt in REPACKED and args.x_dtype == "float32")
+            if not exact:
+                print(
+                    f"{shape:14} {fmt:13} fp32 x: no kernel in this layout (its row-wise format's rows are the "
+                    "fp32 path; --x-dtype bfloat16 for its own)"
+                )
+            for q8 in [q for q in (False, True) if (q or exact) and (int8 or not q)]:
                 read = read_bandwidth(
                     buf, threads, reps=3
                 )  # this host's bandwidth drifts: measure next to each group
