@@ -55,6 +55,27 @@ def test_matches_bound(fmt, T, xdtype):
         assert torch.allclose(fk.linear(x, w, b), R.linear(x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "N,K,T",
+    [
+        (42, 2048, 6),
+        (42, 2048, 7),
+        (42, 2048, 8),
+        (42, 4096, 3),
+        (42, 4096, 4),
+        (42, 7168, 2),
+        (42, 7168, 3),
+    ],
+)
+def test_bf16_one_pass_and_tiles(N, K, T):
+    """BF16 weights, bf16 x: the kernel streams a call in one pass while its tokens' x rows fit ~30 KiB of L1
+    (``bf16_stream_tokens``: 7 tokens at 2048 columns, 3 at 4096, 2 at 7168), else tiles of 4 rows and 4 tokens
+    (rows not in whole 4s here). Either way within the fp32 bound of the exact result."""
+    w, b, g = _weights("bf16", N, K, seed=N + K + T, bias=True)
+    x = torch.randn(T, K, generator=g).bfloat16()
+    _check(fk.linear(x, w, b), x, w, b)
+
+
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 5, 8, 9, 13, 16, 21])
 @pytest.mark.parametrize("N,K", [(16, 2048), (64, 768), (48, 256)])
 @pytest.mark.parametrize("base", ["q4_k", "q5_k", "q6_k", "q3_k"])

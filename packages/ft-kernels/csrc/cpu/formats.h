@@ -84,6 +84,7 @@
 //   FP8_E4M3_X16  FP8_E4M3 with 16 rows interleaved as INT8_SYM_X16 is (the same function; group % 32 == 0): its bytes
 //              and scales in INT8_SYM_X16's places. W as FP8_E4M3.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -150,6 +151,19 @@ inline float e8m0_to_f32(uint8_t s) { return s == 0 ? f32_from_bits(0x00400000u)
 // INT4 groups the chunked 4-bit kernels (lanes of 8 columns over chunks of 128) can follow: 32 and 64 tile a
 // chunk, multiples of 128 hold whole chunks.
 inline bool int4_lane_groups(int64_t g) { return g % 128 == 0 || g == 32 || g == 64; }
+
+// Tokens per register tile of the row kernels (arch/rows_common.h and the ISA kernels built on it): each weight vector
+// is decoded once per kTokBlock tokens, and a call of up to kTokBlock tokens reads each weight once.
+constexpr int kTokBlock = 4;
+// Tokens up to which the AVX-512 BF16 kernel of BF16 weights (arch/x86_avx512bf16.h) streams a call of `cols` columns
+// in one pass, one row at a time, reading each weight once: as many as keep their x rows (padded, bf16) within ~30 KiB
+// of L1, at most 8. One Zen 5 core (48 KiB L1), BF16 from DRAM, GB/s, one pass against 4-row tiles of up to 4 tokens:
+// [65536, 2048] 5 / 6 / 7 / 8 tokens (x 21 / 25 / 29 / 33 KiB) 37 / 26.5 / 19.4 / 14-16 against 20.5 / 18 / 17 / 17.8;
+// [16384, 7168] 5 / 6 tokens (70 / 84 KiB) 13.3 / 11.5 against 18.1 / 17.2.
+inline int64_t bf16_stream_tokens(int64_t cols) {
+  const int64_t row_bytes = 2 * ((cols + 63) / 64 * 64 + 32);
+  return std::max<int64_t>(1, std::min<int64_t>(8, (30 << 10) / row_bytes));
+}
 
 // K-quant super-blocks: columns per block and bytes per block (0 for the other formats).
 constexpr int kQK = 256;

@@ -60,18 +60,21 @@ struct Part {
       for (int64_t i = 0; i < np && !q8v; ++i) q8v = prev[i].q8v;
       if (!q8v) q8v = &xq.set(X, T, K, K);
     }
-    // Decode (under 16 tokens): blocks of a quarter of a thread's share of the rows, at least ~64 KiB of weights (a
-    // multiple of 8 rows): enough tasks to balance the pool, and few, long runs of contiguous rows, since every task
-    // prepares x for its kernel (the BF16 kernels copy it to a padded buffer, the X16 ones permute it). Blocks of 64
-    // KiB, as before, copied x once per 16 BF16 rows: one Zen 5 core, bf16 attention and LM head, tok/s, paired in
-    // one process: deep MXFP4 FTW one sequence 15.7 -> 16.5, four 38.1 -> 40.0; mid BF16 44.8 -> 47.2 (mid MXFP4_MOE
-    // GGUF, whose kernels prepare x once a call, 102.3 / 102.4). From 16 tokens (prefill) up to ~512 KiB, at least 4
-    // tasks a thread: there the tokens-in-lanes kernels transpose x, so small blocks would pack it once per few rows.
-    // X16 blocks are whole groups of 16 rows.
+    // Blocks of ~64 KiB of weights (a multiple of 8 rows): enough tasks to balance the pool, and the rows of a
+    // block stay in cache while the kernels' token tiles (kTokBlock tokens) take turns over them. Where a call reads
+    // each weight once (up to kTokBlock tokens, one tile; BF16 weights in their bf16 kernel: up to
+    // bf16_stream_tokens, one pass) blocks of a quarter of a thread's share of the rows instead:
+    // few, long runs of contiguous rows, since every task prepares x for its kernel (the BF16 kernels copy it to a
+    // padded buffer, the X16 ones permute it), which 64 KiB blocks did once per 16 BF16 rows: one Zen 5 core, bf16
+    // attention and LM head, tok/s, paired in one process: deep MXFP4 FTW one sequence 15.7 -> 16.5, four 38.1 ->
+    // 40.0; mid BF16 44.8 -> 47.2 (mid MXFP4_MOE GGUF, whose kernels prepare x once a call, 102.3 / 102.4). From 16
+    // tokens (prefill) up to ~512 KiB, at least 4 tasks a thread: there the tokens-in-lanes kernels transpose x, so
+    // small blocks would pack it once per few rows. X16 blocks are whole groups of 16 rows.
     row_bytes = std::max<int64_t>(args.w.q_stride, 1);
     const int64_t u = rows_in_16s(args.w.fmt) ? 16 : 8, threads = ThreadPool::get().size();
     rb = std::clamp<int64_t>((64 << 10) / row_bytes / u * u, u, 512);
-    if (T < 16) rb = std::max<int64_t>(rb, N / (4 * threads) / u * u);
+    const bool one_pass = kb && args.w.fmt == Fmt::BF16 ? T <= bf16_stream_tokens(K) : T <= kTokBlock;
+    if (one_pass) rb = std::max<int64_t>(rb, N / (4 * threads) / u * u);
     if (T >= 16)
       rb = std::clamp<int64_t>(std::min<int64_t>((512 << 10) / row_bytes, N / (4 * threads)) / u * u, rb, 512);
     nb = (N + rb - 1) / rb;

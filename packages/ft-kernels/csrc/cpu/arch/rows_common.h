@@ -28,8 +28,6 @@ namespace {
 // Loops over tile dimensions are unrolled early so the tiles' vector arrays live in registers.
 #define FT_UNROLL _Pragma("GCC unroll 16")
 
-constexpr int kTokBlock = 4;  // tokens per register tile: each weight vector is decoded once per 4 tokens
-
 // A grow-only float buffer of internal linkage. (Not std::vector: its out-of-line members are weak symbols
 // shared by every translation unit, so the linker could pick a copy compiled with -mavx512f for all files.)
 // 64-byte aligned: the kernels' x rows start on a cache line (their strides are whole lines), so a 64-byte x load

@@ -8,9 +8,10 @@
 // core from DRAM against 8.8 for the fp32 table kernel (x86_avx512_lut4.h) on the same, exactly widened, x.
 // x rows go to a zero-padded buffer (the partial last chunk reads zeros; rows a few lines longer than a
 // multiple of 4 KiB, so token rows do not alias one L1 set); the weights' last chunk is a masked load. A call of
-// up to 4 tokens (decode: the weights stream once from DRAM) goes one row at a time, a single stream, from 2 tokens
-// prefetched kBf16Ahead bytes ahead (x16_prefetch: non-temporally into L1 on Zen 5, else into L2); more tokens take
-// 4-row tiles, which load each x vector once for 4 rows (the rows come from cache after the first 4 tokens). One
+// up to bf16_stream_tokens(cols) tokens (formats.h: as many as keep x within ~30 KiB of L1, at most 8; decode: the
+// weights stream once from DRAM) goes one row at a time, a single stream, from 2 tokens prefetched kBf16Ahead bytes
+// ahead (x16_prefetch: non-temporally into L1 on Zen 5, else into L2); more tokens take 4-row tiles of 4 tokens,
+// which load each x vector once for 4 rows (the rows come from cache after the first 4 tokens). One
 // Zen 5 core, [32768, 2048] from DRAM (x on a cache line, rows_common.h: FloatBuf), 4 tokens: 4-row tiles 19-20
 // GB/s, one row prefetched into L2 23, non-temporally 32.5-33. One token has no prefetch: on that one long matrix it
 // helped (35-37 -> 39.5-40.6 GB/s), but the engine lost by it (mid BF16 model, one thread: one sequence 42.3-44.8
@@ -56,7 +57,7 @@ inline __m512 hsum16x16(const __m512 (&a)[16]) {
 template <int NR, int NT, int PF>
 inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t* xp, int64_t ldp, float* Y,
                       int64_t ldy) {
-  constexpr int U = NR * NT >= 12 ? 1 : NR * NT >= 6 ? 2 : 4;
+  constexpr int U = NR * NT >= 12 || NT > kTokBlock ? 1 : NR * NT >= 6 ? 2 : 4;
   __m512 acc[U][NR][NT];
   FT_UNROLL for (int u = 0; u < U; ++u)
     FT_UNROLL for (int r = 0; r < NR; ++r)
@@ -106,16 +107,11 @@ inline void bf16_tile(const uint8_t* q, int64_t qs, int64_t cols, const uint16_t
 
 constexpr int kBf16Ahead = 8192;  // bytes a single row stream is prefetched ahead (the X16 kernels' distance)
 
-// Rows [r0, r1) against NT tokens. `stream`: the call's tokens fit one tile, so each weight is read once (from DRAM).
+// 4-row tiles, rows [r0, r1) against NT <= kTokBlock tokens (a call of more tokens than one tile: the rows come from
+// cache after the first tile).
 template <int NT>
-inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
-                       int64_t ldy, bool stream) {
-  if (NT == 1 || stream) {  // one row at a time: one sequential stream, prefetched from 2 tokens
-    constexpr int PF = NT == 1 ? 0 : kBf16Ahead;
-    for (int64_t r = r0; r < r1; ++r)
-      bf16_tile<1, NT, PF>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
-    return;
-  }
+inline void bf16_block4(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
+                        int64_t ldy) {
   // 4 rows from 2 tokens up: 16 chains. With 2 rows (8 chains at 4 tokens) one Zen 5 core in cache, [1536, 2048],
   // did 34-48 / 49-59 / 131 GMAC/s at 4 / 8 / 128 tokens; with 4, 48-60 / 65-81 / 181-195 (the 16 closing sums
   // in one hsum16x16 included). 5 or 6 rows, or tiles of 8 tokens (2 or 3 rows), were no faster or slower.
@@ -125,20 +121,42 @@ inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_
   for (; r < r1; ++r) bf16_tile<1, NT, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
 }
 
+// Rows [r0, r1) against NT tokens. `stream`: the call's tokens fit one tile, so each weight is read once (from DRAM).
+template <int NT>
+inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
+                       int64_t ldy, bool stream) {
+  if (NT == 1 || NT > kTokBlock || stream) {  // one row at a time: one sequential stream, prefetched from 2 tokens
+    // (NT == 1 or NT > kTokBlock: only streamed)
+    constexpr int PF = NT == 1 ? 0 : kBf16Ahead;
+    for (int64_t r = r0; r < r1; ++r)
+      bf16_tile<1, NT, PF>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+    return;
+  }
+  if constexpr (NT <= kTokBlock) bf16_block4<NT>(m, r0, r1, xp, ldp, Y, ldy);
+}
+
 inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
                       float* Y, int64_t ldy) {
   const int64_t cols = m.cols, ldp = padded_ld(cols);
   thread_local FloatBuf buf;
-  uint16_t* xp = u16_buf(buf, kTokBlock * ldp);
-  for (int64_t t0 = 0; t0 < ntok; t0 += kTokBlock) {
-    const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t0));
+  const int64_t one_pass = bf16_stream_tokens(cols);
+  uint16_t* xp = u16_buf(buf, std::max<int64_t>(one_pass, kTokBlock) * ldp);
+  // up to one_pass tokens: one pass, one row at a time (each weight read once); more: tiles of kTokBlock tokens and
+  // 4 rows, the rows from cache after the first tile
+  const bool stream = ntok <= one_pass;
+  const int64_t tile = stream ? ntok : kTokBlock;
+  for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
+    const int nt = static_cast<int>(std::min<int64_t>(tile, ntok - t0));
     for (int t = 0; t < nt; ++t) {
       std::copy(X + (t0 + t) * ldx, X + (t0 + t) * ldx + cols, xp + t * ldp);
       std::fill(xp + t * ldp + cols, xp + (t + 1) * ldp, uint16_t(0));
     }
     float* Yt = Y + t0 * ldy;
-    const bool stream = ntok <= kTokBlock;
     switch (nt) {
+      case 8: bf16_block<8>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
+      case 7: bf16_block<7>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
+      case 6: bf16_block<6>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
+      case 5: bf16_block<5>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
       case 4: bf16_block<4>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
       case 3: bf16_block<3>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
       case 2: bf16_block<2>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
