@@ -239,8 +239,8 @@ for fmt in fk.FORMATS:
     kq = fmt in kquants.FORMATS  # whole super-blocks of 256 columns
     N = 48 if fmt.endswith("_x16") else 45  # whole groups of 16 rows
     for T, K, group, xd in ((1, 96, 32, torch.float32), (1, 288, 128, torch.bfloat16), (2, 96, 32, torch.float32),
-                            (3, 96, 32, torch.bfloat16), (4, 288, 128, torch.bfloat16), (8, 288, 128, torch.float32),
-                            (20, 288, 128, torch.bfloat16)):  # <= 4 tokens: rows streamed one at a time
+                            (3, 96, 32, torch.bfloat16), (4, 288, 128, torch.bfloat16), (6, 288, 128, torch.bfloat16),
+                            (8, 288, 128, torch.float32), (20, 288, 128, torch.bfloat16)):  # <= 8 tokens: rows streamed
         K = 256 * (K // 96) if kq else K
         g = torch.Generator().manual_seed(T)
         w = fk.quantize(torch.randn(1, N, K, generator=g) * .1, fmt, group=group)

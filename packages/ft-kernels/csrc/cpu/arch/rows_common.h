@@ -96,7 +96,15 @@ inline void dense_tile(const uint8_t* q, int64_t qs, int64_t cols, const float* 
     }
 }
 
-// `stream`: the call's tokens fit one tile (decode), so each weight is read once, from DRAM (see pair_block).
+// Calls of up to kStreamTokens tokens stream their rows (pair_block, dense_block) in every token tile: the first tile
+// reads each row once from DRAM, one at a time with the 8 KiB prefetch; a second finds the rows in cache (linear's
+// ~64 KiB blocks from 5 tokens). 4-row tiles without a prefetch did both from 5 to 8 tokens: one Zen 5 core, [65536,
+// 2048] from DRAM, 5 / 8 tokens, GB/s: AVX2 BF16 8.4 / 6.2 -> 15.6 / 10.6, AVX2 F16 9.5 / 7.5 -> 16.3 / 11.5, AVX-512
+// BF16 (no BF16 dot product) 15.3 / 13.7 -> 16.5 / 15.7, F16 on AVX-512 BF16 15.4 / 13.6 -> 20.2 / 15.6; [16384,
+// 7168] AVX2 BF16 7.5 / 5.8 -> 10.1 / 7.2. (12 tokens: 5.0 either way.)
+constexpr int kStreamTokens = 2 * kTokBlock;
+
+// `stream`: the call has at most kStreamTokens tokens (decode), so each weight is read once from DRAM (see pair_block).
 template <class I, class D, int NT>
 inline void dense_block(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ldx, float* Y,
                         int64_t ldy, bool stream) {
@@ -166,7 +174,7 @@ inline void perm_x(const float* x, float* d, int64_t cv) {
   }
 }
 
-// `stream`: the call's tokens fit one tile (decode: each weight is read once, from DRAM).
+// `stream`: the call has at most kStreamTokens tokens (decode: each weight is read once from DRAM, see dense_block).
 template <class I, class D, int NT>
 inline void pair_block(const WeightMat& m, int64_t r0, int64_t r1, int64_t cv, const float* Xp, int64_t ldp,
                        const float* X, int64_t ldx, float* Y, int64_t ldy, bool stream) {
@@ -205,7 +213,7 @@ inline void pair_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X
     for (int j = 0; j < nt; ++j) perm_x<I>(X + (t + j) * ldx, xp + j * ldp, cv);
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
-    const bool stream = ntok <= kTokBlock;
+    const bool stream = ntok <= kStreamTokens;
     switch (nt) {
       case 4: pair_block<I, D, 4>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
       case 3: pair_block<I, D, 3>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
@@ -222,7 +230,7 @@ inline void dense_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* 
   for (int64_t t = 0; t < ntok; t += kTokBlock) {
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
-    const bool stream = ntok <= kTokBlock;
+    const bool stream = ntok <= kStreamTokens;
     switch (std::min<int64_t>(kTokBlock, ntok - t)) {
       case 4: dense_block<I, D, 4>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
       case 3: dense_block<I, D, 3>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
