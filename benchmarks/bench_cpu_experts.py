@@ -181,7 +181,7 @@ def main() -> None:
                     f"{shape:14} {fmt:13} fp32 x: no kernel in this layout (its row-wise format's rows are the "
                     "fp32 path; --x-dtype bfloat16 for its own)"
                 )
-            for q8 in [q for q in (False, True) if (q or exact) and (int8 or not q)]:
+            for q8 in ([False] if exact else []) + ([True] if int8 else []):
                 read = read_bandwidth(
                     buf, threads, reps=3
                 )  # this host's bandwidth drifts: measure next to each group

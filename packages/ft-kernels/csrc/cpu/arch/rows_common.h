@@ -208,12 +208,12 @@ inline void pair_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X
   const int64_t cv = m.cols / (2 * L) * (2 * L), ldp = cv + 16;  // pad: token rows do not alias one 4 KiB set
   thread_local FloatBuf xbuf;
   float* xp = xbuf.get(kTokBlock * ldp);
+  const bool stream = ntok <= kStreamTokens;
   for (int64_t t = 0; t < ntok; t += kTokBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokBlock, ntok - t));
     for (int j = 0; j < nt; ++j) perm_x<I>(X + (t + j) * ldx, xp + j * ldp, cv);
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
-    const bool stream = ntok <= kStreamTokens;
     switch (nt) {
       case 4: pair_block<I, D, 4>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
       case 3: pair_block<I, D, 3>(m, r0, r1, cv, xp, ldp, Xt, ldx, Yt, ldy, stream); break;
@@ -227,10 +227,10 @@ inline void pair_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X
 template <class I, class D>
 inline void dense_rows(const WeightMat& m, int64_t r0, int64_t r1, const float* X, int64_t ntok, int64_t ldx, float* Y,
                        int64_t ldy) {
+  const bool stream = ntok <= kStreamTokens;
   for (int64_t t = 0; t < ntok; t += kTokBlock) {
     const float* Xt = X + t * ldx;
     float* Yt = Y + t * ldy;
-    const bool stream = ntok <= kStreamTokens;
     switch (std::min<int64_t>(kTokBlock, ntok - t)) {
       case 4: dense_block<I, D, 4>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;
       case 3: dense_block<I, D, 3>(m, r0, r1, Xt, ldx, Yt, ldy, stream); break;

@@ -121,12 +121,12 @@ inline void bf16_block4(const WeightMat& m, int64_t r0, int64_t r1, const uint16
   for (; r < r1; ++r) bf16_tile<1, NT, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
 }
 
-// Rows [r0, r1) against NT tokens. `stream`: the call's tokens fit one tile, so each weight is read once (from DRAM).
+// Rows [r0, r1) against NT tokens. `stream` (the call streams in one pass, bf16_stream_tokens; always at one token and
+// past kTokBlock tokens): one row at a time, a single sequential stream, prefetched from 2 tokens; else 4-row tiles.
 template <int NT>
 inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
                        int64_t ldy, bool stream) {
-  if (NT == 1 || NT > kTokBlock || stream) {  // one row at a time: one sequential stream, prefetched from 2 tokens
-    // (NT == 1 or NT > kTokBlock: only streamed)
+  if (NT == 1 || NT > kTokBlock || stream) {
     constexpr int PF = NT == 1 ? 0 : kBf16Ahead;
     for (int64_t r = r0; r < r1; ++r)
       bf16_tile<1, NT, PF>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
