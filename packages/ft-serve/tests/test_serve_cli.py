@@ -1,5 +1,6 @@
 """`ft serve` as a user runs it: a real process, one ready line with the URL, SIGTERM drains a running
-stream and exits 0, bad flags exit non-zero with a message."""
+stream and exits 0, the loaded heap frozen out of garbage collection (server/heap.py), bad flags exit
+non-zero with a message."""
 
 import json
 import os
@@ -41,6 +42,11 @@ def test_serve_ready_line_then_sigterm_drains_a_running_stream(tmp_path):
     )
     try:
         assert httpx.get(url + "/v1/models").json()["data"][0]["id"] == "demo"
+        metrics = httpx.get(url + "/metrics").text
+        # the loaded process holds ~200 k objects (torch, transformers, the model); 20 k is far below that
+        frozen = float(re.search(r"^ft_python_gc_frozen_objects (\S+)$", metrics, re.M).group(1))
+        assert frozen > 20_000, metrics
+        assert re.search(r'^ft_python_gc_pause_seconds_total\{generation="2"\} ', metrics, re.M)
         got, done = [], threading.Event()
 
         def client():

@@ -1,10 +1,14 @@
 """Prometheus metrics (``GET /metrics``), one registry per server: requests, TTFT and per-token
-latency, tokens in/out, queue depth, running requests, prefix-cache hits, expert-cache counters, reasoning from elsewhere (``ft_foreign_reasoning_total``)."""
+latency, tokens in/out, queue depth, running requests, prefix-cache hits, expert-cache counters, reasoning from elsewhere (``ft_foreign_reasoning_total``), the Python collector's pauses and frozen objects (server/heap.py)."""
 
 from __future__ import annotations
 
+import gc
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ft_serve.server.heap import GcPauses
 
 _LAT = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -51,6 +55,7 @@ class Metrics:
             registry=r,
         )
         self.model = model_name
+        self.gc = GcPauses.install()
         r.register(_EngineCollector(self))
 
     def request(self, endpoint: str, status: int) -> None:
@@ -78,6 +83,7 @@ class _EngineCollector:
 
     def collect(self):
         loop, model = self.m.loop, self.m.model
+        yield from self._gc()
         g = GaugeMetricFamily(
             "ft_num_requests_waiting", "requests accepted but not yet running", labels=["model"]
         )
@@ -156,3 +162,25 @@ class _EngineCollector:
             )
             c.add_metric([model], float(totals.get(key, 0)))
             yield c
+
+    def _gc(self):
+        pauses = self.m.gc
+        c = CounterMetricFamily(
+            "ft_python_gc_collections", "Python garbage collections", labels=["generation"]
+        )
+        s = CounterMetricFamily(
+            "ft_python_gc_pause_seconds",
+            "seconds Python garbage collections held the interpreter (every stream waits)",
+            labels=["generation"],
+        )
+        for g in range(3):
+            c.add_metric([str(g)], float(pauses.count[g]))
+            s.add_metric([str(g)], pauses.seconds[g])
+        yield c
+        yield s
+        g = GaugeMetricFamily(
+            "ft_python_gc_frozen_objects",
+            "objects alive after loading, kept out of garbage collection (gc.freeze)",
+        )
+        g.add_metric([], float(gc.get_freeze_count()))
+        yield g

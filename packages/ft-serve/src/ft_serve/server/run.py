@@ -12,6 +12,7 @@ import uvicorn
 
 from ft_serve.server.app import build_app
 from ft_serve.server.config import ServerConfig
+from ft_serve.server.heap import freeze_loaded_heap
 
 GRACE_SECONDS = 5  # after the drain deadline: for the error events to go out before uvicorn cancels
 
@@ -86,5 +87,6 @@ def make_server(engine, config: ServerConfig, log_level: str = "warning") -> uvi
 def serve(engine, config: ServerConfig, log_level: str = "warning") -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = make_server(engine, config, log_level)
+    freeze_loaded_heap()  # the loaded model's objects out of every full collection (server/heap.py)
     server.run()
     return 0 if server.started else 1
