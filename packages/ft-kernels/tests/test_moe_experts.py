@@ -161,7 +161,8 @@ def test_quantisation_error(fmt):
 def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
     """Every task of a job runs once whatever the pool's size (each participant takes a contiguous range of
     tasks, then helps the others): results equal bit for bit from 1 to 8 threads, with fewer tasks than
-    threads too (the linear: 17 blocks of rows)."""
+    threads too (the linear: 17 blocks of rows; at one bf16 token too, where the BF16 kernel streams differently
+    on one thread and beside others)."""
     args = _case("fp8_e4m3", 512, 512, 8, 24, N=8, seed=5)  # > 1 MiB read: the pool runs it
     # decode (<= 4 routes an expert): on one thread whole experts a task, on more blocks of ~256 KiB (here 128 of
     # W13's 160 gate rows, 1024 of W2's 2048 rows)
@@ -172,16 +173,20 @@ def test_threads_do_not_change_results_and_concurrent_callers_are_safe():
         torch.randn(1, 4 * 136, 1024, generator=g), "bf16"
     )  # 1.06 MiB, blocks of 32 rows
     x = torch.randn(3, 1024, generator=g)
+    # one bf16 token: the AVX-512 BF16 kernel prefetches only beside other threads
+    xb = x[:1].bfloat16()
     n = fk.num_threads()
     try:
         fk.set_num_threads(1)
         y1, l1, d1 = fk.moe_experts(*args), fk.linear(x, w), fk.moe_experts(*dec)
+        b1 = fk.linear(xb, w)
         for k in (2, 3, 5, 8, 24):
             fk.set_num_threads(k)
             assert fk.num_threads() == k
             assert torch.equal(fk.moe_experts(*args), y1), k
             assert torch.equal(fk.linear(x, w), l1), k
             assert torch.equal(fk.moe_experts(*dec), d1), k
+            assert torch.equal(fk.linear(xb, w), b1), k
         _check(y1, args)
         _check(d1, dec)
     finally:

@@ -78,6 +78,8 @@ void pin_to(int cpu) {
 #endif
 }
 
+thread_local int t_job_threads = 1;  // ThreadPool::job_threads
+
 class Pool final : public ThreadPool {
  public:
   explicit Pool(int n) : cpus_(physical_core_cpus()), parts_(new Part[n]), nparts_(n) {
@@ -157,6 +159,7 @@ class Pool final : public ThreadPool {
   // and every block started cold (2 Zen 5 cores, a [32768, 2048] linear in 64 KiB blocks from DRAM, bf16 x:
   // Q4_K 29 -> 40 GB/s, Q6_K 30 -> 44, INT4 25 -> 37, BF16 36 -> 49).
   void work(int self) {
+    t_job_threads = nparts_;
     for (int k = 0; k < nparts_; ++k) {
       Part& part = parts_[(self + k) % nparts_];
       for (int64_t i; (i = part.next.fetch_add(1)) < part.end;) {
@@ -168,6 +171,7 @@ class Pool final : public ThreadPool {
         }
       }
     }
+    t_job_threads = 1;
   }
 
   void loop(int idx) {
@@ -232,6 +236,7 @@ void ThreadPool::set_num_threads(int n) {
 }
 
 int ThreadPool::num_threads() { return get().size(); }
+int ThreadPool::job_threads() { return t_job_threads; }
 
 void ThreadPool::set_spin_us(int64_t us) {
   if (g_env_spin < 0) g_spin_us.store(us < 0 ? 0 : us);

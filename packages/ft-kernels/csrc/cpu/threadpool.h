@@ -20,6 +20,10 @@ class ThreadPool {
   // and nothing else needs the cores (a decode step with torch on one thread): the engine turns it on
   // around such steps. FT_SPIN_US, when set, fixes it for the process.
   static void set_spin_us(int64_t us);
+  // How many threads share the pool job whose task the calling thread runs: the pool's size inside the tasks of
+  // a job it split, 1 outside a job or where run kept the job on the caller. For kernels whose best way to stream
+  // depends on whether other cores read beside them (x86_avx512bf16.h: one token's prefetch).
+  static int job_threads();
 
   // Run fn(i) for i in [0, n) on the pool (the calling thread takes part); returns when all are done. Each
   // participant first runs a contiguous range of i in increasing order (neighbouring tasks, neighbouring

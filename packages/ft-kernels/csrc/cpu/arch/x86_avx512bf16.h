@@ -13,10 +13,14 @@
 // ahead (x16_prefetch: non-temporally into L1 on Zen 5, else into L2); more tokens take 4-row tiles of 4 tokens,
 // which load each x vector once for 4 rows (the rows come from cache after the first 4 tokens). One
 // Zen 5 core, [32768, 2048] from DRAM (x on a cache line, rows_common.h: FloatBuf), 4 tokens: 4-row tiles 19-20
-// GB/s, one row prefetched into L2 23, non-temporally 32.5-33. One token has no prefetch: on that one long matrix it
-// helped (35-37 -> 39.5-40.6 GB/s), but the engine lost by it (mid BF16 model, one thread: one sequence 42.3-44.8
-// -> 41.3-42.5 tok/s, four 67.5-67.9 -> 61.6-64.5; bench_cpu_experts T = 1: 0.89-0.99 / 0.92-0.96 -> 0.86-0.96 /
-// 0.82-0.88). (Zen 4, one core: one row at T = 1 made 19.5-20.1 GB/s against 16.0-16.6 for 4-row tiles.)
+// GB/s, one row prefetched into L2 23, non-temporally 32.5-33. One token is prefetched only where other cores stream
+// beside this one (ThreadPool::job_threads() > 1). On one thread the engine lost by it, though it helped on one long
+// matrix (35-37 -> 39.5-40.6 GB/s): mid BF16 model, one sequence 42.3-44.8 -> 41.3-42.5 tok/s, four 67.5-67.9 ->
+// 61.6-64.5; bench_cpu_experts T = 1: 0.89-0.99 / 0.92-0.96 -> 0.86-0.96 / 0.82-0.88; measured again, paired in
+// one process: mid 46.7 -> 43.9, the 48-layer deep BF16 7.7 -> 7.2. On two Zen 5 cores (reading ~47-52 GB/s) it
+// gained: top-8 of 16 Qwen3-30B-A3B-shaped BF16 experts at one token 40.7-41.2 -> 44.3-45.4 GB/s; engine, medians
+// of 4 rounds paired in one process, deep BF16 8.8 -> 9.6 tok/s, mid BF16 48.4 -> 53.9. (Zen 4, one core: one row
+// at T = 1 made 19.5-20.1 GB/s against 16.0-16.6 for 4-row tiles.)
 #pragma once
 #include <immintrin.h>
 
@@ -26,6 +30,7 @@
 #include "cpu/arch/rows_common.h"       // FT_UNROLL, FloatBuf, kTokBlock
 #include "cpu/arch/x86_x16_prefetch.h"  // x16_prefetch
 #include "cpu/bf16act.h"
+#include "cpu/threadpool.h"  // ThreadPool::job_threads
 
 namespace ft {
 namespace {
@@ -122,14 +127,19 @@ inline void bf16_block4(const WeightMat& m, int64_t r0, int64_t r1, const uint16
 }
 
 // Rows [r0, r1) against NT tokens. `stream` (the call streams in one pass, bf16_stream_tokens; always at one token and
-// past kTokBlock tokens): one row at a time, a single sequential stream, prefetched from 2 tokens; else 4-row tiles.
+// past kTokBlock tokens): one row at a time, a single sequential stream, prefetched from 2 tokens, and at one token
+// where `ahead1` (other cores stream beside this one); else 4-row tiles.
 template <int NT>
 inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* xp, int64_t ldp, float* Y,
-                       int64_t ldy, bool stream) {
-  if (NT == 1 || NT > kTokBlock || stream) {
-    constexpr int PF = NT == 1 ? 0 : kBf16Ahead;
+                       int64_t ldy, bool stream, bool ahead1) {
+  if (NT == 1 && !ahead1) {
     for (int64_t r = r0; r < r1; ++r)
-      bf16_tile<1, NT, PF>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+      bf16_tile<1, 1, 0>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
+    return;
+  }
+  if (NT == 1 || NT > kTokBlock || stream) {
+    for (int64_t r = r0; r < r1; ++r)
+      bf16_tile<1, NT, kBf16Ahead>(m.q + r * m.q_stride, m.q_stride, m.cols, xp, ldp, Y + (r - r0), ldy);
     return;
   }
   if constexpr (NT <= kTokBlock) bf16_block4<NT>(m, r0, r1, xp, ldp, Y, ldy);
@@ -144,6 +154,7 @@ inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t
   // up to one_pass tokens: one pass, one row at a time (each weight read once); more: tiles of kTokBlock tokens and
   // 4 rows, the rows from cache after the first tile
   const bool stream = ntok <= one_pass;
+  const bool ahead1 = ntok == 1 && ThreadPool::job_threads() > 1;  // one token: prefetched beside other cores
   const int64_t tile = stream ? ntok : kTokBlock;
   for (int64_t t0 = 0; t0 < ntok; t0 += tile) {
     const int nt = static_cast<int>(std::min<int64_t>(tile, ntok - t0));
@@ -153,14 +164,14 @@ inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t
     }
     float* Yt = Y + t0 * ldy;
     switch (nt) {
-      case 8: bf16_block<8>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
-      case 7: bf16_block<7>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
-      case 6: bf16_block<6>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
-      case 5: bf16_block<5>(m, r0, r1, xp, ldp, Yt, ldy, true); break;
-      case 4: bf16_block<4>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
-      case 3: bf16_block<3>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
-      case 2: bf16_block<2>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
-      default: bf16_block<1>(m, r0, r1, xp, ldp, Yt, ldy, stream); break;
+      case 8: bf16_block<8>(m, r0, r1, xp, ldp, Yt, ldy, true, false); break;
+      case 7: bf16_block<7>(m, r0, r1, xp, ldp, Yt, ldy, true, false); break;
+      case 6: bf16_block<6>(m, r0, r1, xp, ldp, Yt, ldy, true, false); break;
+      case 5: bf16_block<5>(m, r0, r1, xp, ldp, Yt, ldy, true, false); break;
+      case 4: bf16_block<4>(m, r0, r1, xp, ldp, Yt, ldy, stream, false); break;
+      case 3: bf16_block<3>(m, r0, r1, xp, ldp, Yt, ldy, stream, false); break;
+      case 2: bf16_block<2>(m, r0, r1, xp, ldp, Yt, ldy, stream, false); break;
+      default: bf16_block<1>(m, r0, r1, xp, ldp, Yt, ldy, stream, ahead1); break;
     }
   }
 }
