@@ -161,9 +161,11 @@ constexpr int kTokBlock = 4;
 // [65536, 2048] 5 / 6 / 7 / 8 tokens (x 21 / 25 / 29 / 33 KiB) 37 / 26.5 / 19.4 / 14-16 against 20.5 / 18 / 17 / 17.8;
 // [16384, 7168] 5 / 6 tokens (70 / 84 KiB) 13.3 / 11.5 against 18.1 / 17.2, and 3 / 4 tokens, streamed before this
 // rule, 19.1 / 15.3 against 22.4 / 20.8 in tiles.
+// The BF16 kernel's x rows: bf16 elements a row, zero-padded to whole chunks of 64 and 32 more (rows a few lines longer
+// than a multiple of 4 KiB, so token rows do not alias one L1 set).
+inline int64_t bf16_x_ld(int64_t cols) { return (cols + 63) / 64 * 64 + 32; }
 inline int64_t bf16_stream_tokens(int64_t cols) {
-  const int64_t row_bytes = 2 * ((cols + 63) / 64 * 64 + 32);
-  return std::max<int64_t>(1, std::min<int64_t>(8, (30 << 10) / row_bytes));
+  return std::max<int64_t>(1, std::min<int64_t>(8, (30 << 10) / (2 * bf16_x_ld(cols))));
 }
 
 // K-quant super-blocks: columns per block and bytes per block (0 for the other formats).

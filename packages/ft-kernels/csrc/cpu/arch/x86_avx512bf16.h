@@ -36,7 +36,6 @@ namespace ft {
 namespace {
 
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
-inline int64_t padded_ld(int64_t cols) { return (cols + 63) / 64 * 64 + 32; }  // bf16 elements per x row
 
 inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
@@ -147,7 +146,7 @@ inline void bf16_block(const WeightMat& m, int64_t r0, int64_t r1, const uint16_
 
 inline void bf16_rows(const WeightMat& m, int64_t r0, int64_t r1, const uint16_t* X, int64_t ntok, int64_t ldx,
                       float* Y, int64_t ldy) {
-  const int64_t cols = m.cols, ldp = padded_ld(cols);
+  const int64_t cols = m.cols, ldp = bf16_x_ld(cols);  // formats.h
   thread_local FloatBuf buf;
   const int64_t one_pass = bf16_stream_tokens(cols);
   uint16_t* xp = u16_buf(buf, std::max<int64_t>(one_pass, kTokBlock) * ldp);
