@@ -24,6 +24,7 @@
 void bind_decode_layer(nb::module_& m);
 void bind_decode_stack(nb::module_& m);
 void bind_layer_ops(nb::module_& m);
+void bind_host_branch(nb::module_& m);
 
 namespace {
 
@@ -208,6 +209,7 @@ NB_MODULE(_C, m) {
   bind_decode_layer(m);
   bind_decode_stack(m);
   bind_layer_ops(m);
+  bind_host_branch(m);
   m.def("moe_experts", &moe_experts, nb::arg("x"), nb::arg("tok"), nb::arg("eid"), nb::arg("gate"),
         nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(), nb::arg("w13_zero").none(),
         nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(), nb::arg("w2_fmt"), nb::arg("w2_q"),

@@ -41,10 +41,12 @@ from ft_kernels.cpu import (
 from ft_kernels.decode_layer import DecodeLayer
 from ft_kernels.decode_stack import DecodeStack
 from ft_kernels.formats import FORMATS, ExpertWeights, quantize
+from ft_kernels.host_branch import HostBranch
 
 __all__ = [
     "DecodeLayer",
     "DecodeStack",
+    "HostBranch",
     "active_isa",
     "available_isas",
     "decode_attention",

@@ -9,7 +9,7 @@ import triton  # a locked dependency on Linux (with torch), ptxas bundled: CI al
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from ft_kernels.gpu import cache_control, grouped_experts, slot_copy
+from ft_kernels.gpu import cache_control, grouped_experts, host_flag, slot_copy
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -66,3 +66,13 @@ def test_slot_copy_compiles_for_sm90(word):
     sig = dict(src=word, dst=word, ids="*i64", slots="*i64", count="*i32", W="i32")
     k = _compile(slot_copy._copy_rows, sig, dict(BLOCK=slot_copy.BLOCK, CHUNK=slot_copy.CHUNK))
     assert ".target sm_90" in k.asm["ptx"]
+
+
+def test_host_flag_kernels_compile_for_sm90():
+    """The polled-flag join: the wait spins on a volatile load (one ld.volatile a turn, not hoisted out
+    of the loop)."""
+    sig = dict(seq="*i32", flag="*i32")
+    assert ".target sm_90" in _compile(host_flag._raise, sig, {}).asm["ptx"]
+    k = _compile(host_flag._wait, dict(seq="*i32", done="*i32"), {})
+    ptx = k.asm["ptx"]
+    assert ".target sm_90" in ptx and "ld.volatile" in ptx, ptx
