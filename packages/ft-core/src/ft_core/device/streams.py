@@ -221,6 +221,8 @@ class ThreadStream(Stream):
             except BaseException as e:  # noqa: BLE001 -- handed to whoever synchronizes
                 self._error = e
                 ev._set(error=e)
+            # an idle worker holds no task: its closure (and all it reaches) may go
+            del item, fn, ev
 
     def run(self, fn: Callable[[], Any]) -> Event:
         ev = _ThreadEvent()
