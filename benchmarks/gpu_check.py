@@ -19,8 +19,9 @@ architecture checkpoints other than the demo are skipped, and said so). Download
    ``--quick``: a small one): decode tok/s for cpu / fill / hybrid / auto at 3 cache sizes, hit
    rate, bytes copied a token, the host's share of the MoE step time; fill again with the queued
    layer step launched kernel by kernel ("fill/eager": graphs off) and with the step that reads the
-   routes back before the GEMM ("fill/readback"); and the slot-copy kernel's fill rate against one
-   cudaMemcpyAsync a row.
+   routes back before the GEMM ("fill/readback"); fill and hybrid with the CPU routes joined in the
+   stream ("/callback": a host function; "/flag": a polled flag; the plain rows are the host join);
+   and the slot-copy kernel's fill rate against one cudaMemcpyAsync a row.
 
 Everything goes into one JSON (``--out``) and a short table on stdout. ``--device cpu`` runs the
 same steps on the CPU stand-in (device/streams.py: the slots in host memory, streams as threads):
@@ -50,6 +51,9 @@ POLICIES = [  # (name, Engine options)
     ("cpu", dict(moe_backend="cpu")),
     ("hybrid", dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5)),
     ("static", dict(moe_backend="static")),
+    # the CPU routes of replayed decode-sized steps joined in the stream (experts/joined.py)
+    ("fill/callback", dict(moe_backend="fill", cpu_join="callback")),
+    ("hybrid/flag", dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, cpu_join="flag")),
 ]
 SIZES = [
     ("1slot", dict(moe_cache_slots=1)),
@@ -126,15 +130,16 @@ def parity(models, device: str, quick: bool) -> list[dict]:
     rows = []
     for name, path in models:
         base = Engine.from_pretrained(path, moe_backend="cpu")
-        # 40 tokens (prefill-sized layer steps) and 12 (decode-sized: the queued layer step)
-        want = [base.score(IDS), base.score(IDS[:12])]
+        # 40 tokens (prefill-sized layer steps) and 12 twice (decode-sized: the queued layer step,
+        # replayed from graphs from its shape's second sighting on)
+        want = [base.score(IDS), base.score(IDS[:12]), base.score(IDS[12:24])]
         for pname, pkw in POLICIES[:1] if quick else POLICIES:
             for sname, skw in SIZES[:1] if pname == "cpu" else SIZES:  # cpu: no cache to size
                 row = {"model": name, "policy": pname, "cache": sname}
                 try:
                     kw = {**pkw, **({} if pname == "cpu" else skw)}
                     eng = Engine.from_pretrained(path, device=device, **kw)
-                    got = [eng.score(IDS), eng.score(IDS[:12])]
+                    got = [eng.score(IDS), eng.score(IDS[:12]), eng.score(IDS[12:24])]
                     row["max_abs_err"] = max(float((g - w).abs().max()) for g, w in zip(got, want))
                     for g, w in zip(got, want):
                         assert_logits_close(g, w, eng.model_config)
@@ -143,11 +148,13 @@ def parity(models, device: str, quick: bool) -> list[dict]:
                         eng.model.backend.cache.check()
                         t = eng.expert_stats()["total"]
                         row.update(device_routes=t["device_routes"], cpu_routes=t["cpu_routes"])
+                        branches = eng.model.backend.graphs.branches.values()
+                        row["joined_steps"] = sum(b.branch.runs() for b in branches if b)
                 except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
                     row.update(ok=False, error=_error(e))
                 rows.append(row)
                 print(
-                    f"  parity {name:16s} {pname:7s} {sname:6s} "
+                    f"  parity {name:16s} {pname:13s} {sname:6s} "
                     f"{'ok' if row['ok'] else 'FAIL ' + row['error']}",
                     flush=True,
                 )
@@ -202,12 +209,22 @@ def timing(tmp: Path, device: str, quick: bool, probe: dict) -> list[dict]:
             p,
             dict(
                 moe_backend=p.split("/")[0],
-                moe_bandwidth_ratio=ratio if p == "hybrid" else None,
+                moe_bandwidth_ratio=ratio if p.startswith("hybrid") else None,
                 moe_cache_fraction=f,
             ),
         )
         for f in (0.125, 0.25, 0.5)
-        for p in ("fill", "hybrid", "auto", "fill/eager", "fill/readback")
+        for p in (
+            "fill",
+            "hybrid",
+            "auto",
+            "fill/eager",
+            "fill/readback",
+            "fill/callback",
+            "fill/flag",
+            "hybrid/callback",
+            "hybrid/flag",
+        )
     ]
     rows = []
     for name, kw in runs:
@@ -215,7 +232,7 @@ def timing(tmp: Path, device: str, quick: bool, probe: dict) -> list[dict]:
             rows.append(_time_one(path, device, name, kw, prompts, n))
         except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
             rows.append({"policy": name, "error": _error(e)})
-            print(f"  timing {name:7s} FAIL {rows[-1]['error']}", flush=True)
+            print(f"  timing {name:15s} FAIL {rows[-1]['error']}", flush=True)
     return rows
 
 
@@ -276,6 +293,8 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
 
     if name.endswith("/eager"):  # the queued layer step launched kernel by kernel, no graphs
         kw = {**kw, "cuda_graphs": False}
+    if name.endswith(("/callback", "/flag")):  # its CPU routes joined in the stream
+        kw = {**kw, "cpu_join": name.rsplit("/", 1)[1]}
     eng = Engine.from_pretrained(path, device=device, dtype="bfloat16", **kw)
     if name.endswith("/readback"):  # the layer step that reads the routes back before the GEMM
         eng.model.backend.queued = False
@@ -308,12 +327,15 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
         graphs = getattr(eng.model.backend, "graphs", None)
         row.update(
             graph_replays=graphs.replays if graphs is not None else 0,
+            joined_steps=sum(b.branch.runs() for b in graphs.branches.values() if b)
+            if graphs is not None
+            else 0,
             hit_rate=t["hits"] / looked if looked else None,
             bytes_copied_per_token=t["bytes_copied"] / tokens,
             cpu_share=t["cpu_us"] / busy if busy else None,
         )
     print(
-        f"  timing {name:7s} cache {row['cache_fraction']!s:6s} decode {row['decode_tok_s']:8.1f} "
+        f"  timing {name:15s} cache {row['cache_fraction']!s:6s} decode {row['decode_tok_s']:8.1f} "
         f"tok/s  prefill {row['prefill_tok_s']:8.1f} tok/s  hit {row.get('hit_rate') or 0:.2f}  "
         f"replays {row.get('graph_replays', 0):4d}  "
         f"copied/token {(row.get('bytes_copied_per_token') or 0) / 1e6:.1f} MB",

@@ -106,3 +106,36 @@ def test_cuda_graphs_replay_and_follow_a_resize(tiny_ckpt):
         assert (before > 0 and b.graphs.replays > before) == graphs
         for g, w in zip(got, want + want):
             assert_logits_close(g, w, eng.model_config)
+
+
+@pytest.mark.parametrize("join", ["callback", "flag"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(moe_backend="fill", moe_cache_slots=5),
+        dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_fraction=0.25),
+    ],
+    ids=["fill-5slots", "hybrid-quarter"],
+)
+def test_cuda_cpu_routes_joined_in_the_stream(tiny_ckpt, join, kw):
+    """cpu_join callback / flag on the GPU (experts/joined.py): replayed decode-sized steps run their
+    CPU routes in C++ from page-locked buffers in the stream's order (a host node, or the flag kernels
+    and the branch's polling thread); logits within the fp32 bound of the CPU engine's, greedy decode
+    runs, every replayed step went through the branch, and its counters add up."""
+    path = tiny_ckpt("qwen3_moe")
+    base = Engine.from_pretrained(path, moe_backend="cpu")
+    chunks = [IDS[:6], IDS[6:12], IDS[12:18]]
+    want = [base.score(c) for c in chunks]
+    eng = Engine.from_pretrained(path, device="cuda", cpu_join=join, **kw)
+    b = eng.model.backend
+    for c, w in zip(chunks, want):
+        assert_logits_close(eng.score(c), w, eng.model_config)
+    eng.generate(IDS[:9], GREEDY)
+    torch.cuda.synchronize()
+    branches = [br for br in b.graphs.branches.values() if br is not None]
+    assert branches and b.graphs.replays > 0
+    assert sum(br.branch.runs() for br in branches) == b.graphs.replays
+    for br in branches:
+        br.branch.check()
+    t = eng.expert_stats()["total"]
+    assert t["routes"] == t["device_routes"] + t["cpu_routes"] and t["cpu_routes"] > 0

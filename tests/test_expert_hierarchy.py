@@ -237,6 +237,54 @@ print("ok")
     _interpreted(code)
 
 
+def test_cpu_routes_joined_in_the_stream_under_interpreter(tiny_ckpt):
+    """cpu_join callback / flag (experts/joined.py): a replayed step's CPU routes run in C++ from the
+    branch's buffers, queued in the stream order (the stand-in's host function: run on the caller's
+    thread; the flag: the branch's polling thread, answered through its done word) while the compute
+    stream runs the slot GEMM -- with random delays on the stand-in's copy stream too. Logits, tokens and
+    every counter equal the host join's, bit for bit; the branches ran every replayed step; a host backend
+    the branch cannot stand for (torch's experts) keeps the host join."""
+
+    path = tiny_ckpt("qwen3_moe")
+    code = f"""
+import torch
+from ft_core import Engine, SamplingParams
+from ft_core.device import CpuDevice
+ids = {IDS!r}
+greedy = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+keys = ("routes", "device_routes", "cpu_routes", "hits", "misses", "fills", "evictions", "bytes_copied")
+cases = [dict(moe_backend="fill", moe_cache_slots=5),
+         dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, moe_cache_policy="lru")]
+variants = [("host", None, "auto"), ("callback", None, "auto"), ("flag", 0.002, "auto"),
+            ("callback", None, "torch")]
+for kw in cases:
+    out = []
+    for join, delay, impl in variants:
+        eng = Engine.from_pretrained({str(path)!r}, cache_control_impl="triton", device_expert_impl="triton",
+                                     cpu_join=join, expert_impl=impl, **kw)
+        b = eng.model.backend
+        if delay:
+            b.dev = CpuDevice(delay=delay, seed=1)
+        out.append((eng.score(ids[:12]), eng.generate(ids[:12], greedy)[0].token_ids, eng.expert_stats()["total"]))
+        branches = [br for br in b.graphs.branches.values() if br is not None]
+        runs = sum(br.branch.runs() for br in branches)
+        if join == "host" or impl == "torch":
+            assert not branches, (kw, join, impl)
+        else:  # every replayed step went through a branch, none read back by the host
+            assert b.graphs.replays >= 4 and runs == b.graphs.replays, (kw, join, b.graphs.replays, runs)
+        for br in branches:
+            br.branch.check()
+            br.close()
+    for (join, _, impl), o in zip(variants[1:-1], out[1:-1]):  # (torch's experts round otherwise)
+        assert torch.equal(out[0][0], o[0]), (kw, join, impl)
+        assert out[0][1] == o[1], (kw, join, impl)
+        assert {{k: out[0][2].get(k) for k in keys}} == {{k: o[2].get(k) for k in keys}}, (kw, join, out[0][2], o[2])
+    assert out[0][2]["cpu_routes"] > 0, kw
+print("ok")
+"""
+    _interpreted(code)
+
+
 def test_graphs_follow_an_elastic_resize_under_interpreter(tiny_ckpt):
     """Resizing the expert cache reallocates its tables and slots, which the captured graphs read: the
     graphs are dropped and captured again, and every step before and after equals the same engine's

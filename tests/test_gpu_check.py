@@ -38,7 +38,12 @@ def test_gpu_check_runs_on_the_cpu_stand_in(tmp_path):
         "auto",
         "fill/eager",
         "fill/readback",
+        "fill/callback",
+        "fill/flag",
+        "hybrid/callback",
+        "hybrid/flag",
     }
+    assert not [t for t in r["timing"] if "error" in t]
     assert r["probe"]["B_H"] > 0 and r["probe"]["branch_us"] > 0 and r["probe"]["B_P"] is None
     fill = [t for t in r["timing"] if t["resolved"] == "fill"]
     assert fill and all(t["bytes_copied_per_token"] > 0 for t in fill)

@@ -22,6 +22,7 @@ CheckpointPolicy = Literal["anchors", "every_n", "llama", "none"]
 LinearAttnImpl = Literal["auto", "torch", "fla"]
 MoeBackend = Literal["auto", "cpu", "fill", "hybrid", "static"]
 CacheControlImpl = Literal["auto", "torch", "triton"]
+CpuJoin = Literal["host", "callback", "flag"]
 MoeCachePolicy = Literal[
     "lru", "reuse", "nextuse"
 ]  # = ft_core.experts.cache.POLICIES (a test checks)
@@ -173,6 +174,14 @@ class EngineConfig:
         help="decode-sized MoE layer steps on a GPU: launch their device work (cache control, fills, "
         "slot GEMM) kernel by kernel instead of replaying it from captured CUDA graphs "
         "(experts/captured.py; the same result, bit for bit)",
+    )
+    cpu_join: CpuJoin = option(
+        "host",
+        help="decode-sized MoE layer steps on a GPU with routes left to the CPU: how that share joins "
+        "the device's work. host: the host waits for the cache step's outcome and runs the CPU routes "
+        "itself; callback: a host function queued in the stream (cudaLaunchHostFunc) runs them in C++, "
+        "the host never waits; flag: the device raises a flag in page-locked memory that a C++ thread "
+        "polls, and waits on the device for its answer (experts/joined.py; the same result, bit for bit)",
     )
     decode_plans: bool = option(
         True,

@@ -11,6 +11,8 @@ Not run in CI (no GPU there):
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from typing import Any, Callable
 
 import torch
@@ -70,6 +72,16 @@ class _CudaGraph(Graph):
         return self.outputs
 
 
+@functools.cache
+def _launch_host_func():
+    """The driver's ``cuLaunchHostFunc(CUstream, CUhostFn, void*) -> CUresult`` (libcuda.so.1, the one
+    driver every CUDA runtime in the process shares, so torch's stream handles are its streams)."""
+    f = ctypes.CDLL("libcuda.so.1").cuLaunchHostFunc
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    f.restype = ctypes.c_int
+    return f
+
+
 class CudaDevice(Device):
     def __init__(self, name: str = "cuda"):
         if not torch.cuda.is_available():
@@ -103,6 +115,14 @@ class CudaDevice(Device):
         ev = torch.cuda.Event()
         ev.record(torch.cuda.current_stream(self._dev))
         return _CudaEvent(ev, None)
+
+    def host_func(self, branch) -> None:
+        """cuLaunchHostFunc on the current stream: the branch's C++ runs on the driver's callback thread
+        once the stream's work so far is done (no Python, no CUDA call in it); a host node when captured."""
+        stream = torch.cuda.current_stream(self._dev).cuda_stream
+        err = _launch_host_func()(stream, branch.call_address(), branch.address())
+        if err != 0:
+            raise RuntimeError(f"cuLaunchHostFunc failed (CUresult {err})")
 
     def capture(self, fn: Callable[[], Any]) -> Graph:
         """torch.cuda.graph on a side stream (the device synchronised first); fn's tensors come from

@@ -24,6 +24,10 @@ Semantics shared by both (the contract the orchestration relies on, and all it m
   ``device.join(ev)``          the caller's later work starts after ``ev`` (CUDA: on the device, the
                                host goes on; the stand-in: the host waits).
   ``device.mark() -> Event``   done once the caller's work queued so far is.
+  ``device.host_func(branch)`` a C++ host function queued on the caller's stream: it runs after the
+                               caller's work so far, later work waits for it, the host goes on (CUDA:
+                               cudaLaunchHostFunc, a host node when captured; the stand-in: run now,
+                               the caller's thread being its stream).
   ``device.capture(fn)``       fn's stream work recorded for ``replay`` on the caller's current
                                stream (CUDA: a CUDA graph, fn run once while capturing; its outputs
                                are the graph's, refreshed by each replay). The stand-in runs fn at
@@ -104,6 +108,11 @@ class Device(ABC):
     def mark(self) -> Event:
         """An Event done once the work the caller queued so far is done (the stand-in: at once)."""
         return done()
+
+    def host_func(self, branch) -> None:
+        """Queue ``branch`` (an ``ft_kernels.HostBranch``) on the caller's current stream (module
+        docstring). The stand-in runs it at once: the caller's queued work is done already."""
+        branch.run()
 
     def capture(self, fn: Callable[[], Any]) -> Graph:
         """``fn``'s stream work, recorded for replay (module docstring). fn may only queue work on

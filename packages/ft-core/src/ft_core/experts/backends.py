@@ -130,6 +130,22 @@ class CpuKernelBackend(ExpertBackend):
                 return y
         return self._kernel(bank, x, tok, eid, gate, w13, w2)
 
+    def branch_args(self, bank: ExpertBank, tokens: int, dtype: torch.dtype) -> dict | None:
+        """The ``ft_kernels.HostBranch`` arguments (weights, activation) that compute a step of ``tokens``
+        tokens of x in ``dtype`` as ``run`` does, every route on the kernel; None where ``run`` could take
+        another path (torch's GEMM for an expert with many routes, a mixed bank, x neither fp32 nor bf16)."""
+        if bank.layer_fmts or dtype not in (torch.float32, torch.bfloat16):
+            return None
+        w13, w2 = bank.kernel_weights(0)
+        if dtype == torch.bfloat16 and w13.fmt == "bf16" and not self.int8:
+            mr = self.max_routes
+            mr = kernel_max_routes(bank.hidden, bank.inter) if mr == "machine" else mr
+            if mr is not None and tokens > mr:  # a route a token an expert at most
+                return None
+        return dict(
+            w13=w13, w2=w2, act=bank.act, alpha=self.alpha, limit=self.limit, act_int8=self.int8
+        )
+
     def _kernel(self, bank, x, tok, eid, gate, w13, w2):
         import ft_kernels
 

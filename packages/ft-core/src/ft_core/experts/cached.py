@@ -18,6 +18,9 @@ slot GEMM are queued back to back with nothing read in between (the copy list's 
 the device); the host then reads the control step's outcome alone (route slots and counters, copied
 back as soon as control is done), runs the CPU routes while the device works, and hands back y with
 the caller's stream told to wait for the GEMM: the host never waits for the expert math of a device.
+With ``join`` callback or flag (``EngineConfig.cpu_join``, experts/joined.py) a replayed step's CPU
+routes run in C++ in the device's stream order instead (``_run_joined``), so the host does not wait for
+the control step either; their counters are kept by the C++ branch (``stats`` adds them).
 
 Prefill (a call with >= PREFILL_TOKENS tokens, fill/hybrid policies) double-buffers when the cache
 holds two full layers: every miss of layer l is filled, and while layer l computes, the copy stream
@@ -38,6 +41,7 @@ from ft_core.experts.backends import ExpertBackend
 from ft_core.experts.bank import ExpertBank
 from ft_core.experts.cache import TRITON_MAX_ROUTES, ExpertCache
 from ft_core.experts.captured import StepGraphs
+from ft_core.experts.joined import branch_for
 from ft_core.experts.timing import hybrid_q
 
 POLICIES = ("fill", "hybrid", "static")
@@ -70,6 +74,7 @@ class CachedBackend(ExpertBackend):
         overlap: bool = True,
         device: Device | None = None,
         graphs: bool = True,
+        join: str = "host",
     ):
         if policy not in POLICIES:
             raise ValueError(f"moe backend {policy!r} is not one of cpu, {', '.join(POLICIES)}")
@@ -86,7 +91,7 @@ class CachedBackend(ExpertBackend):
         )
         self.calls = 0
         self.route_counts = torch.zeros(cache.bank.num_ids, dtype=torch.int64)
-        self.stats: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self._stats: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.overlap = overlap
         self.num_layers = cache.bank.num_ids // cache.bank.num_experts
         self.dev = device or CpuDevice()  # the slots' streams (a CpuDevice's are threads)
@@ -94,7 +99,16 @@ class CachedBackend(ExpertBackend):
         self._waited = None  # the last of them the compute stream was told to wait for
         self.queued = True  # take _run_queued where it applies (benchmarks turn it off to compare)
         # its device work replayed from graphs (``graphs.enabled = False``: launched kernel by kernel)
-        self.graphs = StepGraphs(cache, device_backend, self.mode)
+        # the CPU routes of a replayed step joined in the device's stream (experts/joined.py) or by the host
+        self.join = join
+        layers, dev_name = self.num_layers, cache.device
+
+        def make_branch(x, tok, eid, gate):
+            return branch_for(join, dev_name, host_backend, cache.bank, layers, x, eid, gate)
+
+        self.graphs = StepGraphs(
+            cache, device_backend, self.mode, None if join == "host" else make_branch
+        )
         self.graphs.enabled = graphs
 
     def supports(self, bank: ExpertBank) -> bool:
@@ -179,6 +193,8 @@ class CachedBackend(ExpertBackend):
         slots and sum order as ``run``'s other path: y = device partial sum + host partial sum."""
         c, dev = self.cache, self.dev
         g = self.graphs.get(dev, x, tok, eid, gate)
+        if g is not None and g.join is not None:
+            return self._run_joined(g, x, tok, eid, gate)
         if g is not None:
             g.load(x, tok, eid, gate)
             c.tick()
@@ -230,11 +246,55 @@ class CachedBackend(ExpertBackend):
         self._count(layer, on_dev, tuple(n.tolist()), t1 - t0, time.perf_counter() - t1)
         return y
 
+    def _run_joined(self, g, x, tok, eid, gate):
+        """``_run_queued``'s replayed step with its CPU routes joined in the device's stream
+        (experts/joined.py): nothing read back, the host never waits; the same sum in the same order."""
+        g.branch.branch.check()  # an error of an earlier step's branch (a host function cannot raise)
+        c, dev = self.cache, self.dev
+        g.load(x, tok, eid, gate)
+        c.tick()
+        g.control.replay()  # control, then its outcome and the inputs into the branch's buffers
+        if self._copied is not None and self._copied is not self._waited:  # prefetches queued
+            dev.compute.wait(self._copied)
+            self._waited = self._copied
+        dev.compute.follow_current()
+        pending = dev.compute.run(g.run_experts)
+        y_cpu = g.join.replay()  # the branch beside the experts graph, then its y to the device
+        dev.join(pending)
+        return g.y + y_cpu  # device first, then host, as the host join adds them
+
+    @property
+    def stats(self) -> dict[int, dict[str, int]]:
+        """Counters per MoE layer: the host's steps and the joined branches' (experts/joined.py), which
+        count in C++ as they run (so a step still queued on a device is not in them yet)."""
+        out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for layer, s in self._stats.items():
+            out[layer].update(s)
+        per = self.cache.bank.nbytes_per_id()
+        for b in self.graphs.branches.values():
+            if b is None:
+                continue
+            for layer, row in enumerate(b.branch.stats.tolist()):
+                steps, routes, cpu, hits, misses, fills, evicted, cpu_us = row
+                if not steps:
+                    continue
+                s = out[layer]
+                s["cpu_us"] += cpu_us
+                s["routes"] += routes
+                s["device_routes"] += routes - cpu
+                s["cpu_routes"] += cpu
+                s["hits"] += hits
+                s["misses"] += misses
+                s["fills"] += fills
+                s["evictions"] += evicted
+                s["bytes_copied"] += fills * per
+        return out
+
     def _count(self, layer: int, on_dev: torch.Tensor, counts: tuple, cpu_s: float, wait_s: float):
         """Add one step to layer ``layer``'s counters: routes served where (on_dev [R] bool), the control
         step's (copies, hits, misses, evictions), the host's time on CPU routes and waiting."""
         q, hits, misses, evicted = counts
-        s = self.stats[layer]
+        s = self._stats[layer]
         s["cpu_us"] += int(cpu_s * 1e6)
         s["wait_us"] += int(wait_s * 1e6)
         s["routes"] += int(on_dev.numel())
@@ -280,7 +340,7 @@ class CachedBackend(ExpertBackend):
             res = c.control(ids, lambda m: m, observe=False, mode=("fill", 1.0))
         finally:
             c.pinned[busy] = was
-        s = self.stats[layer]
+        s = self._stats[layer]
         s["prefetched"] += int(res.copy_ids.numel())
         s["evictions"] += res.evictions
         s["bytes_copied"] += c.bank.nbytes_per_id() * int(res.copy_ids.numel())

@@ -9,6 +9,10 @@ Two graphs per shape (routes R, tokens T, activation dtype), shared by every MoE
            the caller's stream.
   experts  the fills by the slot-copy kernel (the list's length read on the device) and the slot
            GEMM over every route (CPU routes skipped by it); replayed on the compute stream.
+With a joined CPU branch (experts/joined.py: ``cpu_join`` callback or flag) the outcome goes into the
+branch's page-locked buffers, and a third graph holds the join:
+  join     the branch (a host node, or the flag kernels) and the copy of its y back; replayed on the
+           caller's stream once the experts graph is queued, so the CPU routes run beside it.
 A replay reads static inputs: the step's x, tok, eid, gate are copied into them first; the clock is
 read from the cache's ``clock_t``. A shape's first step runs uncaptured (its kernels compile then),
 its second is captured, later ones replay. At most ``MAX_SHAPES`` shapes; ``clear`` drops them all
@@ -26,6 +30,7 @@ import torch
 from ft_core.device import Device
 from ft_core.experts.backends import ExpertBackend
 from ft_core.experts.cache import ExpertCache
+from ft_core.experts.joined import JoinedBranch
 
 MAX_SHAPES = 8
 
@@ -34,31 +39,51 @@ class StepGraph:
     """One shape's pair of graphs and their static tensors."""
 
     def __init__(
-        self, cache: ExpertCache, dev: Device, backend: ExpertBackend, mode, x, tok, eid, gate
+        self,
+        cache: ExpertCache,
+        dev: Device,
+        backend: ExpertBackend,
+        mode,
+        x,
+        tok,
+        eid,
+        gate,
+        branch: JoinedBranch | None = None,
     ):
         d = cache.device
         self.x, self.tok, self.eid, self.gate = (t.to(d).clone() for t in (x, tok, eid, gate))
-        pin = d != "cpu"
-        # route slots [R]; copies, hits, misses, evictions [4]; then x, tok, eid, gate
-        specs = [((eid.numel(),), torch.int64), ((4,), torch.int32)]
-        specs += [(t.shape, t.dtype) for t in (self.x, self.tok, self.eid, self.gate)]
-        self.host = [torch.empty(shape, dtype=dt, pin_memory=pin) for shape, dt in specs]
+        self.branch = branch
+        if branch is not None:
+            self.host = branch.outcome()
+        else:
+            pin = d != "cpu"
+            # route slots [R]; copies, hits, misses, evictions [4]; then x, tok, eid, gate
+            specs = [((eid.numel(),), torch.int64), ((4,), torch.int32)]
+            specs += [(t.shape, t.dtype) for t in (self.x, self.tok, self.eid, self.gate)]
+            self.host = [torch.empty(shape, dtype=dt, pin_memory=pin) for shape, dt in specs]
         slots = cache.slot_bank()
         self.y: torch.Tensor | None = None  # [T, H] float32: the device's partial sum
 
+        # the closures hold the tensors, not self: no reference cycle keeps a graph (and a branch's C++
+        # object, which nanobind reports at exit) alive past its StepGraph
+        xs, ts, es, gs, host = self.x, self.tok, self.eid, self.gate, self.host
+
         def control():
-            out = cache.launch(self.eid, mode, True)
-            for h, v in zip(self.host, (out[0], out[3], self.x, self.tok, self.eid, self.gate)):
+            out = cache.launch(es, mode, True)
+            for h, v in zip(host, (out[0], out[3], xs, ts, es, gs)):
                 h.copy_(v, non_blocking=True)
             return out
 
-        def experts():
-            rs, ci, cs, n = self.control.outputs
-            cache.copy_listed(ci, cs, n)
-            return backend.run(slots, self.x, self.tok, rs, self.gate)
+        self.control = ctl = dev.capture(control)
 
-        self.control = dev.capture(control)
+        def experts():
+            rs, ci, cs, n = ctl.outputs
+            cache.copy_listed(ci, cs, n)
+            return backend.run(slots, xs, ts, rs, gs)
+
         self.experts = dev.capture(experts)
+        # the CPU routes' y [T, H] float32 on the device, once replayed
+        self.join = None if branch is None else dev.capture(lambda: branch.join(dev))
 
     def load(self, x, tok, eid, gate) -> None:
         """Copy the step's inputs into the static ones (queued on the caller's stream)."""
@@ -73,12 +98,16 @@ class StepGraph:
 class StepGraphs:
     """The captured shapes of one CachedBackend; ``get`` gives a shape's StepGraph once captured."""
 
-    def __init__(self, cache: ExpertCache, backend: ExpertBackend, mode):
+    def __init__(self, cache: ExpertCache, backend: ExpertBackend, mode, branch_for=None):
+        """branch_for(x, tok, eid, gate) -> JoinedBranch | None: a shape's joined CPU branch (None: the
+        host joins it; experts/joined.py), made once a shape and kept across ``clear``."""
         self.cache, self.backend, self.mode = cache, backend, mode
+        self.branch_for = branch_for
         self.enabled = True
         self.replays = 0  # steps replayed from a graph
         self._graphs: dict[tuple, StepGraph] = {}
         self._seen: set[tuple] = set()
+        self.branches: dict[tuple, JoinedBranch | None] = {}
 
     def get(self, dev: Device, x: torch.Tensor, tok, eid: torch.Tensor, gate) -> StepGraph | None:
         """The StepGraph of this step's shape (captured on ``dev``, the cache's device, on its second
@@ -92,8 +121,12 @@ class StepGraphs:
         if key not in self._seen or len(self._graphs) >= MAX_SHAPES:
             self._seen.add(key)
             return None
+        if key not in self.branches:
+            self.branches[key] = self.branch_for and self.branch_for(x, tok, eid, gate)
         try:
-            g = StepGraph(self.cache, dev, self.backend, self.mode, x, tok, eid, gate)
+            g = StepGraph(
+                self.cache, dev, self.backend, self.mode, x, tok, eid, gate, self.branches[key]
+            )
         except Exception as e:  # noqa: BLE001 -- the uncaptured step is the same computation
             self.enabled = False
             logging.getLogger("ft_core.engine").warning(

@@ -145,4 +145,5 @@ def build_backend(
         overlap=engine.moe_prefill_overlap,
         device=dev,
         graphs=engine.cuda_graphs,
+        join=engine.cpu_join,
     )
