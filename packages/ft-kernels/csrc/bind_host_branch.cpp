@@ -16,12 +16,34 @@ using namespace ft_bind;
 
 namespace {
 
+// Host memory of either kind: a device's page-locked buffers come as DLPack's CUDA-host device, not CPU.
+using HostArr = nb::ndarray<nb::c_contig>;
+using OptHostArr = std::optional<HostArr>;
+
+Arr host(const HostArr& a, const char* name) {
+  expect(a.device_type() == nb::device::cpu::value || a.device_type() == nb::device::cuda_host::value,
+         std::string(name) + " must be in host memory (CPU or page-locked)");
+  return Arr(a);
+}
+OptArr host(const OptHostArr& a, const char* name) { return a ? OptArr(host(*a, name)) : std::nullopt; }
+
 class HostBranchPy {
  public:
+  HostBranchPy(int w13_fmt, HostArr w13_q, OptHostArr w13_scale, OptHostArr w13_zero, int w13_group, float w13_gscale,
+               OptHostArr w13_bias, int w2_fmt, HostArr w2_q, OptHostArr w2_scale, OptHostArr w2_zero, int w2_group,
+               float w2_gscale, OptHostArr w2_bias, int act, float alpha, float limit, bool act_int8,  //
+               HostArr route_slot, HostArr counts, HostArr x, HostArr tok, HostArr eid, HostArr gate, HostArr y,
+               int64_t experts, HostArr stats)
+      : HostBranchPy(w13_fmt, host(w13_q, "w13_q"), host(w13_scale, "w13_scale"), host(w13_zero, "w13_zero"), w13_group,
+                     w13_gscale, host(w13_bias, "w13_bias"), w2_fmt, host(w2_q, "w2_q"), host(w2_scale, "w2_scale"),
+                     host(w2_zero, "w2_zero"), w2_group, w2_gscale, host(w2_bias, "w2_bias"), act, alpha, limit, act_int8,
+                     host(route_slot, "route_slot"), host(counts, "counts"), host(x, "x"), host(tok, "tok"),
+                     host(eid, "eid"), host(gate, "gate"), host(y, "y"), experts, host(stats, "stats"), 0) {}
+
   HostBranchPy(int w13_fmt, Arr w13_q, OptArr w13_scale, OptArr w13_zero, int w13_group, float w13_gscale,
                OptArr w13_bias, int w2_fmt, Arr w2_q, OptArr w2_scale, OptArr w2_zero, int w2_group, float w2_gscale,
                OptArr w2_bias, int act, float alpha, float limit, bool act_int8,  //
-               Arr route_slot, Arr counts, Arr x, Arr tok, Arr eid, Arr gate, Arr y, int64_t experts, Arr stats) {
+               Arr route_slot, Arr counts, Arr x, Arr tok, Arr eid, Arr gate, Arr y, int64_t experts, Arr stats, int) {
     bool xb = is_dtype(x, nb::dlpack::dtype_code::Bfloat, 16);
     expect(x.ndim() == 2 && (x.dtype() == nb::dtype<float>() || xb), "x must be float32 or bfloat16 [T, H], got " + shape_of(x));
     int64_t T = x.shape(0), H = x.shape(1);
@@ -69,7 +91,8 @@ class HostBranchPy {
   static uintptr_t call_address() { return reinterpret_cast<uintptr_t>(&ft_host_branch_call); }
   int64_t runs() const { return b_->runs(); }
 
-  void start_polling(Arr flag, Arr done) {
+  void start_polling(HostArr flag_in, HostArr done_in) {
+    Arr flag = host(flag_in, "flag"), done = host(done_in, "done");
     for (const Arr* a : {&flag, &done})
       expect(a->ndim() == 1 && a->shape(0) >= 1 && a->dtype() == nb::dtype<int32_t>(), "flag and done must be int32 [>= 1]");
     polled_ = {flag, done};
@@ -91,8 +114,9 @@ void bind_host_branch(nb::module_& m) {
   nb::class_<HostBranchPy>(m, "HostBranch",
                            "The CPU share of a device's MoE layer step, run from page-locked buffers outside Python "
                            "(cpu/host_branch.h)")
-      .def(nb::init<int, Arr, OptArr, OptArr, int, float, OptArr, int, Arr, OptArr, OptArr, int, float, OptArr, int, float,
-                    float, bool, Arr, Arr, Arr, Arr, Arr, Arr, Arr, int64_t, Arr>(),
+      .def(nb::init<int, HostArr, OptHostArr, OptHostArr, int, float, OptHostArr, int, HostArr, OptHostArr, OptHostArr, int,
+                    float, OptHostArr, int, float, float, bool, HostArr, HostArr, HostArr, HostArr, HostArr, HostArr, HostArr,
+                    int64_t, HostArr>(),
            nb::arg("w13_fmt"), nb::arg("w13_q"), nb::arg("w13_scale").none(), nb::arg("w13_zero").none(),
            nb::arg("w13_group"), nb::arg("w13_gscale"), nb::arg("w13_bias").none(), nb::arg("w2_fmt"), nb::arg("w2_q"),
            nb::arg("w2_scale").none(), nb::arg("w2_zero").none(), nb::arg("w2_group"), nb::arg("w2_gscale"),

@@ -158,3 +158,21 @@ def test_bad_buffers_raise_naming_them(key, value, match):
     io[key] = value
     with pytest.raises(ValueError, match=match):
         fk.HostBranch(w13, w2, io, experts=E, layers=LAYERS)
+
+
+def test_a_flag_raised_right_after_start_is_answered():
+    """The polling thread takes the flag's value at start_polling as answered, not its value whenever the
+    thread happens to start: a step raised at once is not lost (it was, when the thread read it)."""
+    w13, w2 = _bank("bf16", 96, 64)
+    io = _io(2, 96, 4, torch.float32, seed=6)
+    for i in range(20):
+        b = fk.HostBranch(w13, w2, io, experts=E, layers=LAYERS)
+        flag = torch.full((1,), i, dtype=torch.int32)
+        done = torch.full((1,), i, dtype=torch.int32)
+        b.start_polling(flag, done)
+        flag[0] = i + 1
+        t0 = time.monotonic()
+        while int(done[0]) != i + 1:
+            assert time.monotonic() - t0 < 10, f"a flag raised right after start was lost ({i})"
+            time.sleep(1e-4)
+        b.stop_polling()

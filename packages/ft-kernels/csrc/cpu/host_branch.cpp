@@ -70,7 +70,10 @@ void HostBranch::start_polling(const int32_t* flag, int32_t* done) {
   stop_polling();
   flag_ = flag, done_ = done;
   stop_.store(false);
-  poller_ = std::thread([this] { poll_loop(); });
+  // the flag's value now is the one already answered: read here, not in the thread, which may start after
+  // the caller has raised the flag for its first step
+  const int32_t seen = __atomic_load_n(flag_, __ATOMIC_ACQUIRE);
+  poller_ = std::thread([this, seen] { poll_loop(seen); });
 }
 
 void HostBranch::stop_polling() {
@@ -81,9 +84,8 @@ void HostBranch::stop_polling() {
 
 // Spins while steps come (a decode's layer steps are ~0.1-1 ms apart), then naps, so an idle engine does
 // not hold a core.
-void HostBranch::poll_loop() {
+void HostBranch::poll_loop(int32_t seen) {
   using clock = std::chrono::steady_clock;
-  int32_t seen = __atomic_load_n(flag_, __ATOMIC_ACQUIRE);
   auto last = clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     int32_t f = __atomic_load_n(flag_, __ATOMIC_ACQUIRE);

@@ -47,14 +47,15 @@ class HostBranch {
   void run() noexcept;
   std::string error() const;
 
-  // Polled flag: a thread runs a step each time *flag changes, then stores the flag's value in *done
+  // Polled flag: a thread runs a step each time *flag changes from the value it has when this is called, then
+  // stores the flag's value in *done
   // (release order: y is written before done). flag / done: page-locked words the device writes / reads.
   void start_polling(const int32_t* flag, int32_t* done);
   void stop_polling();
   int64_t runs() const { return runs_.load(std::memory_order_acquire); }
 
  private:
-  void poll_loop();
+  void poll_loop(int32_t seen);
   MoeArgs w_;
   HostBranchIo io_;
   int64_t experts_, layers_;

@@ -69,10 +69,11 @@ def test_slot_copy_compiles_for_sm90(word):
 
 
 def test_host_flag_kernels_compile_for_sm90():
-    """The polled-flag join: the wait spins on a volatile load (one ld.volatile a turn, not hoisted out
-    of the loop)."""
+    """The polled-flag join: the flag is stored write-through (to host memory, not kept in L2); the
+    wait spins on a volatile load (one ld.volatile a turn, not hoisted out of the loop)."""
     sig = dict(seq="*i32", flag="*i32")
-    assert ".target sm_90" in _compile(host_flag._raise, sig, {}).asm["ptx"]
+    ptx = _compile(host_flag._raise, sig, {}).asm["ptx"]
+    assert ".target sm_90" in ptx and "st.global.wt" in ptx, ptx
     k = _compile(host_flag._wait, dict(seq="*i32", done="*i32"), {})
     ptx = k.asm["ptx"]
     assert ".target sm_90" in ptx and "ld.volatile" in ptx, ptx

@@ -122,7 +122,7 @@ class StepGraphs:
             self._seen.add(key)
             return None
         if key not in self.branches:
-            self.branches[key] = self.branch_for and self.branch_for(x, tok, eid, gate)
+            self.branches[key] = self._branch(x, tok, eid, gate)
         try:
             g = StepGraph(
                 self.cache, dev, self.backend, self.mode, x, tok, eid, gate, self.branches[key]
@@ -138,6 +138,21 @@ class StepGraphs:
         self._graphs[key] = g
         self.replays += 1
         return g
+
+    def _branch(self, x, tok, eid, gate) -> JoinedBranch | None:
+        """A new shape's joined CPU branch; None (the host joins its CPU routes) where none is asked for
+        or making one failed (with a warning: the host join is the same computation)."""
+        if self.branch_for is None:
+            return None
+        try:
+            return self.branch_for(x, tok, eid, gate)
+        except Exception as e:  # noqa: BLE001
+            logging.getLogger("ft_core.engine").warning(
+                "joining the CPU routes in the device's stream failed (%s: %s); the host joins them",
+                type(e).__name__,
+                e,
+            )
+            return None
 
     def clear(self) -> None:
         self._graphs.clear()

@@ -2,7 +2,8 @@
 two one-program Triton kernels on the device's stream, capturable in a graph.
 
   ``raise_flag(seq, flag)``   seq[0] += 1 (device memory), then flag[0] = seq[0] in page-locked host
-                              memory, which the branch's polling thread watches. Queued behind the
+                              memory (a write-through store: not left in the GPU's L2), which the
+                              branch's polling thread watches. Queued behind the
                               copies of the step's outcome into the branch's buffers, so those are in
                               host memory before the flag moves.
   ``wait_flag(seq, done)``    spins until done[0] (page-locked, set by the branch once its partial sum
@@ -10,7 +11,8 @@ two one-program Triton kernels on the device's stream, capturable in a graph.
                               back, the add) starts after the branch.
 
 On a GPU ``flag`` and ``done`` are read and written through their unified addresses (page-locked memory
-is mapped on a UVA system), every read of ``done`` a volatile load across the bus. On the CPU stand-in
+is mapped on a UVA system), every read of ``done`` a volatile load (relaxed, system scope in PTX:
+it sees the host's store) across the bus. On the CPU stand-in
 (Triton's interpreter) all three are host tensors. Twins: ``raise_flag_reference``, ``wait_flag_reference``.
 """
 
@@ -27,7 +29,7 @@ import triton.language as tl
 def _raise(seq, flag):
     s = tl.load(seq) + 1
     tl.store(seq, s)
-    tl.store(flag, s)
+    tl.store(flag, s, cache_modifier=".wt")  # written through the GPU's L2 to host memory
 
 
 @triton.jit
