@@ -63,10 +63,11 @@ class JoinedBranch:
             self.seq = torch.zeros(1, dtype=torch.int32, device=device)
             if pin:
                 self._raise, self._wait = host_flag.raise_flag, host_flag.wait_flag
-                # compile both kernels before any capture (a module load inside a capture fails it)
-                scratch = torch.zeros(2, dtype=torch.int32, device=device)
-                self._raise(scratch[:1], scratch[1:])
-                self._wait(scratch[:1], scratch[1:])
+                # compile both kernels before any capture (a module load inside a capture fails it), on
+                # words as aligned as the real ones (Triton compiles a variant per pointer alignment)
+                s, f = (torch.zeros(1, dtype=torch.int32, device=device) for _ in range(2))
+                self._raise(s, f)
+                self._wait(s, f)
             else:  # the stand-in: their twins (Triton's interpreter is not safe beside the compute
                 # stream's thread, which runs the slot GEMM under it at the same time)
                 self._raise = host_flag.raise_flag_reference
