@@ -98,38 +98,55 @@ struct KX16 {
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t) y[h][t] = _mm256_setzero_ps();
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* tile = g + s * kTileBytes;
-        for (int jj = 0; jj < 4; ++jj) {  // a loop: unrolled, the group's code outgrew the caches
-          // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
-          _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
-          alignas(16) uint8_t f[4][16];  // sc, m of sub-block jj; sc, m of jj + 4: in memory, out of the 16 registers
-          {
+        // sub-block j (block 8s + j of x): its exact dots, scaled into y by the rows' scale and min bytes fsc, fmn
+        const auto sub_block = [&](int j, const uint8_t* fsc, const uint8_t* fmn) __attribute__((always_inline)) {
+          __m256i acc[H][NT];
+          if constexpr (Q5) {
+            const uint8_t* plane = tile + 2048 + 64 * j;
+            _mm_prefetch(reinterpret_cast<const char*>(plane) + kX16Ahead, _MM_HINT_T1);
+            using Dec = std::conditional_t<sizeof(E) == 1, Q5Bytes, Q5Words>;
+            x16_dot_block<NT, H>(tile + 256 * j, h0, xo + kQK * s + 32 * j, ldo, acc, Dec(plane, h0, H));
+          } else {
+            x16_dot_block<NT, H>(tile + 256 * j, h0, xo + kQK * s + 32 * j, ldo, acc);
+          }
+          FT_UNROLL for (int h = 0; h < H; ++h) {
+            const __m256 dsc = _mm256_mul_ps(half_f16(tile + kD, h0 + h), half_u8(fsc, h0 + h));
+            const __m256 dmn = _mm256_mul_ps(half_f16(tile + kD + 32, h0 + h), half_u8(fmn, h0 + h));
+            FT_UNROLL for (int t = 0; t < NT; ++t) {
+              const int64_t b = t * nb + 8 * s + j;
+              y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
+              y[h][t] = _mm256_fnmadd_ps(dmn, _mm256_set1_ps(sx[b]), y[h][t]);
+            }
+          }
+        };
+        if constexpr (NT == 1 && !Q5) {
+          // One token (a stream from DRAM): the 8 sub-blocks in memory order, their scales first, not 0, 4, 1, 5, ...
+          // (1 KiB jumps back and forth in the 2.3 KiB tile), as the zmm kernel (x86_avx512vnni_x16i16.cpp).
+          alignas(16) uint8_t f[8][2][16];  // sub-block j's sc, m
+          for (int jj = 0; jj < 4; ++jj) {
+            // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
+            _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
             __m128i f0, f1, f2, f3;
             x16_fields6(tile + kScales, jj, f0, f1, f2, f3);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[0]), f0);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[1]), f1);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[2]), f2);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[3]), f3);
+            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj][0]), f0);
+            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj][1]), f1);
+            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj + 4][0]), f2);
+            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj + 4][1]), f3);
           }
-          FT_UNROLL for (int hb = 0; hb < 2; ++hb) {
-            const int j = jj + 4 * hb;  // sub-block: block 8s + j of x
-            __m256i acc[H][NT];
-            if constexpr (Q5) {
-              const uint8_t* plane = tile + 2048 + 64 * j;
-              _mm_prefetch(reinterpret_cast<const char*>(plane) + kX16Ahead, _MM_HINT_T1);
-              using Dec = std::conditional_t<sizeof(E) == 1, Q5Bytes, Q5Words>;
-              x16_dot_block<NT, H>(tile + 256 * j, h0, xo + kQK * s + 32 * j, ldo, acc, Dec(plane, h0, H));
-            } else {
-              x16_dot_block<NT, H>(tile + 256 * j, h0, xo + kQK * s + 32 * j, ldo, acc);
+          for (int j = 0; j < 8; ++j) sub_block(j, f[j][0], f[j][1]);
+        } else {
+          for (int jj = 0; jj < 4; ++jj) {  // a loop: unrolled, the group's code outgrew the caches
+            _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
+            alignas(16) uint8_t f[4][16];  // sc, m of sub-block jj; sc, m of jj + 4: in memory, out of the 16 registers
+            {
+              __m128i f0, f1, f2, f3;
+              x16_fields6(tile + kScales, jj, f0, f1, f2, f3);
+              _mm_store_si128(reinterpret_cast<__m128i*>(f[0]), f0);
+              _mm_store_si128(reinterpret_cast<__m128i*>(f[1]), f1);
+              _mm_store_si128(reinterpret_cast<__m128i*>(f[2]), f2);
+              _mm_store_si128(reinterpret_cast<__m128i*>(f[3]), f3);
             }
-            FT_UNROLL for (int h = 0; h < H; ++h) {
-              const __m256 dsc = _mm256_mul_ps(half_f16(tile + kD, h0 + h), half_u8(f[2 * hb], h0 + h));
-              const __m256 dmn = _mm256_mul_ps(half_f16(tile + kD + 32, h0 + h), half_u8(f[2 * hb + 1], h0 + h));
-              FT_UNROLL for (int t = 0; t < NT; ++t) {
-                const int64_t b = t * nb + 8 * s + j;
-                y[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(dsc, _mm256_set1_ps(dx[b])), y[h][t]);
-                y[h][t] = _mm256_fnmadd_ps(dmn, _mm256_set1_ps(sx[b]), y[h][t]);
-              }
-            }
+            FT_UNROLL for (int hb = 0; hb < 2; ++hb) sub_block(jj + 4 * hb, f[2 * hb], f[2 * hb + 1]);
           }
         }
       }
