@@ -55,6 +55,18 @@ POLICIES = [  # (name, Engine options)
     ("fill/callback", dict(moe_backend="fill", cpu_join="callback")),
     ("hybrid/flag", dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, cpu_join="flag")),
 ]
+# the timing rows at each cache size (besides cpu): policy, then how the step runs (module docstring)
+TIMED = (
+    "fill",
+    "hybrid",
+    "auto",
+    "fill/eager",
+    "fill/readback",
+    "fill/callback",
+    "fill/flag",
+    "hybrid/callback",
+    "hybrid/flag",
+)
 SIZES = [
     ("1slot", dict(moe_cache_slots=1)),
     ("25%", dict(moe_cache_fraction=0.25)),
@@ -214,17 +226,7 @@ def timing(tmp: Path, device: str, quick: bool, probe: dict) -> list[dict]:
             ),
         )
         for f in (0.125, 0.25, 0.5)
-        for p in (
-            "fill",
-            "hybrid",
-            "auto",
-            "fill/eager",
-            "fill/readback",
-            "fill/callback",
-            "fill/flag",
-            "hybrid/callback",
-            "hybrid/flag",
-        )
+        for p in TIMED
     ]
     rows = []
     for name, kw in runs:

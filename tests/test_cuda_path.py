@@ -136,6 +136,6 @@ def test_cuda_cpu_routes_joined_in_the_stream(tiny_ckpt, join, kw):
     assert branches and b.graphs.replays > 0
     assert sum(br.branch.runs() for br in branches) == b.graphs.replays
     for br in branches:
-        br.branch.check()
+        br.check()
     t = eng.expert_stats()["total"]
     assert t["routes"] == t["device_routes"] + t["cpu_routes"] and t["cpu_routes"] > 0

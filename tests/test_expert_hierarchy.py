@@ -273,7 +273,7 @@ for kw in cases:
         else:  # every replayed step went through a branch, none read back by the host
             assert b.graphs.replays >= 4 and runs == b.graphs.replays, (kw, join, b.graphs.replays, runs)
         for br in branches:
-            br.branch.check()
+            br.check()
             br.close()
     for (join, _, impl), o in zip(variants[1:-1], out[1:-1]):  # (torch's experts round otherwise)
         assert torch.equal(out[0][0], o[0]), (kw, join, impl)

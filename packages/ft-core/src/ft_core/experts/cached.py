@@ -249,7 +249,7 @@ class CachedBackend(ExpertBackend):
     def _run_joined(self, g, x, tok, eid, gate):
         """``_run_queued``'s replayed step with its CPU routes joined in the device's stream
         (experts/joined.py): nothing read back, the host never waits; the same sum in the same order."""
-        g.branch.branch.check()  # an error of an earlier step's branch (a host function cannot raise)
+        g.branch.check()  # an error of an earlier step's branch
         c, dev = self.cache, self.dev
         g.load(x, tok, eid, gate)
         c.tick()
@@ -280,6 +280,7 @@ class CachedBackend(ExpertBackend):
                     continue
                 s = out[layer]
                 s["cpu_us"] += cpu_us
+                s["wait_us"] += 0  # the host does not wait for a joined step
                 s["routes"] += routes
                 s["device_routes"] += routes - cpu
                 s["cpu_routes"] += cpu

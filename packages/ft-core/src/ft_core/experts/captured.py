@@ -36,7 +36,7 @@ MAX_SHAPES = 8
 
 
 class StepGraph:
-    """One shape's pair of graphs and their static tensors."""
+    """One shape's graphs (control, experts; join where a branch is given) and their static tensors."""
 
     def __init__(
         self,

@@ -88,6 +88,10 @@ class JoinedBranch:
             self._wait(self.seq, self.done)
         return self.io["y"].to(self.device, non_blocking=True)
 
+    def check(self) -> None:
+        """Raise the first error a run of the branch met (a host function cannot raise where it runs)."""
+        self.branch.check()
+
     def close(self) -> None:
         if self.how == "flag":
             self.branch.stop_polling()
