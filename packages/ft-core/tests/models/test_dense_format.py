@@ -85,3 +85,32 @@ def test_refusals(ckpt):
         FTError, match="int8_activations runs on the C.. kernels; expert implementation 'torch'"
     ):
         Engine.from_pretrained(ckpt, int8_activations=True, expert_impl="torch")
+
+
+@pytest.mark.parametrize("fmt", ["int8_sym", "q6_k", "mxfp4"])
+def test_lm_head_rows_not_in_16s_are_padded_for_the_interleaved_kernel(fmt):
+    """An LM head whose vocabulary is not a whole number of 16-row groups (gpt-2's 50257) is interleaved after
+    zero rows (models/dense_quant.py: ``_interleaved(pad=True)``), and the result leaves them out: its rows
+    equal those of the same matrix with its next rows real, bit for bit (rows in the lanes do not mix), and
+    the padding rows cost no result column; layer projections are not padded."""
+    import dataclasses
+
+    import ft_kernels as fk
+
+    from ft_core.layers.dense import linear
+    from ft_core.models.dense_quant import _interleaved
+
+    g = torch.Generator().manual_seed(0)
+    K = 256
+    w48 = fk.quantize(torch.randn(1, 48, K, generator=g) * 0.1, fmt, group=32)
+    cut = lambda t: None if t is None else t[:, :37].contiguous()  # noqa: E731
+    w37 = dataclasses.replace(w48, q=cut(w48.q), scale=cut(w48.scale), zero=cut(w48.zero))
+    full = _interleaved(QuantDense(w48), (fmt,))
+    head = _interleaved(QuantDense(w37), (fmt,), pad=True)
+    assert full.w.fmt == head.w.fmt == f"{fmt}_x16" and head.w.rows == 48
+    assert head.out_rows == 37 and head.shape == (37, K)
+    assert _interleaved(QuantDense(w37), (fmt,)).w.fmt == fmt  # a projection keeps its rows
+    x = torch.randn(3, K, generator=g).bfloat16()
+    got, want = linear(x, head, dtype=torch.float32), linear(x, full, dtype=torch.float32)
+    assert got.shape == (3, 37) and got.is_contiguous()
+    assert torch.equal(got, want[:, :37])

@@ -32,10 +32,13 @@ class QuantDense:
 
     w: ExpertWeights
     int8: bool = False
+    # rows of the result where the matrix holds zero rows past them (an LM head of any vocabulary padded
+    # to whole 16-row groups for the interleaved kernels: models/dense_quant.py); None: all of them
+    out_rows: int | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.w.rows, self.w.cols)
+        return (self.out_rows or self.w.rows, self.w.cols)
 
     def nbytes(self) -> int:
         return self.w.nbytes_per_expert()
@@ -74,7 +77,11 @@ def linear(
         want if want in (torch.float32, torch.bfloat16) else torch.float32
     )  # rounded in the kernel
     if isinstance(w, QuantDense):
+        if w.out_rows is not None and bias is not None:
+            bias = F.pad(bias, (0, w.w.rows - w.out_rows))
         y = ft_kernels.linear(xin, w.w, bias, act_int8=w.int8, out_dtype=out)
+        if w.out_rows is not None:  # the padding rows' zeros off
+            y = y[:, : w.out_rows].contiguous()
     else:
         y = ft_kernels.linear(xin, w, bias, out_dtype=out)
     return y.to(want).reshape(*lead, y.shape[-1])
