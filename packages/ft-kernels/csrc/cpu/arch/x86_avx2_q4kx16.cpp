@@ -119,35 +119,26 @@ struct KX16 {
             }
           }
         };
+        // the 8 sub-blocks' scale and min bytes, in memory (out of the 16 registers); Q4_K packs those of j and
+        // j + 4 together
+        alignas(16) uint8_t f[8][2][16];
+        for (int jj = 0; jj < 4; ++jj) {
+          // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
+          _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
+          __m128i f0, f1, f2, f3;
+          x16_fields6(tile + kScales, jj, f0, f1, f2, f3);
+          _mm_store_si128(reinterpret_cast<__m128i*>(f[jj][0]), f0);
+          _mm_store_si128(reinterpret_cast<__m128i*>(f[jj][1]), f1);
+          _mm_store_si128(reinterpret_cast<__m128i*>(f[jj + 4][0]), f2);
+          _mm_store_si128(reinterpret_cast<__m128i*>(f[jj + 4][1]), f3);
+        }
         if constexpr (NT == 1 && !Q5) {
-          // One token (a stream from DRAM): the 8 sub-blocks in memory order, their scales first, not 0, 4, 1, 5, ...
-          // (1 KiB jumps back and forth in the 2.3 KiB tile), as the zmm kernel (x86_avx512vnni_x16i16.cpp).
-          alignas(16) uint8_t f[8][2][16];  // sub-block j's sc, m
-          for (int jj = 0; jj < 4; ++jj) {
-            // the tile's 4 lines past its codes (scales, d, dmin), which the code loads' prefetches skip
-            _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
-            __m128i f0, f1, f2, f3;
-            x16_fields6(tile + kScales, jj, f0, f1, f2, f3);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj][0]), f0);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj][1]), f1);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj + 4][0]), f2);
-            _mm_store_si128(reinterpret_cast<__m128i*>(f[jj + 4][1]), f3);
-          }
+          // One token (a stream from DRAM): the 8 sub-blocks in memory order, not 0, 4, 1, 5, ... (1 KiB jumps back
+          // and forth in the 2.3 KiB tile), as the zmm kernel (x86_avx512vnni_x16i16.cpp).
           for (int j = 0; j < 8; ++j) sub_block(j, f[j][0], f[j][1]);
         } else {
-          for (int jj = 0; jj < 4; ++jj) {  // a loop: unrolled, the group's code outgrew the caches
-            _mm_prefetch(reinterpret_cast<const char*>(tile + kScales + 64 * jj) + kX16Ahead, _MM_HINT_T1);
-            alignas(16) uint8_t f[4][16];  // sc, m of sub-block jj; sc, m of jj + 4: in memory, out of the 16 registers
-            {
-              __m128i f0, f1, f2, f3;
-              x16_fields6(tile + kScales, jj, f0, f1, f2, f3);
-              _mm_store_si128(reinterpret_cast<__m128i*>(f[0]), f0);
-              _mm_store_si128(reinterpret_cast<__m128i*>(f[1]), f1);
-              _mm_store_si128(reinterpret_cast<__m128i*>(f[2]), f2);
-              _mm_store_si128(reinterpret_cast<__m128i*>(f[3]), f3);
-            }
-            FT_UNROLL for (int hb = 0; hb < 2; ++hb) sub_block(jj + 4 * hb, f[2 * hb], f[2 * hb + 1]);
-          }
+          for (int jj = 0; jj < 4; ++jj)  // a loop: unrolled, the group's code outgrew the caches
+            FT_UNROLL for (int hb = 0; hb < 2; ++hb) sub_block(jj + 4 * hb, f[jj + 4 * hb][0], f[jj + 4 * hb][1]);
         }
       }
       FT_UNROLL for (int h = 0; h < H; ++h) FT_UNROLL for (int t = 0; t < NT; ++t)
