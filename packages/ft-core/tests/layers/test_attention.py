@@ -135,3 +135,66 @@ def test_bf16_prefill_reads_the_pools_in_place(window, sinks, monkeypatch):
     )  # every cached key [K, P S, D], for the bound's max
     tol = attention_tol(q.float().view(21, K, G, D).transpose(0, 1), kall, kall, D**-0.5, s)
     torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=tol + 2**-7 * vmax)
+
+
+DEVICE_DECODE = r"""
+import sys, torch
+sys.path.insert(0, TESTS)
+from bounds import attention_tol
+from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.layers import attention
+from ft_core.layers.batch import ForwardBatch
+
+torch.manual_seed(7)
+K, G, D, page = 2, 3, 32, 8
+for dtype in (torch.float32, torch.bfloat16):
+    for window, sinks in ((None, False), (9, True)):
+        kv = PagedKVCache([KVLayout(16, page, K, D, D, dtype)])
+        kv.k[0].copy_(torch.randn(kv.k[0].shape))
+        kv.v[0].copy_(torch.randn(kv.v[0].shape))
+        tables = [[7, 2, 9, 4, 12], [5, 11], [3]]  # 37, 12 and 1 keys with this step's
+        pos = [36, 11, 0]
+        bt = ForwardBatch.one_token([1, 2, 3], pos, [t[p // page] * page + p % page for t, p in zip(tables, pos)],
+                                    tables, page)
+        kv.write(0, bt.slots, torch.randn(3, K, D), torch.randn(3, K, D))
+        q = torch.randn(3, K * G, D).to(dtype)
+        s = torch.randn(K * G) * 2 if sinks else None
+        want = attention.paged_attention(q, *kv.gather(0, bt.page_table), bt, D**-0.5, window, s)
+        got = attention.device_decode(q, kv.k[0], kv.v[0], bt, D**-0.5, window, s)
+        assert got.dtype == dtype and got.shape == want.shape
+        kall = kv.k[0].view(-1, K, D).transpose(0, 1).float()
+        tol = attention_tol(q.float().view(3, K, G, D).transpose(0, 1), kall, kall, D**-0.5, s)
+        if dtype == torch.bfloat16:  # the kernel's bf16 weights, and both outputs rounded to bf16
+            tol += 2**-7 * kv.v[0].float().abs().max().item()
+        torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=tol)
+        # a step later the same launch reads one more key of each sequence: the context from the batch
+        bt2 = ForwardBatch.one_token([1, 2, 3], [p + 1 for p in pos],
+                                     [t[(p + 1) // page] * page + (p + 1) % page for t, p in zip(tables, pos)],
+                                     tables, page)
+        moved = attention.device_decode(q, kv.k[0], kv.v[0], bt2, D**-0.5, window, s)
+        assert ((moved.float() - got.float()).abs().flatten(1).amax(1) > tol).all()  # each sequence
+print("ok")
+"""
+
+
+def test_device_decode_reads_the_pools_under_interpreter():
+    """A GPU decode step's attention (``device_decode``: the Triton kernel over the pools in place, run by
+    Triton's interpreter in a fresh process) agrees with the gather + ``paged_attention`` twin on a real
+    ``PagedKVCache`` and ``ForwardBatch.one_token`` (fp32 and bf16, a window with sinks, contexts of 37, 12
+    and 1 keys), within ``attention_tol`` (bf16: plus the kernel's bf16 weights and both outputs' rounding);
+    the next step's batch (one more key each) moves each sequence's output by more than that."""
+    import os
+    import subprocess
+    import sys
+
+    import bounds
+
+    tests = os.path.dirname(bounds.__file__)  # the workspace tests' helpers, for the fresh process
+    res = subprocess.run(
+        [sys.executable, "-c", f"TESTS = {tests!r}\n" + DEVICE_DECODE],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

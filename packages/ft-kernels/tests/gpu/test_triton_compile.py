@@ -9,7 +9,7 @@ import triton  # a locked dependency on Linux (with torch), ptxas bundled: CI al
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from ft_kernels.gpu import cache_control, grouped_experts, host_flag, slot_copy
+from ft_kernels.gpu import cache_control, decode_attention, grouped_experts, host_flag, slot_copy
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -77,3 +77,26 @@ def test_host_flag_kernels_compile_for_sm90():
     k = _compile(host_flag._wait, dict(seq="*i32", done="*i32"), {})
     ptx = k.asm["ptx"]
     assert ".target sm_90" in ptx and "ld.volatile" in ptx, ptx
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("G,D,DV", [(4, 128, 128), (6, 40, 40), (16, 64, 96)])
+def test_decode_attention_compiles_for_sm90(bf16, G, D, DV):
+    """Both launches of the paged decode attention: a split over keys looked up page by page (tl.dot in
+    tf32 on bf16 pools, ieee on fp32 ones), and the merge with and without sinks."""
+    p2 = decode_attention._p2
+    pool = "*bf16" if bf16 else "*fp32"
+    sig = dict(
+        q_ptr=pool, k_ptr=pool, v_ptr=pool, pt_ptr="*i64", ctx_ptr="*i64", m_ptr="*fp32",
+        l_ptr="*fp32", acc_ptr="*fp32", scale="fp32", window="i32", pt_stride="i64", S="i32", K="i32",
+    )  # fmt: skip
+    consts = dict(
+        G=G, D=D, DV=DV, NS=8, BG=p2(G), BD=p2(D), BDV=p2(DV), BN=decode_attention.BN, BF16=bf16,
+        PREC="tf32" if bf16 else "ieee",
+    )  # fmt: skip
+    assert ".target sm_90" in _compile(decode_attention._span, sig, consts).asm["ptx"]
+    sig = dict(
+        m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", sink_ptr="*fp32", o_ptr="*fp32", N="i32"
+    )
+    consts = dict(G=G, DV=DV, NS=8, BS=8, BDV=p2(DV), HAS_SINK=bf16)
+    assert ".target sm_90" in _compile(decode_attention._merge, sig, consts).asm["ptx"]

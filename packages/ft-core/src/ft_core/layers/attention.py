@@ -169,8 +169,17 @@ def attend_paged(
     decode-only ones (every sequence one new token) with ``ft_kernels.decode_attention``; others, in a bf16
     engine where the CPU has the kernel's SIMD build (AVX-512 BF16), with ``ft_kernels.prefill_attention``
     (its weights rounded to bf16 for the value sum, as torch's bf16 flash kernel does). Twin of both: the
-    gather + ``paged_attention`` path below, which every other forward takes."""
+    gather + ``paged_attention`` path below, which every other forward takes. Decode-only forwards on a GPU
+    read the pools in place too (``device_decode``)."""
     kp, vp = kv.k[layer], kv.v[layer]
+    if (
+        q.device.type != "cpu"
+        and batch.Lq == 1
+        and vp is not None
+        and q.dtype == kp.dtype == vp.dtype
+        and q.dtype in (torch.float32, torch.bfloat16)
+    ):
+        return device_decode(q, kp, vp, batch, scale, window, sinks)
     if q.device.type == "cpu" and vp is not None and vp.dtype == kp.dtype:
         sk = None if sinks is None else sinks.float().contiguous()
         if (
@@ -201,3 +210,24 @@ def attend_paged(
             return o.to(q.dtype)
     kc, vc = kv.gather(layer, batch.page_table)
     return paged_attention(q, kc, vc, batch, scale, window, sinks)
+
+
+def device_decode(
+    q: torch.Tensor,  # [B, N, D]: one new token a sequence
+    kp: torch.Tensor,  # [P, S, K, D] a layer's key pool (this step's keys written)
+    vp: torch.Tensor,  # [P, S, K, Dv]
+    batch: ForwardBatch,
+    scale: float,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [N]
+) -> torch.Tensor:  # [B, N, Dv] in q's dtype
+    """A decode step's attention by the Triton kernel (``ft_kernels.gpu.decode_attention``): the pools read in
+    place page by page, the context lengths read on the device, launch shapes from the tensors' shapes alone
+    (no gather whose size grows with the context; capturable). Twin: the gather + ``paged_attention`` path."""
+    from ft_kernels.gpu.decode_attention import decode_attention  # Triton loads lazily
+
+    sk = None if sinks is None else sinks.float().contiguous()
+    o = decode_attention(
+        q.contiguous(), kp, vp, batch.page_table, batch.ctx_tensor(), scale, window or 0, sk
+    )
+    return o.to(q.dtype)
