@@ -39,7 +39,8 @@ class Router:
             )
         ids, w = self(x)
         T, k = ids.shape
-        tok = torch.arange(T, device=x.device).repeat_interleave(k)
+        # (expand, not repeat_interleave: nothing read back, so a captured decode step can hold it)
+        tok = torch.arange(T, device=x.device)[:, None].expand(T, k).reshape(-1)
         return tok, ids.flatten() + base, w.float().flatten()
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
