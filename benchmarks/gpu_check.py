@@ -13,14 +13,17 @@ architecture checkpoints other than the demo are skipped, and said so). Download
    cache size (1 slot, 25 %, 100 %), and for the CPU-only expert policy (experts on the host's
    kernels, everything else on the GPU), on the demo model and tiny qwen3_moe / deepseek_v3-fp8 /
    gpt_oss-mxfp4 / qwen3_5_moe checkpoints, within tests/bounds.py's fp32 bound, scoring 40 tokens
-   (prefill-sized layer steps) and 12 (decode-sized: the queued step and its graphs);
+   (prefill-sized layer steps) and 12 (decode-sized: the queued step and its graphs); and whole decode
+   steps replayed from one graph (``decode_graphs``, demo and qwen3_moe, 1 and 3 sequences, CPU routes
+   joined by callback or flag) against the same engine's eager steps: tokens and every step's logits;
 4. the tests marked ``cuda`` (the test files that carry the marker, run with ``-m cuda``);
 5. timing on a random Qwen3-30B-A3B-shaped checkpoint (2 layers x 64 experts, ~1.3 GB bf16;
    ``--quick``: a small one): decode tok/s for cpu / fill / hybrid / auto at 3 cache sizes, hit
    rate, bytes copied a token, the host's share of the MoE step time; fill again with the queued
    layer step launched kernel by kernel ("fill/eager": graphs off) and with the step that reads the
    routes back before the GEMM ("fill/readback"); fill and hybrid with the CPU routes joined in the
-   stream ("/callback": a host function; "/flag": a polled flag; the plain rows are the host join);
+   stream ("/callback": a host function; "/flag": a polled flag; the plain rows are the host join),
+   and those joins with every decode step replayed from one graph ("/graph");
    the slot-copy kernel's fill rate against one cudaMemcpyAsync a row; and decode attention of that shape
    at 1-32 sequences and 1k-32k keys: the Triton kernel over the pools against the gather path, and the
    kernel replayed from a CUDA graph while the contexts grow.
@@ -68,6 +71,9 @@ TIMED = (
     "fill/flag",
     "hybrid/callback",
     "hybrid/flag",
+    "fill/callback/graph",
+    "fill/flag/graph",
+    "hybrid/flag/graph",
 )
 SIZES = [
     ("1slot", dict(moe_cache_slots=1)),
@@ -169,6 +175,64 @@ def parity(models, device: str, quick: bool) -> list[dict]:
                 rows.append(row)
                 print(
                     f"  parity {name:16s} {pname:13s} {sname:6s} "
+                    f"{'ok' if row['ok'] else 'FAIL ' + row['error']}",
+                    flush=True,
+                )
+    return rows
+
+
+def graph_parity(models, device: str, quick: bool) -> list[dict]:
+    """decode_graphs (decode_graph.py) against the same engine's eager decode on ``device``, for the
+    models whose steps it captures (full attention, no per-sequence state: the demo and qwen3_moe), with
+    the CPU routes joined by callback or flag: 1 and 3 sequences (the latter in a bucket of 4, its last
+    row repeating the first), greedy: the same tokens, every step's logits within the fp32 bound, and
+    how many steps were replayed."""
+    from bounds import assert_logits_close
+
+    from ft_core import Engine, SamplingParams
+
+    greedy = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
+    rows = []
+    for name, path in models:
+        if name not in ("demo", "qwen3_moe"):
+            continue
+        for join in ("callback",) if quick else ("callback", "flag"):
+            for n in (1, 3):
+                row = {"model": name, "join": join, "sequences": n}
+                try:
+                    prompts = [IDS[i * 9 : i * 9 + 7 + i] for i in range(n)]
+                    out = []
+                    for graphs in (False, True):
+                        eng = Engine.from_pretrained(
+                            path, device=device, moe_backend="hybrid", moe_bandwidth_ratio=0.5,
+                            moe_cache_fraction=0.25, cpu_join=join, decode_graphs=graphs,
+                        )  # fmt: skip
+                        logits = []
+                        fwd = eng.runner.forward
+
+                        def spy(*a, _fwd=fwd, _log=logits, **k):
+                            _log.append(_fwd(*a, **k))
+                            return _log[-1]
+
+                        eng.runner.forward = spy
+                        toks = [o.token_ids for o in eng.generate(prompts, greedy)]
+                        for br in eng.model.backend.joined_branches():
+                            br.check()
+                        out.append((toks, logits, eng))
+                    (t0, l0, _), (t1, l1, eng) = out
+                    row["replays"] = eng.runner.graphs.replays
+                    row["max_abs_err"] = max(float((a - b).abs().max()) for a, b in zip(l0, l1))
+                    assert t0 == t1, (t0, t1)
+                    for a, b in zip(l0, l1):
+                        assert_logits_close(b, a, eng.model_config)
+                    # (the stand-in without Triton takes no queued MoE step, so captures none)
+                    assert row["replays"] > 0 or not device.startswith("cuda"), "no step replayed"
+                    row["ok"] = True
+                except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
+                    row.update(ok=False, error=_error(e))
+                rows.append(row)
+                print(
+                    f"  decode graph {name:10s} {join:8s} {n} seq "
                     f"{'ok' if row['ok'] else 'FAIL ' + row['error']}",
                     flush=True,
                 )
@@ -361,12 +425,15 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
     Decode time = (prompt + n + 1 tokens) - (prompt + 1 token), so the prefill cancels."""
     from ft_core import Engine, SamplingParams
 
-    if name.endswith("/eager"):  # the queued layer step launched kernel by kernel, no graphs
+    how = set(name.split("/")[1:])
+    if "eager" in how:  # the queued layer step launched kernel by kernel, no graphs
         kw = {**kw, "cuda_graphs": False}
-    if name.endswith(("/callback", "/flag")):  # its CPU routes joined in the stream
-        kw = {**kw, "cpu_join": name.rsplit("/", 1)[1]}
+    for join in how & {"callback", "flag"}:  # its CPU routes joined in the stream
+        kw = {**kw, "cpu_join": join}
+    if "graph" in how:  # each decode step replayed from one graph (decode_graph.py)
+        kw = {**kw, "decode_graphs": True}
     eng = Engine.from_pretrained(path, device=device, dtype="bfloat16", **kw)
-    if name.endswith("/readback"):  # the layer step that reads the routes back before the GEMM
+    if "readback" in how:  # the layer step that reads the routes back before the GEMM
         eng.model.backend.queued = False
     greedy = lambda k: SamplingParams(max_tokens=k, temperature=0.0, ignore_eos=True)  # noqa: E731
     eng.generate(prompts[0], greedy(2))  # warm: kernels compiled, slots filled
@@ -395,8 +462,10 @@ def _time_one(path: Path, device: str, name: str, kw: dict, prompts, n: int) -> 
         tokens = 3 * (len(prompts[0]) + 1) + n + 1  # the three generate calls' forwards
         busy = t["cpu_us"] + t["wait_us"]
         graphs = getattr(eng.model.backend, "graphs", None)
+        decode = eng.runner.graphs
         row.update(
             graph_replays=graphs.replays if graphs is not None else 0,
+            decode_graph_replays=decode.replays if decode is not None else None,
             joined_steps=sum(b.branch.runs() for b in graphs.branches.values() if b)
             if graphs is not None
             else 0,
@@ -440,11 +509,12 @@ def main(argv=None) -> int:
         for why in report["skipped"]:
             print("  skipped:", why)
         report["parity"] = parity(models, args.device, args.quick)
+        report["graph_parity"] = graph_parity(models, args.device, args.quick)
         report["cuda_tests"] = None if args.skip_tests else cuda_tests()
         report["copy_rates"] = copy_rates(args.device)
         report["attention"] = attention_rates(args.device)
         report["timing"] = timing(tmp, args.device, args.quick, report["probe"])
-    ok = all(r["ok"] for r in report["parity"]) and (
+    ok = all(r["ok"] for r in report["parity"] + report["graph_parity"]) and (
         report["cuda_tests"] is None or report["cuda_tests"]["rc"] in (0, 5)
     )
     report["ok"], report["seconds"] = ok, time.perf_counter() - t0

@@ -139,3 +139,39 @@ def test_cuda_cpu_routes_joined_in_the_stream(tiny_ckpt, join, kw):
         br.check()
     t = eng.expert_stats()["total"]
     assert t["routes"] == t["device_routes"] + t["cpu_routes"] and t["cpu_routes"] > 0
+
+
+@pytest.mark.parametrize("join", ["callback", "flag"])
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_cuda_decode_graphs(tiny_ckpt, join, n):
+    """decode_graphs on the GPU (decode_graph.py): a whole decode step captured once per batch bucket
+    (1, 3 in a bucket of 4 with a repeated row, 4) with its MoE steps' CPU routes joined in the stream,
+    then replayed: the same greedy tokens as the eager GPU engine and every step's logits within the
+    fp32 bound of its; the graph replayed every step after the bucket's eager ones; the cache's host
+    clock kept up with the one the graph ticks on the GPU; the branches met no error."""
+    from ft_core.decode_graph import EAGER_STEPS
+
+    path = tiny_ckpt("qwen3_moe")
+    prompts = [IDS[:9], IDS[5:17], IDS[20:26], IDS[30:38]][:n]
+    runs = []
+    for graphs in (False, True):
+        eng = Engine.from_pretrained(
+            path, device="cuda", moe_backend="hybrid", moe_bandwidth_ratio=0.5,
+            moe_cache_fraction=0.25, cpu_join=join, decode_graphs=graphs,
+        )  # fmt: skip
+        logits = []
+        fwd = eng.runner.forward
+        eng.runner.forward = lambda *a, **k: logits.append(fwd(*a, **k)) or logits[-1]
+        toks = [o.token_ids for o in eng.generate(prompts, GREEDY)]
+        torch.cuda.synchronize()
+        b = eng.model.backend
+        for br in b.joined_branches():
+            br.check()
+        b.cache.check()
+        assert b.cache.clock == int(b.cache.clock_t)
+        runs.append((toks, logits, eng))
+    g = runs[1][2].runner.graphs
+    assert g.enabled and g.replays == GREEDY.max_tokens - 1 - EAGER_STEPS, g.replays
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1]):
+        assert_logits_close(b, a, runs[1][2].model_config)

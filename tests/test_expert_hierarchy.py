@@ -316,6 +316,103 @@ print("ok")
     _interpreted(code)
 
 
+DECODE_GRAPH_RUN = """
+import sys, torch
+sys.path.insert(0, TESTS)
+from bounds import assert_logits_close
+from ft_core import Engine, SamplingParams
+from ft_core.device import CpuDevice
+ids = IDS
+greedy = SamplingParams(max_tokens=7, temperature=0.0, ignore_eos=True)
+keys = ("routes", "device_routes", "cpu_routes", "hits", "misses", "fills", "evictions", "bytes_copied")
+
+def run(prompts, delay=None, resize=None, **kw):
+    eng = Engine.from_pretrained(PATH, cache_control_impl="triton", device_expert_impl="triton", **kw)
+    b = eng.model.backend
+    if delay:
+        b.dev = CpuDevice(delay=delay, seed=1)
+        if eng.runner.graphs is not None:
+            eng.runner.graphs.dev = b.dev
+    logits = []
+    fwd = eng.runner.forward
+    eng.runner.forward = lambda *a, **k: logits.append(fwd(*a, **k)) or logits[-1]
+    toks = [o.token_ids for o in eng.generate(prompts, greedy)]
+    if resize:  # the cache's tables and slots move: its graphs and the decode graphs are captured again
+        eng.resize(experts=resize * b.cache.bank.nbytes_per_id())
+        toks += [o.token_ids for o in eng.generate(prompts, greedy)]
+    b.cache.check()
+    assert b.cache.clock == int(b.cache.clock_t), (b.cache.clock, b.cache.clock_t)  # the host's copy kept up
+    for br in b.joined_branches():
+        br.check()
+        br.close()
+    return eng, toks, logits, eng.expert_stats()["total"]
+"""
+
+
+def test_decode_graphs_under_interpreter(tiny_ckpt):
+    """decode_graphs (decode_graph.py) on the stand-in, whose capture replays the step's Python each time:
+    the static bucket inputs, rows past the batch repeating row 0, each MoE step's work launched inline
+    (its joined branch, the cache clock ticked on the device and the host's copy advanced per replay),
+    and graphs dropped when the expert cache is resized. A full bucket (4 sequences) gives every step's
+    logits, the tokens and every counter of the eager engine, bit for bit, with copy-stream delays; a
+    padded one (3 in a bucket of 4) the same tokens and logits within the fp32 bound (another batch's
+    rounding), its counters larger by the repeated rows' routes. Where a step cannot be captured (torch's
+    experts: no joined branch) the capture fails over to eager steps with the same results."""
+
+    path = tiny_ckpt("qwen3_moe")
+    code = (
+        f"TESTS = {str(Path(__file__).resolve().parent)!r}\nPATH = {str(path)!r}\nIDS = {IDS!r}\n"
+        + DECODE_GRAPH_RUN
+        + """
+four = [ids[:9], ids[5:17], ids[20:26], ids[30:38]]
+for kw, delay in ((dict(moe_backend="fill", moe_cache_slots=5, cpu_join="callback"), None),
+                  (dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, cpu_join="flag"), 0.002)):
+    _, t0, l0, s0 = run(four, **kw)
+    eng, t1, l1, s1 = run(four, delay=delay, decode_graphs=True, **kw)
+    g = eng.runner.graphs
+    assert g.replays == 4 and t0 == t1, (kw, g.replays)  # 6 decode steps: 2 eager, then captured
+    assert all(torch.equal(a, b) for a, b in zip(l0, l1)) and len(l0) == len(l1) == 7, kw
+    assert {k: s0[k] for k in keys} == {k: s1[k] for k in keys}, (s0, s1)
+    assert s1["cpu_routes"] > 0, kw
+    # three sequences in the bucket of four
+    _, t0, l0, s0 = run(four[:3], resize=4, **kw)
+    eng, t1, l1, s1 = run(four[:3], resize=4, decode_graphs=True, **kw)
+    assert t0 == t1 and eng.runner.graphs.replays == 8, (kw, eng.runner.graphs.replays)
+    for a, b in zip(l0, l1):
+        assert_logits_close(b, a, eng.model_config)
+    assert s1["routes"] > s0["routes"] and s1["misses"] == s0["misses"], (s0, s1)
+# a step that cannot be captured: the capture fails, decode goes on eagerly
+kw = dict(moe_backend="fill", moe_cache_slots=5, cpu_join="callback", expert_impl="torch")
+_, t0, l0, _ = run(four, **kw)
+eng, t1, l1, _ = run(four, decode_graphs=True, **kw)
+assert not eng.runner.graphs.enabled and eng.runner.graphs.replays == 0 and t0 == t1
+assert all(torch.equal(a, b) for a, b in zip(l0, l1))
+print("ok")
+"""
+    )
+    _interpreted(code)
+
+
+def test_decode_graphs_refused_where_steps_read_back(tiny_ckpt, caplog):
+    """decode_graphs where a decode step must read the device back (the host joins the CPU routes, or
+    the experts run on the host) keeps decode eager and says why."""
+    path = tiny_ckpt("qwen3_moe")
+    for kw, why in (
+        (dict(moe_backend="fill", moe_cache_slots=5), "cpu_join host"),
+        (dict(moe_backend="cpu"), "routed experts run on the host"),
+        (
+            dict(
+                moe_backend="fill", moe_cache_slots=5, cpu_join="flag", record_routing="/dev/null"
+            ),
+            "record_routing",
+        ),
+    ):
+        caplog.clear()
+        eng = Engine.from_pretrained(path, decode_graphs=True, **kw)
+        assert eng.runner.graphs is None, kw
+        assert why in caplog.text, (kw, caplog.text)
+
+
 def _interpreted(code: str) -> None:
     """Run ``code`` in a fresh process with Triton's interpreter on (set before triton is imported);
     it must print "ok"."""

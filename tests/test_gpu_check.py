@@ -31,10 +31,11 @@ def test_gpu_check_runs_on_the_cpu_stand_in(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["ok"] and r["parity"] and all(p["ok"] for p in r["parity"])
+    assert r["graph_parity"] and all(p["ok"] for p in r["graph_parity"])
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from gpu_check import TIMED
 
-    assert "fill/callback" in TIMED and "hybrid/flag" in TIMED
+    assert "fill/callback" in TIMED and "hybrid/flag" in TIMED and "hybrid/flag/graph" in TIMED
     assert {t["policy"] for t in r["timing"]} == {"cpu", *TIMED}
     assert not [t for t in r["timing"] if "error" in t]
     assert r["probe"]["B_H"] > 0 and r["probe"]["branch_us"] > 0 and r["probe"]["B_P"] is None

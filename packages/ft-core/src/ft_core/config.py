@@ -183,6 +183,14 @@ class EngineConfig:
         "the host never waits; flag: the device raises a flag in page-locked memory that a C++ thread "
         "polls, and waits on the device for its answer (experts/joined.py; the same result, bit for bit)",
     )
+    decode_graphs: bool = option(
+        False,
+        help="replay each decode step of up to 32 sequences (buckets 1, 2, 4, 8, 16, 32) from one captured "
+        "CUDA graph: embedding, every layer and the LM head in one launch instead of hundreds from Python "
+        "(decode_graph.py). Needs full or gated attention without per-sequence state and, with an expert "
+        "cache, --cpu-join callback or flag; elsewhere decode stays eager, with a warning saying why. Opt-in "
+        "until checked on a GPU; on --device cpu the stand-in runs each step again (for tests)",
+    )
     decode_plans: bool = option(
         True,
         flag="--no-decode-plans",

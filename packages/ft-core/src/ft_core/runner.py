@@ -7,12 +7,15 @@ Legend: B = sequences in the batch, T = packed tokens, V = vocabulary.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.cache.state_store import StateBatch, StateLayout, StatePool
 from ft_core.config import EngineConfig
 from ft_core.constraint import mask_logits
+from ft_core.decode_graph import DecodeGraphs, unsupported
 from ft_core.layers.batch import ForwardBatch, padded_page_table
 from ft_core.sampling import sample_one
 from ft_core.scheduler import ScheduledBatch
@@ -41,6 +44,15 @@ class ModelRunner:
             live_states,
             checkpoints,
         )
+        self.graphs = None  # the decode-step graphs (decode_graph.py), where asked for and possible
+        if config.decode_graphs:
+            why = unsupported(model, config)
+            if why is None:
+                self.graphs = DecodeGraphs(config, model, kv, max_model_len)
+            else:
+                logging.getLogger("ft_core.engine").warning(
+                    "decode_graphs: decode steps run eagerly: %s", why
+                )
 
     def forward(
         self, b: ScheduledBatch, live: StatePool | None = None, finite_log: list | None = None
@@ -63,14 +75,18 @@ class ModelRunner:
         tables = [self.kv.tables[s.seq_id] for s in b.seqs]
         if all(n == 1 for n in b.chunk):  # a decode step: its index tensors from plain ints
             pos = [s.num_computed for s in b.seqs]
-            fb = ForwardBatch.one_token(
-                [s.token(p) for s, p in zip(b.seqs, pos)],
-                pos,
-                [self.kv.slot(s.seq_id, p) for s, p in zip(b.seqs, pos)],
-                tables,
-                self.kv.page_size,
-                state,
-            )
+            ids = [s.token(p) for s, p in zip(b.seqs, pos)]
+            slots = [self.kv.slot(s.seq_id, p) for s, p in zip(b.seqs, pos)]
+            if (
+                self.graphs is not None
+                and live is None
+                and finite_log is None
+                and not b.seqs[0].want_all_logits
+            ):  # replayed from a captured graph where a bucket takes it
+                logits = self.graphs.logits(ids, pos, slots, tables)
+                if logits is not None:
+                    return logits
+            fb = ForwardBatch.one_token(ids, pos, slots, tables, self.kv.page_size, state)
         else:
             fb = self._chunk_batch(b, tables, state)
         fb.to(self.model.device)

@@ -96,6 +96,7 @@ class ExpertCache:
             raise ValueError(f"nextuse keys hold at most {NU_D - 1} MoE layers")
         self.clock = 0
         self.clock_t = torch.zeros(1, dtype=torch.int64, device=device)  # the kernel reads it here
+        self.inline_ticks = 0  # ticks queued on the device alone (``tick(inline=True)``)
         if control_impl not in ("torch", "triton"):
             raise ValueError(f"cache control {control_impl!r} is not one of torch, triton")
         self.control_impl = control_impl  # triton: ft_kernels.gpu.cache_control, this method's twin
@@ -182,8 +183,15 @@ class ExpertCache:
         self.tick()
         return self.launch(ids.to(self.device), mode, observe)
 
-    def tick(self) -> None:
-        """Advance the clock for a step the Triton kernel runs (``launch``), in ``clock_t`` too."""
+    def tick(self, inline: bool = False) -> None:
+        """Advance the clock for a step the Triton kernel runs (``launch``), in ``clock_t`` too.
+        ``inline`` (a whole decode step being captured, replayed later): ``clock_t`` advanced on the
+        device (a value written now would be replayed as it is) and counted in ``inline_ticks``; the
+        replaying caller advances ``clock`` by what each replay ticks."""
+        if inline:
+            self.clock_t.add_(1)
+            self.inline_ticks += 1
+            return
         self.clock += 1
         self.clock_t.fill_(self.clock)
 

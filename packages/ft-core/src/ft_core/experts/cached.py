@@ -45,6 +45,12 @@ from ft_core.experts.joined import branch_for
 from ft_core.experts.timing import hybrid_q
 
 POLICIES = ("fill", "hybrid", "static")
+
+
+class NotCapturable(RuntimeError):
+    """A step that cannot run inside a captured whole decode step (it would read the device back)."""
+
+
 PREFILL_TOKENS = 16
 
 
@@ -110,6 +116,9 @@ class CachedBackend(ExpertBackend):
             cache, device_backend, self.mode, None if join == "host" else make_branch
         )
         self.graphs.enabled = graphs
+        # inside a whole decode step being captured (decode_graph.py): steps launch their work directly
+        # and may not read anything back, so only the joined step may run (``NotCapturable`` otherwise)
+        self.inline = False
 
     def supports(self, bank: ExpertBank) -> bool:
         # a mixed bank's format follows the layer, which a slot id does not carry
@@ -133,6 +142,8 @@ class CachedBackend(ExpertBackend):
             and x.shape[0] >= PREFILL_TOKENS
             and c.num_slots >= 2 * E
         )
+        if self.inline:
+            return self._run_inline(x, tok, eid, gate, prefill)
         if not prefill and self._queued(eid):
             return self._run_queued(bank, x, tok, eid, gate)
         if x.device.type != "cpu":  # the host's share needs host copies (one small copy each)
@@ -246,22 +257,63 @@ class CachedBackend(ExpertBackend):
         self._count(layer, on_dev, tuple(n.tolist()), t1 - t0, time.perf_counter() - t1)
         return y
 
-    def _run_joined(self, g, x, tok, eid, gate):
+    def _run_joined(self, g, x, tok, eid, gate, inline: bool = False):
         """``_run_queued``'s replayed step with its CPU routes joined in the device's stream
-        (experts/joined.py): nothing read back, the host never waits; the same sum in the same order."""
-        g.branch.check()  # an error of an earlier step's branch
+        (experts/joined.py): nothing read back, the host never waits; the same sum in the same order.
+        ``inline``: the same work launched directly, inside a whole decode step being captured."""
+        if not inline:
+            g.branch.check()  # an error of an earlier step's branch (a captured step's: its replayer)
         c, dev = self.cache, self.dev
         g.load(x, tok, eid, gate)
-        c.tick()
-        g.control.replay()  # control, then its outcome and the inputs into the branch's buffers
+        c.tick(inline)
+        g.run_control(inline)  # control, then its outcome and the inputs into the branch's buffers
         if self._copied is not None and self._copied is not self._waited:  # prefetches queued
             dev.compute.wait(self._copied)
             self._waited = self._copied
         dev.compute.follow_current()
-        pending = dev.compute.run(g.run_experts)
-        y_cpu = g.join.replay()  # the branch beside the experts graph, then its y to the device
+        pending = dev.compute.run(lambda: g.run_experts(inline))
+        y_cpu = g.run_join(inline)  # the branch beside the experts' work, then its y to the device
         dev.join(pending)
         return g.y + y_cpu  # device first, then host, as the host join adds them
+
+    def _run_inline(self, x, tok, eid, gate, prefill: bool):
+        """A step inside a whole decode step being captured: the joined step's work launched directly.
+        Raises NotCapturable where this step would read something back instead (no joined branch for
+        its shape, a prefill-sized or host-read step) or prefetches are still queued."""
+        g = None
+        if not prefill and self._queued(eid):
+            g = self.graphs.get(self.dev, x, tok, eid, gate, inline=True)
+        if g is None or g.join is None:
+            raise NotCapturable(
+                f"an MoE layer step of {eid.numel()} routes has no joined CPU branch here "
+                f"(cpu_join {self.join!r}, queued step {not prefill and self._queued(eid)})"
+            )
+        if self._copied is not None and self._copied is not self._waited:
+            raise NotCapturable(
+                "copies queued before the decode step (prefetches) are not waited for"
+            )
+        return self._run_joined(g, x, tok, eid, gate, inline=True)
+
+    def uncapturable(self, routes: int, tokens: int, dtype: torch.dtype) -> str | None:
+        """Why a decode step's MoE layer steps of ``routes`` routes over ``tokens`` tokens of ``dtype``
+        could not run inside a captured decode step (None: they can: the shape's joined step exists)."""
+        if not self._queued(torch.empty(routes)):
+            return f"a step of {routes} routes does not take the queued layer step"
+        g = self.graphs._graphs.get((routes, tokens, dtype))
+        if g is None or g.join is None:
+            return f"no joined CPU branch for a step of {routes} routes (cpu_join {self.join!r})"
+        return None
+
+    def joined_branches(self) -> list:
+        """The JoinedBranch of every captured step shape (what a decode step's replayer checks)."""
+        return [b for b in self.graphs.branches.values() if b is not None]
+
+    def quiesce(self) -> None:
+        """Wait for every queued copy (before a whole decode step is captured: it may not wait for an
+        event recorded outside it)."""
+        if self._copied is not None and self._copied is not self._waited:
+            self._copied.synchronize()
+            self._waited = self._copied
 
     @property
     def stats(self) -> dict[int, dict[str, int]]:

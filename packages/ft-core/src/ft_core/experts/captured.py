@@ -84,15 +84,33 @@ class StepGraph:
         self.experts = dev.capture(experts)
         # the CPU routes' y [T, H] float32 on the device, once replayed
         self.join = None if branch is None else dev.capture(lambda: branch.join(dev))
+        # the same work launched directly (``inline``: inside a whole decode step being captured, where
+        # a graph may not be replayed): control's outcome lands in the control graph's outputs
+        self._control, self._experts = control, experts
+        self._join = None if branch is None else (lambda: branch.join(dev))
 
     def load(self, x, tok, eid, gate) -> None:
         """Copy the step's inputs into the static ones (queued on the caller's stream)."""
         for dst, src in zip((self.x, self.tok, self.eid, self.gate), (x, tok, eid, gate)):
             dst.copy_(src, non_blocking=True)
 
-    def run_experts(self) -> None:
-        """Replay the experts graph (on the stream the caller runs this on); its y in ``self.y``."""
-        self.y = self.experts.replay()
+    def run_control(self, inline: bool = False) -> None:
+        """Queue the control step on the caller's stream: replay its graph, or (``inline``) launch its
+        kernels and copy the outcome into the graph's outputs, which the experts step reads."""
+        if not inline:
+            self.control.replay()
+            return
+        for dst, src in zip(self.control.outputs, self._control()):
+            dst.copy_(src)
+
+    def run_experts(self, inline: bool = False) -> None:
+        """Replay the experts graph, or launch its work (``inline``), on the stream the caller runs this
+        on; its y in ``self.y``."""
+        self.y = self._experts() if inline else self.experts.replay()
+
+    def run_join(self, inline: bool = False) -> torch.Tensor:
+        """Queue the joined branch and its y back on the caller's stream (graph or ``inline``)."""
+        return self._join() if inline else self.join.replay()
 
 
 class StepGraphs:
@@ -106,15 +124,23 @@ class StepGraphs:
         self.enabled = True
         self.replays = 0  # steps replayed from a graph
         self._graphs: dict[tuple, StepGraph] = {}
+        self.epoch = (
+            0  # + 1 by each ``clear``: what captured the StepGraphs' tensors must capture again
+        )
         self._seen: set[tuple] = set()
         self.branches: dict[tuple, JoinedBranch | None] = {}
 
-    def get(self, dev: Device, x: torch.Tensor, tok, eid: torch.Tensor, gate) -> StepGraph | None:
+    def get(
+        self, dev: Device, x: torch.Tensor, tok, eid: torch.Tensor, gate, inline: bool = False
+    ) -> StepGraph | None:
         """The StepGraph of this step's shape (captured on ``dev``, the cache's device, on its second
         sighting); None while the step should run uncaptured (first sighting, too many shapes, graphs
-        off)."""
+        off). ``inline`` (a whole decode step being captured): the shape's StepGraph if there is one,
+        never a new capture."""
         key = (eid.numel(), x.shape[0], x.dtype)
         g = self._graphs.get(key)
+        if inline:
+            return g
         if g is not None or not self.enabled:
             self.replays += g is not None
             return g
@@ -155,5 +181,6 @@ class StepGraphs:
             return None
 
     def clear(self) -> None:
+        self.epoch += 1
         self._graphs.clear()
         self._seen.clear()
