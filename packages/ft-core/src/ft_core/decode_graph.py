@@ -166,7 +166,7 @@ class DecodeGraphs:
                 ticks0 = c.inline_ticks
                 b.inline = True
             try:
-                bk.graph = self.dev.capture(lambda: self._forward(bk))
+                bk.graph = self.dev.capture(lambda: self._forward(bk), shared=True)
             finally:
                 if b is not None:
                     b.inline = False

@@ -95,6 +95,7 @@ class CudaDevice(Device):
         self._dev = torch.device(self.name)
         self.copy = _CudaStream(self._dev)
         self.compute = _CudaStream(self._dev)
+        self._pool = None  # the memory pool of shared captures (``capture``)
 
     def mem_get_info(self) -> tuple[int, int]:
         free, total = torch.cuda.mem_get_info(self._dev)
@@ -124,11 +125,17 @@ class CudaDevice(Device):
         if err != 0:
             raise RuntimeError(f"cuLaunchHostFunc failed (CUresult {err})")
 
-    def capture(self, fn: Callable[[], Any]) -> Graph:
+    def capture(self, fn: Callable[[], Any], shared: bool = False) -> Graph:
         """torch.cuda.graph on a side stream (the device synchronised first); fn's tensors come from
-        the graph's own memory pool and stay the graph's."""
+        the graph's own memory pool and stay the graph's (``shared``: one pool for every shared capture,
+        so graphs replayed one at a time hold one set of temporaries, not one each)."""
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.device(self._dev), torch.cuda.graph(g):
+        pool = None
+        if shared:
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            pool = self._pool
+        with torch.cuda.device(self._dev), torch.cuda.graph(g, pool=pool):
             out = fn()
         return _CudaGraph(g, out)
 

@@ -114,9 +114,11 @@ class Device(ABC):
         docstring). The stand-in runs it at once: the caller's queued work is done already."""
         branch.run()
 
-    def capture(self, fn: Callable[[], Any]) -> Graph:
-        """``fn``'s stream work, recorded for replay (module docstring). fn may only queue work on
-        the current stream: no host reads of device values, no other streams."""
+    def capture(self, fn: Callable[[], Any], shared: bool = False) -> Graph:
+        """``fn``'s stream work, recorded for replay (module docstring). fn may only queue work: no host
+        reads of device values; other streams only after they ``follow_current`` and joined back
+        (``join``) before fn returns (a whole decode step's MoE steps). ``shared``: its memory from
+        one pool shared by every ``shared`` capture of this device (graphs never replayed at once)."""
         return _Replayed(fn)
 
     def synchronize(self) -> None:
