@@ -141,17 +141,19 @@ def test_cuda_cpu_routes_joined_in_the_stream(tiny_ckpt, join, kw):
     assert t["routes"] == t["device_routes"] + t["cpu_routes"] and t["cpu_routes"] > 0
 
 
+@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen3_5_moe"])
 @pytest.mark.parametrize("join", ["callback", "flag"])
 @pytest.mark.parametrize("n", [1, 3, 4])
-def test_cuda_decode_graphs(tiny_ckpt, join, n):
+def test_cuda_decode_graphs(tiny_ckpt, arch, join, n):
     """decode_graphs on the GPU (decode_graph.py): a whole decode step captured once per batch bucket
     (1, 3 in a bucket of 4 with a repeated row, 4) with its MoE steps' CPU routes joined in the stream,
     then replayed: the same greedy tokens as the eager GPU engine and every step's logits within the
     fp32 bound of its; the graph replayed every step after the bucket's eager ones; the cache's host
-    clock kept up with the one the graph ticks on the GPU; the branches met no error."""
+    clock kept up with the one the graph ticks on the GPU; the branches met no error. qwen3_5_moe: Gated
+    DeltaNet layers, their live states at slots read on the device."""
     from ft_core.decode_graph import EAGER_STEPS
 
-    path = tiny_ckpt("qwen3_moe")
+    path = tiny_ckpt(arch)
     prompts = [IDS[:9], IDS[5:17], IDS[20:26], IDS[30:38]][:n]
     runs = []
     for graphs in (False, True):
@@ -171,7 +173,9 @@ def test_cuda_decode_graphs(tiny_ckpt, join, n):
         assert b.cache.clock == int(b.cache.clock_t)
         runs.append((toks, logits, eng))
     g = runs[1][2].runner.graphs
-    assert g.enabled and g.replays == GREEDY.max_tokens - 1 - EAGER_STEPS, g.replays
+    # (a hybrid's step that takes a state checkpoint at an anchor token runs eagerly)
+    want = GREEDY.max_tokens - 1 - EAGER_STEPS
+    assert g.enabled and (g.replays == want or arch == "qwen3_5_moe" and 0 < g.replays), g.replays
     assert runs[0][0] == runs[1][0]
     for a, b in zip(runs[0][1], runs[1][1]):
         assert_logits_close(b, a, runs[1][2].model_config)

@@ -326,8 +326,8 @@ ids = IDS
 greedy = SamplingParams(max_tokens=7, temperature=0.0, ignore_eos=True)
 keys = ("routes", "device_routes", "cpu_routes", "hits", "misses", "fills", "evictions", "bytes_copied")
 
-def run(prompts, delay=None, resize=None, **kw):
-    eng = Engine.from_pretrained(PATH, cache_control_impl="triton", device_expert_impl="triton", **kw)
+def run(prompts, delay=None, resize=None, path=None, **kw):
+    eng = Engine.from_pretrained(path or PATH, cache_control_impl="triton", device_expert_impl="triton", **kw)
     b = eng.model.backend
     if delay:
         b.dev = CpuDevice(delay=delay, seed=1)
@@ -353,15 +353,18 @@ def test_decode_graphs_under_interpreter(tiny_ckpt):
     """decode_graphs (decode_graph.py) on the stand-in, whose capture replays the step's Python each time:
     the static bucket inputs, rows past the batch repeating row 0, each MoE step's work launched inline
     (its joined branch, the cache clock ticked on the device and the host's copy advanced per replay),
-    and graphs dropped when the expert cache is resized. A full bucket (4 sequences) gives every step's
+    and graphs dropped when the expert cache is resized; a hybrid model (Qwen3.5-MoE: Gated DeltaNet
+    states at slots read on the device) with steps that take a state checkpoint run eagerly between
+    replays. A full bucket (4 sequences) gives every step's
     logits, the tokens and every counter of the eager engine, bit for bit, with copy-stream delays; a
     padded one (3 in a bucket of 4) the same tokens and logits within the fp32 bound (another batch's
     rounding), its counters larger by the repeated rows' routes. Where a step cannot be captured (torch's
     experts: no joined branch) the capture fails over to eager steps with the same results."""
 
-    path = tiny_ckpt("qwen3_moe")
+    path, path35 = tiny_ckpt("qwen3_moe"), tiny_ckpt("qwen3_5_moe")
     code = (
         f"TESTS = {str(Path(__file__).resolve().parent)!r}\nPATH = {str(path)!r}\nIDS = {IDS!r}\n"
+        f"PATH35 = {str(path35)!r}\n"
         + DECODE_GRAPH_RUN
         + """
 four = [ids[:9], ids[5:17], ids[20:26], ids[30:38]]
@@ -381,6 +384,15 @@ for kw, delay in ((dict(moe_backend="fill", moe_cache_slots=5, cpu_join="callbac
     for a, b in zip(l0, l1):
         assert_logits_close(b, a, eng.model_config)
     assert s1["routes"] > s0["routes"] and s1["misses"] == s0["misses"], (s0, s1)
+# a hybrid model: its Gated DeltaNet layers' live states at the slots read on the device; checkpoints
+# every 8 tokens, whose steps run eagerly between replays
+kw = dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, cpu_join="callback",
+          checkpoint_policy="every_n", checkpoint_interval=8)
+_, t0, l0, _ = run(four[:3], path=PATH35, **kw)
+eng, t1, l1, _ = run(four[:3], path=PATH35, decode_graphs=True, **kw)
+assert t0 == t1 and 0 < eng.runner.graphs.replays < 4, eng.runner.graphs.replays
+for a, b in zip(l0, l1):
+    assert_logits_close(b, a, eng.model_config)
 # a step that cannot be captured: the capture fails, decode goes on eagerly
 kw = dict(moe_backend="fill", moe_cache_slots=5, cpu_join="callback", expert_impl="torch")
 _, t0, l0, _ = run(four, **kw)

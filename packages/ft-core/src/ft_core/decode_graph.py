@@ -9,7 +9,9 @@ lengths [Bb] and page tables [Bb, pages of max_model_len] -- are written each st
 one staging buffer (page-locked on a GPU); rows past B repeat row 0 (the same token at the same position:
 the same K/V written to the same slot, its routes the same experts, so the CPU's expert reads do not grow;
 their logits are dropped). Nothing in the step reads a Python value of the batch: the attention reads the
-lengths and tables on the device (``layers/attention.device_decode``).
+lengths and tables on the device (``layers/attention.device_decode``), a Gated DeltaNet layer its live
+states' slots (``layers/linear_attn``: the batch's ``captured`` path). A step that takes a state
+checkpoint runs eagerly (the runner's choice).
 
 A bucket's first two steps run eagerly on its static inputs (kernels compiled, each MoE step shape's own
 graphs and joined branch made), the third is captured and replayed, and every later one replayed. The
@@ -35,7 +37,9 @@ from ft_core.experts.cache import TRITON_MAX_ROUTES
 from ft_core.experts.cached import CachedBackend, NotCapturable
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
+from ft_core.cache.state_store import StateBatch, StatePool
 from ft_core.layers.batch import ForwardBatch
+from ft_core.layers.linear_attn import GatedDeltaNet
 
 BUCKETS = (1, 2, 4, 8, 16, 32)
 EAGER_STEPS = 2  # a bucket's steps run eagerly before its capture
@@ -47,12 +51,13 @@ def unsupported(model, config: EngineConfig) -> str | None:
     """Why ``model``'s decode steps cannot be captured under ``config`` (None: they can)."""
     if config.record_routing:
         return "record_routing reads each step's routes back"
-    if model.cfg.state_layers(config.window_state):
-        return "layers with per-sequence state (linear attention, windows kept as state)"
+    if set(model.cfg.state_layers(config.window_state)) - set(model.cfg.linear_layers):
+        return "sliding windows kept as per-sequence state (window_state)"
     for i, (_, attn, _, _) in enumerate(model.layers):
-        if not isinstance(attn, (GQAttention, GatedAttention)) or getattr(
-            attn, "state_index", None
-        ):
+        if isinstance(attn, GatedDeltaNet):  # its captured path reads the live slots on the device
+            continue
+        window_state = getattr(attn, "state_index", None) is not None
+        if not isinstance(attn, (GQAttention, GatedAttention)) or window_state:
             return f"layer {i}'s attention ({type(attn).__name__}) reads host values of the batch"
     b = model.backend
     if b is not None and not isinstance(b, CachedBackend):
@@ -65,26 +70,34 @@ def unsupported(model, config: EngineConfig) -> str | None:
 class _Bucket:
     """One bucket's static inputs, its batch over them, and its graph once captured."""
 
-    def __init__(self, size: int, pages: int, page_size: int, device: torch.device):
+    def __init__(
+        self, size: int, pages: int, page_size: int, device: torch.device, live: StatePool | None
+    ):
         pin = device.type == "cuda"
         self.size = size
-        self.cols = torch.zeros(4, size, dtype=torch.int64, pin_memory=pin)  # ids, pos, slots, ctx
+        # ids, positions, KV slots, context lengths, live state slots
+        self.cols = torch.zeros(5, size, dtype=torch.int64, pin_memory=pin)
         self.table = torch.zeros(size, pages, dtype=torch.int64, pin_memory=pin)
         self.cols_np, self.table_np = self.cols.numpy(), self.table.numpy()
-        self.d_cols = torch.zeros(4, size, dtype=torch.int64, device=device)
+        self.d_cols = torch.zeros(5, size, dtype=torch.int64, device=device)
         self.d_table = torch.zeros(size, pages, dtype=torch.int64, device=device)
         c = self.d_cols
-        self.batch = ForwardBatch(c[0], c[1], c[2], self.d_table, [1] * size, [1] * size, page_size)
-        self.batch.memo["ctx"] = c[3]  # ctx_tensor(): read on the device
+        state = None if live is None else StateBatch(live, [], [])  # its slots: read on the device
+        self.batch = ForwardBatch(
+            c[0], c[1], c[2], self.d_table, [1] * size, [1] * size, page_size, state
+        )
+        # read on the device: ctx_tensor(), state_slots_tensor(); "captured": the layers' captured path
+        self.batch.memo.update(ctx=c[3], state_slots=c[4], captured=True)
         self.steps = 0  # steps this bucket ran (eager ones included)
         self.graph = None
         self.ticks = 0  # cache clock ticks a replay queues
 
-    def load(self, ids, positions, slots, tables) -> None:
+    def load(self, ids, positions, slots, tables, states) -> None:
         """The step's inputs into the static ones: real rows, then row 0 repeated (queued copies)."""
         B, c, t = len(ids), self.cols_np, self.table_np
         c[0, :B], c[1, :B], c[2, :B] = ids, positions, slots
         c[3, :B] = [p + 1 for p in positions]
+        c[4, :B] = states or 0
         c[:, B:] = c[:, :1]
         width = max(len(r) for r in tables)
         for b, r in enumerate(tables):
@@ -97,8 +110,16 @@ class _Bucket:
 class DecodeGraphs:
     """The decode-step graphs of one engine (module docstring). ``logits`` is the runner's entry."""
 
-    def __init__(self, config: EngineConfig, model, kv: PagedKVCache, max_model_len: int):
-        self.model, self.kv = model, kv
+    def __init__(
+        self,
+        config: EngineConfig,
+        model,
+        kv: PagedKVCache,
+        max_model_len: int,
+        live: StatePool | None = None,
+    ):
+        """``live``: the live recurrent states of a hybrid model's sequences (the engine's pool)."""
+        self.model, self.kv, self.live = model, kv, live
         b = model.backend
         self.backend = b if isinstance(b, CachedBackend) else None
         self.dev: Device = self.backend.dev if self.backend is not None else for_name(config.device)
@@ -114,16 +135,19 @@ class DecodeGraphs:
         """What the graphs captured and a reallocation would move: the KV pools, the expert cache's
         step graphs (cleared on its resize)."""
         fp = tuple(t.data_ptr() for t in self.kv.k if t is not None)
+        if self.live is not None:
+            fp += tuple(t.data_ptr() for layer in self.live.tensors for t in layer)
         if self.backend is not None:
             fp += (self.backend.graphs.epoch, self.backend.cache.slot_of_id.data_ptr())
         return fp
 
     def logits(
-        self, ids: list[int], positions: list[int], slots: list[int], tables
+        self, ids: list[int], positions: list[int], slots: list[int], tables, states=None
     ) -> torch.Tensor | None:
         """Logits [B, V] float32 on the host of a decode step (one new token a sequence: ids, positions,
-        KV slots [B], tables: each sequence's page list), or None where no bucket takes it (the caller
-        runs it eagerly)."""
+        KV slots [B], tables: each sequence's page list; ``states``: each one's live state slot, in a
+        hybrid model, taking no snapshot this step), or None where no bucket takes it (the caller runs
+        it eagerly)."""
         B = len(ids)
         size = next((n for n in self.buckets if n >= B), None)
         if not self.enabled or size is None:
@@ -135,9 +159,9 @@ class DecodeGraphs:
         bk = self._buckets.get(size)
         if bk is None:
             bk = self._buckets[size] = _Bucket(
-                size, self.pages, self.kv.page_size, self.model.device
+                size, self.pages, self.kv.page_size, self.model.device, self.live
             )
-        bk.load(ids, positions, slots, tables)
+        bk.load(ids, positions, slots, tables, states)
         bk.steps += 1
         if bk.graph is None and bk.steps > EAGER_STEPS:
             self._capture(bk)

@@ -48,7 +48,7 @@ class ModelRunner:
         if config.decode_graphs:
             why = unsupported(model, config)
             if why is None:
-                self.graphs = DecodeGraphs(config, model, kv, max_model_len)
+                self.graphs = DecodeGraphs(config, model, kv, max_model_len, live_states)
             else:
                 logging.getLogger("ft_core.engine").warning(
                     "decode_graphs: decode steps run eagerly: %s", why
@@ -82,8 +82,10 @@ class ModelRunner:
                 and live is None
                 and finite_log is None
                 and not b.seqs[0].want_all_logits
+                and not any(b.snaps or [])  # (a state checkpoint taken this step: eagerly)
             ):  # replayed from a captured graph where a bucket takes it
-                logits = self.graphs.logits(ids, pos, slots, tables)
+                states = None if state is None else state.slots
+                logits = self.graphs.logits(ids, pos, slots, tables, states)
                 if logits is not None:
                     return logits
             fb = ForwardBatch.one_token(ids, pos, slots, tables, self.kv.page_size, state)

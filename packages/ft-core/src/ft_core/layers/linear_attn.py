@@ -112,6 +112,9 @@ class GatedDeltaNet:
             proj = torch.cat([linear(x, w) for w in self.w_in], dim=-1)
         else:
             proj = linear(x, self.w_in)
+        if batch.memo.get("captured"):  # a decode step captured in a graph (decode_graph.py)
+            core = self._step(*self._gates(proj), batch.state_slots_tensor(), st.live.layer(j))
+            return self._out(core, proj, x.dtype)
         if self._fused_decode(proj, batch, st):
             y = ft_kernels.gdn_decode(
                 proj, self.conv_w, *st.live.layer(j), batch.state_slots_tensor(), self.neg_A,
@@ -119,9 +122,7 @@ class GatedDeltaNet:
             )  # fmt: skip
             st.snapshot_decoded(j)
             return linear(y if self.out_order is None else y[:, self.out_order], self.w_out)
-        mixed, z, b, a = proj.split(self.split, dim=-1)
-        beta = b.sigmoid()
-        g = self.neg_A * F.softplus(a.float() + self.dt_bias)  # [T, Hv] float32
+        mixed, g, beta = self._gates(proj)
         core = torch.empty(T, lin.v_heads, lin.v_dim, device=x.device)
         starts = [0]
         for n in batch.q_lens:
@@ -131,27 +132,8 @@ class GatedDeltaNet:
         if single:  # decode tokens (and one-token chunks) of all sequences together, recurrent form
             rows = torch.tensor([starts[i] for i in single], device=x.device)
             slots = torch.tensor([st.slots[i] for i in single], device=x.device)
-            live_conv, live_rec = st.live.layer(j)
-            y, conv = causal_conv_step(mixed[rows], live_conv[slots], self.conv_w)
-            if self.recurrent_rule is gated_delta.recurrent_gated_delta_rule:  # torch: in place
-                q, k, v = self._heads(y)
-                # one sequence: its state in the pool itself (a view), no gather and scatter back
-                one = len(single) == 1
-                s0 = st.slots[single[0]]
-                rec = live_rec[s0 : s0 + 1] if one else live_rec[slots]
-                o, S = gated_delta.gated_delta_step(q, k, v, g[rows], beta[rows], rec)
-                if one and S.data_ptr() == rec.data_ptr():
-                    S = None  # already in place
-            else:
-                q, k, v = self._heads(y[:, None])
-                o, S = self.recurrent_rule(
-                    q, k, v, g[rows][:, None], beta[rows][:, None], live_rec[slots]
-                )
-                o = o[:, 0]
-            live_conv[slots] = conv
-            if S is not None:
-                live_rec[slots] = S
-            core[rows] = o
+            one = st.slots[single[0]] if len(single) == 1 else None
+            core[rows] = self._step(mixed[rows], g[rows], beta[rows], slots, st.live.layer(j), one)
             st.snapshot_decoded(j, single)
         for i, n in enumerate(batch.q_lens):
             if n > 1:
@@ -159,11 +141,44 @@ class GatedDeltaNet:
                 core[s0 : s0 + n] = self._prefill(
                     mixed[s0 : s0 + n], g[s0 : s0 + n], beta[s0 : s0 + n], st, i, snaps[i]
                 )
+        return self._out(core, proj, x.dtype)
+
+    def _gates(self, proj: torch.Tensor):
+        """The in-projection [T, ..] -> (mixed [T, C], g [T, Hv] float32, beta [T, Hv])."""
+        mixed, _, b, a = proj.split(self.split, dim=-1)
+        return mixed, self.neg_A * F.softplus(a.float() + self.dt_bias), b.sigmoid()
+
+    def _out(self, core: torch.Tensor, proj: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The core output [T, Hv, Dv] -> gated RMSNorm with z -> out-projection [T, H] in ``dtype``."""
+        lin, T = self.cfg.linear, core.shape[0]
+        z = proj.split(self.split, dim=-1)[1]
         y = gated_rms_norm(
-            core.to(x.dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps
+            core.to(dtype), z.view(T, lin.v_heads, lin.v_dim), self.norm, self.cfg.rms_eps
         )
         y = y.reshape(T, -1)
         return linear(y if self.out_order is None else y[:, self.out_order], self.w_out)
+
+    def _step(self, mixed, g, beta, slots, live, one: int | None = None) -> torch.Tensor:
+        """The recurrent form over decode rows (one token each): conv and delta rule from the live states at
+        ``slots`` [n] (on the device), the new states written back there; ``one``: the slot of a lone
+        sequence, whose state torch's rule updates in the pool itself (a view: no gather and scatter back).
+        Returns the core output [n, Hv, Dv] float32."""
+        live_conv, live_rec = live
+        y, conv = causal_conv_step(mixed, live_conv[slots], self.conv_w)
+        if self.recurrent_rule is gated_delta.recurrent_gated_delta_rule:  # torch: in place
+            q, k, v = self._heads(y)
+            rec = live_rec[one : one + 1] if one is not None else live_rec[slots]
+            o, S = gated_delta.gated_delta_step(q, k, v, g, beta, rec)
+            if one is not None and S.data_ptr() == rec.data_ptr():
+                S = None  # already in place
+        else:
+            q, k, v = self._heads(y[:, None])
+            o, S = self.recurrent_rule(q, k, v, g[:, None], beta[:, None], live_rec[slots])
+            o = o[:, 0]
+        live_conv[slots] = conv
+        if S is not None:
+            live_rec[slots] = S
+        return o
 
     def _fused_decode(self, proj: torch.Tensor, batch: ForwardBatch, st) -> bool:
         """Whether this forward is decode tokens only (one per sequence) that ``ft_kernels.gdn_decode`` can run
