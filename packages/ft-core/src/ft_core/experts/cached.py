@@ -21,6 +21,9 @@ the caller's stream told to wait for the GEMM: the host never waits for the expe
 With ``join`` callback or flag (``EngineConfig.cpu_join``, experts/joined.py) a replayed step's CPU
 routes run in C++ in the device's stream order instead (``_run_joined``), so the host does not wait for
 the control step either; their counters are kept by the C++ branch (``stats`` adds them).
+Inside a whole decode step being captured (decode_graph.py: ``inline``) a step launches that joined step's
+work directly, the cache clock ticked on the device; a step that would read anything back raises
+``NotCapturable`` there.
 
 Prefill (a call with >= PREFILL_TOKENS tokens, fill/hybrid policies) double-buffers when the cache
 holds two full layers: every miss of layer l is filled, and while layer l computes, the copy stream

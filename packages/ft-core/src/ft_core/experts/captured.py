@@ -16,8 +16,10 @@ branch's page-locked buffers, and a third graph holds the join:
 A replay reads static inputs: the step's x, tok, eid, gate are copied into them first; the clock is
 read from the cache's ``clock_t``. A shape's first step runs uncaptured (its kernels compile then),
 its second is captured, later ones replay. At most ``MAX_SHAPES`` shapes; ``clear`` drops them all
-(the cache's tables or slots were reallocated: ``resize``). Where capture fails, the graphs are
-turned off with a warning and the uncaptured queued step goes on.
+(the cache's tables or slots were reallocated: ``resize``; ``epoch`` counts those). Where capture fails,
+the graphs are turned off with a warning and the uncaptured queued step goes on. Inside a whole decode
+step being captured (decode_graph.py) a graph may not be replayed: ``run_control`` / ``run_experts`` /
+``run_join`` with ``inline`` launch the same work on the same static tensors instead.
 Legend: T = tokens, H = hidden, R = routes.
 """
 
