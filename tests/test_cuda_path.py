@@ -142,7 +142,7 @@ def test_cuda_cpu_routes_joined_in_the_stream(tiny_ckpt, join, kw):
     assert t["routes"] == t["device_routes"] + t["cpu_routes"] and t["cpu_routes"] > 0
 
 
-@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen3_5_moe"])
+@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen3_5_moe", "deepseek_v3"])
 @pytest.mark.parametrize("join", ["callback", "flag"])
 @pytest.mark.parametrize("n", [1, 3, 4])
 def test_cuda_decode_graphs(tiny_ckpt, arch, join, n):
@@ -151,7 +151,8 @@ def test_cuda_decode_graphs(tiny_ckpt, arch, join, n):
     then replayed: the same greedy tokens as the eager GPU engine and every step's logits within the
     fp32 bound of its; the graph replayed every step after the bucket's eager ones; the cache's host
     clock kept up with the one the graph ticks on the GPU; the branches met no error. qwen3_5_moe: Gated
-    DeltaNet layers, their live states at slots read on the device."""
+    DeltaNet layers, their live states at slots read on the device; deepseek_v3: MLA's absorbed decode
+    over the cached rows (``attn_mla.latent_decode``)."""
     from ft_core.decode_graph import EAGER_STEPS
 
     path = tiny_ckpt(arch)

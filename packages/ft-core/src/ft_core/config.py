@@ -187,7 +187,7 @@ class EngineConfig:
         False,
         help="replay each decode step of up to 32 sequences (buckets 1, 2, 4, 8, 16, 32) from one captured "
         "CUDA graph: embedding, every layer and the LM head in one launch instead of hundreds from Python "
-        "(decode_graph.py). Needs full, gated or Gated DeltaNet attention (not MLA) and, with an expert "
+        "(decode_graph.py). Needs full, gated, latent (MLA) or Gated DeltaNet attention and, with an expert "
         "cache, --cpu-join callback or flag; elsewhere decode stays eager, with a warning saying why. Opt-in "
         "until checked on a GPU; on --device cpu the stand-in runs each step again (for tests)",
     )

@@ -37,6 +37,7 @@ from ft_core.experts.cache import TRITON_MAX_ROUTES
 from ft_core.experts.cached import CachedBackend, NotCapturable
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
+from ft_core.layers.attn_mla import MLAttention
 from ft_core.cache.state_store import StateBatch, StatePool
 from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.linear_attn import GatedDeltaNet
@@ -57,8 +58,10 @@ def unsupported(model, config: EngineConfig) -> str | None:
         if isinstance(attn, GatedDeltaNet):  # its captured path reads the live slots on the device
             continue
         window_state = getattr(attn, "state_index", None) is not None
-        if not isinstance(attn, (GQAttention, GatedAttention)) or window_state:
+        if not isinstance(attn, (GQAttention, GatedAttention, MLAttention)) or window_state:
             return f"layer {i}'s attention ({type(attn).__name__}) reads host values of the batch"
+        if isinstance(attn, MLAttention) and not isinstance(attn.wkvb, torch.Tensor):
+            return f"layer {i}'s kv_b_proj is in a kernel format: its decode expands the context"
     b = model.backend
     if b is not None and not isinstance(b, CachedBackend):
         return "the routed experts run on the host (moe_backend cpu): each step copies x back"
