@@ -126,9 +126,8 @@ class StepGraphs:
         self.enabled = True
         self.replays = 0  # steps replayed from a graph
         self._graphs: dict[tuple, StepGraph] = {}
-        self.epoch = (
-            0  # + 1 by each ``clear``: what captured the StepGraphs' tensors must capture again
-        )
+        # + 1 by each ``clear``: what captured the StepGraphs' tensors must capture again
+        self.epoch = 0
         self._seen: set[tuple] = set()
         self.branches: dict[tuple, JoinedBranch | None] = {}
 
