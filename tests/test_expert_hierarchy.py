@@ -179,8 +179,7 @@ for kw in cases:
         eng.model.backend.cache.check()
     assert torch.equal(out[0][0], out[1][0]), kw
     assert out[0][1] == out[1][1], kw
-    CTX = 12 + 7  # the longest context a sampled row had (prompt and generated tokens)
-keys = ("routes", "device_routes", "hits", "misses", "fills", "evictions", "bytes_copied", "prefetched")
+    keys = ("routes", "device_routes", "hits", "misses", "fills", "evictions", "bytes_copied", "prefetched")
     assert {{k: out[0][2].get(k) for k in keys}} == {{k: out[1][2].get(k) for k in keys}}, (kw, out[0][2], out[1][2])
 print("ok")
 """
@@ -213,7 +212,6 @@ greedy = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
 cases = [dict(moe_backend="fill", moe_cache_slots=5),
          dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, moe_cache_policy="lru"),
          dict(moe_backend="fill", moe_cache_slots=16, moe_cache_policy="reuse")]
-CTX = 12 + 7  # the longest context a sampled row had (prompt and generated tokens)
 keys = ("routes", "device_routes", "cpu_routes", "hits", "misses", "fills", "evictions", "bytes_copied")
 for kw in cases:
     out = []
@@ -254,7 +252,6 @@ from ft_core import Engine, SamplingParams
 from ft_core.device import CpuDevice
 ids = {IDS!r}
 greedy = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
-CTX = 12 + 7  # the longest context a sampled row had (prompt and generated tokens)
 keys = ("routes", "device_routes", "cpu_routes", "hits", "misses", "fills", "evictions", "bytes_copied")
 cases = [dict(moe_backend="fill", moe_cache_slots=5),
          dict(moe_backend="hybrid", moe_bandwidth_ratio=0.5, moe_cache_slots=5, moe_cache_policy="lru")]
