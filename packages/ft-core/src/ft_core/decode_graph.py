@@ -17,8 +17,8 @@ A bucket's first two steps run eagerly on its static inputs (kernels compiled, e
 graphs and joined branch made), the third is captured and replayed, and every later one replayed. The
 cache clock advances on the device inside the graph (``ExpertCache.tick(inline=True)``); the host's copy
 is advanced by each replay's ticks (counted while capturing on a GPU; the stand-in, whose capture runs
-nothing, counts them as each replay runs the step again). A replay first checks the joined branches for an error of an earlier
-step. Graphs are dropped when what they captured was reallocated (the KV pools, the expert cache's
+nothing, counts them as each replay runs the step again). A replay first checks the joined branches for
+an error of an earlier step. Graphs are dropped when what they captured was reallocated (the KV pools, the expert cache's
 tables and slots: ``fingerprint``). Where a model or configuration cannot be captured (``unsupported``),
 or a capture fails, decode steps stay eager, with a warning saying why.
 Legend: B = sequences, Bb = its bucket, P = pages a sequence may hold, V = vocabulary.
@@ -31,6 +31,7 @@ import logging
 import torch
 
 from ft_core.cache.kv_cache import PagedKVCache
+from ft_core.cache.state_store import StateBatch, StatePool
 from ft_core.config import EngineConfig
 from ft_core.device import Device, for_name
 from ft_core.experts.cache import TRITON_MAX_ROUTES
@@ -38,7 +39,6 @@ from ft_core.experts.cached import CachedBackend, NotCapturable
 from ft_core.layers.attn_gated import GatedAttention
 from ft_core.layers.attn_gqa import GQAttention
 from ft_core.layers.attn_mla import MLAttention
-from ft_core.cache.state_store import StateBatch, StatePool
 from ft_core.layers.batch import ForwardBatch
 from ft_core.layers.linear_attn import GatedDeltaNet
 
@@ -179,8 +179,22 @@ class DecodeGraphs:
     def _forward(self, bk: _Bucket) -> torch.Tensor:
         return self.model.logits(self.model.forward(bk.batch, self.kv))
 
+    def _inline(self, fn):
+        """``fn()`` with the expert backend's MoE steps launched inline (``CachedBackend.inline``): (its
+        result, the cache clock ticks those steps queued on the device while it ran)."""
+        b = self.backend
+        if b is None:
+            return fn(), 0
+        ticks0 = b.cache.inline_ticks
+        b.inline = True
+        try:
+            out = fn()
+        finally:
+            b.inline = False
+        return out, b.cache.inline_ticks - ticks0
+
     def _capture(self, bk: _Bucket) -> None:
-        b, c = self.backend, self.backend.cache if self.backend is not None else None
+        b = self.backend
         try:
             if b is not None and self.model.bank is not None:
                 k = self.model.cfg.moe.top_k
@@ -190,14 +204,10 @@ class DecodeGraphs:
             self.dev.synchronize()
             if b is not None:
                 b.quiesce()
-                ticks0 = c.inline_ticks
-                b.inline = True
-            try:
-                bk.graph = self.dev.capture(lambda: self._forward(bk), shared=True)
-            finally:
-                if b is not None:
-                    b.inline = False
-            bk.ticks = c.inline_ticks - ticks0 if b is not None else 0
+            # (a GPU's capture runs the step's Python once: the ticks each replay queues)
+            bk.graph, bk.ticks = self._inline(
+                lambda: self.dev.capture(lambda: self._forward(bk), shared=True)
+            )
         except Exception as e:  # noqa: BLE001 -- the eager step is the same computation
             bk.graph = None
             self.enabled = False
@@ -213,16 +223,9 @@ class DecodeGraphs:
             for br in b.joined_branches():
                 br.check()  # an error of an earlier step's branch
             b.quiesce()
-            b.inline = True  # the stand-in runs the step again at each replay
-            ticks0 = b.cache.inline_ticks
-        try:
-            out = bk.graph.replay()
-        finally:
-            if b is not None:
-                b.inline = False
-        if (
-            b is not None
-        ):  # a GPU's replay ticks what its capture counted; the stand-in's counts again
-            b.cache.clock += bk.ticks + b.cache.inline_ticks - ticks0
+        # (the stand-in's replay runs the step's Python again, and counts its ticks again)
+        out, ticks = self._inline(bk.graph.replay)
+        if b is not None:  # a GPU's replay ticks what its capture counted
+            b.cache.clock += bk.ticks + ticks
         self.replays += 1
         return out

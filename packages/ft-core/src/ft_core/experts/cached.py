@@ -147,7 +147,7 @@ class CachedBackend(ExpertBackend):
         )
         if self.inline:
             return self._run_inline(x, tok, eid, gate, prefill)
-        if not prefill and self._queued(eid):
+        if not prefill and self._queued(eid.numel()):
             return self._run_queued(bank, x, tok, eid, gate)
         if x.device.type != "cpu":  # the host's share needs host copies (one small copy each)
             tok, eid, gate = tok.cpu(), eid.cpu(), gate.cpu()
@@ -189,14 +189,14 @@ class CachedBackend(ExpertBackend):
         self._count(layer, on_dev, counts, t1 - t0, time.perf_counter() - t1)
         return y
 
-    def _queued(self, eid: torch.Tensor) -> bool:
-        """Whether a (non-prefill) step of routes ``eid`` takes ``_run_queued``."""
+    def _queued(self, routes: int) -> bool:
+        """Whether a (non-prefill) step of ``routes`` routes takes ``_run_queued``."""
         c = self.cache
         return (
             self.queued
             and c.control_impl == "triton"
             and self.policy != "static"
-            and eid.numel() <= TRITON_MAX_ROUTES
+            and routes <= TRITON_MAX_ROUTES
             and self.device_backend.skips_negative
             and c.listed_copy
         )
@@ -281,28 +281,22 @@ class CachedBackend(ExpertBackend):
 
     def _run_inline(self, x, tok, eid, gate, prefill: bool):
         """A step inside a whole decode step being captured: the joined step's work launched directly.
-        Raises NotCapturable where this step would read something back instead (no joined branch for
-        its shape, a prefill-sized or host-read step) or prefetches are still queued."""
-        g = None
-        if not prefill and self._queued(eid):
-            g = self.graphs.get(self.dev, x, tok, eid, gate, inline=True)
-        if g is None or g.join is None:
-            raise NotCapturable(
-                f"an MoE layer step of {eid.numel()} routes has no joined CPU branch here "
-                f"(cpu_join {self.join!r}, queued step {not prefill and self._queued(eid)})"
-            )
-        if self._copied is not None and self._copied is not self._waited:
-            raise NotCapturable(
-                "copies queued before the decode step (prefetches) are not waited for"
-            )
-        return self._run_joined(g, x, tok, eid, gate, inline=True)
+        Raises NotCapturable where this step would read something back instead (``uncapturable``, a
+        prefill-sized step) or prefetches are still queued."""
+        R, T = eid.numel(), x.shape[0]
+        why = "a prefill-sized MoE step" if prefill else self.uncapturable(R, T, x.dtype)
+        if why is None and self._copied is not None and self._copied is not self._waited:
+            why = "copies queued before the decode step (prefetches) are not waited for"
+        if why is not None:
+            raise NotCapturable(why)
+        return self._run_joined(self.graphs.find(R, T, x.dtype), x, tok, eid, gate, inline=True)
 
     def uncapturable(self, routes: int, tokens: int, dtype: torch.dtype) -> str | None:
         """Why a decode step's MoE layer steps of ``routes`` routes over ``tokens`` tokens of ``dtype``
         could not run inside a captured decode step (None: they can: the shape's joined step exists)."""
-        if not self._queued(torch.empty(routes)):
+        if not self._queued(routes):
             return f"a step of {routes} routes does not take the queued layer step"
-        g = self.graphs._graphs.get((routes, tokens, dtype))
+        g = self.graphs.find(routes, tokens, dtype)
         if g is None or g.join is None:
             return f"no joined CPU branch for a step of {routes} routes (cpu_join {self.join!r})"
         return None

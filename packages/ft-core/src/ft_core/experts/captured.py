@@ -131,17 +131,17 @@ class StepGraphs:
         self._seen: set[tuple] = set()
         self.branches: dict[tuple, JoinedBranch | None] = {}
 
-    def get(
-        self, dev: Device, x: torch.Tensor, tok, eid: torch.Tensor, gate, inline: bool = False
-    ) -> StepGraph | None:
+    def find(self, routes: int, tokens: int, dtype: torch.dtype) -> StepGraph | None:
+        """The captured StepGraph of a step of ``routes`` routes over ``tokens`` tokens of ``dtype``, if
+        any (never a new capture: what a whole decode step being captured launches inline)."""
+        return self._graphs.get((routes, tokens, dtype))
+
+    def get(self, dev: Device, x: torch.Tensor, tok, eid: torch.Tensor, gate) -> StepGraph | None:
         """The StepGraph of this step's shape (captured on ``dev``, the cache's device, on its second
         sighting); None while the step should run uncaptured (first sighting, too many shapes, graphs
-        off). ``inline`` (a whole decode step being captured): the shape's StepGraph if there is one,
-        never a new capture."""
+        off)."""
         key = (eid.numel(), x.shape[0], x.dtype)
         g = self._graphs.get(key)
-        if inline:
-            return g
         if g is not None or not self.enabled:
             self.replays += g is not None
             return g
