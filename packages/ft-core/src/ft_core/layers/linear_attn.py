@@ -199,11 +199,10 @@ class GatedDeltaNet:
         """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""
         j, slot, L = self.index, st.slots[i], mixed.shape[0]
         live_conv, live_rec = st.live.layer(j)
-        conv_in = torch.cat([live_conv[slot].to(mixed.dtype), mixed.t()], dim=1)  # [C, Kc-1+L]
-        y, conv = causal_conv(mixed, live_conv[slot], self.conv_w)
+        y, conv_in = causal_conv(mixed, live_conv[slot], self.conv_w)  # conv_in [Kc-1+L, C]
         q, k, v = self._heads(y)
         S, out, done = live_rec[slot], [], 0
-        width = conv.shape[1]
+        width = live_conv.shape[-1]  # Kc-1
         for n, cslot in sorted(snaps) + [(L, -1)]:
             if n > done:
                 o, S = self.chunk_rule(q[done:n], k[done:n], v[done:n], g[done:n], beta[done:n], S)
@@ -211,7 +210,7 @@ class GatedDeltaNet:
                 done = n
             if cslot >= 0:  # the state after the first n tokens of this chunk
                 ck_conv, ck_rec = st.ckpt.layer(j)
-                ck_conv[cslot].copy_(conv_in[:, n : n + width])
+                ck_conv[cslot].copy_(conv_in[n : n + width].t())
                 ck_rec[cslot].copy_(S)
-        live_conv[slot], live_rec[slot] = conv, S
+        live_conv[slot], live_rec[slot] = conv_in[L:].t(), S
         return torch.cat(out)
