@@ -14,7 +14,8 @@ architecture checkpoints other than the demo are skipped, and said so). Download
    kernels, everything else on the GPU), on the demo model and tiny qwen3_moe / deepseek_v3-fp8 /
    gpt_oss-mxfp4 / qwen3_5_moe checkpoints, within tests/bounds.py's fp32 bound, scoring 40 tokens
    (prefill-sized layer steps) and 12 (decode-sized: the queued step and its graphs); and whole decode
-   steps replayed from one graph (``decode_graphs``, demo, qwen3_moe, qwen3_5_moe, 1 and 3 sequences, CPU routes
+   steps replayed from one graph (``decode_graphs``, demo, qwen3_moe, qwen3_5_moe, gpt_oss-mxfp4 (windows
+   kept as state), 1 and 3 sequences, CPU routes
    joined by callback or flag) against the same engine's eager steps: tokens and every step's logits;
 4. the tests marked ``cuda`` (the test files that carry the marker, run with ``-m cuda``);
 5. timing on a random Qwen3-30B-A3B-shaped checkpoint (2 layers x 64 experts, ~1.3 GB bf16;
@@ -183,7 +184,8 @@ def parity(models, device: str, quick: bool) -> list[dict]:
 
 def graph_parity(models, device: str, quick: bool) -> list[dict]:
     """decode_graphs (decode_graph.py) against the same engine's eager decode on ``device``, for the
-    models whose steps it captures (the demo, qwen3_moe and the Gated DeltaNet hybrid qwen3_5_moe), with
+    models whose steps it captures (the demo, qwen3_moe, the Gated DeltaNet hybrid qwen3_5_moe and
+    gpt_oss-mxfp4 with its windows kept as state), with
     the CPU routes joined by callback or flag: 1 and 3 sequences (the latter in a bucket of 4, its last
     row repeating the first), greedy: the same tokens, every step's logits within the fp32 bound, and
     how many steps were replayed."""
@@ -195,7 +197,7 @@ def graph_parity(models, device: str, quick: bool) -> list[dict]:
     greedy = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
     rows = []
     for name, path in models:
-        if name not in ("demo", "qwen3_moe", "qwen3_5_moe"):
+        if name not in ("demo", "qwen3_moe", "qwen3_5_moe", "gpt_oss-mxfp4"):
             continue
         for join in ("callback",) if quick else ("callback", "flag"):
             for n in (1, 3):
@@ -379,7 +381,9 @@ def attention_rates(device: str) -> dict:
             q = torch.randn(B, N, D, device=device, dtype=torch.bfloat16)
 
             def kernel():
-                return attention.device_decode(q, kv.k[0], kv.v[0], bt, D**-0.5)
+                return attention.device_decode(
+                    q, kv.k[0], kv.v[0], bt.page_table, bt.ctx_tensor(), D**-0.5
+                )
 
             def gather():
                 return attention.paged_attention(q, *kv.gather(0, bt.page_table), bt, D**-0.5)

@@ -142,7 +142,7 @@ def test_cuda_cpu_routes_joined_in_the_stream(tiny_ckpt, join, kw):
     assert t["routes"] == t["device_routes"] + t["cpu_routes"] and t["cpu_routes"] > 0
 
 
-@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen3_5_moe", "deepseek_v3"])
+@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen3_5_moe", "deepseek_v3", "gpt_oss"])
 @pytest.mark.parametrize("join", ["callback", "flag"])
 @pytest.mark.parametrize("n", [1, 3, 4])
 def test_cuda_decode_graphs(tiny_ckpt, arch, join, n):
@@ -152,7 +152,8 @@ def test_cuda_decode_graphs(tiny_ckpt, arch, join, n):
     fp32 bound of its; the graph replayed every step after the bucket's eager ones; the cache's host
     clock kept up with the one the graph ticks on the GPU; the branches met no error. qwen3_5_moe: Gated
     DeltaNet layers, their live states at slots read on the device; deepseek_v3: MLA's absorbed decode
-    over the cached rows (``attn_mla.latent_decode``)."""
+    over the cached rows (``attn_mla.latent_decode``); gpt_oss: windows kept as state, each ring written
+    and read in place by slots and positions read on the device (``attn_window.window_decode``)."""
     from ft_core.decode_graph import EAGER_STEPS
 
     path = tiny_ckpt(arch)
@@ -173,9 +174,10 @@ def test_cuda_decode_graphs(tiny_ckpt, arch, join, n):
         assert b.cache.clock == int(b.cache.clock_t)
         runs.append((toks, logits, eng))
     g = runs[1][2].runner.graphs
-    # (a hybrid's step that takes a state checkpoint at an anchor token runs eagerly)
+    # (a step that takes a state checkpoint at an anchor token runs eagerly)
     want = GREEDY.max_tokens - 1 - EAGER_STEPS
-    assert g.enabled and (g.replays == want or arch == "qwen3_5_moe" and 0 < g.replays), g.replays
+    state = arch in ("qwen3_5_moe", "gpt_oss")
+    assert g.enabled and (g.replays == want or state and 0 < g.replays), g.replays
     assert runs[0][0] == runs[1][0]
     assert runs[0][1].keys() == runs[1][1].keys()
     for k, want in runs[0][1].items():

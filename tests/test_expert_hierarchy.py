@@ -356,20 +356,22 @@ def test_decode_graphs_under_interpreter(tiny_ckpt):
     (its joined branch, the cache clock ticked on the device and the host's copy advanced per replay),
     and graphs dropped when the expert cache is resized; a hybrid model (Qwen3.5-MoE: Gated DeltaNet
     states at slots read on the device) with steps that take a state checkpoint run eagerly between
-    replays; a latent-attention one (DeepSeek-V3). A full bucket (4 sequences) gives every step's
+    replays; a latent-attention one (DeepSeek-V3); GPT-OSS with its windows kept as state (rings written
+    and read by the slots and positions on the device), its contexts past the window. A full bucket (4 sequences) gives every step's
     logits, the tokens and every counter of the eager engine, bit for bit, with copy-stream delays; a
     padded one (3 in a bucket of 4) the same tokens and logits within the fp32 bound (another batch's
     rounding), its counters larger by the repeated rows' routes. Where a step cannot be captured (torch's
     experts: no joined branch) the capture fails over to eager steps with the same results."""
 
-    path, path35, pathds = (
+    path, path35, pathds, pathoss = (
         tiny_ckpt("qwen3_moe"),
         tiny_ckpt("qwen3_5_moe"),
         tiny_ckpt("deepseek_v3"),
+        tiny_ckpt("gpt_oss"),
     )
     code = (
         f"TESTS = {str(Path(__file__).resolve().parent)!r}\nPATH = {str(path)!r}\nIDS = {IDS!r}\n"
-        f"PATH35 = {str(path35)!r}\nPATHDS = {str(pathds)!r}\n"
+        f"PATH35 = {str(path35)!r}\nPATHDS = {str(pathds)!r}\nPATHOSS = {str(pathoss)!r}\n"
         + DECODE_GRAPH_RUN
         + """
 four = [ids[:9], ids[5:17], ids[20:26], ids[30:38]]
@@ -403,6 +405,15 @@ kw = dict(moe_backend="fill", moe_cache_slots=5, cpu_join="callback")
 _, t0, l0, _ = run(four[:3], path=PATHDS, **kw)
 eng, t1, l1, _ = run(four[:3], path=PATHDS, decode_graphs=True, **kw)
 assert t0 == t1 and eng.runner.graphs.replays == 4, eng.runner.graphs.replays
+for a, b in zip(l0, l1):
+    assert_logits_close(b, a, eng.model_config, tokens=CTX)
+# GPT-OSS, its sliding windows (8 tokens) kept as state: the rings at the slots and positions read on
+# the device, every context past its window within the run
+_, t0, l0, _ = run(four[:3], path=PATHOSS, **kw)
+eng, t1, l1, _ = run(four[:3], path=PATHOSS, decode_graphs=True, **kw)
+assert eng.runner.state_layout is not None and eng.model.kv_bytes_per_token(torch.float32) > 0
+# (a step that snapshots the rings into a checkpoint runs eagerly)
+assert t0 == t1 and 0 < eng.runner.graphs.replays <= 4, eng.runner.graphs.replays
 for a, b in zip(l0, l1):
     assert_logits_close(b, a, eng.model_config, tokens=CTX)
 # a step that cannot be captured: the capture fails, decode goes on eagerly

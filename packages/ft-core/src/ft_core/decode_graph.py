@@ -10,7 +10,8 @@ one staging buffer (page-locked on a GPU); rows past B repeat row 0 (the same to
 the same K/V written to the same slot, its routes the same experts, so the CPU's expert reads do not grow;
 their logits are dropped). Nothing in the step reads a Python value of the batch: the attention reads the
 lengths and tables on the device (``layers/attention.device_decode``), a Gated DeltaNet layer its live
-states' slots (``layers/linear_attn``: the batch's ``captured`` path). A step that takes a state
+states' slots (``layers/linear_attn``: the batch's ``captured`` path), a window kept as state (GPT-OSS)
+its ring by those slots and the positions (``layers/attn_window.window_decode``). A step that takes a state
 checkpoint runs eagerly (the runner's choice).
 
 A bucket's first two steps run eagerly on its static inputs (kernels compiled, each MoE step shape's own
@@ -52,14 +53,14 @@ def unsupported(model, config: EngineConfig) -> str | None:
     """Why ``model``'s decode steps cannot be captured under ``config`` (None: they can)."""
     if config.record_routing:
         return "record_routing reads each step's routes back"
-    if set(model.cfg.state_layers(config.window_state)) - set(model.cfg.linear_layers):
-        return "sliding windows kept as per-sequence state (window_state)"
     for i, (_, attn, _, _) in enumerate(model.layers):
         if isinstance(attn, GatedDeltaNet):  # its captured path reads the live slots on the device
             continue
-        window_state = getattr(attn, "state_index", None) is not None
-        if not isinstance(attn, (GQAttention, GatedAttention, MLAttention)) or window_state:
+        if not isinstance(attn, (GQAttention, GatedAttention, MLAttention)):
             return f"layer {i}'s attention ({type(attn).__name__}) reads host values of the batch"
+        ring = getattr(attn, "state_index", None) is not None  # its window kept as state
+        if ring and model.dtype not in (torch.float32, torch.bfloat16):
+            return f"layer {i}'s window ring in {model.dtype}: its decode gathers by host values"
         if isinstance(attn, MLAttention) and not isinstance(attn.wkvb, torch.Tensor):
             return f"layer {i}'s kv_b_proj is in a kernel format: its decode expands the context"
     b = model.backend

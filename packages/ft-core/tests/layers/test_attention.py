@@ -160,7 +160,7 @@ for dtype in (torch.float32, torch.bfloat16):
         q = torch.randn(3, K * G, D).to(dtype)
         s = torch.randn(K * G) * 2 if sinks else None
         want = attention.paged_attention(q, *kv.gather(0, bt.page_table), bt, D**-0.5, window, s)
-        got = attention.device_decode(q, kv.k[0], kv.v[0], bt, D**-0.5, window, s)
+        got = attention.device_decode(q, kv.k[0], kv.v[0], bt.page_table, bt.ctx_tensor(), D**-0.5, window, s)
         assert got.dtype == dtype and got.shape == want.shape
         kall = kv.k[0].view(-1, K, D).transpose(0, 1).float()
         tol = attention_tol(q.float().view(3, K, G, D).transpose(0, 1), kall, kall, D**-0.5, s)
@@ -171,7 +171,8 @@ for dtype in (torch.float32, torch.bfloat16):
         bt2 = ForwardBatch.one_token([1, 2, 3], [p + 1 for p in pos],
                                      [t[(p + 1) // page] * page + (p + 1) % page for t, p in zip(tables, pos)],
                                      tables, page)
-        moved = attention.device_decode(q, kv.k[0], kv.v[0], bt2, D**-0.5, window, s)
+        moved = attention.device_decode(q, kv.k[0], kv.v[0], bt2.page_table, bt2.ctx_tensor(), D**-0.5,
+                                          window, s)
         assert ((moved.float() - got.float()).abs().flatten(1).amax(1) > tol).all()  # each sequence
 print("ok")
 """

@@ -166,31 +166,18 @@ def attend_paged(
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [T, N, Dv] in q's dtype
     """Attention of the packed queries over layer ``layer``'s paged KV. CPU forwards read the pools in place:
-    decode-only ones (every sequence one new token) with ``ft_kernels.decode_attention``; others, in a bf16
-    engine where the CPU has the kernel's SIMD build (AVX-512 BF16), with ``ft_kernels.prefill_attention``
+    decode-only ones (every sequence one new token) with ``ft_kernels.decode_attention`` (``decode_in_place``);
+    others, in a bf16 engine where the CPU has the kernel's SIMD build (AVX-512 BF16), with ``ft_kernels.prefill_attention``
     (its weights rounded to bf16 for the value sum, as torch's bf16 flash kernel does). Twin of both: the
     gather + ``paged_attention`` path below, which every other forward takes. Decode-only forwards on a GPU
-    read the pools in place too (``device_decode``)."""
+    read the pools in place too (``decode_in_place``: ``device_decode``)."""
     kp, vp = kv.k[layer], kv.v[layer]
-    if (
-        q.device.type != "cpu"
-        and batch.Lq == 1
-        and vp is not None
-        and q.dtype == kp.dtype == vp.dtype
-        and q.dtype in (torch.float32, torch.bfloat16)
-    ):
-        return device_decode(q, kp, vp, batch, scale, window, sinks)
+    if batch.Lq == 1 and in_place(q, kp, vp):
+        return decode_in_place(
+            q, kp, vp, batch.page_table, batch.ctx_tensor(), scale, window, sinks
+        )
     if q.device.type == "cpu" and vp is not None and vp.dtype == kp.dtype:
         sk = None if sinks is None else sinks.float().contiguous()
-        if (
-            batch.Lq == 1
-            and q.dtype in (torch.float32, torch.bfloat16)
-            and kp.dtype in (torch.float32, torch.bfloat16)
-        ):
-            o = ft_kernels.decode_attention(
-                q.contiguous(), kp, vp, batch.page_table, batch.ctx_tensor(), scale, window or 0, sk
-            )
-            return o.to(q.dtype)
         if (
             q.dtype == kp.dtype == torch.bfloat16
             and q.shape[-1] % 2 == 0
@@ -212,11 +199,43 @@ def attend_paged(
     return paged_attention(q, kc, vc, batch, scale, window, sinks)
 
 
+_DECODE_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def in_place(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor | None) -> bool:
+    """Whether ``decode_in_place`` takes these: q fp32 or bf16 and pools of one dtype, fp32 or bf16 (on the CPU)
+    or q's (on a GPU: the Triton kernel's ``tl.dot`` operands)."""
+    if vp is None or q.dtype not in _DECODE_DTYPES or kp.dtype != vp.dtype:
+        return False
+    return kp.dtype in _DECODE_DTYPES if q.device.type == "cpu" else kp.dtype == q.dtype
+
+
+def decode_in_place(
+    q: torch.Tensor,  # [B, N, D]: one new token a sequence
+    kp: torch.Tensor,  # [P, S, K, D] a layer's key pool (this step's keys written)
+    vp: torch.Tensor,  # [P, S, K, Dv]
+    table: torch.Tensor,  # [B, Pmax] int64: key j of sequence b at row j % S of page table[b, j // S]
+    ctx: torch.Tensor,  # [B] int64 keys of each sequence (this step's included), on q's device
+    scale: float,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [N]
+) -> torch.Tensor:  # [B, N, Dv] in q's dtype
+    """A decode step's attention over pools read in place (where ``in_place`` says so) by the kernel of q's
+    device: ``ft_kernels.decode_attention`` on the CPU, ``device_decode`` elsewhere. Twin: the gather +
+    ``paged_attention`` path."""
+    if q.device.type != "cpu":
+        return device_decode(q, kp, vp, table, ctx, scale, window, sinks)
+    sk = None if sinks is None else sinks.float().contiguous()
+    o = ft_kernels.decode_attention(q.contiguous(), kp, vp, table, ctx, scale, window or 0, sk)
+    return o.to(q.dtype)
+
+
 def device_decode(
     q: torch.Tensor,  # [B, N, D]: one new token a sequence
     kp: torch.Tensor,  # [P, S, K, D] a layer's key pool (this step's keys written)
     vp: torch.Tensor,  # [P, S, K, Dv]
-    batch: ForwardBatch,
+    table: torch.Tensor,  # [B, Pmax] int64 page table
+    ctx: torch.Tensor,  # [B] int64 keys of each sequence, on the device
     scale: float,
     window: int | None = None,
     sinks: torch.Tensor | None = None,  # [N]
@@ -227,7 +246,5 @@ def device_decode(
     from ft_kernels.gpu.decode_attention import decode_attention  # Triton loads lazily
 
     sk = None if sinks is None else sinks.float().contiguous()
-    o = decode_attention(
-        q.contiguous(), kp, vp, batch.page_table, batch.ctx_tensor(), scale, window or 0, sk
-    )
+    o = decode_attention(q.contiguous(), kp, vp, table, ctx, scale, window or 0, sk)
     return o.to(q.dtype)

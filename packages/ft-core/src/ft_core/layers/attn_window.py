@@ -12,6 +12,12 @@ at positions >= 0 (the mask of ``ForwardBatch.mask(W)``), so query blocks read a
 Afterwards the ring holds keys L .. L+W-1 (the last W tokens); a snapshot after the first n tokens
 is keys n .. n+W-1.
 
+A decode step taking no checkpoint (``window_decode``) writes each new key into its ring row first and
+reads the ring in place with the decode kernel (``attention.decode_in_place``): the ring is a pool of one
+W-row page a sequence (its state slot), whose rows 0 .. min(ctx, W) - 1 are the visible keys in some order
+(softmax does not care, rounding aside). Nothing there reads a host value of the batch, so a captured
+decode step (``decode_graph.py``) replays it as contexts grow.
+
 Legend: T = packed tokens, B = sequences, Lq = padded chunk length, W = window, K = KV heads,
 N = query heads, D = head dim.
 """
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from ft_core.layers.attention import Q_BLOCK, attend, pad_queries, unpad
+from ft_core.layers.attention import Q_BLOCK, attend, decode_in_place, in_place, pad_queries, unpad
 from ft_core.layers.batch import ForwardBatch
 
 
@@ -73,6 +79,8 @@ def window_attention(
 ) -> torch.Tensor:  # [T, N, D] in q's dtype
     st = batch.state
     ring_k, ring_v = st.live.layer(j)  # [slots, W, K, D]
+    if batch.Lq == 1 and not any(st.snaps or []) and in_place(q, ring_k, ring_v):
+        return window_decode(q, k, v, batch, ring_k, ring_v, scale, sinks)
     W, K = ring_k.shape[1], ring_k.shape[2]
     B, Lq = batch.batch_size, batch.Lq
     plan = batch.memo.get(("ring", W))
@@ -108,3 +116,26 @@ def window_attention(
     ring_k[slots[:, None], plan.last_rows] = keys[b_idx, plan.last]
     ring_v[slots[:, None], plan.last_rows] = vals[b_idx, plan.last]
     return unpad(o, batch, q.dtype)
+
+
+def window_decode(
+    q: torch.Tensor,  # [B, N, D] one new query a sequence
+    k: torch.Tensor,  # [B, K, D] its key (rotary applied)
+    v: torch.Tensor,  # [B, K, D]
+    batch: ForwardBatch,
+    ring_k: torch.Tensor,  # [slots, W, K, D] the layer's rings (``attention.in_place`` takes them with q)
+    ring_v: torch.Tensor,
+    scale: float,
+    sinks: torch.Tensor | None = None,  # [N]
+) -> torch.Tensor:  # [B, N, D] in q's dtype
+    """A decode step of a windowed layer whose sequences take no checkpoint: each new key and value into row
+    position % W of its sequence's ring (over the key W tokens back, now outside the window), then the
+    decode kernel over the rings as a pool of one page a sequence: page = its state slot, keys = rows
+    0 .. min(ctx, W) - 1. Slots, positions and lengths are read on the device."""
+    W = ring_k.shape[1]
+    slots = batch.state_slots_tensor()
+    rows = batch.positions % W
+    ring_k[slots, rows] = k.to(ring_k.dtype)
+    ring_v[slots, rows] = v.to(ring_v.dtype)
+    seen = batch.ctx_tensor().clamp(max=W)
+    return decode_in_place(q, ring_k, ring_v, slots[:, None], seen, scale, None, sinks)
