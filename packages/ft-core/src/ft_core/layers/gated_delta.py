@@ -51,6 +51,8 @@ def chunk_gated_delta_rule(
     beta exp(G) K S0 with A_ij = beta_i exp(G_i - G_j) k_i.k_j (j < i); then
     o_i = exp(G_i) q_i S0 + sum_{j<=i} exp(G_i - G_j) (q_i.k_j) u_j and
     S_end = exp(G_c) S0 + sum_j exp(G_c - G_j) k_j u_j^T.
+    (I + A)^-1 is taken once a chunk (a triangular solve against the identity: c right-hand sides, not
+    Dv + Dk), then applied to both parts of the right side by products.
     """
     L = q.shape[0]
     q, k, v, g, beta = _prepare(q, k, v, g, beta)  # [H, L, D], g/beta [H, L]
@@ -70,9 +72,10 @@ def chunk_gated_delta_rule(
     system = (
         kb @ k.transpose(-1, -2)
     ) * decay  # strictly-lower part is A; the diagonal is taken as 1
-    rhs = torch.cat([v * beta[..., None], kb * G.exp()[..., None]], dim=-1)
-    sol = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
-    u0, w = sol.split([v.shape[-1], k.shape[-1]], dim=-1)  # u = u0 - w @ S0
+    eye = torch.eye(chunk, device=q.device)
+    inv = torch.linalg.solve_triangular(system, eye, upper=False, unitriangular=True)  # (I + A)^-1
+    u0 = inv @ (v * beta[..., None])  # u = u0 - w @ S0
+    w = inv @ (kb * G.exp()[..., None])
     attn = (q @ k.transpose(-1, -2)) * decay  # [H, n, c, c], j <= i
     q_dec = q * G.exp()[..., None]
     k_dec = k * (G[..., -1:] - G).exp()[..., None]
@@ -148,10 +151,13 @@ def causal_conv(
     six Qwen3.5-shaped layers)."""
     L, K1 = x.shape[0], weight.shape[1] - 1
     seq = torch.cat([conv_state.t().to(x.dtype), x])  # [Kc-1+L, C]
-    w = weight.t().float()  # [Kc, C]
-    y = seq[:L].float() * w[0]
+    w, s = (
+        weight.t().float(),
+        seq.float(),
+    )  # [Kc, C], [Kc-1+L, C] (fp32 operands: torch's fast loops)
+    y = s[:L] * w[0]
     for j in range(1, K1 + 1):
-        y.addcmul_(seq[j : j + L], w[j])
+        y.addcmul_(s[j : j + L], w[j])
     return F.silu(y.to(x.dtype)), seq
 
 
