@@ -166,11 +166,12 @@ def attend_paged(
     sinks: torch.Tensor | None = None,  # [N] per-head sink logits (GPT-OSS)
 ) -> torch.Tensor:  # [T, N, Dv] in q's dtype
     """Attention of the packed queries over layer ``layer``'s paged KV. CPU forwards read the pools in place:
-    decode-only ones (every sequence one new token) with ``ft_kernels.decode_attention`` (``decode_in_place``);
-    others, in a bf16 engine where the CPU has the kernel's SIMD build (AVX-512 BF16), with ``ft_kernels.prefill_attention``
-    (its weights rounded to bf16 for the value sum, as torch's bf16 flash kernel does). Twin of both: the
-    gather + ``paged_attention`` path below, which every other forward takes. Decode-only forwards on a GPU
-    read the pools in place too (``decode_in_place``: ``device_decode``)."""
+    decode-only ones (every sequence one new token) with ``ft_kernels.decode_attention``
+    (``decode_in_place``); others, in a bf16 engine where the CPU has the kernel's SIMD build (AVX-512
+    BF16), with ``ft_kernels.prefill_attention`` (its weights rounded to bf16 for the value sum, as torch's
+    bf16 flash kernel does). Twin of both: the gather + ``paged_attention`` path below, which every other
+    forward takes. Decode-only forwards on a GPU read the pools in place too (``decode_in_place``:
+    ``device_decode``)."""
     kp, vp = kv.k[layer], kv.v[layer]
     if batch.Lq == 1 and in_place(q, kp, vp):
         return decode_in_place(

@@ -151,10 +151,8 @@ def causal_conv(
     six Qwen3.5-shaped layers)."""
     L, K1 = x.shape[0], weight.shape[1] - 1
     seq = torch.cat([conv_state.t().to(x.dtype), x])  # [Kc-1+L, C]
-    w, s = (
-        weight.t().float(),
-        seq.float(),
-    )  # [Kc, C], [Kc-1+L, C] (fp32 operands: torch's fast loops)
+    # fp32 operands (mixed bf16 x fp32 ones take torch's slow loops): w [Kc, C], s [Kc-1+L, C]
+    w, s = weight.t().float(), seq.float()
     y = s[:L] * w[0]
     for j in range(1, K1 + 1):
         y.addcmul_(s[j : j + L], w[j])
