@@ -27,7 +27,8 @@ architecture checkpoints other than the demo are skipped, and said so). Download
    and those joins with every decode step replayed from one graph ("/graph");
    the slot-copy kernel's fill rate against one cudaMemcpyAsync a row; and decode attention of that shape
    at 1-32 sequences and 1k-32k keys: the Triton kernel over the pools against the gather path, and the
-   kernel replayed from a CUDA graph while the contexts grow.
+   kernel replayed from a CUDA graph while the contexts grow; and prefill attention of that shape, chunks
+   of 512-2048 tokens after up to 16k keys: the Triton kernel against the gather path.
 
 Everything goes into one JSON (``--out``) and a short table on stdout. ``--device cpu`` runs the
 same steps on the CPU stand-in (device/streams.py: the slots in host memory, streams as threads):
@@ -358,7 +359,10 @@ def attention_rates(device: str) -> dict:
     (``layers/attention.device_decode``) against the gather + ``paged_attention`` path that GPU decode steps
     took before it: ms a call, the kernel's K/V bytes a second, the largest difference; and the kernel
     captured in a CUDA graph, replayed after every context grew by one key on the device (``graph_equal``:
-    the replay's output equals an eager launch's; ``graph_moved``: and differs from the capture's)."""
+    the replay's output equals an eager launch's; ``graph_moved``: and differs from the capture's). Then
+    prefill attention of the same shape (``device_prefill``) against the gather path (fp32, masked) that GPU
+    prefills took before it, for chunks after longer contexts: ms, the kernel's TFLOP/s, the largest
+    difference."""
     if not device.startswith("cuda"):
         return {}
     from ft_core.cache.kv_cache import KVLayout, PagedKVCache
@@ -417,6 +421,48 @@ def attention_rates(device: str) -> dict:
             row["error"] = _error(e)
         out[f"B{B}_ctx{ctx}"] = row
         print(f"  attention B={B} ctx={ctx}:", row, flush=True)
+    for L, ctx in (
+        (512, 512),
+        (512, 4096),
+        (2048, 16384),
+    ):  # a chunk of L new tokens, ctx keys with them
+        row = {}
+        try:
+            per = -(-ctx // S)
+            kv = PagedKVCache([KVLayout(per, S, K, D, D, torch.bfloat16)], device)
+            kv.k[0].normal_()
+            kv.v[0].normal_()
+            table = torch.randperm(per).view(1, per)
+            pos = torch.arange(ctx - L, ctx)
+            bt = ForwardBatch(
+                torch.zeros(L, dtype=torch.int64), pos, torch.zeros(L, dtype=torch.int64), table,
+                [L], [ctx], S,
+            ).to(torch.device(device))  # fmt: skip
+            q = torch.randn(L, N, D, device=device, dtype=torch.bfloat16)
+
+            def kernel():
+                return attention.device_prefill(q, kv.k[0], kv.v[0], bt, D**-0.5)
+
+            def gather():
+                return attention.paged_attention(q, *kv.gather(0, bt.page_table), bt, D**-0.5)
+
+            row["max_abs_diff"] = (kernel().float() - gather().float()).abs().max().item()
+            for name, fn in (("kernel", kernel), ("gather", gather)):
+                fn()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(5):
+                    fn()
+                torch.cuda.synchronize()
+                row[name + "_ms"] = (time.perf_counter() - t0) / 5 * 1e3
+            flops = (
+                4 * N * D * L * (ctx - L / 2)
+            )  # causal: each new token against the keys up to it
+            row["kernel_TFLOPs"] = flops / row["kernel_ms"] / 1e9
+        except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
+            row["error"] = _error(e)
+        out[f"prefill_L{L}_ctx{ctx}"] = row
+        print(f"  prefill attention L={L} ctx={ctx}:", row, flush=True)
     return out
 
 

@@ -199,3 +199,59 @@ def test_device_decode_reads_the_pools_under_interpreter():
         timeout=600,
     )
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+DEVICE_PREFILL = r"""
+import sys, torch
+sys.path.insert(0, TESTS)
+from bounds import attention_tol
+from ft_core.cache.kv_cache import KVLayout, PagedKVCache
+from ft_core.layers import attention
+from ft_core.layers.batch import ForwardBatch
+
+torch.manual_seed(9)
+K, G, D, page = 2, 3, 32, 8
+table = torch.tensor([[7, 2, 9, 4, 12, 1, 6], [5, 11, 3, 0, 0, 0, 0], [8, 10, 0, 0, 0, 0, 0]])
+q_lens, ctx = [20, 1, 12], [50, 20, 12]  # a chunk after context, a decode token, a fresh prompt
+pos = torch.cat([torch.arange(c - n, c) for n, c in zip(q_lens, ctx)])
+for dtype in (torch.float32, torch.bfloat16):
+    for window, sinks in ((None, False), (9, True)):
+        kv = PagedKVCache([KVLayout(13, page, K, D, D, dtype)])
+        kv.k[0].copy_(torch.randn(kv.k[0].shape))
+        kv.v[0].copy_(torch.randn(kv.v[0].shape))
+        bt = ForwardBatch(torch.zeros(33, dtype=torch.int64), pos, torch.zeros(33, dtype=torch.int64), table,
+                          q_lens, ctx, page)
+        q = torch.randn(33, K * G, D).to(dtype)
+        s = torch.randn(K * G) * 2 if sinks else None
+        want = attention.paged_attention(q, *kv.gather(0, table), bt, D**-0.5, window, s)
+        got = attention.device_prefill(q, kv.k[0], kv.v[0], bt, D**-0.5, window, s)
+        assert got.dtype == dtype and got.shape == want.shape
+        kall = kv.k[0].view(-1, K, D).transpose(0, 1).float()
+        tol = attention_tol(q.float().view(33, K, G, D).transpose(0, 1), kall, kall, D**-0.5, s)
+        if dtype == torch.bfloat16:  # the kernel's bf16 weights, and both outputs rounded to bf16
+            tol += 2**-7 * kv.v[0].float().abs().max().item()
+        torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=tol)
+print("ok")
+"""
+
+
+def test_device_prefill_reads_the_pools_under_interpreter():
+    """A GPU prefill's attention (``device_prefill``: the Triton kernel over the pools in place, run by Triton's
+    interpreter in a fresh process) agrees with the gather + ``paged_attention`` twin on a real
+    ``PagedKVCache`` with a chunk after earlier context, a decode token and a fresh prompt in one batch (fp32
+    and bf16, causal, and a window with sinks), within ``attention_tol`` (bf16: plus the kernel's bf16 weights
+    and both outputs' rounding)."""
+    import os
+    import subprocess
+    import sys
+
+    import bounds
+
+    res = subprocess.run(
+        [sys.executable, "-c", f"TESTS = {os.path.dirname(bounds.__file__)!r}\n" + DEVICE_PREFILL],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

@@ -9,7 +9,14 @@ import triton  # a locked dependency on Linux (with torch), ptxas bundled: CI al
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from ft_kernels.gpu import cache_control, decode_attention, grouped_experts, host_flag, slot_copy
+from ft_kernels.gpu import (
+    cache_control,
+    decode_attention,
+    grouped_experts,
+    host_flag,
+    prefill_attention,
+    slot_copy,
+)
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -100,3 +107,25 @@ def test_decode_attention_compiles_for_sm90(bf16, G, D, DV):
     )
     consts = dict(G=G, DV=DV, NS=8, BS=8, BDV=p2(DV), HAS_SINK=bf16)
     assert ".target sm_90" in _compile(decode_attention._merge, sig, consts).asm["ptx"]
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize(
+    "G,D,DV", [(8, 256, 256), (8, 128, 128), (8, 64, 64), (64, 40, 36), (1, 48, 32)]
+)
+def test_prefill_attention_compiles_for_sm90(bf16, G, D, DV):
+    """The paged prefill attention (rows of tokens x heads against keys looked up page by page; tl.dot in tf32
+    on bf16 pools, ieee on fp32 ones; with sinks) at Qwen3.5's gated attention (G 8, widths 256), Qwen3-30B's,
+    GPT-OSS's, one KV head of 64 and one head a KV head, within Hopper's 227 KiB of shared memory a block."""
+    pool = "*bf16" if bf16 else "*fp32"
+    sig = dict(
+        q_ptr=pool, k_ptr=pool, v_ptr=pool, pt_ptr="*i64", qlen_ptr="*i64", ctx_ptr="*i64",
+        start_ptr="*i64", sink_ptr="*fp32", o_ptr="*fp32", scale="fp32", window="i32", pt_stride="i64",
+        S="i32", K="i32",
+    )  # fmt: skip
+    consts = dict(
+        G=G, D=D, DV=DV, BN=prefill_attention.BN, BF16=bf16, PREC="tf32" if bf16 else "ieee",
+        HAS_SINK=bf16, **prefill_attention.blocks(G, D, DV),
+    )  # fmt: skip
+    k = _compile(prefill_attention._chunk, sig, consts)
+    assert ".target sm_90" in k.asm["ptx"] and k.metadata.shared <= 227 * 1024, k.metadata.shared

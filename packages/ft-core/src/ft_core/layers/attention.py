@@ -14,6 +14,8 @@ G = query heads per KV head (N = K * G), D = head dim, Dv = value dim.
 
 from __future__ import annotations
 
+import logging
+
 import ft_kernels
 import torch
 import torch.nn.functional as F
@@ -22,6 +24,8 @@ from ft_core.cache.kv_cache import PagedKVCache
 from ft_core.layers.batch import ForwardBatch
 
 Q_BLOCK = 256  # queries per score block in prefill
+
+log = logging.getLogger("ft_core.engine")
 
 
 def attend(
@@ -170,13 +174,23 @@ def attend_paged(
     (``decode_in_place``); others, in a bf16 engine where the CPU has the kernel's SIMD build (AVX-512
     BF16), with ``ft_kernels.prefill_attention`` (its weights rounded to bf16 for the value sum, as torch's
     bf16 flash kernel does). Twin of both: the gather + ``paged_attention`` path below, which every other
-    forward takes. Decode-only forwards on a GPU read the pools in place too (``decode_in_place``:
-    ``device_decode``)."""
+    forward takes. On a GPU every forward reads the pools in place too: decode-only ones with
+    ``device_decode`` (``decode_in_place``), others with ``device_prefill``."""
     kp, vp = kv.k[layer], kv.v[layer]
     if batch.Lq == 1 and in_place(q, kp, vp):
         return decode_in_place(
             q, kp, vp, batch.page_table, batch.ctx_tensor(), scale, window, sinks
         )
+    if q.device.type != "cpu" and in_place(q, kp, vp) and _DEVICE_PREFILL[0]:
+        try:
+            return device_prefill(q, kp, vp, batch, scale, window, sinks)
+        except Exception as e:  # noqa: BLE001 -- not yet run on a GPU: the gather below is the same attention
+            _DEVICE_PREFILL[0] = False
+            log.warning(
+                "the paged prefill attention kernel failed (%s: %s); prefills gather the context",
+                type(e).__name__,
+                e,
+            )
     if q.device.type == "cpu" and vp is not None and vp.dtype == kp.dtype:
         sk = None if sinks is None else sinks.float().contiguous()
         if (
@@ -201,6 +215,7 @@ def attend_paged(
 
 
 _DECODE_DTYPES = (torch.float32, torch.bfloat16)
+_DEVICE_PREFILL = [True]  # False once the Triton prefill kernel failed in this process
 
 
 def in_place(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor | None) -> bool:
@@ -248,4 +263,26 @@ def device_decode(
 
     sk = None if sinks is None else sinks.float().contiguous()
     o = decode_attention(q.contiguous(), kp, vp, table, ctx, scale, window or 0, sk)
+    return o.to(q.dtype)
+
+
+def device_prefill(
+    q: torch.Tensor,  # [T, N, D] packed new tokens
+    kp: torch.Tensor,  # [P, S, K, D] a layer's key pool (this forward's keys written)
+    vp: torch.Tensor,  # [P, S, K, Dv]
+    batch: ForwardBatch,
+    scale: float,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,  # [N]
+) -> torch.Tensor:  # [T, N, Dv] in q's dtype
+    """A prefill's or mixed step's attention on a GPU by the Triton kernel (``ft_kernels.gpu.prefill_attention``):
+    the pools read in place page by page in their dtype, the causal / window mask computed in the kernel, no
+    gather of the context nor [Lq, Lk] mask in memory. Twin: the gather + ``paged_attention`` path."""
+    from ft_kernels.gpu.prefill_attention import prefill_attention  # Triton loads lazily
+
+    sk = None if sinks is None else sinks.float().contiguous()
+    o = prefill_attention(
+        q.contiguous(), kp, vp, batch.page_table, batch.q_lens_tensor(), batch.ctx_tensor(), scale,
+        window or 0, sk, max_q=batch.Lq,
+    )  # fmt: skip
     return o.to(q.dtype)
