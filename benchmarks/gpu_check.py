@@ -353,6 +353,20 @@ def copy_rates(device: str) -> dict:
     return out
 
 
+def _kernel_vs_gather(row: dict, kernel, gather, reps: int) -> None:
+    """Into ``row``: the largest difference of two attention calls' outputs, and each one's ms a call (mean
+    of ``reps`` after one warm-up)."""
+    row["max_abs_diff"] = (kernel().float() - gather().float()).abs().max().item()
+    for name, fn in (("kernel", kernel), ("gather", gather)):
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+        row[name + "_ms"] = (time.perf_counter() - t0) / reps * 1e3
+
+
 def attention_rates(device: str) -> dict:
     """Decode attention of Qwen3-30B-A3B's shape (32 query heads, 4 KV heads of 128, bf16 pools, pages of 16,
     shuffled) at a few batch sizes and contexts: the Triton kernel over the pools in place
@@ -392,15 +406,7 @@ def attention_rates(device: str) -> dict:
             def gather():
                 return attention.paged_attention(q, *kv.gather(0, bt.page_table), bt, D**-0.5)
 
-            row["max_abs_diff"] = (kernel().float() - gather().float()).abs().max().item()
-            for name, fn in (("kernel", kernel), ("gather", gather)):
-                fn()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(20):
-                    fn()
-                torch.cuda.synchronize()
-                row[name + "_ms"] = (time.perf_counter() - t0) / 20 * 1e3
+            _kernel_vs_gather(row, kernel, gather, 20)
             row["kernel_GBps"] = 2 * B * ctx * K * D * 2 / row["kernel_ms"] / 1e6
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -446,18 +452,9 @@ def attention_rates(device: str) -> dict:
             def gather():
                 return attention.paged_attention(q, *kv.gather(0, bt.page_table), bt, D**-0.5)
 
-            row["max_abs_diff"] = (kernel().float() - gather().float()).abs().max().item()
-            for name, fn in (("kernel", kernel), ("gather", gather)):
-                fn()
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(5):
-                    fn()
-                torch.cuda.synchronize()
-                row[name + "_ms"] = (time.perf_counter() - t0) / 5 * 1e3
-            flops = (
-                4 * N * D * L * (ctx - L / 2)
-            )  # causal: each new token against the keys up to it
+            _kernel_vs_gather(row, kernel, gather, 5)
+            # causal: each new token against the keys up to it
+            flops = 4 * N * D * L * (ctx - L / 2)
             row["kernel_TFLOPs"] = flops / row["kernel_ms"] / 1e9
         except Exception as e:  # noqa: BLE001 -- recorded, the check goes on
             row["error"] = _error(e)

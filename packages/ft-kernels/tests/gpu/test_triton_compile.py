@@ -91,7 +91,7 @@ def test_host_flag_kernels_compile_for_sm90():
 def test_decode_attention_compiles_for_sm90(bf16, G, D, DV):
     """Both launches of the paged decode attention: a split over keys looked up page by page (tl.dot in
     tf32 on bf16 pools, ieee on fp32 ones), and the merge with and without sinks."""
-    p2 = decode_attention._p2
+    p2 = decode_attention.pow2
     pool = "*bf16" if bf16 else "*fp32"
     sig = dict(
         q_ptr=pool, k_ptr=pool, v_ptr=pool, pt_ptr="*i64", ctx_ptr="*i64", m_ptr="*fp32",

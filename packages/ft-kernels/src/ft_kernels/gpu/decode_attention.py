@@ -144,8 +144,32 @@ def _merge(
     tl.store(o_ptr + (b * N + n) * DV + dv, o, mask=dv < DV)
 
 
-def _p2(n: int, least: int = 16) -> int:
+def pow2(n: int, least: int = 16) -> int:
+    """The power of two >= n and >= ``least`` (a block size of ``tl.arange``)."""
     return max(least, triton.next_power_of_2(n))
+
+
+def check_pools(fn: str, q, k_pool, v_pool, sinks) -> None:
+    """The checks the paged attention wrappers (``fn``: this one, ``prefill_attention``) share: q [.., N, D]
+    against pools [P, S, K, D] / [P, S, K, Dv] of q's dtype (bf16 or fp32), contiguous; sinks fp32 [N]."""
+    N, D = q.shape[-2:]
+    K, Dk = k_pool.shape[2:]
+    if Dk != D or v_pool.shape[:3] != k_pool.shape[:3] or N % K:
+        raise ValueError(
+            f"{fn}: q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)} do not match"
+        )
+    if not (q.dtype == k_pool.dtype == v_pool.dtype) or q.dtype not in (
+        torch.bfloat16,
+        torch.float32,
+    ):
+        raise ValueError(
+            f"{fn}: q, k_pool, v_pool must share bf16 or fp32, got {q.dtype}, {k_pool.dtype}, {v_pool.dtype}"
+        )
+    if sinks is not None and (sinks.dtype != torch.float32 or sinks.shape != (N,)):
+        raise ValueError(f"{fn}: sinks must be fp32 [{N}], got {sinks.dtype} {tuple(sinks.shape)}")
+    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
+        if not t.is_contiguous():
+            raise ValueError(f"{fn}: {name} must be contiguous")
 
 
 def splits_for(max_keys: int) -> int:
@@ -172,42 +196,25 @@ def decode_attention(
     B, N, D = q.shape
     P, S, K, Dk = k_pool.shape
     Dv = v_pool.shape[-1]
-    if Dk != D or v_pool.shape[:3] != k_pool.shape[:3] or N % K:
-        raise ValueError(
-            f"decode_attention: q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)} do not match"
-        )
-    if not (q.dtype == k_pool.dtype == v_pool.dtype) or q.dtype not in (
-        torch.bfloat16,
-        torch.float32,
-    ):
-        raise ValueError(
-            f"decode_attention: q, k_pool, v_pool must share bf16 or fp32, got {q.dtype}, {k_pool.dtype}, {v_pool.dtype}"
-        )
+    check_pools("decode_attention", q, k_pool, v_pool, sinks)
     if page_table.shape[0] != B or ctx_lens.shape != (B,) or page_table.stride(1) != 1:
         raise ValueError(
             f"decode_attention: page_table {tuple(page_table.shape)} / ctx_lens {tuple(ctx_lens.shape)} for {B} sequences"
         )
-    if sinks is not None and (sinks.dtype != torch.float32 or sinks.shape != (N,)):
-        raise ValueError(
-            f"decode_attention: sinks must be fp32 [{N}], got {sinks.dtype} {tuple(sinks.shape)}"
-        )
-    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
-        if not t.is_contiguous():
-            raise ValueError(f"decode_attention: {name} must be contiguous")
     G = N // K
     NS = splits or splits_for(page_table.shape[1] * S)
     m = torch.empty(B, K, NS, G, dtype=torch.float32, device=q.device)
     l = torch.empty_like(m)
     acc = torch.empty(B, K, NS, G, Dv, dtype=torch.float32, device=q.device)
-    bd, bdv, bf16 = _p2(D), _p2(Dv), q.dtype == torch.bfloat16
+    bd, bdv, bf16 = pow2(D), pow2(Dv), q.dtype == torch.bfloat16
     _span[(B, K, NS)](
         q, k_pool, v_pool, page_table, ctx_lens, m, l, acc, float(scale), int(window),
         page_table.stride(0), S, K,
-        G=G, D=D, DV=Dv, NS=NS, BG=_p2(G), BD=bd, BDV=bdv, BN=BN, BF16=bf16, PREC="tf32" if bf16 else "ieee",
+        G=G, D=D, DV=Dv, NS=NS, BG=pow2(G), BD=bd, BDV=bdv, BN=BN, BF16=bf16, PREC="tf32" if bf16 else "ieee",
     )  # fmt: skip
     o = torch.empty(B, N, Dv, dtype=torch.float32, device=q.device)
     sk = sinks if sinks is not None else m  # any pointer when there is no sink
     _merge[(B, N)](
-        m, l, acc, sk, o, N, G=G, DV=Dv, NS=NS, BS=_p2(NS, 2), BDV=bdv, HAS_SINK=sinks is not None
+        m, l, acc, sk, o, N, G=G, DV=Dv, NS=NS, BS=pow2(NS, 2), BDV=bdv, HAS_SINK=sinks is not None
     )
     return o

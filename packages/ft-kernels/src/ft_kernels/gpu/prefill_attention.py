@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ft_kernels.gpu.decode_attention import pow2, check_pools
+
 BN = 32  # keys a block
 ROWS = 64  # query rows (tokens x heads of a KV head) a program, at most; fewer for wide heads
 
@@ -122,15 +124,11 @@ def _chunk(
     )
 
 
-def _p2(n: int, least: int = 16) -> int:
-    return max(least, triton.next_power_of_2(n))
-
-
 def blocks(G: int, D: int, Dv: int) -> dict:
     """``_chunk``'s block sizes for G query heads a KV head of key / value widths D / Dv: BM tokens a program,
     BM * BG rows (a power of two, at least 16 for ``tl.dot``; fewer for wide heads, whose [rows, D] blocks
     of q and sums stay in registers), BD / BDV the widths padded to powers of two."""
-    BG, BD, BDV = _p2(G, 1), _p2(D), _p2(Dv)
+    BG, BD, BDV = pow2(G, 1), pow2(D), pow2(Dv)
     rows = max(16, min(ROWS, ROWS * 128 // max(BD, BDV)))
     return dict(BM=max(1, rows // BG), BG=BG, BD=BD, BDV=BDV)
 
@@ -153,32 +151,15 @@ def prefill_attention(
     last ``window`` keys up to itself; sinks [N] fp32. ``max_q``: the largest q_len, where the caller knows it
     (else read from the device). Returns fp32 [T, N, Dv]."""
     T, N, D = q.shape
-    P, S, K, Dk = k_pool.shape
+    P, S, K, _ = k_pool.shape
     Dv = v_pool.shape[-1]
     B = page_table.shape[0]
-    if Dk != D or v_pool.shape[:3] != k_pool.shape[:3] or N % K:
-        raise ValueError(
-            f"prefill_attention: q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)} do not match"
-        )
-    if not (q.dtype == k_pool.dtype == v_pool.dtype) or q.dtype not in (
-        torch.bfloat16,
-        torch.float32,
-    ):
-        raise ValueError(
-            f"prefill_attention: q, k_pool, v_pool must share bf16 or fp32, got {q.dtype}, {k_pool.dtype}, {v_pool.dtype}"
-        )
+    check_pools("prefill_attention", q, k_pool, v_pool, sinks)
     if q_lens.shape != (B,) or ctx_lens.shape != (B,) or page_table.stride(1) != 1:
         raise ValueError(
             f"prefill_attention: page_table {tuple(page_table.shape)}, q_lens {tuple(q_lens.shape)}, "
             f"ctx_lens {tuple(ctx_lens.shape)} for {B} sequences"
         )
-    if sinks is not None and (sinks.dtype != torch.float32 or sinks.shape != (N,)):
-        raise ValueError(
-            f"prefill_attention: sinks must be fp32 [{N}], got {sinks.dtype} {tuple(sinks.shape)}"
-        )
-    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
-        if not t.is_contiguous():
-            raise ValueError(f"prefill_attention: {name} must be contiguous")
     G = N // K
     bs = blocks(G, D, Dv)
     mq = int(q_lens.max()) if max_q is None else max_q
