@@ -3,7 +3,8 @@
 For each (architecture, stored format): full-prefix logits of one forward, the logits of every step
 of a step-by-step decode (transformers with its cache, one token per call), greedy generation of 32
 tokens, and batched decode of 3 prompts of different lengths against each decoded alone. Hybrids
-(Gated DeltaNet) run their chunked form in prefill and the recurrent form in decode on both sides.
+(Gated DeltaNet) run the recurrent form in decode on both sides; in prefill transformers runs its chunked
+form and ft on the CPU its token-by-token kernel (ft_kernels.gdn_prefill).
 """
 
 import pytest

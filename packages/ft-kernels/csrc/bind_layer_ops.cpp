@@ -1,5 +1,5 @@
 // The nanobind functions of the layer pieces beyond the projections: gdn_decode (the Gated DeltaNet core,
-// cpu/gdn_decode.h), the gates (cpu/gates.h) and prefill attention (cpu/attn_prefill.h); every argument checked
+// cpu/gdn_decode.h) and gdn_prefill (its rule over a prompt, cpu/gdn_prefill.h), the gates (cpu/gates.h) and prefill attention (cpu/attn_prefill.h); every argument checked
 // and named first.
 #include <string>
 
@@ -8,6 +8,7 @@
 #include "cpu/dispatch.h"
 #include "cpu/gates.h"
 #include "cpu/gdn_decode.h"
+#include "cpu/gdn_prefill.h"
 
 using namespace ft_bind;
 
@@ -50,6 +51,29 @@ void gdn_decode(Arr proj, Arr conv_w, Arr conv_state, Arr state, Arr slots, Arr 
   } catch (const std::invalid_argument& e) {
     throw nb::value_error(e.what());
   }
+}
+
+void gdn_prefill(Arr y, Arr g, Arr beta, Arr state, int64_t Hk, Arr out) {
+  const bool bf = is_dtype(y, nb::dlpack::dtype_code::Bfloat, 16);
+  expect(y.ndim() == 2 && (bf || y.dtype() == nb::dtype<float>()), "y must be float32 or bfloat16 [L, C], got " + shape_of(y));
+  expect(state.ndim() == 3 && state.dtype() == nb::dtype<float>(), "state must be float32 [Hv, Dk, Dv], got " + shape_of(state));
+  const int64_t L = y.shape(0), Hv = state.shape(0), Dk = state.shape(1), Dv = state.shape(2);
+  expect(Hk >= 1 && Hv % Hk == 0, "Hk=" + std::to_string(Hk) + " must divide the state's Hv=" + std::to_string(Hv));
+  const int64_t C = 2 * Hk * Dk + Hv * Dv;
+  expect(int64_t(y.shape(1)) >= C, "y must have at least C = 2 Hk Dk + Hv Dv = " + std::to_string(C) +
+                                       " columns (q | k | v first), got " + shape_of(y));
+  for (const auto& [a, name] : {std::pair{&g, "g"}, std::pair{&beta, "beta"}})
+    expect(a->ndim() == 2 && int64_t(a->shape(0)) == L && int64_t(a->shape(1)) == Hv && a->dtype() == nb::dtype<float>(),
+           std::string(name) + " must be float32 [L=" + std::to_string(L) + ", Hv=" + std::to_string(Hv) + "], got " +
+               shape_of(*a));
+  expect(out.ndim() == 3 && int64_t(out.shape(0)) == L && int64_t(out.shape(1)) == Hv && int64_t(out.shape(2)) == Dv &&
+             out.dtype() == nb::dtype<float>(),
+         "out must be float32 [L, Hv, Dv=" + std::to_string(Dv) + "], got " + shape_of(out));
+  ft::GdnPrefill p{L, Hk, Hv, Dk, Dv, bf, y.data(), int64_t(y.shape(1)), static_cast<const float*>(g.data()),
+                   static_cast<const float*>(beta.data()), static_cast<float*>(state.data()),
+                   static_cast<float*>(out.data())};
+  nb::gil_scoped_release release;
+  ft::gdn_prefill(p);
 }
 
 bool act_dtype(const Arr& a) {  // true: bfloat16, false: float32; else refused
@@ -126,6 +150,8 @@ void bind_layer_ops(nb::module_& m) {
         nb::arg("slots"), nb::arg("neg_A"), nb::arg("dt_bias"), nb::arg("norm_w"), nb::arg("eps"), nb::arg("Hk"),
         nb::arg("out"),
         "Gated DeltaNet decode core: conv, norms, delta rule and gated RMSNorm; states updated in place. GIL released.");
+  m.def("gdn_prefill", &gdn_prefill, nb::arg("y"), nb::arg("g"), nb::arg("beta"), nb::arg("state"), nb::arg("k_heads"),
+        nb::arg("out"), "The gated delta rule over one sequence's prefill tokens (cpu/gdn_prefill.h); state in place.");
   m.def("prefill_attention", &prefill_attention, nb::arg("q"), nb::arg("k_pool"), nb::arg("v_pool"), nb::arg("page_table"),
         nb::arg("q_lens"), nb::arg("ctx_lens"), nb::arg("scale"), nb::arg("window"), nb::arg("sinks").none(), nb::arg("o"),
         "Causal attention of packed new tokens over paged bf16 K/V pools (flash, weights rounded to bf16). GIL released.");

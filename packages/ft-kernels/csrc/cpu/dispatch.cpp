@@ -86,6 +86,10 @@ void gdn_head_scalar(const GdnDecode&, int64_t, int64_t, float*);
 void gdn_head_avx2(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
 void gdn_head_avx512(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
 void gdn_head_neon(const GdnDecode&, int64_t, int64_t, float*) __attribute__((weak));
+void gdn_rule_scalar(const GdnPrefill&, const float*, int64_t, int64_t, int64_t, float*);
+void gdn_rule_avx2(const GdnPrefill&, const float*, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void gdn_rule_avx512(const GdnPrefill&, const float*, int64_t, int64_t, int64_t, float*) __attribute__((weak));
+void gdn_rule_neon(const GdnPrefill&, const float*, int64_t, int64_t, int64_t, float*) __attribute__((weak));
 
 static std::string detect() {
 #if defined(__x86_64__) || defined(_M_X64)
@@ -535,6 +539,14 @@ GdnHeadFn gdn_head_kernel() {
   if ((is_avx512(isa) || isa == "avx2") && gdn_head_avx2) return gdn_head_avx2;
   if (isa == "neon" && gdn_head_neon) return gdn_head_neon;
   return gdn_head_scalar;
+}
+
+GdnRuleFn gdn_rule_kernel() {
+  const std::string isa = active_isa();
+  if (is_avx512(isa) && gdn_rule_avx512) return gdn_rule_avx512;
+  if ((is_avx512(isa) || isa == "avx2") && gdn_rule_avx2) return gdn_rule_avx2;
+  if (isa == "neon" && gdn_rule_neon) return gdn_rule_neon;
+  return gdn_rule_scalar;
 }
 
 const char* fmt_name(Fmt f) {

@@ -5,6 +5,7 @@
 #include "cpu/bf16act.h"
 #include "cpu/formats.h"
 #include "cpu/gdn_decode.h"
+#include "cpu/gdn_prefill.h"
 #include "cpu/q8.h"
 
 namespace ft {
@@ -88,5 +89,8 @@ bool attn_prefill_simd();
 
 // The Gated DeltaNet decode task (cpu/gdn_decode.h) built for the active ISA.
 GdnHeadFn gdn_head_kernel();
+
+// The Gated DeltaNet prefill rule's task (cpu/gdn_prefill.h) built for the active ISA.
+GdnRuleFn gdn_rule_kernel();
 
 }  // namespace ft

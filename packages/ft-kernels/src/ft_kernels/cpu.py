@@ -406,6 +406,28 @@ def gdn_decode(
     return out
 
 
+def gdn_prefill(
+    y: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+    k_heads: int,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The gated delta rule of a Gated DeltaNet layer over one sequence's L prefill tokens, token by token, on the
+    kernel pool: tasks are (value head, block of 32 state columns), each block kept in L1 over all L tokens.
+
+    y [L, >= C] (the conv + SiLU output, columns q | k | v first; C = 2*Hk*Dk + Hv*Dv) float32 or bfloat16,
+    contiguous; g (log decay) and beta [L, Hv] float32; state [Hv, Dk, Dv] float32, contiguous, advanced in place.
+    Returns the core output [L, Hv, Dv] float32 (into ``out`` when given). Twin: ``ft_kernels.reference.gdn_prefill``
+    (ft_core's recurrent_gated_delta_rule on the split, normalised heads)."""
+    L, (Hv, _, Dv) = y.shape[0], state.shape
+    if out is None:
+        out = torch.empty(L, Hv, Dv)
+    _C.gdn_prefill(_a(y), _a(g), _a(beta), _a(state), int(k_heads), _a(out))
+    return out
+
+
 def sigmoid_mul(a: torch.Tensor, g: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``a * sigmoid(g)`` on the calling thread, rounded as torch's two ops in a's dtype (float32 or bfloat16):
     a [T, C], g [T, C] or [T, 1] (one gate per row). Twin: ``ft_kernels.reference.sigmoid_mul``."""

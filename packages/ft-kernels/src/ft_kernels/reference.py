@@ -316,6 +316,27 @@ def gdn_decode(
     return out.to(dt).reshape(B, Hv * Dv)
 
 
+def gdn_prefill(y, g, beta, state, k_heads: int) -> torch.Tensor:
+    """Reference for ``ft_kernels.gdn_prefill`` in torch: q, k, v split from y and taken to float32, q and k
+    l2-normalised (q scaled by Dk^-1/2), then token by token S <- e^g S, delta = beta (v - S^T k),
+    S <- S + k delta^T, o = S^T q. state is advanced in place, as the kernel does. Returns [L, Hv, Dv] float32."""
+    (L, _), (Hv, Dk, Dv) = y.shape, state.shape
+    Hk = k_heads
+    q, k, v = y.float()[:, : 2 * Hk * Dk + Hv * Dv].split([Hk * Dk, Hk * Dk, Hv * Dv], dim=-1)
+    l2 = lambda t, s: t * (s / ((t * t).sum(-1, keepdim=True) + 1e-6).sqrt())  # noqa: E731
+    q = l2(q.view(L, Hk, Dk), Dk**-0.5).repeat_interleave(Hv // Hk, dim=1)  # [L, Hv, Dk]
+    k = l2(k.view(L, Hk, Dk), 1.0).repeat_interleave(Hv // Hk, dim=1)
+    v = v.view(L, Hv, Dv)
+    S, out = state.clone(), torch.empty(L, Hv, Dv)
+    for t in range(L):
+        S = S * g[t].exp()[:, None, None]
+        delta = (v[t] - torch.einsum("hkv,hk->hv", S, k[t])) * beta[t][:, None]
+        S = S + k[t][:, :, None] * delta[:, None, :]
+        out[t] = torch.einsum("hkv,hk->hv", S, q[t])
+    state.copy_(S)
+    return out
+
+
 def sigmoid_mul(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Reference for ``ft_kernels.sigmoid_mul``: torch's ops in a's dtype."""
     return a * torch.sigmoid(g)

@@ -1,6 +1,7 @@
-"""The gated delta rule (Gated DeltaNet) in torch: a chunked form for prefill and the recurrent form
-for decode, which is the reference twin of the chunked one (tests compare them), plus the short
-causal depthwise conv in front of it.
+"""The gated delta rule (Gated DeltaNet) in torch: a chunked form for prefill off the CPU and the
+recurrent form for decode, which is the reference twin of the chunked one (tests compare them), plus
+the short causal depthwise conv in front of it. A prefill on the CPU runs the rule token by token in
+``ft_kernels.gdn_prefill`` (twin: ``ft_kernels.reference.gdn_prefill``, the recurrent form).
 
 Per value head, with q and k L2-normalised and q scaled by Dk^-0.5, token t updates the state
 S [Dk, Dv] and reads it:

@@ -3,8 +3,8 @@
 in-projection -> (qkv, z, b, a); short causal conv + SiLU on qkv; gated delta rule with
 beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias); gated RMSNorm with z; out-projection.
 Each sequence's conv and recurrent state live in a slot of ``batch.state.live``: decode tokens of all
-sequences run together in the recurrent form, prompt chunks one sequence at a time in the chunked
-form, split at the requested snapshot points (``batch.state.snaps``) so the state after exactly those
+sequences run together in the recurrent form, prompt chunks one sequence at a time (in the chunked
+form, or on the CPU with torch's rule token by token in ``ft_kernels.gdn_prefill``), split at the requested snapshot points (``batch.state.snaps``) so the state after exactly those
 tokens is copied into checkpoint slots. Qwen3-Next stores the projections grouped per key head
 (``in_proj_qkvz``, ``in_proj_ba``); they are reordered at load into the flat Qwen3.5 order. The delta
 rule runs in torch (gated_delta.py) or in flash-linear-attention's kernels (gated_delta_fla.py), picked
@@ -196,21 +196,47 @@ class GatedDeltaNet:
         )
 
     def _prefill(self, mixed, g, beta, st, i: int, snaps: list[tuple[int, int]]) -> torch.Tensor:
-        """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32."""
-        j, slot, L = self.index, st.slots[i], mixed.shape[0]
+        """One sequence's chunk [L, ..] from its live state; returns the core output [L, Hv, Dv] float32. On the CPU
+        with torch's rule, ``ft_kernels.gdn_prefill`` runs the rule token by token on the live state in place (twin:
+        the recurrent rule, which the chunked one equals within float rounding); elsewhere the chunked rule."""
+        j, slot, L, lin = self.index, st.slots[i], mixed.shape[0], self.cfg.linear
         live_conv, live_rec = st.live.layer(j)
         y, conv_in = causal_conv(mixed, live_conv[slot], self.conv_w)  # conv_in [Kc-1+L, C]
-        q, k, v = self._heads(y)
         S, out, done = live_rec[slot], [], 0
+        cpu = (
+            self.chunk_rule is gated_delta.chunk_gated_delta_rule
+            and y.device.type == "cpu"
+            and y.dtype in (torch.float32, torch.bfloat16)
+            and S.dtype == torch.float32
+            and S.is_contiguous()
+        )
+        if cpu:
+            core, g, beta = (
+                torch.empty(L, lin.v_heads, lin.v_dim),
+                g.contiguous(),
+                beta.float().contiguous(),
+            )
+        else:
+            q, k, v = self._heads(y)
         width = live_conv.shape[-1]  # Kc-1
         for n, cslot in sorted(snaps) + [(L, -1)]:
             if n > done:
-                o, S = self.chunk_rule(q[done:n], k[done:n], v[done:n], g[done:n], beta[done:n], S)
-                out.append(o)
+                if cpu:  # S advances in place
+                    ft_kernels.gdn_prefill(
+                        y[done:n], g[done:n], beta[done:n], S, lin.k_heads, out=core[done:n]
+                    )
+                else:
+                    o, S = self.chunk_rule(
+                        q[done:n], k[done:n], v[done:n], g[done:n], beta[done:n], S
+                    )
+                    out.append(o)
                 done = n
             if cslot >= 0:  # the state after the first n tokens of this chunk
                 ck_conv, ck_rec = st.ckpt.layer(j)
                 ck_conv[cslot].copy_(conv_in[n : n + width].t())
                 ck_rec[cslot].copy_(S)
-        live_conv[slot], live_rec[slot] = conv_in[L:].t(), S
+        live_conv[slot] = conv_in[L:].t()
+        if cpu:
+            return core
+        live_rec[slot] = S
         return torch.cat(out)
