@@ -270,6 +270,24 @@ NB_MODULE(_C, m) {
     ft::nib_to_x16(p, s, n, rows, cols, ns, f32 ? 4 : 1);
   }, nb::arg("q"), nb::arg("scale"), nb::arg("cols"),
         "MXFP4 / INT4_SYM codes q [N, rows, cols / 2] and their scales [N, rows, groups] (uint8 e8m0 or float32; contiguous) -> MXFP4_X16 / INT4_SYM_X16 in place (cpu/formats.h), on the pool. GIL released.");
+  m.def("split_blocks", [](Arr blocks, int64_t head_bytes, bool nibbles, Arr q, Arr head) {
+    const bool u8 = is_dtype(blocks, nb::dlpack::dtype_code::UInt, 8) && is_dtype(q, nb::dlpack::dtype_code::UInt, 8) &&
+                    is_dtype(head, nb::dlpack::dtype_code::UInt, 8);
+    expect(u8 && blocks.ndim() == 2 && q.ndim() == 2 && head.ndim() == 2,
+           "blocks, q and head must be uint8 [n, bytes], got " + shape_of(blocks) + ", " + shape_of(q) + ", " + shape_of(head));
+    const int64_t n = blocks.shape(0), bb = blocks.shape(1);
+    expect(head_bytes >= 0 && head_bytes < bb && (!nibbles || bb - head_bytes == 16),
+           "head_bytes must leave the block's codes (16 bytes where nibbles), got " + std::to_string(head_bytes) +
+               " of " + std::to_string(bb));
+    expect(int64_t(q.shape(0)) == n && int64_t(q.shape(1)) == bb - head_bytes && int64_t(head.shape(0)) == n &&
+               int64_t(head.shape(1)) == head_bytes,
+           "q must be [n, block bytes - head_bytes] and head [n, head_bytes], got " + shape_of(q) + " and " + shape_of(head));
+    const uint8_t* s = static_cast<const uint8_t*>(blocks.data());
+    uint8_t *d = static_cast<uint8_t*>(q.data()), *h = static_cast<uint8_t*>(head.data());
+    nb::gil_scoped_release release;
+    ft::split_blocks(s, n, bb, head_bytes, nibbles, d, h);
+  }, nb::arg("blocks"), nb::arg("head_bytes"), nb::arg("nibbles"), nb::arg("q"), nb::arg("head"),
+        "GGML 32-element blocks [n, block bytes] -> their heads [n, head_bytes] and codes [n, rest] (4-bit codes as the kernels' pairs where nibbles), on the pool (cpu/repack.h). GIL released.");
   m.def("int8_to_x16", [](Arr q, Arr scale, int64_t cols) {
     expect(q.ndim() == 3 && is_dtype(q, nb::dlpack::dtype_code::UInt, 8) && scale.ndim() == 3 &&
                scale.dtype() == nb::dtype<float>(),

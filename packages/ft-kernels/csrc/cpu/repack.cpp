@@ -1,5 +1,6 @@
 #include "cpu/repack.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -107,29 +108,59 @@ void one_nib(uint8_t* q, uint8_t* scale, int64_t rows, int64_t cols, int64_t ns,
   x16_scales(scale, ssrc.data(), rows, ns, sb);
 }
 
-// One INT8 matrix (formats.h: INT8_SYM_X16).
+// One INT8 matrix (formats.h: INT8_SYM_X16): row r's columns 4k .. 4k + 3 go to i8_x16_at(cols, r, 4k) as one word.
 void one_int8(uint8_t* q, float* scale, int64_t rows, int64_t cols, int64_t ns) {
   thread_local std::vector<uint8_t> src, ssrc;
   src.assign(q, q + rows * cols);
   ssrc.assign(reinterpret_cast<uint8_t*>(scale), reinterpret_cast<uint8_t*>(scale + rows * ns));
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) q[i8_x16_at(cols, r, c)] = src[r * cols + c];
+    for (int64_t c = 0; c < cols; c += 4) std::memcpy(q + i8_x16_at(cols, r, c), src.data() + r * cols + c, 4);
   x16_scales(reinterpret_cast<uint8_t*>(scale), ssrc.data(), rows, ns, 4);
 }
 
 }  // namespace
 
+// The 4-bit and 8-bit X16 layouts keep each 16 rows' codes and scales where the row-wise ones had them (formats.h:
+// i8_x16_at, nib_x16_scale_at, MXFP4_X16): a group of 16 rows repacks as a matrix of its own, so the pool's tasks
+// are (matrix, group) -- an LM head is one matrix of ~10k groups.
 void nib_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns, int scale_bytes) {
-  ThreadPool::get().run(n, [&](int64_t e) {
-    one_nib(q + e * rows * (cols / 2), scale + e * rows * ns * scale_bytes, rows, cols, ns, scale_bytes);
+  const int64_t groups = rows / 16;
+  ThreadPool::get().run(n * groups, [&](int64_t i) {
+    one_nib(q + i * 16 * (cols / 2), scale + i * 16 * ns * scale_bytes, 16, cols, ns, scale_bytes);
   });
 }
 
 void int8_to_x16(uint8_t* q, float* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns) {
-  ThreadPool::get().run(n, [&](int64_t e) { one_int8(q + e * rows * cols, scale + e * rows * ns, rows, cols, ns); });
+  const int64_t groups = rows / 16;
+  ThreadPool::get().run(n * groups, [&](int64_t i) { one_int8(q + i * 16 * cols, scale + i * 16 * ns, 16, cols, ns); });
+}
+
+void split_blocks(const uint8_t* src, int64_t n, int64_t block_bytes, int64_t head_bytes, bool nibbles, uint8_t* q,
+                  uint8_t* head) {
+  const int64_t cb = block_bytes - head_bytes, chunk = 1 << 14;
+  ThreadPool::get().run((n + chunk - 1) / chunk, [&](int64_t c) {
+    for (int64_t i = c * chunk, end = std::min(n, i + chunk); i < end; ++i) {
+      const uint8_t* b = src + i * block_bytes;
+      std::memcpy(head + i * head_bytes, b, head_bytes);
+      const uint8_t* s = b + head_bytes;
+      uint8_t* d = q + i * cb;
+      if (!nibbles) {
+        std::memcpy(d, s, cb);
+        continue;
+      }
+      for (int k = 0; k < 8; ++k) {  // elements 2k, 2k + 1: low nibbles of bytes 2k, 2k + 1; then their high ones
+        d[k] = static_cast<uint8_t>((s[2 * k] & 0x0F) | (s[2 * k + 1] << 4));
+        d[k + 8] = static_cast<uint8_t>((s[2 * k] >> 4) | (s[2 * k + 1] & 0xF0));
+      }
+    }
+  });
 }
 
 void to_x16(Fmt f, uint8_t* q, int64_t n, int64_t rows, int64_t cols, int64_t row_bytes) {
+  if (row_bytes == cols / kQK * kquant_block_bytes(f)) {  // unpadded rows: each 16 rows' tiles where their rows were
+    ThreadPool::get().run(n * (rows / 16), [&](int64_t i) { one(f, q + i * 16 * row_bytes, 16, cols, row_bytes); });
+    return;
+  }
   ThreadPool::get().run(n, [&](int64_t e) { one(f, q + e * rows * row_bytes, rows, cols, row_bytes); });
 }
 

@@ -22,4 +22,12 @@ void nib_to_x16(uint8_t* q, uint8_t* scale, int64_t n, int64_t rows, int64_t col
 // ft_kernels.formats.int8_to_x16.
 void int8_to_x16(uint8_t* q, float* scale, int64_t n, int64_t rows, int64_t cols, int64_t ns);
 
+// GGML's 32-element blocks (Q4_0, MXFP4, Q8_0: head_bytes of scale, then the codes) split, for n blocks of
+// block_bytes back to back at src: each block's head to head + i * head_bytes, its codes to q + i * code bytes
+// (block_bytes - head_bytes), as stored, or where nibbles (16 code bytes: element j < 16 the low nibble of byte j,
+// j >= 16 the high nibble of byte j - 16) as the kernels' pairs (element 2k in the low nibble of byte k, 2k + 1 in
+// the high one). On the kernel pool, in chunks of blocks. Twin: ft_kernels.reference.split_blocks.
+void split_blocks(const uint8_t* src, int64_t n, int64_t block_bytes, int64_t head_bytes, bool nibbles, uint8_t* q,
+                  uint8_t* head);
+
 }  // namespace ft

@@ -60,6 +60,22 @@ def to_x16_(
     return q
 
 
+def split_blocks(
+    blocks: torch.Tensor, head_bytes: int, nibbles: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GGML's 32-element blocks ``blocks`` uint8 [..., block bytes] (contiguous; Q4_0: 18 bytes, head 2; MXFP4: 17,
+    head 1; Q8_0: 34, head 2) split on the kernel pool into (codes [..., block bytes - head_bytes], heads [...,
+    head_bytes]), new tensors. Where ``nibbles`` (16 code bytes: element j < 16 the low nibble of byte j, j >= 16
+    the high nibble of byte j - 16) the codes come out as the kernels' pairs (element 2k in the low nibble of byte
+    k, 2k + 1 in the high one); else as stored. Twin: ``ft_kernels.reference.split_blocks``."""
+    *lead, bb = blocks.shape
+    flat = blocks.reshape(-1, bb)
+    q = torch.empty(flat.shape[0], bb - head_bytes, dtype=torch.uint8)
+    head = torch.empty(flat.shape[0], head_bytes, dtype=torch.uint8)
+    _C.split_blocks(_a(flat), int(head_bytes), bool(nibbles), _a(q), _a(head))
+    return q.view(*lead, bb - head_bytes), head.view(*lead, head_bytes)
+
+
 def int8_simd(fmt: str) -> bool:
     """Whether ``act_int8`` products with weights in ``fmt`` run a SIMD kernel on the active ISA (False: the
     scalar twin, or a format int8 activations do not apply to). The X16 formats have one on AVX2 and up

@@ -337,6 +337,18 @@ def gdn_prefill(y, g, beta, state, k_heads: int) -> torch.Tensor:
     return out
 
 
+def split_blocks(
+    blocks: torch.Tensor, head_bytes: int, nibbles: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference for ``ft_kernels.split_blocks``: the heads and codes sliced apart; where ``nibbles`` the 32 4-bit
+    codes put in element order (low nibbles, then high ones) and packed two a byte, element 2k low."""
+    head, codes = blocks[..., :head_bytes].clone(), blocks[..., head_bytes:]
+    if nibbles:
+        e = torch.cat([codes & 0x0F, codes >> 4], dim=-1)  # [..., 32] in element order
+        codes = e[..., 0::2] | (e[..., 1::2] << 4)
+    return codes.contiguous(), head
+
+
 def sigmoid_mul(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Reference for ``ft_kernels.sigmoid_mul``: torch's ops in a's dtype."""
     return a * torch.sigmoid(g)

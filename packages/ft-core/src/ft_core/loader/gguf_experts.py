@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import warnings
 
+import ft_kernels
 import numpy as np
 import torch
 
@@ -43,13 +44,6 @@ _DTYPES = {f: dt for dt, f in FLOAT_FORMATS.items()}  # float bank format -> tor
 CHUNK_BYTES = 64 << 20  # file bytes of one layer's experts converted at a time (bounds temporaries)
 
 
-def _nibbles_to_pairs(qs: np.ndarray) -> np.ndarray:
-    """[..., 16] GGML block bytes (low nibbles = elements 0..15, high = 16..31) -> [..., 16] bytes of
-    the kernels' packing (element 2k in the low nibble of byte k, 2k + 1 in the high one)."""
-    codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)  # [..., 32] element order
-    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
-
-
 def _blocks(t: GGUFTensor) -> np.ndarray:
     """A Q4_0 / Q8_0 / MXFP4 [E, rows, cols] tensor's bytes as [E, rows, cols / 32, block bytes]."""
     block_bytes = {"Q4_0": 18, "Q8_0": 34, "MXFP4": 17}[t.type_name]
@@ -61,19 +55,19 @@ def _blocks(t: GGUFTensor) -> np.ndarray:
     return np.asarray(t.data).reshape(E, rows, cols // 32, block_bytes)
 
 
-def _f16_scales(b: np.ndarray) -> np.ndarray:
-    """The f16 d leading each block of ``b`` [..., nb, block bytes], as float32 [..., nb] (exact)."""
-    return b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+def _split(b: np.ndarray, head_bytes: int, nibbles: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """GGML blocks ``b`` [..., block bytes] (contiguous; may be the file's read-only mapping, only read) split on
+    the kernel pool into new (codes, heads) tensors: ``ft_kernels.split_blocks``."""
+    with warnings.catch_warnings():  # the file's read-only pages: only read
+        warnings.simplefilter("ignore", UserWarning)
+        return ft_kernels.split_blocks(torch.from_numpy(b), head_bytes, nibbles)
 
 
-def _repack_blocks(b: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+def _repack_blocks(b: np.ndarray, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Q4_0 (``fmt`` int4_sym) or Q8_0 (int8_sym) blocks ``b`` [..., rows, nb, block bytes] -> the
-    kernels' (q [..., rows, row bytes], fp32 scale [..., rows, nb]), exact."""
-    qs = b[..., 2:]
-    q = (
-        _nibbles_to_pairs(qs) if fmt == "int4_sym" else np.ascontiguousarray(qs)
-    )  # int8: columns in order
-    return q.reshape(*b.shape[:-2], -1), _f16_scales(b)
+    kernels' (q [..., rows, row bytes], fp32 scale [..., rows, nb]: the f16 d of each block), exact."""
+    q, d = _split(b, 2, fmt == "int4_sym")  # int8: columns in order
+    return q.reshape(*b.shape[:-2], -1), d.view(torch.float16)[..., 0].float()
 
 
 def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str, ex: slice) -> dict[str, torch.Tensor]:
@@ -82,18 +76,15 @@ def _kind_tensors(t: GGUFTensor, fmt: str, prefix: str, ex: slice) -> dict[str, 
     copied before ``t.release()``."""
     if fmt in ("int4_sym", "int8_sym"):
         q, scale = _repack_blocks(_blocks(t)[ex], fmt)
-        return {f"{prefix}_q": torch.from_numpy(q), f"{prefix}_scale": torch.from_numpy(scale)}
+        return {f"{prefix}_q": q, f"{prefix}_scale": scale}
     if fmt in KQUANT_FORMATS:  # super-blocks as stored, one row of blocks per weight row
         E, rows, _ = t.shape
         with warnings.catch_warnings():  # the file's read-only pages: only read, into the bank
             warnings.simplefilter("ignore", UserWarning)
             return {f"{prefix}_q": torch.from_numpy(np.asarray(t.data).reshape(E, rows, -1)[ex])}
     if fmt == "mxfp4":
-        b = _blocks(t)[ex]
-        return {
-            f"{prefix}_blocks": torch.from_numpy(_nibbles_to_pairs(b[..., 1:])),
-            f"{prefix}_scales": torch.from_numpy(b[..., 0].copy()),
-        }
+        codes, e = _split(_blocks(t)[ex], 1, True)
+        return {f"{prefix}_blocks": codes, f"{prefix}_scales": e[..., 0]}
     v = t.values(ex, _DTYPES[fmt])  # stored floats: a view; else dequantised into the bank's dtype
     return {prefix: v.to(_DTYPES[fmt])}
 
@@ -249,4 +240,4 @@ def dense_matrix(raw: np.ndarray, type_name: str, cols: int, release=None):
         return ExpertWeights(fmt, torch.from_numpy(out)[None], cols, group=QK)
     b = raw.reshape(1, raw.shape[0], cols // 32, 18 if fmt == "int4_sym" else 34)  # Q4_0 / Q8_0
     q, scale = _repack_blocks(b, fmt)
-    return ExpertWeights(fmt, torch.from_numpy(q), cols, torch.from_numpy(scale), group=32)
+    return ExpertWeights(fmt, q, cols, scale, group=32)
