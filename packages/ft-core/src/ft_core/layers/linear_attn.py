@@ -4,8 +4,9 @@ in-projection -> (qkv, z, b, a); short causal conv + SiLU on qkv; gated delta ru
 beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias); gated RMSNorm with z; out-projection.
 Each sequence's conv and recurrent state live in a slot of ``batch.state.live``: decode tokens of all
 sequences run together in the recurrent form, prompt chunks one sequence at a time (in the chunked
-form, or on the CPU with torch's rule token by token in ``ft_kernels.gdn_prefill``), split at the requested snapshot points (``batch.state.snaps``) so the state after exactly those
-tokens is copied into checkpoint slots. Qwen3-Next stores the projections grouped per key head
+form, or on the CPU with torch's rule token by token in ``ft_kernels.gdn_prefill``), split at the
+requested snapshot points (``batch.state.snaps``) so the state after exactly those tokens is copied
+into checkpoint slots. Qwen3-Next stores the projections grouped per key head
 (``in_proj_qkvz``, ``in_proj_ba``); they are reordered at load into the flat Qwen3.5 order. The delta
 rule runs in torch (gated_delta.py) or in flash-linear-attention's kernels (gated_delta_fla.py), picked
 once at construction (``impl``: EngineConfig.resolved_linear_attn_impl). A forward of decode tokens only on
@@ -203,14 +204,14 @@ class GatedDeltaNet:
         live_conv, live_rec = st.live.layer(j)
         y, conv_in = causal_conv(mixed, live_conv[slot], self.conv_w)  # conv_in [Kc-1+L, C]
         S, out, done = live_rec[slot], [], 0
-        cpu = (
+        kernel = (
             self.chunk_rule is gated_delta.chunk_gated_delta_rule
             and y.device.type == "cpu"
             and y.dtype in (torch.float32, torch.bfloat16)
             and S.dtype == torch.float32
             and S.is_contiguous()
         )
-        if cpu:
+        if kernel:
             core, g, beta = (
                 torch.empty(L, lin.v_heads, lin.v_dim),
                 g.contiguous(),
@@ -221,7 +222,7 @@ class GatedDeltaNet:
         width = live_conv.shape[-1]  # Kc-1
         for n, cslot in sorted(snaps) + [(L, -1)]:
             if n > done:
-                if cpu:  # S advances in place
+                if kernel:  # S advances in place
                     ft_kernels.gdn_prefill(
                         y[done:n], g[done:n], beta[done:n], S, lin.k_heads, out=core[done:n]
                     )
@@ -236,7 +237,7 @@ class GatedDeltaNet:
                 ck_conv[cslot].copy_(conv_in[n : n + width].t())
                 ck_rec[cslot].copy_(S)
         live_conv[slot] = conv_in[L:].t()
-        if cpu:
+        if kernel:
             return core
         live_rec[slot] = S
         return torch.cat(out)
