@@ -1,6 +1,6 @@
 // The nanobind functions of the layer pieces beyond the projections: gdn_decode (the Gated DeltaNet core,
-// cpu/gdn_decode.h) and gdn_prefill (its rule over a prompt, cpu/gdn_prefill.h), the gates (cpu/gates.h) and prefill attention (cpu/attn_prefill.h); every argument checked
-// and named first.
+// cpu/gdn_decode.h) and gdn_prefill (its rule over a prompt, cpu/gdn_prefill.h), the gates (cpu/gates.h) and
+// prefill attention (cpu/attn_prefill.h); every argument checked and named first.
 #include <string>
 
 #include "bind_common.h"

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu/act.h"
 #include "cpu/dispatch.h"
-#include "cpu/formats.h"
 #include "cpu/threadpool.h"
 
 namespace ft {
@@ -17,15 +17,10 @@ void normalise(const GdnPrefill& p, int64_t t, int64_t kh, float* qk) {
   const int64_t Dk = p.Dk;
   float* q = qk + (t * p.Hk + kh) * 2 * Dk;
   float* k = q + Dk;
+  const auto load = [&](int64_t i) { return p.bf16 ? act_load<true>(p.y, i) : act_load<false>(p.y, i); };
   for (int64_t i = 0; i < Dk; ++i) {
-    const int64_t r = t * p.ys + kh * Dk + i, c = r + p.Hk * Dk;
-    if (p.bf16) {
-      q[i] = bf16_to_f32(static_cast<const uint16_t*>(p.y)[r]);
-      k[i] = bf16_to_f32(static_cast<const uint16_t*>(p.y)[c]);
-    } else {
-      q[i] = static_cast<const float*>(p.y)[r];
-      k[i] = static_cast<const float*>(p.y)[c];
-    }
+    const int64_t r = t * p.ys + kh * Dk + i;
+    q[i] = load(r), k[i] = load(r + p.Hk * Dk);
   }
   double sq = 0, sk = 0;
   for (int64_t i = 0; i < Dk; ++i) sq += double(q[i]) * q[i], sk += double(k[i]) * k[i];
